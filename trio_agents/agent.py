@@ -1,0 +1,541 @@
+"""The agent: an inbox, a status, and one driver task that turns prompts into turns.
+
+Cancellation is trio's. A turn runs inside its own `trio.CancelScope`; `cancel()` cancels it
+with `reason=`. Each step (one model call plus its tool calls) runs inside a nested scope,
+the private step abort, which also carries `step_timeout` as its deadline. Because trio lets
+the outermost cancelled scope catch `Cancelled`, a turn cancel passes through the step scope
+and a step abort stops at it, with no bookkeeping to tell them apart.
+
+Every record is appended synchronously, so the `finally` blocks that keep history balanced
+(an interrupted reply, a result for every started tool call, `step/end`, `turn/end`) run to
+completion even while the task is being cancelled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+import logging
+import math
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Final, Literal, NewType
+
+import trio
+
+from . import records as r
+from .errors import AgentClosedError
+from .events import (
+    CancelRequested,
+    Event,
+    EventBus,
+    StatusChanged,
+    StepEnded,
+    StepStarted,
+    TextStreamed,
+    TurnEnded,
+    TurnStarted,
+)
+from .inbox import Inbox, InboxMessage, MessageKind
+from .model import Finish, Message, Model, ModelRequest, TextDelta, ToolCall, ToolSpec
+from .options import AgentOptions
+from .session import Session
+from .status import AgentStatus
+from .tool import Tool, ToolContext, ToolResult
+
+__all__ = ["Agent", "CancelCause", "MessageId", "open_agent"]
+
+logger = logging.getLogger("trio_agents.agent")
+
+MessageId = NewType("MessageId", str)
+CancelCause = Literal["user", "parent"]
+_PUBLIC_CAUSES: Final = ("user", "parent")
+_CLOSED_CAUSE: Final = "closed"
+
+
+class _Turn:
+    """The running turn: its number, its cancel scope, and the first cancel it received."""
+
+    __slots__ = ("cause", "number", "reason", "scope", "step_abort", "step_scope")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.scope = trio.CancelScope()
+        self.reason: str | None = None
+        self.cause: str | None = None
+        self.step_scope: trio.CancelScope | None = None
+        self.step_abort: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cause is not None
+
+    def cancel(self, reason: str, cause: str) -> None:
+        if self.cause is None:  # the first cause wins
+            self.reason, self.cause = reason, cause
+            self.scope.cancel(reason=f"{cause}: {reason}")
+
+
+class _StepAborted:
+    __slots__ = ("cause", "reason")
+
+    def __init__(self, reason: str, cause: str) -> None:
+        self.reason, self.cause = reason, cause
+
+
+class Agent:
+    """One conversational agent. Its id is its session's id.
+
+    Delivery (`send`, `steer`, `inject`) and `cancel` are synchronous: they change state at
+    once and never block. `wait_idle` is the one awaitable. The loop itself runs in `run()`,
+    which the agent's owner (`open_agent`, the registry) starts in a nursery it owns.
+    """
+
+    __slots__ = (
+        "_events",
+        "_inbox",
+        "_loop_started",
+        "_closing",
+        "_message_ids",
+        "_model",
+        "_options",
+        "_session",
+        "_settled",
+        "_status",
+        "_stopped",
+        "_tool_specs",
+        "_tools",
+        "_turn",
+        "_turns",
+        "_wake",
+    )
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        model: Model,
+        tools: Sequence[Tool] = (),
+        options: AgentOptions | None = None,
+        events: EventBus | None = None,
+    ) -> None:
+        self._session = session
+        self._model = model
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
+            self._tools[tool.name] = tool
+        self._tool_specs = tuple(
+            ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()
+        )
+        self._options = options if options is not None else AgentOptions()
+        self._events = events if events is not None else EventBus()
+        self._inbox = Inbox()
+        self._status = AgentStatus.IDLE
+        self._turn: _Turn | None = None
+        self._turns, last_message = _resume_counters(session)
+        self._message_ids = itertools.count(last_message + 1)
+        self._closing = False
+        self._loop_started = False
+        self._wake = trio.lowlevel.ParkingLot()
+        self._settled = trio.lowlevel.ParkingLot()
+        self._stopped = trio.Event()
+
+    # -- identity and state -------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._session.id
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def options(self) -> AgentOptions:
+        return self._options
+
+    @property
+    def status(self) -> AgentStatus:
+        return self._status
+
+    @property
+    def pending(self) -> tuple[tuple[MessageId, MessageKind], ...]:
+        """Accepted messages not yet delivered, as (id, kind), in delivery order."""
+        return tuple((MessageId(m.id), m.kind) for m in self._inbox)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.id!r} {self._status.value}>"
+
+    # -- delivery -----------------------------------------------------------------------
+
+    def send(self, content: str) -> MessageId:
+        """Queue a prompt. Each prompt is one turn, in the order sent.
+
+        From IDLE the status is RUNNING before this returns, so `await wait_idle()` right
+        after waits for this prompt's turn.
+        """
+        message = self._accept("send", content, "prompt")
+        self._wake_driver()
+        return MessageId(message.id)
+
+    def steer(self, content: str) -> MessageId:
+        """Deliver `content` before the next model call of the running turn.
+
+        With no live turn (IDLE, or the turn is already cancelled) it is queued as a prompt,
+        exactly like `send`: steering never joins a cancelled turn.
+        """
+        turn = self._turn
+        kind: MessageKind = "steering" if turn is not None and not turn.cancelled else "prompt"
+        message = self._accept("steer", content, kind)
+        if kind == "prompt":
+            self._wake_driver()
+        return MessageId(message.id)
+
+    def inject(self, content: str) -> MessageId:
+        """Add context to the next step, whichever turn it belongs to. Never starts a turn."""
+        return MessageId(self._accept("inject", content, "context").id)
+
+    def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
+        """Stop the running turn and drop queued prompts and steering.
+
+        Returns False, doing and emitting nothing, when there is nothing to cancel: no live
+        turn and nothing queued (a second cancel of a turn still unwinding is such a case).
+        Otherwise emits `CancelRequested`, clears the queue and the steering, cancels the
+        turn's scope, and returns True. Injected context is kept: it is information for the
+        next step, not work. The first cause given to a turn is the one it records.
+        """
+        if cause not in _PUBLIC_CAUSES:
+            raise ValueError(f"cause must be 'user' or 'parent', got {cause!r}")
+        if not isinstance(reason, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+        if self._status is AgentStatus.CLOSED:
+            return False
+        turn = self._turn
+        if (turn is None or turn.cancelled) and not self._inbox.has_work:
+            return False
+        self._emit(CancelRequested(self.id, cause, reason))
+        self._inbox.discard_work()
+        turn = self._turn  # a listener may have re-entered; act on the state as it is now
+        if turn is not None:
+            turn.cancel(reason, cause)
+        return True
+
+    async def wait_idle(self) -> None:
+        """Wait until the agent is IDLE with nothing queued; on a CLOSED agent, until its
+        loop has exited. Always a checkpoint. Never raises because a turn failed."""
+        await trio.lowlevel.checkpoint()
+        while True:
+            if self._status is AgentStatus.CLOSED:
+                await self._stopped.wait()
+                return
+            if self._status is AgentStatus.IDLE:
+                return
+            await self._settled.park()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the agent's loop until it is closed. Its owner starts this once, in a nursery
+        it owns; `open_agent` and the registry do so for you."""
+        if self._loop_started:
+            raise RuntimeError(f"agent {self.id!r} is already running its loop")
+        self._loop_started = True
+        try:
+            while not self._closing:
+                prompt = self._inbox.pop_prompt()
+                if prompt is not None:
+                    await self._run_turn(prompt)
+                    continue
+                self._settle()
+                # A status listener may have sent during the settle: only park if still idle.
+                if self._status is AgentStatus.IDLE:
+                    await self._wake.park()
+        finally:
+            self._closing = True
+            self._set_status(AgentStatus.CLOSED)
+            self._stopped.set()
+            self._settled.unpark_all()
+
+    async def _run_turn(self, prompt: InboxMessage) -> None:
+        self._turns += 1
+        turn = _Turn(self._turns)
+        self._turn = turn
+        self._append(r.TURN_START, {"turn": turn.number})
+        self._append(r.USER_MESSAGE, {"id": prompt.id, "content": prompt.content})
+        self._emit(TurnStarted(self.id, turn.number))
+        end: r.TurnEndReason | None = None
+        try:
+            with turn.scope:
+                end = await self._run_steps(turn)
+        except Exception as exc:
+            logger.warning("agent %r turn %d failed: %r", self.id, turn.number, exc)
+            end = r.errored(_describe(exc))
+        finally:
+            if turn.cause is not None:
+                # A cancel that reached the turn before it ended wins over how it ended.
+                assert turn.reason is not None
+                end = r.closed() if turn.cause == _CLOSED_CAUSE else r.aborted(
+                    turn.reason, turn.cause
+                )
+            elif end is None:  # cancelled from outside: the owner's scope is going away
+                end = r.closed()
+            self._turn = None
+            self._append(r.TURN_END, {"turn": turn.number, "reason": end})
+            # Steering a turn never took is not lost: it becomes the next prompts.
+            self._inbox.requeue_steering()
+            self._emit(TurnEnded(self.id, turn.number, end))
+
+    async def _run_steps(self, turn: _Turn) -> r.TurnEndReason:
+        limit = self._options.max_steps
+        step = 0
+        while True:
+            if limit is not None and step >= limit:
+                return r.max_steps()
+            step += 1
+            outcome = await self._run_step(turn, step)
+            if isinstance(outcome, _StepAborted):
+                return r.aborted(outcome.reason, outcome.cause)
+            if not outcome and not self._inbox.has_steering:
+                return r.completed()
+
+    async def _run_step(self, turn: _Turn, step: int) -> bool | _StepAborted:
+        """One model call and its tools. True if the turn should continue."""
+        # The pre-step (or continuation) window: a cancel landing here ends the turn before
+        # anything of this step is claimed or recorded.
+        await trio.lowlevel.checkpoint()
+        for message in self._inbox.claim_step_input():
+            kind = r.STEERING_MESSAGE if message.kind == "steering" else r.CONTEXT_MESSAGE
+            self._append(kind, {"id": message.id, "content": message.content})
+        self._append(r.STEP_START, {"turn": turn.number, "step": step})
+        self._emit(StepStarted(self.id, turn.number, step))
+        text: list[str] = []
+        streamed = False
+        dispatched = False
+        unanswered: dict[str, ToolCall] = {}
+        deadline = self._options.step_timeout
+        scope = trio.CancelScope(relative_deadline=deadline if deadline is not None else math.inf)
+        turn.step_scope = scope
+        try:
+            with scope:
+                # No model call may start once the turn is cancelled (e.g. by a StepStarted
+                # listener); nothing runs between this checkpoint and the call.
+                await trio.lowlevel.checkpoint()
+                calls, finish = await self._stream(turn, step, text)
+                streamed = True
+                assistant: dict[str, object] = {"content": "".join(text), "finish": finish.reason}
+                if finish.usage is not None:
+                    assistant["usage"] = {
+                        "input_tokens": finish.usage.input_tokens,
+                        "output_tokens": finish.usage.output_tokens,
+                    }
+                self._append(r.ASSISTANT_MESSAGE, assistant)
+                # A reply cut at the token limit may hold truncated calls: never run them.
+                if calls and finish.reason != "length":
+                    for call in calls:
+                        self._append(
+                            r.TOOL_CALL,
+                            {"call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+                        )
+                        unanswered[call.call_id] = call
+                    dispatched = True
+                    async with trio.open_nursery() as nursery:
+                        for call in calls:
+                            nursery.start_soon(self._call_tool, turn, step, call, unanswered)
+        finally:
+            turn.step_scope = None
+            if not streamed and text:
+                self._append(r.ASSISTANT_MESSAGE, {"content": "".join(text), "interrupted": True})
+            for call in unanswered.values():
+                self._append(
+                    r.TOOL_RESULT,
+                    {
+                        "call_id": call.call_id,
+                        "content": f"tool call {call.name!r} was interrupted before it finished",
+                        "is_error": True,
+                        "interrupted": True,
+                    },
+                )
+            self._append(r.STEP_END, {"turn": turn.number, "step": step})
+            self._emit(StepEnded(self.id, turn.number, step))
+        if scope.cancelled_caught:
+            if turn.step_abort is not None:
+                return _StepAborted(turn.step_abort, "step")
+            return _StepAborted("step-timeout", "timeout")
+        return dispatched
+
+    async def _stream(
+        self, turn: _Turn, step: int, text: list[str]
+    ) -> tuple[list[ToolCall], Finish]:
+        messages: list[Message] = []
+        if self._options.system_prompt is not None:
+            messages.append(Message("system", self._options.system_prompt))
+        messages.extend(self._session.messages())
+        request = ModelRequest(tuple(messages), self._tool_specs, self._options)
+        calls: list[ToolCall] = []
+        finish: Finish | None = None
+        stream = self._model.stream(request)
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, TextDelta):
+                    if chunk.text:
+                        text.append(chunk.text)
+                        self._emit(TextStreamed(self.id, turn.number, step, chunk.text))
+                elif isinstance(chunk, ToolCall):
+                    calls.append(chunk)
+                else:
+                    finish = chunk
+                    break
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if finish is None:  # a stream that just ends is a normal finish
+            finish = Finish("tool_calls" if calls else "stop")
+        return calls, finish
+
+    async def _call_tool(
+        self, turn: _Turn, step: int, call: ToolCall, unanswered: dict[str, ToolCall]
+    ) -> None:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            result = ToolResult(f"unknown tool {call.name!r}; this agent has: {known}", True)
+        else:
+            context = ToolContext(self.id, call.call_id, turn.number, step)
+            try:
+                raw = await tool(call.arguments, context)
+            except Exception as exc:
+                # A failing tool is an answer the model can react to, not a failed turn.
+                result = ToolResult(_describe(exc), is_error=True)
+            else:
+                result = raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
+        del unanswered[call.call_id]
+        self._append(
+            r.TOOL_RESULT,
+            {"call_id": call.call_id, "content": result.content, "is_error": result.is_error},
+        )
+
+    # -- owner side ---------------------------------------------------------------------
+
+    def _abort_step(self, reason: str) -> bool:
+        """Private step abort: end the in-flight step (and so its turn) with `reason`,
+        keeping queued prompts and steering. Returns False if no step is in flight."""
+        turn = self._turn
+        if turn is None or turn.step_scope is None or turn.cancelled:
+            return False
+        turn.step_abort = reason
+        turn.step_scope.cancel(reason=f"step: {reason}")
+        return True
+
+    def _begin_close(self) -> None:
+        """Start closing: refuse new messages, drop queued work, cancel the turn (cause
+        `closed`) and wake the loop so it exits. Synchronous and idempotent."""
+        if self._closing and self._status is AgentStatus.CLOSED:
+            return
+        self._closing = True
+        self._inbox.discard_work()
+        if self._turn is not None:
+            self._turn.cancel(_CLOSED_CAUSE, _CLOSED_CAUSE)
+        self._set_status(AgentStatus.CLOSED)
+        if not self._loop_started:
+            self._stopped.set()
+        self._wake.unpark_all()
+        self._settled.unpark_all()
+
+    async def _aclose(self) -> bool:
+        """Close and wait, shielded and bounded by `close_grace`, for the loop to exit.
+        Returns whether it exited in time."""
+        self._begin_close()
+        with trio.move_on_after(self._options.close_grace, shield=True):
+            await self._stopped.wait()
+        if not self._stopped.is_set():
+            logger.error(
+                "agent %r did not stop within close_grace=%ss; a tool is ignoring cancellation",
+                self.id,
+                self._options.close_grace,
+            )
+        return self._stopped.is_set()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _accept(self, verb: str, content: str, kind: MessageKind) -> InboxMessage:
+        if self._closing:
+            raise AgentClosedError(
+                f"cannot {verb} to agent {self.id!r}: it is {self._status.value}; "
+                "create or resume an agent to continue this session"
+            )
+        if not isinstance(content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"{verb}() takes a str, got {type(content).__name__}")
+        message = InboxMessage(f"m{next(self._message_ids)}", content, kind)
+        self._inbox.push(message)
+        return message
+
+    def _wake_driver(self) -> None:
+        if self._status is AgentStatus.IDLE:
+            self._set_status(AgentStatus.RUNNING)
+            self._wake.unpark_all()
+
+    def _settle(self) -> None:
+        if self._status is AgentStatus.RUNNING:
+            self._set_status(AgentStatus.IDLE)
+        self._settled.unpark_all()
+
+    def _set_status(self, status: AgentStatus) -> None:
+        if self._status is not status:
+            self._status = status
+            self._emit(StatusChanged(self.id, status))
+
+    def _append(self, type: str, data: Mapping[str, object]) -> None:
+        self._session.append(type, data)
+
+    def _emit(self, event: Event) -> None:
+        self._events.emit(event)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _resume_counters(session: Session) -> tuple[int, int]:
+    """The last turn number and the highest `m<N>` message id already in `session`."""
+    last_turn = 0
+    last_message = 0
+    for record in session.records:
+        if record.type == r.TURN_START:
+            last_turn = max(last_turn, int(record.data["turn"]))
+        elif record.type in r.MESSAGE_RECORD_TYPES:
+            mid = str(record.data.get("id", ""))
+            if mid.startswith("m") and mid[1:].isdigit():
+                last_message = max(last_message, int(mid[1:]))
+    return last_turn, last_message
+
+
+@asynccontextmanager
+async def open_agent(
+    model: Model,
+    *,
+    tools: Sequence[Tool] = (),
+    options: AgentOptions | None = None,
+    session: Session | str | None = None,
+    events: EventBus | None = None,
+) -> AsyncIterator[Agent]:
+    """A standalone agent whose loop runs in a nursery owned by this context.
+
+    Leaving the block closes the agent: the running turn ends `closed` and the loop has
+    exited before the block is left.
+    """
+    if session is None:
+        session = Session(str(uuid.uuid4()))
+    elif isinstance(session, str):
+        session = Session(session)
+    agent = Agent(session=session, model=model, tools=tools, options=options, events=events)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(agent.run)
+        try:
+            yield agent
+        finally:
+            if not await agent._aclose():
+                nursery.cancel_scope.cancel(reason="agent did not stop within close_grace")

@@ -1,0 +1,97 @@
+"""What an agent has been told but has not yet delivered to its model. Pure; no trio import.
+
+Two FIFOs:
+
+- prompts: one prompt is taken per turn, oldest first (one send, one turn);
+- step input: steering and injected context, all taken at the next step boundary, in the
+  order they were accepted.
+
+Steering differs from context in two ways the agent enforces, not the inbox: steering keeps
+a turn going and is re-queued as a prompt if a turn ends without taking it; context never
+wakes anything and waits for whichever step comes next.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Inbox", "InboxMessage", "MessageKind"]
+
+MessageKind = Literal["prompt", "steering", "context"]
+
+
+@dataclass(frozen=True, slots=True)
+class InboxMessage:
+    id: str
+    content: str
+    kind: MessageKind
+
+
+class Inbox:
+    __slots__ = ("_prompts", "_step_input")
+
+    def __init__(self) -> None:
+        self._prompts: deque[InboxMessage] = deque()
+        self._step_input: list[InboxMessage] = []
+
+    def push(self, message: InboxMessage) -> None:
+        if message.kind == "prompt":
+            self._prompts.append(message)
+        else:
+            self._step_input.append(message)
+
+    def pop_prompt(self) -> InboxMessage | None:
+        """The oldest queued prompt, removed, or None."""
+        return self._prompts.popleft() if self._prompts else None
+
+    def claim_step_input(self) -> list[InboxMessage]:
+        """Every pending steering and context message, in acceptance order, removed."""
+        claimed, self._step_input = self._step_input, []
+        return claimed
+
+    @property
+    def has_prompts(self) -> bool:
+        return bool(self._prompts)
+
+    @property
+    def has_steering(self) -> bool:
+        return any(m.kind == "steering" for m in self._step_input)
+
+    @property
+    def has_work(self) -> bool:
+        """Whether anything that would make the agent run is pending (context is not work)."""
+        return bool(self._prompts) or self.has_steering
+
+    def discard_work(self) -> list[InboxMessage]:
+        """Remove and return queued prompts and steering (what a cancel drops); keep context."""
+        dropped = [m for m in self._step_input if m.kind == "steering"]
+        dropped.extend(self._prompts)
+        self._prompts.clear()
+        self._step_input = [m for m in self._step_input if m.kind == "context"]
+        return dropped
+
+    def requeue_steering(self) -> list[InboxMessage]:
+        """Turn unconsumed steering into prompts at the head of the queue, in order.
+
+        Steering was addressed to work that has just ended, so it is the most immediate
+        thing to do next; each steering message becomes its own prompt (one message, one
+        turn), keeping its id.
+        """
+        steering = [m for m in self._step_input if m.kind == "steering"]
+        if not steering:
+            return []
+        self._step_input = [m for m in self._step_input if m.kind == "context"]
+        prompts = [InboxMessage(m.id, m.content, "prompt") for m in steering]
+        self._prompts.extendleft(reversed(prompts))
+        return prompts
+
+    def __iter__(self) -> Iterator[InboxMessage]:
+        """Pending messages: step input first (it is delivered first), then prompts."""
+        yield from self._step_input
+        yield from self._prompts
+
+    def __len__(self) -> int:
+        return len(self._prompts) + len(self._step_input)

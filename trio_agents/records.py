@@ -1,0 +1,89 @@
+"""Durable session records and the turn-end reasons they carry. Pure data; no trio import.
+
+A session is an append-only sequence of `Record`s. The record types and their data keys are
+part of the public contract (API.md §3.2); everything the loop does is visible here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+__all__ = [
+    "MESSAGE_RECORD_TYPES",
+    "Record",
+    "TurnEndReason",
+    "aborted",
+    "closed",
+    "completed",
+    "errored",
+    "interrupted",
+    "max_steps",
+]
+
+TURN_START: Final = "turn/start"
+TURN_END: Final = "turn/end"
+STEP_START: Final = "step/start"
+STEP_END: Final = "step/end"
+USER_MESSAGE: Final = "user/message"
+STEERING_MESSAGE: Final = "steering/message"
+CONTEXT_MESSAGE: Final = "context/message"
+ASSISTANT_MESSAGE: Final = "assistant/message"
+TOOL_CALL: Final = "tool/call"
+TOOL_RESULT: Final = "tool/result"
+
+# Records that carry a delivered inbox message (data keys `id` and `content`).
+MESSAGE_RECORD_TYPES: Final = frozenset({USER_MESSAGE, STEERING_MESSAGE, CONTEXT_MESSAGE})
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One durable entry of a session: a type such as `turn/start` and its data."""
+
+    type: str
+    data: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, type: str, data: Mapping[str, Any]) -> Record:
+        """A record whose data mapping is a read-only copy of `data`."""
+        return cls(type, MappingProxyType(dict(data)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "data": _plain(self.data)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+TurnEndReason = Mapping[str, str]
+
+
+def completed() -> TurnEndReason:
+    return {"kind": "completed"}
+
+
+def aborted(reason: str, cause: str) -> TurnEndReason:
+    return {"kind": "aborted", "reason": reason, "cause": cause}
+
+
+def errored(message: str) -> TurnEndReason:
+    return {"kind": "error", "message": message}
+
+
+def max_steps() -> TurnEndReason:
+    return {"kind": "max_steps"}
+
+
+def closed() -> TurnEndReason:
+    return {"kind": "closed"}
+
+
+def interrupted() -> TurnEndReason:
+    return {"kind": "interrupted"}
