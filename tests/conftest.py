@@ -1,0 +1,64 @@
+"""Every trio test runs on an autojump MockClock inside a deadlock guard.
+
+With the autojump clock, virtual time only passes when every task is blocked, so a
+`fail_after` of one virtual hour fires exactly when a test has deadlocked: a hang becomes an
+immediate, deterministic failure. Tests marked `subprocess` wait on real processes, which an
+autojump clock would skip past, so they run on the real clock with a wall-clock bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=60, stateful_step_count=30, deadline=None)
+settings.register_profile("deep", max_examples=2000, stateful_step_count=60, deadline=None)
+settings.register_profile("dev", max_examples=20, stateful_step_count=20, deadline=None)
+settings.load_profile(os.environ.get("TRIO_AGENTS_PROFILE", "ci"))
+
+VIRTUAL_GUARD = 3600.0
+REAL_GUARD = 120.0
+
+
+def _guarded_run(seconds: float, autojump: bool) -> Callable[..., Any]:
+    def run(
+        fn: Callable[[], Awaitable[Any]],
+        *,
+        clock: trio.abc.Clock | None = None,
+        instruments: Sequence[trio.abc.Instrument] = (),
+    ) -> Any:
+        async def guarded() -> Any:
+            try:
+                with trio.fail_after(seconds):
+                    return await fn()
+            except trio.TooSlowError:
+                kind = "virtual" if autojump else "real"
+                raise AssertionError(
+                    f"deadlock guard: the test was still blocked after {seconds:.0f} {kind} seconds"
+                ) from None
+
+        if clock is None and autojump:
+            clock = trio.testing.MockClock(autojump_threshold=0)
+        return trio.run(guarded, clock=clock, instruments=instruments)
+
+    return run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        function = getattr(item, "obj", None)
+        inner = getattr(getattr(function, "hypothesis", None), "inner_test", function)
+        if inner is None or not inspect.iscoroutinefunction(inner):
+            continue
+        real = item.get_closest_marker("subprocess") is not None
+        run = _guarded_run(REAL_GUARD, False) if real else _guarded_run(VIRTUAL_GUARD, True)
+        # Prepended, so pytest-trio finds this runner before trio_mode's default one.
+        item.add_marker(pytest.mark.trio(run=functools.partial(run)), append=False)

@@ -1,0 +1,36 @@
+"""Small assertions over session records, shared by the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trio_agents import Agent, Event, EventBus
+
+
+def types(agent: Agent) -> list[str]:
+    return [record.type for record in agent.session.records]
+
+
+def of_type(agent: Agent, type: str) -> list[Mapping[str, Any]]:
+    return [record.data for record in agent.session.records if record.type == type]
+
+
+def turn_ends(agent: Agent) -> list[Mapping[str, str]]:
+    return [data["reason"] for data in of_type(agent, "turn/end")]
+
+
+def delivered(agent: Agent) -> list[str]:
+    """Contents of prompts delivered to turns, in order."""
+    return [str(data["content"]) for data in of_type(agent, "user/message")]
+
+
+class Recorder:
+    """Collects every event of a bus, for ordering assertions."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.events: list[Event] = []
+        bus.connect(self.events.append)
+
+    def names(self) -> list[str]:
+        return [type(event).__name__ for event in self.events]
