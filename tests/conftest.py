@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -19,10 +18,11 @@ import trio
 import trio.testing
 from hypothesis import settings
 
-settings.register_profile("ci", max_examples=60, stateful_step_count=30, deadline=None)
-settings.register_profile("deep", max_examples=2000, stateful_step_count=60, deadline=None)
-settings.register_profile("dev", max_examples=20, stateful_step_count=20, deadline=None)
-settings.load_profile(os.environ.get("TRIO_AGENTS_PROFILE", "ci"))
+from trio_agents.testing.profiles import profile
+
+# TRIO_AGENTS_PROFILE=deep runs every Hypothesis test with the deep budget.
+settings.register_profile("trio-agents", profile())
+settings.load_profile("trio-agents")
 
 VIRTUAL_GUARD = 3600.0
 REAL_GUARD = 120.0

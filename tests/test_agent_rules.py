@@ -49,7 +49,8 @@ async def test_A1_wait_idle_right_after_send_waits_for_that_turn() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(agent.wait_idle)
             await trio.testing.wait_all_tasks_blocked()
-            assert model.held == 1 and of_type(agent, "turn/end") == []
+            assert model.held == 1
+            assert of_type(agent, "turn/end") == []
             model.release()
         assert turn_ends(agent) == [{"kind": "completed"}]
 
@@ -103,7 +104,8 @@ async def test_A3_steer_while_running_reaches_the_next_model_call_of_the_turn() 
         assert len(of_type(agent, "turn/start")) == 1  # same turn
         assert of_type(agent, "steering/message") == [{"id": steer_id, "content": "turn left"}]
         second = model.requests[1].messages
-        assert second[-1].content == "turn left" and second[-1].source == "steering"
+        assert second[-1].content == "turn left"
+        assert second[-1].source == "steering"
         # The steering record sits between step 1's end and step 2's start.
         t = types(agent)
         assert t.index("steering/message") == t.index("step/end") + 1
@@ -194,7 +196,8 @@ async def test_A4_inject_while_idle_is_held_and_never_wakes() -> None:
         cid = agent.inject("background")
         await trio.testing.wait_all_tasks_blocked()
         assert agent.status is AgentStatus.IDLE
-        assert agent.session.records == () and model.requests == []
+        assert agent.session.records == ()
+        assert model.requests == []
         assert agent.pending == ((cid, "context"),)
         agent.send("now")
         await agent.wait_idle()
@@ -335,7 +338,8 @@ async def test_A8_tool_calls_in_a_cancelled_turn_get_interrupted_results() -> No
         calls = [d["call_id"] for d in of_type(agent, "tool/call")]
         results = of_type(agent, "tool/result")
         assert sorted(d["call_id"] for d in results) == sorted(calls)
-        assert all(d["is_error"] and d["interrupted"] for d in results)
+        assert all(d["is_error"] for d in results)
+        assert all(d["interrupted"] for d in results)
         assert gate.cancelled == 2
 
 
@@ -446,7 +450,9 @@ async def test_A11_raising_listeners_cannot_break_a_turn_a_cancel_or_a_close(
                 {"kind": "aborted", "reason": "cancelled", "cause": "user"},
             ]
     assert agent.status is AgentStatus.CLOSED
-    assert any("listener bug on TurnStarted" in r.getMessage() or r.exc_info for r in caplog.records)
+    assert any(
+        "listener bug on TurnStarted" in r.getMessage() or r.exc_info for r in caplog.records
+    )
     logged = {r.exc_info[1].args[0] for r in caplog.records if r.exc_info and r.exc_info[1]}
     assert {"listener bug on StatusChanged", "listener bug on CancelRequested"} <= logged
 

@@ -1,6 +1,6 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
-from .agent import Agent, CancelCause, MessageId, open_agent
+from .agent import Agent, CancelCause, Closer, MessageId, open_agent
 from .errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
 from .events import (
     AgentClosed,
@@ -44,6 +44,7 @@ __all__ = [
     "AgentStatus",
     "CancelCause",
     "CancelRequested",
+    "Closer",
     "DuplicateSessionError",
     "Event",
     "EventBus",

@@ -14,10 +14,10 @@ completion even while the task is being cancelled.
 from __future__ import annotations
 
 import itertools
-import uuid
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Final, Literal, NewType
 
@@ -43,12 +43,14 @@ from .session import Session
 from .status import AgentStatus
 from .tool import Tool, ToolContext, ToolResult
 
-__all__ = ["Agent", "CancelCause", "MessageId", "open_agent"]
+__all__ = ["Agent", "CancelCause", "Closer", "MessageId", "open_agent"]
 
 logger = logging.getLogger("trio_agents.agent")
 
 MessageId = NewType("MessageId", str)
 CancelCause = Literal["user", "parent"]
+Closer = Callable[[], Awaitable[bool]]
+"""Closes an agent and reports whether its loop exited within the grace period."""
 _PUBLIC_CAUSES: Final = ("user", "parent")
 _CLOSED_CAUSE: Final = "closed"
 
@@ -92,10 +94,10 @@ class Agent:
     """
 
     __slots__ = (
+        "_closing",
         "_events",
         "_inbox",
         "_loop_started",
-        "_closing",
         "_message_ids",
         "_model",
         "_options",
@@ -236,12 +238,18 @@ class Agent:
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Run the agent's loop until it is closed. Its owner starts this once, in a nursery
-        it owns; `open_agent` and the registry do so for you."""
+    async def run(self, *, task_status: trio.TaskStatus[Closer] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the agent's loop until it is closed.
+
+        Its owner starts this once, with `close = await nursery.start(agent.run)`, and so
+        receives the agent's closer: `await close()` stops the loop (the running turn ends
+        `closed`) and waits, shielded and bounded by `close_grace`, for it to exit. Only the
+        loop's owner holds that capability; `open_agent` and the registry own it for you.
+        """
         if self._loop_started:
             raise RuntimeError(f"agent {self.id!r} is already running its loop")
         self._loop_started = True
+        task_status.started(self._aclose)
         try:
             while not self._closing:
                 prompt = self._inbox.pop_prompt()
@@ -276,8 +284,10 @@ class Agent:
             if turn.cause is not None:
                 # A cancel that reached the turn before it ended wins over how it ended.
                 assert turn.reason is not None
-                end = r.closed() if turn.cause == _CLOSED_CAUSE else r.aborted(
-                    turn.reason, turn.cause
+                end = (
+                    r.closed()
+                    if turn.cause == _CLOSED_CAUSE
+                    else r.aborted(turn.reason, turn.cause)
                 )
             elif end is None:  # cancelled from outside: the owner's scope is going away
                 end = r.closed()
@@ -336,7 +346,11 @@ class Agent:
                     for call in calls:
                         self._append(
                             r.TOOL_CALL,
-                            {"call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+                            {
+                                "call_id": call.call_id,
+                                "name": call.name,
+                                "arguments": call.arguments,
+                            },
                         )
                         unanswered[call.call_id] = call
                     dispatched = True
@@ -521,7 +535,7 @@ async def open_agent(
     options: AgentOptions | None = None,
     session: Session | str | None = None,
     events: EventBus | None = None,
-) -> AsyncIterator[Agent]:
+) -> AsyncGenerator[Agent, None]:
     """A standalone agent whose loop runs in a nursery owned by this context.
 
     Leaving the block closes the agent: the running turn ends `closed` and the loop has
@@ -533,9 +547,9 @@ async def open_agent(
         session = Session(session)
     agent = Agent(session=session, model=model, tools=tools, options=options, events=events)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(agent.run)
+        close = await nursery.start(agent.run)
         try:
             yield agent
         finally:
-            if not await agent._aclose():
+            if not await close():
                 nursery.cancel_scope.cancel(reason="agent did not stop within close_grace")

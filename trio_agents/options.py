@@ -25,17 +25,20 @@ class AgentOptions:
     close_grace: float = 5.0
 
     def __post_init__(self) -> None:
-        if self.max_steps is not None and (
-            isinstance(self.max_steps, bool)
-            or not isinstance(self.max_steps, int)
-            or self.max_steps < 1
-        ):
-            raise ValueError(
-                f"max_steps must be a positive int or None, got {self.max_steps!r}"
-            )
+        if self.max_steps is not None and not _is_positive_int(self.max_steps):
+            raise ValueError(f"max_steps must be a positive int or None, got {self.max_steps!r}")
         for name in ("step_timeout", "close_grace"):
-            value = getattr(self, name)
+            value: object = getattr(self, name)
             if value is None and name == "step_timeout":
                 continue
-            if not isinstance(value, int | float) or not (0 < value < math.inf):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0 < value < math.inf)
+            ):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _is_positive_int(value: object) -> bool:
+    # Checked at run time: the annotation does not stop a caller passing 2.5 or True.
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

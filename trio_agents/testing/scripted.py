@@ -189,7 +189,9 @@ class GateTool:
         box.append(result)
         event.set()
 
-    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult | str:
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
         self.calls.append((arguments, context))
         entry: tuple[trio.Event, list[ToolResult | str]] = (trio.Event(), [])
         self._held.append(entry)
@@ -215,7 +217,9 @@ class EchoTool:
         "required": ["text"],
     }
 
-    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult | str:
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
         await trio.lowlevel.checkpoint()
         return str(arguments.get("text", ""))
 

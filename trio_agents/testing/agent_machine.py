@@ -1,0 +1,269 @@
+"""The agent state machine: random programs of send, steer, inject, cancel, model and tool
+releases and wait_idle, checked after every step against `AgentReference`.
+
+Each example owns one `TrioHost`. After every rule the host settles (every task blocked), and
+the agent must then match the reference exactly: status, the turns with their prompt, the
+messages claimed before each step and the end reasons, the number of model calls, which gate
+is held, and every message's fate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, ClassVar, Literal
+
+import trio
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from ..agent import open_agent
+from ..events import EventBus
+from ..model import Model
+from ..options import AgentOptions
+from ..records import (
+    MESSAGE_RECORD_TYPES,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+    Record,
+)
+from ..status import AgentStatus
+from ..tool import Tool
+from .history import history_problems
+from .host import TrioHost
+from .reference import AgentReference, StepSummary, TurnSummary
+from .scripted import GateTool, ScriptedModel, reply, tool_step
+
+__all__ = ["AgentFactory", "AgentMachine", "check_agent_conformance", "summarize_turns"]
+
+AgentFactory = Callable[
+    [Model, Sequence[Tool], EventBus, AgentOptions], AbstractAsyncContextManager[Any]
+]
+"""Opens an agent: `factory(model, tools, events, options)` is an async context manager
+yielding an object with the `Agent` surface; leaving it closes the agent."""
+
+WAIT_IDLE_BOUND = 10_000.0  # virtual seconds; the autojump clock makes this free
+
+
+def builtin_agent_factory(
+    model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
+) -> AbstractAsyncContextManager[Any]:
+    return open_agent(model, tools=tools, events=events, options=options)
+
+
+def summarize_turns(records: Sequence[Record]) -> list[TurnSummary]:
+    """The reference's view of real records: per turn its prompt, what each step claimed,
+    and how it ended."""
+    turns: list[TurnSummary] = []
+    claimed: list[str] = []
+    for record in records:
+        if record.type == TURN_START:
+            turns.append(TurnSummary(int(record.data["turn"]), prompt=""))
+        elif record.type == USER_MESSAGE and turns:
+            turns[-1].prompt = str(record.data["id"])
+        elif record.type in MESSAGE_RECORD_TYPES:
+            claimed.append(str(record.data["id"]))
+        elif record.type == STEP_START and turns:
+            turns[-1].steps.append(StepSummary(claimed))
+            claimed = []
+        elif record.type == TURN_END and turns:
+            turns[-1].end = str(record.data["reason"]["kind"])
+    return turns
+
+
+class AgentMachine(RuleBasedStateMachine):
+    """Subclass and set `factory` to check another implementation."""
+
+    factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.host = TrioHost()
+        self.model = ScriptedModel(hold_all=True)
+        self.gate = GateTool()
+        self.bus = EventBus()
+        self.ref = AgentReference()
+        self.agent: Any = None
+        self._stop: trio.Event | None = None
+        # True only while the last `check` passed: teardown's own checks must never mask
+        # the failure that ended the example.
+        self._consistent = False
+
+    # -- setup and teardown -------------------------------------------------------------
+
+    @initialize(max_steps=st.one_of(st.none(), st.integers(1, 3)))
+    def open_agent(self, max_steps: int | None) -> None:
+        self.ref = AgentReference(max_steps=max_steps)
+        options = AgentOptions(max_steps=max_steps)
+        self.agent = self.host.call(self.host.nursery.start, self._serve, options)
+        self.host.settle()
+
+    async def _serve(
+        self, options: AgentOptions, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self._stop = trio.Event()
+        factory = type(self).factory
+        async with factory(self.model, [self.gate], self.bus, options) as agent:
+            task_status.started(agent)
+            await self._stop.wait()
+
+    def teardown(self) -> None:
+        try:
+            if self._consistent and self._stop is not None and not self.host.closed:
+                self.host.run_sync(self._stop.set)
+                self.host.settle()
+                self.ref.close()
+                assert self.agent.status is AgentStatus.CLOSED, self.agent.status
+                records = self.agent.session.records
+                problems = history_problems(records, allow_open_turn=False)
+                assert not problems, f"history after close: {problems}"
+                self._compare_turns()
+        finally:
+            self.host.close()
+
+    # -- rules ---------------------------------------------------------------------------
+
+    @rule()
+    def send(self) -> None:
+        mid = self.host.run_sync(self.agent.send, "prompt")
+        self.ref.send(str(mid))
+        self.host.settle()
+
+    @rule()
+    def steer(self) -> None:
+        mid = self.host.run_sync(self.agent.steer, "steering")
+        self.ref.steer(str(mid))
+        self.host.settle()
+
+    @rule()
+    def inject(self) -> None:
+        mid = self.host.run_sync(self.agent.inject, "context")
+        self.ref.inject(str(mid))
+        self.host.settle()
+
+    @rule(cause=st.sampled_from(["user", "parent"]))
+    def cancel(self, cause: Literal["user", "parent"]) -> None:
+        effective = self.host.run_sync(lambda: self.agent.cancel("cancel", cause=cause))
+        expected = self.ref.cancel()
+        assert effective is expected, (
+            f"cancel() returned {effective}, expected {expected} (reference: {self._state()})"
+        )
+        self.host.settle()
+
+    @precondition(lambda self: self.ref.phase == "model")
+    @rule(answer=st.sampled_from(["text", "tool"]))
+    def release_model(self, answer: Literal["text", "tool"]) -> None:
+        step = reply("answer") if answer == "text" else tool_step((self.gate.name, {}))
+        self.host.run_sync(self.model.release, step)
+        self.ref.release_model(answer)
+        self.host.settle()
+
+    @precondition(lambda self: self.ref.phase == "tool")
+    @rule()
+    def finish_tool(self) -> None:
+        self.host.run_sync(self.gate.release, "tool output")
+        self.ref.finish_tool()
+        self.host.settle()
+
+    @rule()
+    def wait_idle(self) -> None:
+        returned = self.host.call(self._bounded_wait_idle)
+        expected = self.ref.status == "idle"
+        assert returned is expected, (
+            f"wait_idle {'returned' if returned else 'blocked'} but the reference is "
+            f"{self.ref.status} (reference: {self._state()})"
+        )
+        if returned:
+            assert self.agent.status is AgentStatus.IDLE, self.agent.status
+
+    async def _bounded_wait_idle(self) -> bool:
+        with trio.move_on_after(WAIT_IDLE_BOUND):
+            await self.agent.wait_idle()
+            return True
+        return False
+
+    # -- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def check(self) -> None:
+        """Everything the reference determines, after every rule."""
+        self._consistent = False
+        if self.agent is None:
+            return
+        status = self.agent.status
+        assert status.value == self.ref.status, (
+            f"status is {status.value}, reference says {self.ref.status} ({self._state()})"
+        )
+        problems = history_problems(self.agent.session.records)
+        assert not problems, f"invalid history: {problems}"
+        self._check_fates()
+        self._compare_turns()
+        assert len(self.model.requests) == self.ref.requests, (
+            f"{len(self.model.requests)} model calls, reference expects {self.ref.requests}"
+        )
+        held = (int(self.ref.phase == "model"), int(self.ref.phase == "tool"))
+        assert (self.model.held, self.gate.held) == held, (
+            f"held (model, tool) = {(self.model.held, self.gate.held)}, expected {held}"
+        )
+        self._consistent = True
+
+    def _check_fates(self) -> None:
+        seen: dict[str, int] = {}
+        for record in self.agent.session.records:
+            if record.type in MESSAGE_RECORD_TYPES:
+                mid = str(record.data["id"])
+                seen[mid] = seen.get(mid, 0) + 1
+        twice = [mid for mid, count in seen.items() if count > 1]
+        assert not twice, f"messages delivered more than once: {twice}"
+        for mid, fate in self.ref.fate.items():
+            assert (mid in seen) == (fate == "delivered"), (
+                f"message {mid} should be {fate} but {'is' if mid in seen else 'is not'} in "
+                f"the session records ({self._state()})"
+            )
+        pending = getattr(self.agent, "pending", None)
+        if pending is not None:
+            expected = {mid for mid, fate in self.ref.fate.items() if fate == "pending"}
+            assert {str(mid) for mid, _ in pending} == expected
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _compare_turns(self) -> None:
+        actual = summarize_turns(self.agent.session.records)
+        assert actual == self.ref.turns, (
+            "turns differ from the reference:\n"
+            f"  actual:    {actual}\n  reference: {self.ref.turns}"
+        )
+
+    def _state(self) -> str:
+        ref = self.ref
+        return (
+            f"status={ref.status} phase={ref.phase} queue={ref.queue} step_input={ref.step_input}"
+        )
+
+
+def check_agent_conformance(
+    factory: AgentFactory | None = None, *, settings: Settings | None = None
+) -> None:
+    """Run the agent state machine against `factory` (default: the built-in agent).
+
+    Raises the shrunk failing program's error on the first violation. Plain function, no
+    pytest needed: call it from any test runner.
+    """
+    chosen = factory if factory is not None else builtin_agent_factory
+
+    class Machine(AgentMachine):
+        pass
+
+    Machine.factory = staticmethod(chosen)
+    Machine.__name__ = f"AgentMachine[{getattr(chosen, '__name__', 'factory')}]"
+    run_state_machine_as_test(Machine, settings=settings)

@@ -1,0 +1,114 @@
+"""One long-lived trio run, driven step by step from synchronous code on the same thread.
+
+Hypothesis state machines call rules synchronously, but an agent is a long-lived trio task.
+`TrioHost` starts trio in guest mode with a queue as its event loop: trio advances only while
+`call()` pumps that queue, so between two rules the run is frozen and every background step
+happens inside a rule, in an order trio's (Hypothesis-seeded) scheduler makes reproducible.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import outcome
+import trio
+import trio.testing
+
+__all__ = ["TrioHost"]
+
+T = TypeVar("T")
+
+
+class TrioHost:
+    """A trio run with a root nursery, owned by synchronous code.
+
+    `call(afn, *args)` runs `afn` in the root nursery and pumps trio until it returns (or
+    raises). `settle()` pumps until every task is blocked. `close()` cancels whatever is left
+    and ends the run. The clock defaults to an autojump `MockClock`, so timeouts cost no
+    real time and a rule that would block forever instead reaches its deadline.
+    """
+
+    def __init__(self, clock: trio.abc.Clock | None = None) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        self._done: outcome.Outcome[None] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self.clock = clock if clock is not None else trio.testing.MockClock(autojump_threshold=0)
+        trio.lowlevel.start_guest_run(
+            self._main,
+            run_sync_soon_threadsafe=self._queue.put,
+            done_callback=self._finished,
+            clock=self.clock,
+            strict_exception_groups=True,
+        )
+        while self._nursery is None:
+            self._pump()
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await trio.sleep_forever()
+
+    def _finished(self, result: outcome.Outcome[None]) -> None:
+        self._done = result
+
+    def _pump(self) -> None:
+        if self._done is not None:
+            self._done.unwrap()
+            raise RuntimeError("the trio run has ended")
+        self._queue.get()()
+
+    @property
+    def closed(self) -> bool:
+        return self._done is not None
+
+    def call(self, afn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run `afn(*args)` as a task of the root nursery; return its result or raise."""
+        assert self._nursery is not None
+        assert self._token is not None
+        box: list[outcome.Outcome[T]] = []
+
+        async def one() -> None:
+            box.append(await outcome.acapture(afn, *args))
+
+        self._token.run_sync_soon(self._nursery.start_soon, one)
+        while not box:
+            self._pump()
+        return box[0].unwrap()
+
+    def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the synchronous `fn(*args)` inside the trio run (as trio code must be)."""
+
+        async def wrapper() -> T:
+            return fn(*args)
+
+        return self.call(wrapper)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """The root nursery: `host.call(host.nursery.start, service)` starts a service."""
+        assert self._nursery is not None
+        return self._nursery
+
+    def start(self, afn: Callable[..., Awaitable[object]], *args: Any) -> None:
+        """Start `afn(*args)` in the background; it only runs while the host is pumped."""
+        assert self._nursery is not None
+        assert self._token is not None
+        self._token.run_sync_soon(self._nursery.start_soon, afn, *args)
+
+    def settle(self) -> None:
+        """Pump until every task is blocked."""
+        self.call(trio.testing.wait_all_tasks_blocked)
+
+    def close(self) -> None:
+        """Cancel every remaining task and end the run. Idempotent."""
+        if self._done is None:
+            assert self._nursery is not None
+            assert self._token is not None
+            self._token.run_sync_soon(self._nursery.cancel_scope.cancel)
+            while self._done is None:
+                self._queue.get()()
+        self._done.unwrap()
