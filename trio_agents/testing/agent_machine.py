@@ -85,9 +85,12 @@ class AgentMachine(RuleBasedStateMachine):
     """Subclass and set `factory` to check another implementation."""
 
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+    """Counts examples and checked steps; give a subclass its own dict to count one run."""
 
     def __init__(self) -> None:
         super().__init__()
+        type(self).stats["examples"] += 1
         self.host = TrioHost()
         self.model = ScriptedModel(hold_all=True)
         self.gate = GateTool()
@@ -200,6 +203,7 @@ class AgentMachine(RuleBasedStateMachine):
         self._consistent = False
         if self.agent is None:
             return
+        type(self).stats["checks"] += 1
         status = self.agent.status
         assert status.value == self.ref.status, (
             f"status is {status.value}, reference says {self.ref.status} ({self._state()})"

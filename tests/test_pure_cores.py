@@ -1,0 +1,157 @@
+"""The pure cores: inbox, options, transcript, records, the reference model, and the rule
+that they import no trio (so they can be reasoned about and tested without a run)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+import trio_agents
+from trio_agents import AgentOptions, Record
+from trio_agents.inbox import Inbox, InboxMessage
+from trio_agents.testing.reference import AgentReference
+from trio_agents.transcript import Transcript
+
+PURE_MODULES = [
+    "errors",  # subclasses trio.ClosedResourceError by contract; checked separately below
+    "events",
+    "inbox",
+    "model",
+    "options",
+    "records",
+    "session",
+    "status",
+    "tool",
+    "transcript",
+    "testing/reference",
+    "testing/history",
+]
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("module", [m for m in PURE_MODULES if m != "errors"])
+def test_pure_core_imports_neither_trio_nor_hypothesis(module: str) -> None:
+    path = pathlib.Path(trio_agents.__file__).parent / f"{module}.py"
+    assert not {"trio", "hypothesis"} & imported_modules(path)
+
+
+def test_only_the_testing_package_imports_hypothesis() -> None:
+    root = pathlib.Path(trio_agents.__file__).parent
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "hypothesis" in imported_modules(p) and p.parent.name != "testing"
+    ]
+    assert offenders == []
+
+
+def test_package_all_is_exactly_the_public_names() -> None:
+    public = {name for name in vars(trio_agents) if not name.startswith("_")}
+    modules = {
+        name for name, value in vars(trio_agents).items() if type(value).__name__ == "module"
+    }
+    assert set(trio_agents.__all__) == public - modules
+    assert len(trio_agents.__all__) == len(set(trio_agents.__all__))
+    for name in trio_agents.__all__:
+        assert getattr(trio_agents, name) is not None
+
+
+def msg(mid: str, kind: str = "prompt") -> InboxMessage:
+    return InboxMessage(mid, f"content of {mid}", kind)  # type: ignore[arg-type]
+
+
+def test_inbox_prompts_are_fifo_and_step_input_keeps_acceptance_order() -> None:
+    inbox = Inbox()
+    for m in (msg("p1"), msg("s1", "steering"), msg("c1", "context"), msg("p2")):
+        inbox.push(m)
+    assert [m.id for m in inbox] == ["s1", "c1", "p1", "p2"]
+    assert inbox.pop_prompt() == msg("p1")
+    assert [m.id for m in inbox.claim_step_input()] == ["s1", "c1"]
+    assert inbox.claim_step_input() == []
+    assert [m.id for m in inbox] == ["p2"]
+
+
+def test_inbox_discard_work_keeps_context() -> None:
+    inbox = Inbox()
+    for m in (msg("p1"), msg("s1", "steering"), msg("c1", "context")):
+        inbox.push(m)
+    assert [m.id for m in inbox.discard_work()] == ["s1", "p1"]
+    assert [m.id for m in inbox] == ["c1"]
+    assert not inbox.has_work
+
+
+def test_inbox_requeue_steering_puts_it_ahead_of_prompts_as_prompts() -> None:
+    inbox = Inbox()
+    for m in (msg("p1"), msg("s1", "steering"), msg("c1", "context"), msg("s2", "steering")):
+        inbox.push(m)
+    inbox.requeue_steering()
+    assert [(m.id, m.kind) for m in inbox] == [
+        ("c1", "context"),
+        ("s1", "prompt"),
+        ("s2", "prompt"),
+        ("p1", "prompt"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_steps": 0},
+        {"max_steps": 1.5},
+        {"max_steps": True},
+        {"step_timeout": 0},
+        {"step_timeout": float("inf")},
+        {"step_timeout": float("nan")},
+        {"close_grace": -1},
+    ],
+)
+def test_options_reject_bad_values_and_name_them(kwargs: dict[str, object]) -> None:
+    ((name, value),) = kwargs.items()
+    with pytest.raises(ValueError, match=name) as info:
+        AgentOptions(**kwargs)  # type: ignore[arg-type]
+    assert repr(value) in str(info.value)
+
+
+def test_transcript_attaches_tool_calls_to_the_assistant_message() -> None:
+    transcript = Transcript(
+        [
+            Record.of("user/message", {"id": "m1", "content": "hi"}),
+            Record.of("assistant/message", {"content": "let me look"}),
+            Record.of("tool/call", {"call_id": "c1", "name": "ls", "arguments": {}}),
+            Record.of("tool/call", {"call_id": "c2", "name": "cat", "arguments": {"f": "x"}}),
+            Record.of("tool/result", {"call_id": "c1", "content": "a b", "is_error": False}),
+            Record.of("tool/result", {"call_id": "c2", "content": "x!", "is_error": False}),
+        ]
+    )
+    messages = transcript.messages
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert [c.call_id for c in messages[1].tool_calls] == ["c1", "c2"]
+    assert messages[1].content == "let me look"
+    assert messages[3].call_id == "c2"
+
+
+def test_reference_model_walks_a_turn_with_steering_and_max_steps() -> None:
+    ref = AgentReference(max_steps=1)
+    ref.send("m1")
+    assert (ref.status, ref.phase, ref.requests) == ("running", "model", 1)
+    ref.steer("m2")
+    ref.release_model("text")
+    # max_steps stops the turn; the steering becomes the next turn's prompt.
+    assert [t.end for t in ref.turns] == ["max_steps", None]
+    assert ref.turns[1].prompt == "m2"
+    assert ref.cancel() is True
+    assert ref.status == "idle"
+    assert ref.cancel() is False
+    assert ref.fate == {"m1": "delivered", "m2": "delivered"}

@@ -1,0 +1,54 @@
+"""The README's example runs, and the static checks the project promises pass.
+
+They run as subprocesses so that `pytest` alone is the whole CI gate.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    found = str(path) if path.exists() else shutil.which(name)
+    assert found, f"{name} is not installed; install the test extra: pip install -e '.[test]'"
+    return found
+
+
+def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Example\n\n```python\n(.*?)```", text, re.S)
+    assert code, "README has no example block"
+    result = run(sys.executable, "-c", code.group(1))
+    assert result.returncode == 0, result.stderr
+    assert "tool/result" in result.stdout
+    assert "cancelled: True" in result.stdout
+    assert "status after the block: closed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("ruff", "check", "trio_agents", "tests"),
+        ("ruff", "format", "--check", "trio_agents", "tests"),
+        ("mypy",),
+        ("pyright",),
+    ],
+    ids=["ruff", "ruff-format", "mypy", "pyright"],
+)
+def test_static_check_passes(argv: tuple[str, ...]) -> None:
+    result = run(tool(argv[0]), *argv[1:])
+    assert result.returncode == 0, result.stdout + result.stderr
