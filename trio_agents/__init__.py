@@ -18,6 +18,7 @@ from .events import (
     TurnEnded,
     TurnStarted,
 )
+from .fiber import Fiber, FiberClosedError, Plugin
 from .model import (
     Finish,
     Message,
@@ -31,8 +32,12 @@ from .model import (
 )
 from .options import AgentOptions
 from .records import Record
+from .registry import AgentHandle, AgentRegistry
+from .runtime import Runtime, open_runtime
 from .session import Session
+from .sqlite_store import SqliteStore
 from .status import AgentStatus
+from .store import MemoryStore, SessionInfo, SessionNotFoundError, SessionStore
 from .tool import Tool, ToolContext, ToolResult
 
 __all__ = [
@@ -40,7 +45,9 @@ __all__ = [
     "AgentClosed",
     "AgentClosedError",
     "AgentCreated",
+    "AgentHandle",
     "AgentOptions",
+    "AgentRegistry",
     "AgentStatus",
     "CancelCause",
     "CancelRequested",
@@ -48,17 +55,26 @@ __all__ = [
     "DuplicateSessionError",
     "Event",
     "EventBus",
+    "Fiber",
+    "FiberClosedError",
     "Finish",
     "Listener",
+    "MemoryStore",
     "Message",
     "MessageId",
     "Model",
     "ModelChunk",
     "ModelRequest",
+    "Plugin",
     "Record",
+    "Runtime",
     "Session",
     "SessionClosed",
     "SessionCreated",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "SessionStore",
+    "SqliteStore",
     "StatusChanged",
     "StepEnded",
     "StepStarted",
@@ -74,4 +90,5 @@ __all__ = [
     "TurnStarted",
     "Usage",
     "open_agent",
+    "open_runtime",
 ]

@@ -1,0 +1,236 @@
+"""Fibers: nursery-owning scopes that own tasks, resources, agents and child fibers.
+
+A fiber stands in for the harness's cordis fiber. It is served by one task in its parent's
+nursery; that task opens the fiber's nursery and, when the fiber is closed, unwinds it:
+child fibers first (newest first), then the fiber's own disposers strictly LIFO, one after
+another, continuing past failures, which are collected into one ExceptionGroup (rule F1).
+
+Cancellation is not disposal: the serving task is shielded, so cancelling the scope around
+a runtime does not tear fibers down in the middle of their disposers; only `aclose()` does.
+A context manager entered with `enter_async_context` is held by its own task inside the
+fiber, so it is entered and exited by the same task even when it opens nurseries or cancel
+scopes, whoever calls `aclose()`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import trio
+
+from .errors import TrioAgentsError
+
+if TYPE_CHECKING:
+    from .registry import AgentRegistry
+    from .runtime import Runtime
+
+__all__ = ["Fiber", "FiberClosedError", "Plugin"]
+
+logger = logging.getLogger("trio_agents.fiber")
+
+T = TypeVar("T")
+Disposer = Callable[[], Awaitable[object]]
+FiberState = Literal["new", "open", "closing", "closed"]
+
+
+class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
+    """Something was attached to a fiber that is closing or closed."""
+
+
+class Plugin:
+    """A plugin is any object with `async def apply(self, fiber) -> None` (rule F2).
+
+    Everything `apply` starts or registers through `fiber` belongs to that fiber and goes
+    away when it closes. This class is only documentation; no subclassing is needed.
+    """
+
+    async def apply(self, fiber: Fiber) -> None:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class Fiber:
+    """A scope that owns a nursery, an exit stack, child fibers and agents."""
+
+    def __init__(self, name: str, runtime: Runtime, parent: Fiber | None) -> None:
+        self.name = name
+        self._runtime = runtime
+        self._parent = parent
+        self._state: FiberState = "new"
+        self._children: list[Fiber] = []
+        self._disposers: list[tuple[str, Disposer]] = []
+        self._nursery: trio.Nursery | None = None
+        self._close_requested = trio.Event()
+        self._closed = trio.Event()
+        self._errors: list[Exception] = []
+        self._agents: AgentRegistry | None = None
+
+    def __repr__(self) -> str:
+        return f"<Fiber {self.name!r} {self._state}>"
+
+    # -- what a fiber offers ------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    @property
+    def state(self) -> FiberState:
+        return self._state
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """The fiber's nursery: tasks started here are cancelled when the fiber closes,
+        after its disposers have run."""
+        self._check_open("use the nursery of")
+        assert self._nursery is not None
+        return self._nursery
+
+    @property
+    def agents(self) -> AgentRegistry:
+        """The agent registry, with this fiber as the owner of the agents it creates."""
+        if self._agents is None:
+            from .registry import AgentRegistry
+
+            self._agents = AgentRegistry(self._runtime, self)
+        return self._agents
+
+    async def enter_async_context(self, cm: AbstractAsyncContextManager[T]) -> T:
+        """Enter `cm` now; exit it when the fiber unwinds (LIFO with its other disposers)."""
+        self._check_open("enter a context in")
+        holder = _Holder(cm)
+        value: T = await self.nursery.start(holder.hold)
+        self._push(f"exit {cm!r}", holder.release)
+        return value
+
+    def push_async_callback(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
+        """Await `fn(*args)` when the fiber unwinds."""
+        self._check_open("register a callback on")
+        self._push(getattr(fn, "__qualname__", repr(fn)), lambda: fn(*args))
+
+    def callback(self, fn: Callable[..., object], *args: Any) -> None:
+        """Call `fn(*args)` when the fiber unwinds."""
+        self._check_open("register a callback on")
+
+        async def call() -> None:
+            fn(*args)
+
+        self._push(getattr(fn, "__qualname__", repr(fn)), call)
+
+    @asynccontextmanager
+    async def fiber(self, name: str) -> AsyncGenerator[Fiber, None]:
+        """A child fiber for the duration of the block; it closes before this fiber's own
+        disposers if this fiber closes first."""
+        child = await self.open_child(name)
+        try:
+            yield child
+        finally:
+            await child.aclose()
+
+    async def open_child(self, name: str) -> Fiber:
+        """Open a child fiber that lives until it, or this fiber, is closed."""
+        self._check_open("open a child of")
+        child = Fiber(name, self._runtime, self)
+        await self.nursery.start(child.serve)
+        self._children.append(child)
+        return child
+
+    async def aclose(self) -> None:
+        """Close the fiber and wait until it has unwound. Idempotent: every caller waits for
+        the same unwinding and sees the same errors. Shielded: a cancelled caller still
+        waits, and the unwinding goes on in the fiber's own task regardless."""
+        self._close_requested.set()
+        with trio.CancelScope(shield=True):
+            await self._closed.wait()
+        if self._errors:
+            raise ExceptionGroup(f"errors while closing fiber {self.name!r}", self._errors)
+
+    # -- serving and unwinding ------------------------------------------------------------
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The fiber's task. Its parent starts it with `await nursery.start(fiber.serve)`."""
+        if self._state != "new":
+            raise RuntimeError(f"{self!r} is already served")
+        try:
+            with trio.CancelScope(shield=True):
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    self._state = "open"
+                    task_status.started(self)
+                    try:
+                        await self._close_requested.wait()
+                    finally:
+                        # Reached on close, or if a task of this fiber crashed: unwind anyway.
+                        self._state = "closing"
+                        with trio.CancelScope(shield=True):
+                            await self._unwind()
+                        nursery.cancel_scope.cancel(reason=f"fiber {self.name!r} closed")
+        finally:
+            self._state = "closed"
+            if self._parent is not None and self in self._parent._children:
+                self._parent._children.remove(self)
+            self._closed.set()
+
+    async def _unwind(self) -> None:
+        for child in reversed(tuple(self._children)):
+            try:
+                await child.aclose()
+            except Exception as exc:
+                self._errors.append(exc)
+        while self._disposers:
+            label, disposer = self._disposers.pop()
+            try:
+                await disposer()
+            except Exception as exc:
+                logger.debug("fiber %r: disposer %s raised %r", self.name, label, exc)
+                self._errors.append(exc)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _push(self, label: str, disposer: Disposer) -> None:
+        self._disposers.append((label, disposer))
+
+    def _discard(self, disposer: Disposer) -> None:
+        """Forget a disposer that already ran elsewhere (an agent closed by its handle)."""
+        self._disposers = [(label, d) for label, d in self._disposers if d is not disposer]
+
+    def _check_open(self, verb: str) -> None:
+        if self._state != "open":
+            raise FiberClosedError(
+                f"cannot {verb} fiber {self.name!r}: it is {self._state}; "
+                "use a fiber that is still open"
+            )
+
+
+class _Holder:
+    """Holds an async context manager open in a task of its own, so that it is entered and
+    exited by the same task, and reports an error from its exit to whoever releases it."""
+
+    def __init__(self, cm: AbstractAsyncContextManager[Any]) -> None:
+        self._cm = cm
+        self._release = trio.Event()
+        self._done = trio.Event()
+        self._error: BaseException | None = None
+
+    async def hold(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                async with self._cm as value:
+                    task_status.started(value)
+                    await self._release.wait()
+        except Exception as exc:
+            if not self._release.is_set():
+                raise  # failed while entering: `start` re-raises it to the caller
+            self._error = exc
+        finally:
+            self._done.set()
+
+    async def release(self) -> None:
+        self._release.set()
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error

@@ -1,0 +1,94 @@
+"""The runtime: the root fiber, and the services every agent shares (rule F3: plain typed
+attributes, no string-keyed locator)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .events import EventBus
+from .fiber import Fiber
+from .sqlite_store import SqliteStore, default_store_path
+from .store import SessionStore
+
+if TYPE_CHECKING:
+    from .registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+
+__all__ = ["Runtime", "open_runtime"]
+
+
+class Runtime(Fiber):
+    """The root fiber. Closing it closes every fiber and every agent (the provider, L2)."""
+
+    def __init__(self, sessions: SessionStore, events: EventBus) -> None:
+        super().__init__("runtime", self, None)
+        self.sessions = sessions
+        self.events = events
+        self._live_agents: dict[str, _Lifecycle] = {}
+        self._plugins: dict[int, tuple[Any, Fiber]] = {}
+
+    async def load(self, plugin: Any, *, name: str | None = None) -> Fiber:
+        """Apply `plugin` in a child fiber of its own (rule F2) and return that fiber.
+
+        If `apply` raises, the fiber is closed (undoing whatever apply did) and the error
+        propagates.
+        """
+        if id(plugin) in self._plugins:
+            raise ValueError(f"plugin {plugin!r} is already loaded; use reload() to apply it again")
+        label = name or getattr(plugin, "name", None) or type(plugin).__name__
+        fiber = await self.open_child(f"plugin {label}")
+        try:
+            await plugin.apply(fiber)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await fiber.aclose()
+            raise
+        self._plugins[id(plugin)] = (plugin, fiber)
+        # Forget the plugin when its fiber closes (pushed last, so it runs first).
+        fiber.callback(self._forget, plugin, fiber)
+        return fiber
+
+    async def reload(self, plugin: Any, *, name: str | None = None) -> Fiber:
+        """Close the plugin's fiber, awaiting its complete unwinding, then apply it again."""
+        entry = self._plugins.get(id(plugin))
+        if entry is not None:
+            await entry[1].aclose()
+        return await self.load(plugin, name=name)
+
+    def plugin_fiber(self, plugin: Any) -> Fiber | None:
+        entry = self._plugins.get(id(plugin))
+        return entry[1] if entry is not None else None
+
+    def _forget(self, plugin: Any, fiber: Fiber) -> None:
+        entry = self._plugins.get(id(plugin))
+        if entry is not None and entry[1] is fiber:
+            del self._plugins[id(plugin)]
+
+
+@asynccontextmanager
+async def open_runtime(
+    store: SessionStore | str | os.PathLike[str] | None = None,
+) -> AsyncGenerator[Runtime, None]:
+    """The root fiber and its services, for the duration of the block.
+
+    `store` is a SessionStore, a path (a SqliteStore there), or None (a SqliteStore at
+    `default_store_path()`). Leaving the block closes every fiber and agent, in order,
+    shielded from cancellation, then stops the store.
+    """
+    if isinstance(store, SessionStore):
+        sessions = store
+    else:
+        sessions = SqliteStore(store if store is not None else default_store_path())
+    async with trio.open_nursery() as nursery:
+        runtime = Runtime(sessions, EventBus())
+        await nursery.start(runtime.serve)
+        try:
+            # The store is the first thing the root fiber owns, so it is the last to go.
+            await runtime.enter_async_context(sessions.running())
+            yield runtime
+        finally:
+            await runtime.aclose()

@@ -1,0 +1,248 @@
+"""The default session store: one SQLite file, WAL mode, written behind by a single writer.
+
+Appends happen synchronously in the agent's task and only queue the record. One writer task
+commits queued records in batches, in a worker thread so the event loop never blocks on the
+disk: a batch is committed when a turn starts, a step ends or a turn ends, when someone
+flushes, or when the queue grows past a cap. Each batch is one transaction, so a crash never
+leaves a torn record; it can leave the last turn open, which `restore` repairs.
+
+Durability: WAL with `synchronous=NORMAL` survives the process being killed at any point (a
+committed transaction is in the WAL file before `commit` returns); it may lose the last
+transactions on a power failure, which is the usual trade for an interactive tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from . import records as r
+from .errors import TrioAgentsError
+from .repair import validate
+from .session import Session
+from .store import SessionInfo, SessionStore, StoredSession, summarize
+
+__all__ = ["SqliteStore", "default_store_path"]
+
+FORMAT_VERSION: Final = 1
+COMMIT_TRIGGERS: Final = frozenset({r.TURN_START, r.STEP_END, r.TURN_END})
+MAX_BATCH: Final = 256
+
+SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    header TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+def default_store_path() -> Path:
+    """`$XDG_DATA_HOME/trio-agents/sessions.sqlite3`, by default under ~/.local/share."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(base) / "trio-agents" / "sessions.sqlite3"
+
+
+class SqliteStore(SessionStore):
+    """Sessions in one SQLite file. Use inside `running()` (the runtime does this)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        self._lock = trio.Lock()
+        self._pending: list[tuple[Session, int, r.Record]] = []
+        self._headers: dict[str, Mapping[str, Any]] = {}  # sessions whose row is not written
+        self._committed: dict[str, int] = {}  # session id -> records durable
+        self._wake = trio.Event()
+        self._progress = trio.lowlevel.ParkingLot()
+        self._flush_wanted = False
+        self._writer_error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<SqliteStore {str(self.path)!r}>"
+
+    # -- running ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[None, None]:
+        if self._conn is not None:
+            raise TrioAgentsError(f"{self!r} is already running; one runtime at a time")
+        self._conn = await trio.to_thread.run_sync(self._connect)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                try:
+                    yield
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._drain()
+                    nursery.cancel_scope.cancel(reason="store closing")
+        finally:
+            conn, self._conn = self._conn, None
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(conn.close)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, FORMAT_VERSION):
+            conn.close()
+            raise TrioAgentsError(
+                f"{self.path} has format version {version}; this trio-agents reads version "
+                f"{FORMAT_VERSION}"
+            )
+        conn.executescript(SCHEMA)
+        conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+        return conn
+
+    def _check_running(self) -> None:
+        if self._conn is None:
+            raise TrioAgentsError(
+                f"{self!r} is not running; use it inside `async with store.running()`"
+            )
+
+    async def _db(self, fn: Any, *args: Any) -> Any:
+        self._check_running()
+        async with self._lock:
+            return await trio.to_thread.run_sync(fn, *args)
+
+    # -- the write path -----------------------------------------------------------------
+
+    def _attach(self, session: Session) -> None:
+        self._committed.setdefault(session.id, len(session))
+        if len(session) == 0:
+            self._headers[session.id] = session.header
+
+    def _appended(self, session: Session, record: r.Record) -> None:
+        self._pending.append((session, len(session) - 1, record))
+        if record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH:
+            self._wake.set()
+
+    async def flush(self, session: Session) -> None:
+        target = len(session)
+        while self._committed.get(session.id, target) < target:
+            if self._writer_error is not None:
+                raise TrioAgentsError(f"{self!r} cannot write") from self._writer_error
+            self._check_running()
+            self._flush_wanted = True
+            self._wake.set()
+            await self._progress.park()
+        await trio.lowlevel.checkpoint()
+
+    async def _drain(self) -> None:
+        while self._pending and self._writer_error is None:
+            self._flush_wanted = True
+            self._wake.set()
+            await self._progress.park()
+
+    async def _writer(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            if not self._pending:
+                continue
+            batch, self._pending = self._pending, []
+            self._flush_wanted = False
+            headers = {s.id: self._headers.pop(s.id) for s, _, _ in batch if s.id in self._headers}
+            try:
+                await self._db(self._write_batch, headers, batch)
+            except Exception as exc:
+                self._writer_error = exc
+                self._progress.unpark_all()
+                raise
+            for session, seq, _ in batch:
+                self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
+            self._progress.unpark_all()
+
+    def _write_batch(
+        self,
+        headers: Mapping[str, Mapping[str, Any]],
+        batch: Sequence[tuple[Session, int, r.Record]],
+    ) -> None:
+        assert self._conn is not None
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sid, header in headers.items():
+                conn.execute(
+                    "INSERT INTO sessions (id, header, created_at) VALUES (?, ?, ?)",
+                    (sid, json.dumps(dict(header)), float(header.get("created_at", 0.0))),
+                )
+            conn.executemany(
+                "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                [(s.id, seq, rec.type, json.dumps(rec.to_json()["data"])) for s, seq, rec in batch],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def _read(self, session_id: str) -> StoredSession | None:
+        return await self._db(self._read_sync, session_id)  # type: ignore[no-any-return]
+
+    def _read_sync(self, session_id: str) -> StoredSession | None:
+        assert self._conn is not None
+        row = self._conn.execute(
+            "SELECT header FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        rows = self._conn.execute(
+            "SELECT seq, type, data FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        validate(session_id, [seq for seq, _, _ in rows])
+        records = tuple(r.Record.of(kind, json.loads(data)) for _, kind, data in rows)
+        return StoredSession(session_id, json.loads(row[0]), records)
+
+    async def _append_durably(self, stored: StoredSession, records: Sequence[r.Record]) -> None:
+        await self._db(self._append_sync, stored, records)
+
+    def _append_sync(self, stored: StoredSession, records: Sequence[r.Record]) -> None:
+        assert self._conn is not None
+        start = len(stored.records)
+        with self._conn:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany(
+                "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                [
+                    (stored.id, start + i, rec.type, json.dumps(rec.to_json()["data"]))
+                    for i, rec in enumerate(records)
+                ],
+            )
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return await self._db(self._list_sync)  # type: ignore[no-any-return]
+
+    def _list_sync(self) -> list[SessionInfo]:
+        assert self._conn is not None
+        infos: list[SessionInfo] = []
+        rows = self._conn.execute(
+            "SELECT id, header FROM sessions ORDER BY created_at, id"
+        ).fetchall()
+        for sid, header in rows:
+            stored = self._read_sync(sid)
+            assert stored is not None
+            infos.append(summarize(sid, json.loads(header), stored.records))
+        return infos
