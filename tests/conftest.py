@@ -2,8 +2,9 @@
 
 With the autojump clock, virtual time only passes when every task is blocked, so a
 `fail_after` of one virtual hour fires exactly when a test has deadlocked: a hang becomes an
-immediate, deterministic failure. Tests marked `subprocess` wait on real processes, which an
-autojump clock would skip past, so they run on the real clock with a wall-clock bound.
+immediate, deterministic failure. Tests marked `subprocess` or `realtime` wait on real
+processes or worker threads (SQLite), during which an autojump clock would leap ahead and
+fire every timeout; they run on the real clock with a wall-clock bound.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         inner = getattr(getattr(function, "hypothesis", None), "inner_test", function)
         if inner is None or not inspect.iscoroutinefunction(inner):
             continue
-        real = item.get_closest_marker("subprocess") is not None
+        real = any(item.get_closest_marker(m) is not None for m in ("subprocess", "realtime"))
         run = _guarded_run(REAL_GUARD, False) if real else _guarded_run(VIRTUAL_GUARD, True)
         # Prepended, so pytest-trio finds this runner before trio_mode's default one.
         item.add_marker(pytest.mark.trio(run=functools.partial(run)), append=False)

@@ -38,6 +38,7 @@ from .events import (
 )
 from .inbox import Inbox, InboxMessage, MessageKind
 from .model import Finish, Message, Model, ModelRequest, TextDelta, ToolCall, ToolSpec
+from .nursery import service_nursery
 from .options import AgentOptions
 from .session import Session
 from .status import AgentStatus
@@ -546,10 +547,13 @@ async def open_agent(
     elif isinstance(session, str):
         session = Session(session)
     agent = Agent(session=session, model=model, tools=tools, options=options, events=events)
-    async with trio.open_nursery() as nursery:
+    async with service_nursery() as (nursery, body):
         close = await nursery.start(agent.run)
         try:
             yield agent
+        except BaseException as exc:
+            body.exception = exc
+            raise
         finally:
             if not await close():
                 nursery.cancel_scope.cancel(reason="agent did not stop within close_grace")

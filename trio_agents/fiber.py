@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import trio
 
 from .errors import TrioAgentsError
+from .nursery import report_started, start_service
 
 if TYPE_CHECKING:
     from .registry import AgentRegistry
@@ -101,9 +102,10 @@ class Fiber:
         """Enter `cm` now; exit it when the fiber unwinds (LIFO with its other disposers)."""
         self._check_open("enter a context in")
         holder = _Holder(cm)
-        value: T = await self.nursery.start(holder.hold)
+        # Registered first: if this call is cancelled while the holder is still entering,
+        # the fiber's unwinding still releases it (and does not wait forever for it).
         self._push(f"exit {cm!r}", holder.release)
-        return value
+        return cast(T, await start_service(self.nursery, holder.hold))
 
     def push_async_callback(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
         """Await `fn(*args)` when the fiber unwinds."""
@@ -133,7 +135,7 @@ class Fiber:
         """Open a child fiber that lives until it, or this fiber, is closed."""
         self._check_open("open a child of")
         child = Fiber(name, self._runtime, self)
-        await self.nursery.start(child.serve)
+        await start_service(self.nursery, child.serve)
         self._children.append(child)
         return child
 
@@ -160,7 +162,8 @@ class Fiber:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     self._state = "open"
-                    task_status.started(self)
+                    if not report_started(task_status, self):
+                        self._close_requested.set()  # nobody got this fiber: close it
                     try:
                         await self._close_requested.wait()
                     finally:
@@ -212,16 +215,18 @@ class _Holder:
 
     def __init__(self, cm: AbstractAsyncContextManager[Any]) -> None:
         self._cm = cm
+        self._began = False
         self._release = trio.Event()
         self._done = trio.Event()
         self._error: BaseException | None = None
 
     async def hold(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        self._began = True
         try:
             with trio.CancelScope(shield=True):
                 async with self._cm as value:
-                    task_status.started(value)
-                    await self._release.wait()
+                    if report_started(task_status, value):
+                        await self._release.wait()
         except Exception as exc:
             if not self._release.is_set():
                 raise  # failed while entering: `start` re-raises it to the caller
@@ -231,6 +236,10 @@ class _Holder:
 
     async def release(self) -> None:
         self._release.set()
+        if not self._began:
+            # The holder task never ran (starting it failed): nothing was entered.
+            await trio.lowlevel.checkpoint()
+            return
         await self._done.wait()
         if self._error is not None:
             raise self._error

@@ -30,6 +30,7 @@ from .errors import DuplicateSessionError
 from .events import AgentClosed, AgentCreated, SessionClosed, SessionCreated
 from .fiber import Fiber, FiberClosedError
 from .model import Model
+from .nursery import report_started, start_service
 from .options import AgentOptions
 from .session import Session
 from .store import new_header
@@ -118,7 +119,8 @@ class _Lifecycle:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.fiber.serve)
                     close_loop: Closer = await self.fiber.nursery.start(self.agent.run)
-                    task_status.started()
+                    if not report_started(task_status, None):
+                        self._close_requested.set()  # the create was cancelled: roll back
                     await self._close_requested.wait()
                     await self._teardown(close_loop)
         finally:
@@ -166,7 +168,7 @@ class _Lifecycle:
     async def start(self) -> None:
         self._serving = True
         try:
-            await self.owner.nursery.start(self.serve)
+            await start_service(self.owner.nursery, self.serve)
         except BaseException:
             self._serving = False
             raise

@@ -3,6 +3,7 @@ attributes, no string-keyed locator)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ import trio
 
 from .events import EventBus
 from .fiber import Fiber
+from .nursery import service_nursery, start_service
 from .sqlite_store import SqliteStore, default_store_path
 from .store import SessionStore
 
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
     from .registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 
 __all__ = ["Runtime", "open_runtime"]
+
+logger = logging.getLogger("trio_agents.runtime")
 
 
 class Runtime(Fiber):
@@ -83,12 +87,22 @@ async def open_runtime(
         sessions = store
     else:
         sessions = SqliteStore(store if store is not None else default_store_path())
-    async with trio.open_nursery() as nursery:
+    async with service_nursery() as (nursery, body):
         runtime = Runtime(sessions, EventBus())
-        await nursery.start(runtime.serve)
+        await start_service(nursery, runtime.serve)
         try:
             # The store is the first thing the root fiber owns, so it is the last to go.
             await runtime.enter_async_context(sessions.running())
             yield runtime
-        finally:
+        except BaseException as exc:
+            body.exception = exc
+            try:
+                await runtime.aclose()
+            except Exception:
+                logger.exception("closing the runtime failed while %r propagated", exc)
+            raise
+        try:
             await runtime.aclose()
+        except BaseException as exc:
+            body.exception = exc
+            raise

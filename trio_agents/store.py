@@ -161,7 +161,7 @@ class SessionStore(abc.ABC):
     @abc.abstractmethod
     async def _append_durably(self, stored: StoredSession, records: Sequence[r.Record]) -> None: ...
 
-    def _check_running(self) -> None:
+    def _check_running(self) -> None:  # noqa: B027 - a hook with a do-nothing default
         """Raise if sessions cannot be entered now (a store that needs `running()`)."""
 
 
