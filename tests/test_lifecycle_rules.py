@@ -210,6 +210,8 @@ async def test_L3_same_id_race_one_wins_the_loser_leaves_nothing_behind() -> Non
 async def test_L3_an_id_is_reusable_by_resume_once_its_entry_detached() -> None:
     async with open_runtime(MemoryStore()) as rt:
         handle = await rt.agents.create(model=ScriptedModel(), session_id="s")
+        handle.agent.send("a turn, so the session is stored")
+        await handle.agent.wait_idle()
         with pytest.raises(DuplicateSessionError, match="is live"):
             await rt.agents.resume("s", model=ScriptedModel())
         await handle.aclose()
@@ -385,7 +387,7 @@ async def test_L6_resume_repairs_an_open_turn_before_the_agent_runs(tmp_path: Pa
     for seq, record in enumerate(broken):
         conn.execute(
             "INSERT INTO records VALUES ('crashed', ?, ?, ?)",
-            (seq, record.type, json.dumps(dict(record.data))),
+            (seq, record.type, json.dumps(record.to_json()["data"])),
         )
     conn.commit()
     conn.close()

@@ -1,7 +1,14 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
 from .agent import Agent, CancelCause, Closer, MessageId, open_agent
-from .errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
+from .configured import AgentConfig, ConfiguredAgents
+from .errors import (
+    AgentClosedError,
+    CorruptSessionError,
+    DuplicateSessionError,
+    PersistenceError,
+    TrioAgentsError,
+)
 from .events import (
     AgentClosed,
     AgentCreated,
@@ -44,6 +51,7 @@ __all__ = [
     "Agent",
     "AgentClosed",
     "AgentClosedError",
+    "AgentConfig",
     "AgentCreated",
     "AgentHandle",
     "AgentOptions",
@@ -52,6 +60,8 @@ __all__ = [
     "CancelCause",
     "CancelRequested",
     "Closer",
+    "ConfiguredAgents",
+    "CorruptSessionError",
     "DuplicateSessionError",
     "Event",
     "EventBus",
@@ -65,6 +75,7 @@ __all__ = [
     "Model",
     "ModelChunk",
     "ModelRequest",
+    "PersistenceError",
     "Plugin",
     "Record",
     "Runtime",

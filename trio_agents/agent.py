@@ -19,12 +19,12 @@ import math
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Final, Literal, NewType
+from typing import Final, Literal, NewType, cast
 
 import trio
 
 from . import records as r
-from .errors import AgentClosedError
+from .errors import AgentClosedError, PersistenceError
 from .events import (
     CancelRequested,
     Event,
@@ -38,7 +38,7 @@ from .events import (
 )
 from .inbox import Inbox, InboxMessage, MessageKind
 from .model import Finish, Message, Model, ModelRequest, TextDelta, ToolCall, ToolSpec
-from .nursery import service_nursery
+from .nursery import runs_inside, service_nursery
 from .options import AgentOptions
 from .session import Session
 from .status import AgentStatus
@@ -73,10 +73,14 @@ class _Turn:
     def cancelled(self) -> bool:
         return self.cause is not None
 
-    def cancel(self, reason: str, cause: str) -> None:
-        if self.cause is None:  # the first cause wins
+    def claim(self, reason: str, cause: str) -> None:
+        """Record the turn's cancel cause (the first one wins) without cancelling yet."""
+        if self.cause is None:
             self.reason, self.cause = reason, cause
-            self.scope.cancel(reason=f"{cause}: {reason}")
+
+    def cancel(self, reason: str, cause: str) -> None:
+        self.claim(reason, cause)
+        self.scope.cancel(reason=f"{self.cause}: {self.reason}")
 
 
 class _StepAborted:
@@ -95,10 +99,12 @@ class Agent:
     """
 
     __slots__ = (
+        "_cancelling",
         "_closing",
         "_events",
         "_inbox",
         "_loop_started",
+        "_loop_task",
         "_message_ids",
         "_model",
         "_options",
@@ -140,7 +146,9 @@ class Agent:
         self._turns, last_message = _resume_counters(session)
         self._message_ids = itertools.count(last_message + 1)
         self._closing = False
+        self._cancelling = False
         self._loop_started = False
+        self._loop_task: trio.lowlevel.Task | None = None
         self._wake = trio.lowlevel.ParkingLot()
         self._settled = trio.lowlevel.ParkingLot()
         self._stopped = trio.Event()
@@ -213,15 +221,25 @@ class Agent:
             raise ValueError(f"cause must be 'user' or 'parent', got {cause!r}")
         if not isinstance(reason, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"reason must be a str, got {type(reason).__name__}")
-        if self._status is AgentStatus.CLOSED:
-            return False
+        if self._status is AgentStatus.CLOSED or self._cancelling:
+            return False  # closed, or a cancel is being announced right now (re-entrant)
         turn = self._turn
-        if (turn is None or turn.cancelled) and not self._inbox.has_work:
+        live = turn is not None and not turn.cancelled
+        work = self._inbox.work_ids()
+        if not live and not work:
             return False
-        self._emit(CancelRequested(self.id, cause, reason))
-        self._inbox.discard_work()
-        turn = self._turn  # a listener may have re-entered; act on the state as it is now
-        if turn is not None:
+        if turn is not None and live:
+            # Claimed before anyone hears of it: the first cause stays first even if a
+            # listener cancels again, and steering sent meanwhile cannot join this turn.
+            turn.claim(reason, cause)
+        self._cancelling = True
+        try:
+            self._emit(CancelRequested(self.id, cause, reason))
+        finally:
+            self._cancelling = False
+        # Only the work there was when cancel() was called: a listener's send comes after.
+        self._inbox.discard_work(only=work)
+        if turn is not None and live:
             turn.cancel(reason, cause)
         return True
 
@@ -251,8 +269,12 @@ class Agent:
             raise RuntimeError(f"agent {self.id!r} is already running its loop")
         self._loop_started = True
         task_status.started(self._aclose)
+        self._loop_task = trio.lowlevel.current_task()
         try:
             while not self._closing:
+                # An outer cancellation that a model or tool swallowed must still stop us
+                # before the next prompt is taken.
+                await trio.lowlevel.checkpoint_if_cancelled()
                 prompt = self._inbox.pop_prompt()
                 if prompt is not None:
                     await self._run_turn(prompt)
@@ -279,8 +301,14 @@ class Agent:
             with turn.scope:
                 end = await self._run_steps(turn)
         except Exception as exc:
-            logger.warning("agent %r turn %d failed: %r", self.id, turn.number, exc)
-            end = r.errored(_describe(exc))
+            if _holds(exc, PersistenceError):
+                raise  # a record that cannot be made durable must not pass as a failed turn
+            if _replaces_cancellation(exc):
+                # A model or tool turned our own cancellation into an error: it was a close.
+                end = r.closed()
+            else:
+                logger.warning("agent %r turn %d failed: %r", self.id, turn.number, exc)
+                end = r.errored(_describe(exc))
         finally:
             if turn.cause is not None:
                 # A cancel that reached the turn before it ended wins over how it ended.
@@ -293,10 +321,10 @@ class Agent:
             elif end is None:  # cancelled from outside: the owner's scope is going away
                 end = r.closed()
             self._turn = None
-            self._append(r.TURN_END, {"turn": turn.number, "reason": end})
+            record = self._append(r.TURN_END, {"turn": turn.number, "reason": end})
             # Steering a turn never took is not lost: it becomes the next prompts.
             self._inbox.requeue_steering()
-            self._emit(TurnEnded(self.id, turn.number, end))
+            self._emit(TurnEnded(self.id, turn.number, record.data["reason"]))
 
     async def _run_steps(self, turn: _Turn) -> r.TurnEndReason:
         limit = self._options.max_steps
@@ -324,7 +352,8 @@ class Agent:
         text: list[str] = []
         streamed = False
         dispatched = False
-        unanswered: dict[str, ToolCall] = {}
+        unanswered: dict[int, ToolCall] = {}
+        turn.step_abort = None
         deadline = self._options.step_timeout
         scope = trio.CancelScope(relative_deadline=deadline if deadline is not None else math.inf)
         turn.step_scope = scope
@@ -334,6 +363,7 @@ class Agent:
                 # listener); nothing runs between this checkpoint and the call.
                 await trio.lowlevel.checkpoint()
                 calls, finish = await self._stream(turn, step, text)
+                calls = _unique_call_ids(calls)
                 streamed = True
                 assistant: dict[str, object] = {"content": "".join(text), "finish": finish.reason}
                 if finish.usage is not None:
@@ -344,7 +374,7 @@ class Agent:
                 self._append(r.ASSISTANT_MESSAGE, assistant)
                 # A reply cut at the token limit may hold truncated calls: never run them.
                 if calls and finish.reason != "length":
-                    for call in calls:
+                    for index, call in enumerate(calls):
                         self._append(
                             r.TOOL_CALL,
                             {
@@ -353,11 +383,14 @@ class Agent:
                                 "arguments": call.arguments,
                             },
                         )
-                        unanswered[call.call_id] = call
+                        unanswered[index] = call
                     dispatched = True
+                    # A listener or observer may have cancelled the turn since the stream's
+                    # last checkpoint: then no tool may start (they get interrupted results).
+                    await trio.lowlevel.checkpoint_if_cancelled()
                     async with trio.open_nursery() as nursery:
-                        for call in calls:
-                            nursery.start_soon(self._call_tool, turn, step, call, unanswered)
+                        for index, call in enumerate(calls):
+                            nursery.start_soon(self._call_tool, turn, step, index, call, unanswered)
         finally:
             turn.step_scope = None
             if not streamed and text:
@@ -374,7 +407,10 @@ class Agent:
                 )
             self._append(r.STEP_END, {"turn": turn.number, "step": step})
             self._emit(StepEnded(self.id, turn.number, step))
-        if scope.cancelled_caught:
+        # A tool may absorb the step's cancellation (a worker thread, a tool that catches
+        # Cancelled and returns), so look at whether the step scope was cancelled, not only
+        # at whether it caught the exception.
+        if scope.cancelled_caught or (scope.cancel_called and not turn.cancelled):
             if turn.step_abort is not None:
                 return _StepAborted(turn.step_abort, "step")
             return _StepAborted("step-timeout", "timeout")
@@ -411,7 +447,7 @@ class Agent:
         return calls, finish
 
     async def _call_tool(
-        self, turn: _Turn, step: int, call: ToolCall, unanswered: dict[str, ToolCall]
+        self, turn: _Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
     ) -> None:
         tool = self._tools.get(call.name)
         if tool is None:
@@ -420,13 +456,14 @@ class Agent:
         else:
             context = ToolContext(self.id, call.call_id, turn.number, step)
             try:
-                raw = await tool(call.arguments, context)
+                # The tool gets its own copy: what it does to it never rewrites history.
+                raw = await tool(r.thaw(call.arguments), context)
             except Exception as exc:
                 # A failing tool is an answer the model can react to, not a failed turn.
                 result = ToolResult(_describe(exc), is_error=True)
             else:
                 result = raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
-        del unanswered[call.call_id]
+        del unanswered[index]
         self._append(
             r.TOOL_RESULT,
             {"call_id": call.call_id, "content": result.content, "is_error": result.is_error},
@@ -461,8 +498,16 @@ class Agent:
 
     async def _aclose(self) -> bool:
         """Close and wait, shielded and bounded by `close_grace`, for the loop to exit.
-        Returns whether it exited in time."""
+        Returns whether it exited in time.
+
+        Called from inside the loop (a tool closing its own agent) it cannot wait for its own
+        end: it starts the close and returns at once; the caller's next checkpoint raises
+        Cancelled, as the turn is cancelled.
+        """
         self._begin_close()
+        if self._loop_task is not None and runs_inside(self._loop_task):
+            await trio.lowlevel.checkpoint()
+            return False
         with trio.move_on_after(self._options.close_grace, shield=True):
             await self._stopped.wait()
         if not self._stopped.is_set():
@@ -502,16 +547,54 @@ class Agent:
             self._status = status
             self._emit(StatusChanged(self.id, status))
 
-    def _append(self, type: str, data: Mapping[str, object]) -> None:
-        self._session.append(type, data)
+    def _append(self, type: str, data: Mapping[str, object]) -> r.Record:
+        return self._session.append(type, data)
 
     def _emit(self, event: Event) -> None:
         self._events.emit(event)
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        return "; ".join(_describe(leaf) for leaf in group.exceptions)
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is a `kind`, or a group (at any depth) that contains one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(kind)[0] is not None  # pyright: ignore[reportUnknownMemberType]
+    return isinstance(exc, kind)
+
+
+def _replaces_cancellation(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a trio.Cancelled was being handled."""
+    seen: set[int] = set()
+    link: BaseException | None = exc.__context__
+    while link is not None and id(link) not in seen:
+        if isinstance(link, trio.Cancelled):
+            return True
+        seen.add(id(link))
+        link = link.__context__
+    return False
+
+
+def _unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Tool results are matched to calls by id, but some servers send empty or repeated
+    ids: make every id in the step unique (and non-empty) before anything is recorded."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        call_id = call.call_id or f"call-{index + 1}"
+        while call_id in seen:
+            call_id = f"{call_id}#{index + 1}"
+        seen.add(call_id)
+        out.append(
+            call if call_id == call.call_id else ToolCall(call_id, call.name, call.arguments)
+        )
+    return out
 
 
 def _resume_counters(session: Session) -> tuple[int, int]:

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import sessions_cli
+
 __all__ = ["main"]
 
 
@@ -59,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     conformance.add_argument("--profile", choices=["ci", "deep"], default=None)
     conformance.add_argument("--max-examples", type=int, default=None)
     conformance.add_argument("--seed", type=int, default=None)
+    sessions_cli.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "sessions":
+        return sessions_cli.run(args)
     return _conformance(args)
 
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["AgentClosedError", "DuplicateSessionError", "TrioAgentsError"]
+__all__ = [
+    "AgentClosedError",
+    "CorruptSessionError",
+    "DuplicateSessionError",
+    "PersistenceError",
+    "TrioAgentsError",
+]
 
 
 class TrioAgentsError(Exception):
@@ -24,3 +30,14 @@ class AgentClosedError(TrioAgentsError, trio.ClosedResourceError):
 
 class DuplicateSessionError(TrioAgentsError):
     """A session id is already live: it lost a same-id race or names a session still open."""
+
+
+class PersistenceError(TrioAgentsError):
+    """A session record could not be handed to its store. It propagates out of the agent's
+    loop rather than being recorded as a failed turn: history that cannot be kept must not
+    pass silently."""
+
+
+class CorruptSessionError(TrioAgentsError, ValueError):
+    """A stored session is damaged beyond what crash repair may fix (a record is missing in
+    the middle). It is never repaired silently."""

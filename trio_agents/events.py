@@ -4,11 +4,16 @@ Listeners are synchronous and are observers: a listener that raises is logged an
 it can never break a turn, a cancel or a close (rule A11). Delivery is synchronous, in
 connection order, inside the call that caused the event; a listener may call back into the
 agent (send, cancel) and the agent is in a consistent state when it does.
+
+Delivery is not re-entrant: an event emitted while another is being delivered (a listener
+that sends, say) is queued and delivered once the current event has reached every listener.
+So every listener sees the same events in the same order, the order they happened in.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -125,10 +130,12 @@ Listener = Callable[[Event], object]
 class EventBus:
     """Synchronous fan-out of events to listeners, each failure contained and logged."""
 
-    __slots__ = ("_listeners",)
+    __slots__ = ("_delivering", "_listeners", "_queue")
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
+        self._queue: deque[Event] = deque()
+        self._delivering = False
 
     def connect(self, listener: Listener) -> Callable[[], None]:
         """Deliver every later event to `listener`; returns a function that disconnects it."""
@@ -141,9 +148,20 @@ class EventBus:
         return disconnect
 
     def emit(self, event: Event) -> None:
-        # Iterate over a copy: a listener may connect or disconnect others while we deliver.
-        for listener in tuple(self._listeners):
-            try:
-                listener(event)
-            except Exception:
-                logger.exception("event listener %r raised on %r; ignored", listener, event)
+        self._queue.append(event)
+        if self._delivering:
+            return  # delivered by the emit already under way, after the current event
+        self._delivering = True
+        try:
+            while self._queue:
+                current = self._queue.popleft()
+                # A copy: a listener may connect or disconnect others while we deliver.
+                for listener in tuple(self._listeners):
+                    try:
+                        listener(current)
+                    except Exception:
+                        logger.exception(
+                            "event listener %r raised on %r; ignored", listener, current
+                        )
+        finally:
+            self._delivering = False

@@ -65,13 +65,22 @@ class Inbox:
         """Whether anything that would make the agent run is pending (context is not work)."""
         return bool(self._prompts) or self.has_steering
 
-    def discard_work(self) -> list[InboxMessage]:
-        """Remove and return queued prompts and steering (what a cancel drops); keep context."""
-        dropped = [m for m in self._step_input if m.kind == "steering"]
-        dropped.extend(self._prompts)
-        self._prompts.clear()
-        self._step_input = [m for m in self._step_input if m.kind == "context"]
-        return dropped
+    def work_ids(self) -> frozenset[str]:
+        """Ids of queued prompts and steering: what a cancel would drop."""
+        return frozenset(m.id for m in self if m.kind != "context")
+
+    def discard_work(self, only: frozenset[str] | None = None) -> list[InboxMessage]:
+        """Remove and return queued prompts and steering (what a cancel drops), all of it or
+        `only` those ids; context is kept."""
+
+        def dropped(m: InboxMessage) -> bool:
+            return m.kind != "context" and (only is None or m.id in only)
+
+        out = [m for m in self._step_input if dropped(m)]
+        out.extend(m for m in self._prompts if dropped(m))
+        self._prompts = deque(m for m in self._prompts if not dropped(m))
+        self._step_input = [m for m in self._step_input if not dropped(m)]
+        return out
 
     def requeue_steering(self) -> list[InboxMessage]:
         """Turn unconsumed steering into prompts at the head of the queue, in order.

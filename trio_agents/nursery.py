@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import trio
 
@@ -44,7 +44,7 @@ async def start_service(nursery: trio.Nursery, fn: Callable[..., Awaitable[objec
     return value
 
 
-__all__ = ["BodyError", "report_started", "service_nursery", "start_service"]
+__all__ = ["BodyError", "report_started", "runs_inside", "service_nursery", "start_service"]
 
 
 class BodyError:
@@ -76,11 +76,23 @@ def _same(seen: BaseException, raised: BaseException) -> bool:
     if seen is raised:
         return True
     if isinstance(seen, BaseExceptionGroup) and isinstance(raised, BaseExceptionGroup):
-        ours: tuple[BaseException, ...] = tuple(seen.exceptions)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        theirs: tuple[BaseException, ...] = tuple(raised.exceptions)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        ours = cast("BaseExceptionGroup[BaseException]", seen)
+        theirs = cast("BaseExceptionGroup[BaseException]", raised)
         return (
-            seen.message == raised.message
-            and len(ours) == len(theirs)
-            and all(_same(a, b) for a, b in zip(ours, theirs, strict=True))
+            ours.message == theirs.message
+            and len(ours.exceptions) == len(theirs.exceptions)
+            and all(_same(a, b) for a, b in zip(ours.exceptions, theirs.exceptions, strict=True))
         )
+    return False
+
+
+def runs_inside(task: trio.lowlevel.Task) -> bool:
+    """Whether the current task is `task` or runs in a nursery below it: such a caller
+    cannot wait for `task` to finish."""
+    current: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while current is not None:
+        if current is task:
+            return True
+        nursery = current.parent_nursery
+        current = nursery.parent_task if nursery is not None else None
     return False

@@ -19,8 +19,10 @@ __all__ = [
     "closed",
     "completed",
     "errored",
+    "freeze",
     "interrupted",
     "max_steps",
+    "thaw",
 ]
 
 TURN_START: Final = "turn/start"
@@ -47,11 +49,26 @@ class Record:
 
     @classmethod
     def of(cls, type: str, data: Mapping[str, Any]) -> Record:
-        """A record whose data mapping is a read-only copy of `data`."""
-        return cls(type, MappingProxyType(dict(data)))
+        """A record holding a deep, read-only copy of `data`: what is recorded cannot be
+        changed afterwards by whoever handed it in (a tool's arguments, a listener)."""
+        return cls(type, freeze(data))
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "data": _plain(self.data)}
+
+
+def freeze(value: Any) -> Any:
+    """A deep read-only copy: mappings become MappingProxyType, sequences tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A deep mutable copy of `value` (dicts and lists), e.g. to hand to a tool."""
+    return _plain(value)
 
 
 def _plain(value: Any) -> Any:

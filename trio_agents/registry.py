@@ -30,7 +30,7 @@ from .errors import DuplicateSessionError
 from .events import AgentClosed, AgentCreated, SessionClosed, SessionCreated
 from .fiber import Fiber, FiberClosedError
 from .model import Model
-from .nursery import report_started, start_service
+from .nursery import report_started, runs_inside, start_service
 from .options import AgentOptions
 from .session import Session
 from .store import new_header
@@ -103,6 +103,7 @@ class _Lifecycle:
         self.phase: Phase = "preparing"
         self.fiber = Fiber(f"agent {agent.id}", runtime, None)
         self._serving = False
+        self._task: trio.lowlevel.Task | None = None
         self._close_requested = trio.Event()
         self._done = trio.Event()
         self._errors: list[Exception] = []
@@ -114,6 +115,7 @@ class _Lifecycle:
     # -- the lifecycle task -------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._task = trio.lowlevel.current_task()
         try:
             with trio.CancelScope(shield=True):  # only aclose() ends an agent
                 async with trio.open_nursery() as nursery:
@@ -158,6 +160,11 @@ class _Lifecycle:
         if not self._serving:
             self.phase = "closed"
             self._done.set()
+        if self._task is not None and runs_inside(self._task):
+            # Called from inside the agent (a tool closing its own agent): it cannot wait
+            # for its own end. The teardown goes on; the caller is cancelled with its turn.
+            await trio.lowlevel.checkpoint()
+            return
         with trio.CancelScope(shield=True):
             await self._done.wait()
         if self._errors:

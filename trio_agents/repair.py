@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import records as r
+from .errors import CorruptSessionError
 
 __all__ = ["closers", "validate"]
 
@@ -58,7 +59,7 @@ def validate(session_id: str, seqs: Sequence[int]) -> None:
     which must stay loud rather than be repaired."""
     for expected, seq in enumerate(seqs):
         if seq != expected:
-            raise ValueError(
+            raise CorruptSessionError(
                 f"session {session_id!r} is corrupt: record {expected} is missing "
                 f"(found seq {seq}); restore the store file from a backup"
             )

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from .errors import PersistenceError
 from .model import Message
 from .records import Record
 from .transcript import Transcript
@@ -54,14 +55,21 @@ class Session:
         self._records.append(record)
         self._transcript.add(record)
         for observer in tuple(self._observers):
-            observer(record)
+            try:
+                observer(record)
+            except Exception as exc:
+                raise PersistenceError(
+                    f"session {self.id!r}: observer {observer!r} failed on record "
+                    f"{len(self._records) - 1} ({type})"
+                ) from exc
         return record
 
     def observe(self, observer: RecordObserver) -> Callable[[], None]:
         """Call `observer` with every later record; returns a function that stops it.
 
         Observers are the persistence path: unlike event listeners, an observer that raises
-        is not contained, because a record that cannot be made durable must not pass silently.
+        is not contained (it raises PersistenceError from `append`, which stops the agent's
+        loop), because a record that cannot be made durable must not pass silently.
         """
         self._observers.append(observer)
 

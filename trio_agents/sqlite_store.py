@@ -25,6 +25,7 @@ import trio
 
 from . import records as r
 from .errors import TrioAgentsError
+from .nursery import service_nursery
 from .repair import validate
 from .session import Session
 from .store import SessionInfo, SessionStore, StoredSession, summarize
@@ -62,9 +63,12 @@ def default_store_path() -> Path:
 class SqliteStore(SessionStore):
     """Sessions in one SQLite file. Use inside `running()` (the runtime does this)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
+        """`readonly=True` opens an existing store for reading only (nothing is created,
+        initialised or written); sessions cannot be entered."""
         super().__init__()
         self.path = Path(path)
+        self.readonly = readonly
         self._conn: sqlite3.Connection | None = None
         self._lock = trio.Lock()
         self._pending: list[tuple[Session, int, r.Record]] = []
@@ -86,10 +90,14 @@ class SqliteStore(SessionStore):
             raise TrioAgentsError(f"{self!r} is already running; one runtime at a time")
         self._conn = await trio.to_thread.run_sync(self._connect)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer)
+            async with service_nursery() as (nursery, body):
+                if not self.readonly:
+                    nursery.start_soon(self._writer)
                 try:
                     yield
+                except BaseException as exc:
+                    body.exception = exc
+                    raise
                 finally:
                     with trio.CancelScope(shield=True):
                         await self._drain()
@@ -100,20 +108,46 @@ class SqliteStore(SessionStore):
                 await trio.to_thread.run_sync(conn.close)
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            if not self.path.exists():
+                raise TrioAgentsError(f"no session store at {self.path}")
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+            try:
+                self._check_format(conn, allow_empty=False)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            self._check_format(conn, allow_empty=True)
+        except BaseException:
+            conn.close()
+            raise
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, FORMAT_VERSION):
-            conn.close()
-            raise TrioAgentsError(
-                f"{self.path} has format version {version}; this trio-agents reads version "
-                f"{FORMAT_VERSION}"
-            )
         conn.executescript(SCHEMA)
         conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
         return conn
+
+    def _check_format(self, conn: sqlite3.Connection, *, allow_empty: bool) -> None:
+        """Refuse a file that is not a trio-agents store (or is of another version), rather
+        than adding our tables to someone else's database."""
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        except sqlite3.DatabaseError as exc:
+            raise TrioAgentsError(f"{self.path} is not an SQLite database: {exc}") from exc
+        if version == FORMAT_VERSION and {"sessions", "records"} <= tables:
+            return
+        if version == 0 and not tables and allow_empty:
+            return  # a new file: ours to initialise
+        raise TrioAgentsError(
+            f"{self.path} is not a trio-agents session store of format {FORMAT_VERSION} "
+            f"(user_version {version}, tables {sorted(tables)}); use another path"
+        )
 
     def _check_running(self) -> None:
         if self._conn is None:
@@ -122,7 +156,10 @@ class SqliteStore(SessionStore):
             )
 
     async def _db(self, fn: Any, *args: Any) -> Any:
-        self._check_running()
+        if self._conn is None:
+            raise TrioAgentsError(
+                f"{self!r} is not running; use it inside `async with store.running()`"
+            )
         async with self._lock:
             return await trio.to_thread.run_sync(fn, *args)
 
@@ -132,6 +169,11 @@ class SqliteStore(SessionStore):
         self._committed.setdefault(session.id, len(session))
         if len(session) == 0:
             self._headers[session.id] = session.header
+
+    def _detached(self, session: Session) -> None:
+        self._headers.pop(session.id, None)
+        if not any(pending.id == session.id for pending, _, _ in self._pending):
+            self._committed.pop(session.id, None)
 
     def _appended(self, session: Session, record: r.Record) -> None:
         self._pending.append((session, len(session) - 1, record))

@@ -100,6 +100,7 @@ class SessionStore(abc.ABC):
             stop()
             if self._live.get(session.id) is session:
                 del self._live[session.id]
+                self._detached(session)
 
         return detach
 
@@ -151,6 +152,9 @@ class SessionStore(abc.ABC):
     def _attach(self, session: Session) -> None:
         """A session entered: remember its header for its first write."""
 
+    def _detached(self, session: Session) -> None:  # noqa: B027 - optional hook
+        """A session left the live set: forget per-session bookkeeping."""
+
     @abc.abstractmethod
     def _appended(self, session: Session, record: r.Record) -> None:
         """A record was appended to a live session (synchronously, in the agent's task)."""
@@ -167,21 +171,29 @@ class SessionStore(abc.ABC):
 
 class MemoryStore(SessionStore):
     """Keeps everything in memory: nothing touches the disk, and a session can be resumed
-    for as long as the store object lives."""
+    for as long as the store object lives. As in every store, a session is stored from its
+    first record on: one that never recorded anything leaves no trace."""
 
     def __init__(self) -> None:
         super().__init__()
         self._data: dict[str, tuple[Mapping[str, Any], list[r.Record]]] = {}
+        self._headers: dict[str, Mapping[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"<MemoryStore {len(self._data)} sessions>"
 
     def _attach(self, session: Session) -> None:
         if session.id not in self._data:
-            self._data[session.id] = (session.header, list(session.records))
+            self._headers[session.id] = session.header
+
+    def _detached(self, session: Session) -> None:
+        self._headers.pop(session.id, None)
 
     def _appended(self, session: Session, record: r.Record) -> None:
-        self._data[session.id][1].append(record)
+        stored = self._data.get(session.id)
+        if stored is None:
+            stored = self._data[session.id] = (self._headers.pop(session.id), [])
+        stored[1].append(record)
 
     async def flush(self, session: Session) -> None:
         await trio.lowlevel.checkpoint()
