@@ -4,8 +4,10 @@ Run from the repository root as `python -m tests.crash_child <mode> <db_path>`:
 
 close
     Create an agent on a SqliteStore at `db_path`, start a turn whose model is held open,
-    close the agent with `handle.aclose()`, print `CLOSED`, then wait to be killed. The
-    parent kills it before the runtime exits, so only `aclose` can have made the closing
+    close the agent with `handle.aclose()` while another connection holds the database's
+    write lock for a moment (a slow disk), print `CLOSED`, then block the event loop until
+    killed. Nothing after `aclose` returns can make a record durable, and without waiting
+    the write would still be pending: only `aclose` itself can have made the closing
     `turn/end` durable.
 
 crash [CALL_ID]
@@ -25,7 +27,9 @@ Each line is flushed as it is printed: the parent waits on these lines, never on
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import sys
+import threading
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -48,9 +52,16 @@ from trio_agents import (
 from trio_agents.testing import ScriptedModel, reply
 
 SESSION: Final = "s1"
+SLOW_DISK: Final = 0.2  # real seconds the close mode keeps the database locked
 PAUSE: Final = 0.005  # real seconds between records, so kill points land in distinct phases
 # A child whose parent never killed it (the parent died) exits on its own after this long.
 ORPHAN_LIMIT: Final = 300.0
+
+
+def freeze() -> None:
+    """Block the event loop until killed: no task, e.g. the store's writer, runs again, so
+    what is on disk is what was durable when the caller got here."""
+    threading.Event().wait(ORPHAN_LIMIT)
 
 
 def emit(line: str) -> None:
@@ -110,15 +121,26 @@ class SlowTool:
 
 
 async def close_mode(path: Path) -> None:
-    async with open_runtime(path) as rt:
+    async with open_runtime(path) as rt, trio.open_nursery() as nursery:
         handle = await rt.agents.create(
             model=ScriptedModel([reply("never sent", hold=True)]), session_id=SESSION
         )
         handle.agent.send("hold on")
         await trio.testing.wait_all_tasks_blocked()
+        # A slow disk: another connection holds the write lock for a while, so the store's
+        # writer is still waiting when the agent's loop has exited. Only a close that waits
+        # for its records to be durable gets past this before the lock is released.
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        await trio.to_thread.run_sync(blocker.execute, "BEGIN IMMEDIATE")
+
+        async def release() -> None:
+            await trio.sleep(SLOW_DISK)
+            await trio.to_thread.run_sync(blocker.execute, "COMMIT")
+
+        nursery.start_soon(release)
         await handle.aclose()
         emit("CLOSED")
-        await trio.sleep(ORPHAN_LIMIT)
+        freeze()
 
 
 async def crash_mode(path: Path, hold: str | None) -> None:

@@ -149,9 +149,12 @@ def test_reference_model_walks_a_turn_with_steering_and_max_steps() -> None:
     ref.steer("m2")
     ref.release_model("text")
     # max_steps stops the turn; the steering becomes the next turn's prompt.
-    assert [t.end for t in ref.turns] == ["max_steps", None]
+    assert [t.end for t in ref.turns] == [{"kind": "max_steps"}, None]
     assert ref.turns[1].prompt == "m2"
-    assert ref.cancel() is True
+    assert ref.cancel("stop", "parent") is True
+    assert ref.turns[1].end == {"kind": "aborted", "reason": "stop", "cause": "parent"}
     assert ref.status == "idle"
+    assert ref.status_trace == ["running", "idle"]
+    assert ref.cancels == [("parent", "stop")]
     assert ref.cancel() is False
     assert ref.fate == {"m1": "delivered", "m2": "delivered"}

@@ -171,8 +171,10 @@ class SqliteStore(SessionStore):
             self._headers[session.id] = session.header
 
     def _detached(self, session: Session) -> None:
-        self._headers.pop(session.id, None)
-        if not any(pending.id == session.id for pending, _, _ in self._pending):
+        # Records still queued (a flush that timed out) need their header row and their
+        # commit count: forget them only once nothing of this session is pending.
+        if not any(pending is session for pending, _, _ in self._pending):
+            self._headers.pop(session.id, None)
             self._committed.pop(session.id, None)
 
     def _appended(self, session: Session, record: r.Record) -> None:

@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Literal
 
 import trio
+import trio.testing
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -26,7 +27,15 @@ from hypothesis.stateful import (
 )
 
 from ..agent import open_agent
-from ..events import EventBus
+from ..events import (
+    CancelRequested,
+    Event,
+    EventBus,
+    StatusChanged,
+    StepEnded,
+    StepStarted,
+    TurnStarted,
+)
 from ..model import Model
 from ..options import AgentOptions
 from ..records import (
@@ -52,7 +61,7 @@ AgentFactory = Callable[
 """Opens an agent: `factory(model, tools, events, options)` is an async context manager
 yielding an object with the `Agent` surface; leaving it closes the agent."""
 
-WAIT_IDLE_BOUND = 10_000.0  # virtual seconds; the autojump clock makes this free
+STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 
 
 def builtin_agent_factory(
@@ -77,7 +86,7 @@ def summarize_turns(records: Sequence[Record]) -> list[TurnSummary]:
             turns[-1].steps.append(StepSummary(claimed))
             claimed = []
         elif record.type == TURN_END and turns:
-            turns[-1].end = str(record.data["reason"]["kind"])
+            turns[-1].end = {str(k): str(v) for k, v in record.data["reason"].items()}
     return turns
 
 
@@ -91,10 +100,16 @@ class AgentMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         type(self).stats["examples"] += 1
-        self.host = TrioHost()
+        # The clock moves only when a rule says so (`time_passes`): an autojump clock would
+        # also leap ahead whenever the agent is at rest, and time steps out at random.
+        self.clock = trio.testing.MockClock()
+        self.host = TrioHost(self.clock)
         self.model = ScriptedModel(hold_all=True)
         self.gate = GateTool()
         self.bus = EventBus()
+        self.events: list[Event] = []
+        self.bus.connect(self.events.append)
+        self.waiters: list[bool] = []  # one flag per background wait_idle: has it returned?
         self.ref = AgentReference()
         self.agent: Any = None
         self._stop: trio.Event | None = None
@@ -104,10 +119,13 @@ class AgentMachine(RuleBasedStateMachine):
 
     # -- setup and teardown -------------------------------------------------------------
 
-    @initialize(max_steps=st.one_of(st.none(), st.integers(1, 3)))
-    def open_agent(self, max_steps: int | None) -> None:
-        self.ref = AgentReference(max_steps=max_steps)
-        options = AgentOptions(max_steps=max_steps)
+    @initialize(
+        max_steps=st.one_of(st.none(), st.integers(1, 3)),
+        step_timeout=st.sampled_from([None, STEP_TIMEOUT]),
+    )
+    def open_agent(self, max_steps: int | None, step_timeout: float | None) -> None:
+        self.ref = AgentReference(max_steps=max_steps, step_timeout=step_timeout)
+        options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
         self.agent = self.host.call(self.host.nursery.start, self._serve, options)
         self.host.settle()
 
@@ -127,6 +145,7 @@ class AgentMachine(RuleBasedStateMachine):
                 self.host.settle()
                 self.ref.close()
                 assert self.agent.status is AgentStatus.CLOSED, self.agent.status
+                self._check_events()
                 records = self.agent.session.records
                 problems = history_problems(records, allow_open_turn=False)
                 assert not problems, f"history after close: {problems}"
@@ -139,48 +158,55 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def send(self) -> None:
         mid = self.host.run_sync(self.agent.send, "prompt")
-        self.ref.send(str(mid))
         self.host.settle()
+        self.ref.send(str(mid))
 
     @rule()
     def steer(self) -> None:
         mid = self.host.run_sync(self.agent.steer, "steering")
-        self.ref.steer(str(mid))
         self.host.settle()
+        self.ref.steer(str(mid))
 
     @rule()
     def inject(self) -> None:
         mid = self.host.run_sync(self.agent.inject, "context")
-        self.ref.inject(str(mid))
         self.host.settle()
+        self.ref.inject(str(mid))
 
-    @rule(cause=st.sampled_from(["user", "parent"]))
-    def cancel(self, cause: Literal["user", "parent"]) -> None:
-        effective = self.host.run_sync(lambda: self.agent.cancel("cancel", cause=cause))
-        expected = self.ref.cancel()
+    @rule(cause=st.sampled_from(["user", "parent"]), reason=st.sampled_from(["stop", "enough"]))
+    def cancel(self, cause: Literal["user", "parent"], reason: str) -> None:
+        effective = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
+        self.host.settle()
+        expected = self.ref.cancel(reason, cause)
         assert effective is expected, (
             f"cancel() returned {effective}, expected {expected} (reference: {self._state()})"
         )
-        self.host.settle()
 
     @precondition(lambda self: self.ref.phase == "model")
     @rule(answer=st.sampled_from(["text", "tool"]))
     def release_model(self, answer: Literal["text", "tool"]) -> None:
         step = reply("answer") if answer == "text" else tool_step((self.gate.name, {}))
         self.host.run_sync(self.model.release, step)
-        self.ref.release_model(answer)
         self.host.settle()
+        self.ref.release_model(answer)
 
     @precondition(lambda self: self.ref.phase == "tool")
     @rule()
     def finish_tool(self) -> None:
         self.host.run_sync(self.gate.release, "tool output")
-        self.ref.finish_tool()
         self.host.settle()
+        self.ref.finish_tool()
+
+    @rule(seconds=st.sampled_from([30.0, 50.0]))
+    def time_passes(self, seconds: float) -> None:
+        """Trio time moves on (free with the autojump clock): a held step may time out."""
+        self.host.run_sync(self.clock.jump, seconds)
+        self.host.settle()
+        self.ref.time_passes(seconds)
 
     @rule()
     def wait_idle(self) -> None:
-        returned = self.host.call(self._bounded_wait_idle)
+        returned = self.host.call(self._wait_idle_if_it_returns)
         expected = self.ref.status == "idle"
         assert returned is expected, (
             f"wait_idle {'returned' if returned else 'blocked'} but the reference is "
@@ -189,11 +215,66 @@ class AgentMachine(RuleBasedStateMachine):
         if returned:
             assert self.agent.status is AgentStatus.IDLE, self.agent.status
 
-    async def _bounded_wait_idle(self) -> bool:
-        with trio.move_on_after(WAIT_IDLE_BOUND):
+    @rule(event=st.sampled_from(["TurnStarted", "StepStarted", "StepEnded", "Idle"]))
+    def arm(self, event: str) -> None:
+        """A one-shot listener: cancel at the next TurnStarted/StepStarted/StepEnded (the
+        pre-step, pre-model and continuation windows), or send at the next IDLE (the
+        replacement-turn race)."""
+        if event in self.ref.armed:
+            return
+        self.ref.armed.add(event)
+        kinds: dict[str, type] = {
+            "TurnStarted": TurnStarted,
+            "StepStarted": StepStarted,
+            "StepEnded": StepEnded,
+            "Idle": StatusChanged,
+        }
+        fired: list[bool] = []
+
+        def listener(e: Event) -> None:
+            if fired or not isinstance(e, kinds[event]):
+                return
+            if event == "Idle" and not (
+                isinstance(e, StatusChanged) and e.status is AgentStatus.IDLE
+            ):
+                return
+            fired.append(True)
+            disconnect()
+            if event == "Idle":
+                self.ref.idle_sends.append(str(self.agent.send("follow-up")))
+            else:
+                self.agent.cancel("armed", cause="user")
+
+        disconnect = self.bus.connect(listener)
+
+    @rule()
+    def start_waiter(self) -> None:
+        """A wait_idle that stays parked in the background while later rules run."""
+        index = len(self.waiters)
+        self.waiters.append(False)
+
+        async def wait() -> None:
             await self.agent.wait_idle()
-            return True
-        return False
+            self.waiters[index] = True
+
+        self.host.start(wait)
+        self.host.settle()
+        self.ref.wait_idle()
+
+    async def _wait_idle_if_it_returns(self) -> bool:
+        """Whether wait_idle returns once everything has run, without letting time pass
+        (which could time a held step out): a waiter still parked then is cancelled."""
+        done: list[bool] = []
+        async with trio.open_nursery() as nursery:
+
+            async def wait() -> None:
+                await self.agent.wait_idle()
+                done.append(True)
+
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        return bool(done)
 
     # -- invariants ----------------------------------------------------------------------
 
@@ -219,7 +300,24 @@ class AgentMachine(RuleBasedStateMachine):
         assert (self.model.held, self.gate.held) == held, (
             f"held (model, tool) = {(self.model.held, self.gate.held)}, expected {held}"
         )
+        self._check_events()
         self._consistent = True
+
+    def _check_events(self) -> None:
+        statuses = [e.status.value for e in self.events if isinstance(e, StatusChanged)]
+        assert statuses == self.ref.status_trace, (
+            f"StatusChanged reported {statuses}, reference expects {self.ref.status_trace}"
+        )
+        cancels = [(e.cause, e.reason) for e in self.events if isinstance(e, CancelRequested)]
+        assert cancels == self.ref.cancels, (
+            f"CancelRequested events {cancels}, reference expects one per effective cancel: "
+            f"{self.ref.cancels}"
+        )
+        parked = self.waiters.count(False)
+        assert parked == self.ref.waiting, (
+            f"{parked} wait_idle calls still parked, reference expects {self.ref.waiting} "
+            f"({self._state()})"
+        )
 
     def _check_fates(self) -> None:
         seen: dict[str, int] = {}

@@ -30,7 +30,21 @@ class TrioHost:
     real time and a rule that would block forever instead reaches its deadline.
     """
 
-    def __init__(self, clock: trio.abc.Clock | None = None) -> None:
+    def __init__(
+        self,
+        clock: trio.abc.Clock | None = None,
+        *,
+        call_timeout: float = 3600.0,
+        stall_timeout: float = 60.0,
+    ) -> None:
+        """`call_timeout`: trio seconds one `call` may stay blocked before it fails as a
+        deadlock. With the default autojump clock that costs no real time: time only moves
+        when every task is blocked, so a stuck rule fails at once instead of hanging.
+        `stall_timeout`: real seconds the run may give no sign of life before `call` gives
+        up; the backstop for a clock that does not move by itself (a MockClock without
+        autojump, advanced by hand)."""
+        self.call_timeout = call_timeout
+        self.stall_timeout = stall_timeout
         self._queue: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
         self._done: outcome.Outcome[None] | None = None
         self._nursery: trio.Nursery | None = None
@@ -59,7 +73,14 @@ class TrioHost:
         if self._done is not None:
             self._done.unwrap()
             raise RuntimeError("the trio run has ended")
-        self._queue.get()()
+        try:
+            callback = self._queue.get(timeout=self.stall_timeout)
+        except queue.Empty:
+            raise TimeoutError(
+                f"TrioHost: the trio run made no progress for {self.stall_timeout:g} real "
+                "seconds: every task is blocked and the clock does not move (a deadlock?)"
+            ) from None
+        callback()
 
     @property
     def closed(self) -> bool:
@@ -71,8 +92,18 @@ class TrioHost:
         assert self._token is not None
         box: list[outcome.Outcome[T]] = []
 
+        async def guarded() -> T:
+            with trio.move_on_after(self.call_timeout) as scope:
+                return await afn(*args)
+            assert scope.cancelled_caught
+            raise TimeoutError(
+                f"TrioHost.call({getattr(afn, '__qualname__', afn)!r}) was still blocked after "
+                f"{self.call_timeout:g} trio seconds: a deadlock, or a rule waiting for "
+                "something no task will do"
+            )
+
         async def one() -> None:
-            box.append(await outcome.acapture(afn, *args))
+            box.append(await outcome.acapture(guarded))
 
         self._token.run_sync_soon(self._nursery.start_soon, one)
         while not box:

@@ -8,6 +8,7 @@ exactly, which this class computes without any concurrency. No trio, no Hypothes
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,14 +30,17 @@ class TurnSummary:
     number: int
     prompt: str
     steps: list[StepSummary] = field(default_factory=list[StepSummary])
-    end: str | None = None  # the turn/end reason kind, None while the turn runs
+    end: dict[str, str] | None = None  # the turn/end reason, None while the turn runs
 
 
 class AgentReference:
     """Expected status, queues, turns and model-call count of an agent at rest."""
 
-    def __init__(self, *, max_steps: int | None = None) -> None:
+    def __init__(self, *, max_steps: int | None = None, step_timeout: float | None = None) -> None:
         self.max_steps = max_steps
+        self.step_timeout = step_timeout
+        self.clock = 0.0  # trio time; it only moves in `time_passes`
+        self.step_started_at = 0.0
         self.status: Literal["idle", "running", "closed"] = "idle"
         self.queue: list[str] = []
         self.step_input: list[tuple[str, Literal["steering", "context"]]] = []
@@ -44,6 +48,13 @@ class AgentReference:
         self.phase: Phase | None = None
         self.requests = 0
         self.fate: dict[str, Fate] = {}
+        self.status_trace: list[str] = []  # every status change, as StatusChanged reports it
+        self.cancels: list[tuple[str, str]] = []  # (cause, reason) of each effective cancel
+        self.waiting = 0  # wait_idle calls that have not returned yet
+        # One-shot listeners: cancel at the next TurnStarted / StepStarted / StepEnded, or
+        # send at the next StatusChanged(IDLE). `idle_sends` holds the ids those sends got.
+        self.armed: set[str] = set()
+        self.idle_sends: deque[str] = deque()
 
     @property
     def turn(self) -> TurnSummary | None:
@@ -57,8 +68,13 @@ class AgentReference:
         self._accept(mid)
         self.queue.append(mid)
         if self.status == "idle":
-            self.status = "running"
+            self._set_status("running")
         self._advance()
+
+    def wait_idle(self) -> None:
+        """A wait_idle call starts; it returns as soon as the agent is idle."""
+        if self.status != "idle":
+            self.waiting += 1
 
     def steer(self, mid: str) -> None:
         if self.turn is None:
@@ -71,19 +87,29 @@ class AgentReference:
         self._accept(mid)
         self.step_input.append((mid, "context"))
 
-    def cancel(self) -> bool:
+    def cancel(self, reason: str = "cancelled", cause: str = "user") -> bool:
         """Returns whether the cancel was effective."""
+        effective = self.cancel_now(reason, cause)
+        if effective:
+            self._advance()
+        return effective
+
+    def cancel_now(self, reason: str, cause: str) -> bool:
+        """The cancel itself, without letting the driver run on afterwards."""
         turn = self.turn
         steering = [m for m, kind in self.step_input if kind == "steering"]
         if turn is None and not self.queue and not steering:
             return False
+        self.cancels.append((cause, reason))
         for mid in [*steering, *self.queue]:
             self.fate[mid] = "discarded"
         self.queue.clear()
         self.step_input = [(m, k) for m, k in self.step_input if k == "context"]
         if turn is not None:
-            self._end_turn("aborted")
-        self._advance()
+            step_open = self.phase is not None
+            self._end_turn({"kind": "aborted", "reason": reason, "cause": cause})
+            if step_open:
+                self._step_ended()  # fires a StepEnded listener, which finds nothing to cancel
         return True
 
     def release_model(self, reply: Literal["text", "tool"]) -> None:
@@ -91,24 +117,44 @@ class AgentReference:
         if reply == "tool":
             self.phase = "tool"
             return
-        if any(kind == "steering" for _, kind in self.step_input):
+        self.phase = None
+        if self._step_ended():
+            pass  # a StepEnded listener cancelled the turn
+        elif any(kind == "steering" for _, kind in self.step_input):
             self._next_step_or_max()
         else:
-            self._end_turn("completed")
+            self._end_turn({"kind": "completed"})
         self._advance()
 
     def finish_tool(self) -> None:
         assert self.phase == "tool", "no tool is held"
-        self._next_step_or_max()
+        self.phase = None
+        if not self._step_ended():
+            self._next_step_or_max()
         self._advance()
 
+    def time_passes(self, seconds: float) -> None:
+        """Trio time jumps forward by `seconds`: a held step whose `step_timeout` expired in
+        that interval is aborted when the jump lands (at most one: the next step starts
+        then, at the end of the interval, so its deadline lies beyond it)."""
+        end = self.clock + seconds
+        self.clock = end
+        timeout = self.step_timeout
+        if timeout is not None and self.phase is not None and self.step_started_at + timeout <= end:
+            self.phase = None
+            if not self._step_ended():
+                self._end_turn({"kind": "aborted", "reason": "step-timeout", "cause": "timeout"})
+            self._advance()
+
     def close(self) -> None:
+        self.armed.clear()
         if self.turn is not None:
-            self._end_turn("closed")
+            self._end_turn({"kind": "closed"})
         for mid in [*self.queue, *(m for m, k in self.step_input if k == "steering")]:
             self.fate[mid] = "discarded"
         self.queue.clear()
-        self.status = "closed"
+        self._set_status("closed")
+        self.waiting = 0
 
     # -- internals -----------------------------------------------------------------------
 
@@ -118,23 +164,43 @@ class AgentReference:
 
     def _advance(self) -> None:
         """Run the driver until it blocks: start the next turn and its first step, or idle."""
-        if self.turn is not None and self.phase is None:
-            self._start_step()
-        if self.turn is not None:
+        while True:
+            if self._in_turn():
+                if self.phase is None:
+                    self._start_step()
+                if self._in_turn():
+                    return
+                continue  # a listener cancelled the turn as its step started
+            if self.queue:
+                prompt = self.queue.pop(0)
+                self.fate[prompt] = "delivered"
+                self.turns.append(TurnSummary(len(self.turns) + 1, prompt))
+                if "TurnStarted" in self.armed:
+                    self.armed.discard("TurnStarted")
+                    self._listener_cancel()
+                continue
+            self._set_status("idle")
+            if "Idle" in self.armed:
+                # The listener sends inside the settle: waiters see the replacement turn.
+                self.armed.discard("Idle")
+                self.send(self.idle_sends.popleft())
+                return
+            self.waiting = 0
             return
-        if self.queue:
-            prompt = self.queue.pop(0)
-            self.fate[prompt] = "delivered"
-            self.turns.append(TurnSummary(len(self.turns) + 1, prompt))
-            self._start_step()
-        else:
-            self.status = "idle"
+
+    def _in_turn(self) -> bool:
+        return self.turn is not None
+
+    def _set_status(self, status: Literal["idle", "running", "closed"]) -> None:
+        if status != self.status:
+            self.status = status
+            self.status_trace.append(status)
 
     def _next_step_or_max(self) -> None:
         turn = self.turn
         assert turn is not None
         if self.max_steps is not None and len(turn.steps) >= self.max_steps:
-            self._end_turn("max_steps")
+            self._end_turn({"kind": "max_steps"})
         else:
             self.phase = None
 
@@ -146,16 +212,33 @@ class AgentReference:
             self.fate[mid] = "delivered"
         self.step_input.clear()
         turn.steps.append(StepSummary(claimed))
+        if "StepStarted" in self.armed:
+            self.armed.discard("StepStarted")
+            self._listener_cancel()  # before the model call: none is made
+            self._step_ended()
+            return
         self.requests += 1
         self.phase = "model"
+        self.step_started_at = self.clock
 
-    def _end_turn(self, kind: str) -> None:
+    def _step_ended(self) -> bool:
+        """A step ended: fire an armed StepEnded listener. True if it cancelled the turn."""
+        if "StepEnded" not in self.armed:
+            return False
+        self.armed.discard("StepEnded")
+        return self._listener_cancel()
+
+    def _listener_cancel(self) -> bool:
+        return self.cancel_now("armed", "user")
+
+    def _end_turn(self, reason: dict[str, str]) -> None:
         turn = self.turn
         assert turn is not None
-        turn.end = kind
+        turn.end = reason
         self.phase = None
-        if kind != "aborted":
-            # Unconsumed steering becomes the next prompts, ahead of the queue (rule A3).
+        if reason.get("cause") not in ("user", "parent"):
+            # Unconsumed steering becomes the next prompts, ahead of the queue (rule A3);
+            # only a cancel discards it.
             steering = [m for m, k in self.step_input if k == "steering"]
             self.step_input = [(m, k) for m, k in self.step_input if k == "context"]
             self.queue[:0] = steering
