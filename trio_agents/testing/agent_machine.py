@@ -364,7 +364,7 @@ def check_agent_conformance(
     chosen = factory if factory is not None else builtin_agent_factory
 
     class Machine(AgentMachine):
-        pass
+        stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
 
     Machine.factory = staticmethod(chosen)
     Machine.__name__ = f"AgentMachine[{getattr(chosen, '__name__', 'factory')}]"

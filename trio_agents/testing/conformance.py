@@ -10,6 +10,7 @@ from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from .agent_machine import AgentFactory, AgentMachine, builtin_agent_factory
+from .lifecycle_machine import LifecycleMachine
 from .profiles import profile
 
 __all__ = ["MachineReport", "run_conformance"]
@@ -49,7 +50,17 @@ def run_conformance(
 
     Counted.factory = staticmethod(chosen)
     Counted.__name__ = "AgentMachine"
-    return [_run("agent", Counted, counts, budget, seed)]
+    reports = [_run("agent", Counted, counts, budget, seed)]
+    if factory is None:
+        # The lifecycle machine drives a whole runtime; an --target agent factory has none.
+        life_counts = {"examples": 0, "checks": 0}
+
+        class Lifecycle(LifecycleMachine):
+            stats = life_counts
+
+        Lifecycle.__name__ = "LifecycleMachine"
+        reports.append(_run("lifecycle", Lifecycle, life_counts, budget, seed))
+    return reports
 
 
 def _run(
