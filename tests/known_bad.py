@@ -5,20 +5,32 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
 from trio_agents import Agent, AgentOptions, CancelCause, EventBus, Model, Session, Tool
+from trio_agents.inbox import Inbox, InboxMessage
+
+
+class _ForgetfulInbox(Inbox):
+    __slots__ = ()
+
+    def requeue_steering(self) -> list[InboxMessage]:
+        steering = frozenset(m.id for m in self if m.kind == "steering")
+        self.discard_work(only=steering)
+        return []
 
 
 class SteeringLostAtTurnEnd(Agent):
-    """(f) Steering a turn did not consume is silently dropped when the turn ends."""
+    """(f) Steering a turn did not consume is silently dropped when the turn ends, instead
+    of being re-queued as a prompt."""
 
     __slots__ = ()
 
-    async def _run_turn(self, prompt):  # type: ignore[no-untyped-def] # pyright: ignore
-        await super()._run_turn(prompt)  # pyright: ignore[reportUnknownMemberType]
-        self._inbox.discard_work()  # pyright: ignore[reportPrivateUsage]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._inbox = _ForgetfulInbox()
 
 
 class IdleCancelEmits(Agent):
