@@ -3,14 +3,28 @@ must fail on every one of them (see tests/test_known_bad.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import trio
 
-from trio_agents import Agent, AgentOptions, CancelCause, EventBus, Model, Session, Tool
+from trio_agents import (
+    Agent,
+    AgentOptions,
+    CancelCause,
+    Closer,
+    EventBus,
+    Model,
+    Record,
+    Runtime,
+    Session,
+    SessionStore,
+    Tool,
+    open_runtime,
+)
 from trio_agents.inbox import Inbox, InboxMessage
+from trio_agents.registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 
 
 class _ForgetfulInbox(Inbox):
@@ -65,3 +79,104 @@ def factory_for(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ig
 
 steering_lost_at_turn_end = factory_for(SteeringLostAtTurnEnd)
 idle_cancel_emits = factory_for(IdleCancelEmits)
+
+
+class QueuedPromptBatchedIntoCancelledTurn(Agent):
+    """(a) A cancel takes the queued prompts into the cancelled turn's history (as the
+    harness's first era batched them) instead of discarding them."""
+
+    __slots__ = ()
+
+    def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
+        turn = self._turn  # pyright: ignore[reportPrivateUsage]
+        if turn is not None and not turn.cancelled:
+            while (prompt := self._inbox.pop_prompt()) is not None:  # pyright: ignore[reportPrivateUsage]
+                self.session.append("user/message", {"id": prompt.id, "content": prompt.content})
+        return super().cancel(reason, cause=cause)
+
+
+class WaitIdleAtTurnBoundary(Agent):
+    """(e) `wait_idle` returns when a turn ends, even though a queued prompt has not
+    started yet."""
+
+    __slots__ = ()
+
+    async def wait_idle(self) -> None:
+        await trio.lowlevel.checkpoint()
+        start = len(self.session)
+        while self.status.value == "running":
+            await trio.lowlevel.checkpoint()
+            if any(r.type == "turn/end" for r in self.session.records[start:]):
+                return
+            await self._settled.park()  # pyright: ignore[reportPrivateUsage]
+
+    async def _run_turn(self, prompt: InboxMessage) -> None:
+        await super()._run_turn(prompt)  # pyright: ignore[reportPrivateUsage]
+        self._settled.unpark_all()  # pyright: ignore[reportPrivateUsage]  # wakes waiters early
+
+
+class ToolResultMissingAfterCancel(Agent):
+    """(h) A cancelled turn records no result for the tool calls it interrupted."""
+
+    __slots__ = ()
+
+    def _append(self, type: str, data: Mapping[str, object]) -> Record:
+        if type == "tool/result" and data.get("interrupted"):
+            return Record.of(type, data)  # dropped: never reaches the session
+        return super()._append(type, data)
+
+
+queued_prompt_batched_into_cancelled_turn = factory_for(QueuedPromptBatchedIntoCancelledTurn)
+wait_idle_at_turn_boundary = factory_for(WaitIdleAtTurnBoundary)
+tool_result_missing_after_cancel = factory_for(ToolResultMissingAfterCancel)
+
+
+# -- runtimes with one defect in publication or teardown -----------------------------------
+
+
+class _AcloseBeforeLoopExit(_Lifecycle):
+    """(c) Teardown does not wait for the loop to exit before it unregisters and detaches."""
+
+    async def _teardown(self, close_loop: Closer) -> None:
+        self.agent._begin_close()  # pyright: ignore[reportPrivateUsage]
+        self._unregister()
+        self._detach()
+        await self.fiber.aclose()  # the loop writes its turn/end after the detach
+        self.owner._discard(self.aclose)  # pyright: ignore[reportPrivateUsage]
+
+
+class _DetachBeforeFlush(_Lifecycle):
+    """(d) The session is detached before the loop's closing turn/end is flushed."""
+
+    async def _teardown(self, close_loop: Closer) -> None:
+        self._detach()
+        await super()._teardown(close_loop)
+
+
+class _LoserLeftRegistered(_Lifecycle):
+    """(g) The agent is registered before the session enters the store, and a loser of a
+    same-id race is not unregistered."""
+
+    def publish(self) -> None:
+        self.runtime._live_agents[self.agent.id] = self  # pyright: ignore[reportPrivateUsage]
+        super().publish()
+
+    def _unregister(self) -> None:
+        if self._registered:  # pyright: ignore[reportPrivateUsage]
+            super()._unregister()
+
+
+def runtime_factory_for(lifecycle: type[_Lifecycle]):  # type: ignore[no-untyped-def] # pyright: ignore
+    class BadRuntime(Runtime):
+        lifecycle_class = lifecycle
+
+    def factory(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
+        return open_runtime(store, runtime_class=BadRuntime)
+
+    factory.__name__ = lifecycle.__name__.strip("_")
+    return factory
+
+
+aclose_before_loop_exit = runtime_factory_for(_AcloseBeforeLoopExit)
+detach_before_flush = runtime_factory_for(_DetachBeforeFlush)
+loser_left_registered = runtime_factory_for(_LoserLeftRegistered)

@@ -9,28 +9,72 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from trio_agents.testing.agent_machine import check_agent_conformance
+from trio_agents.testing.lifecycle_machine import check_lifecycle_conformance
 
-from .known_bad import idle_cancel_emits, steering_lost_at_turn_end
+from .known_bad import (
+    aclose_before_loop_exit,
+    detach_before_flush,
+    idle_cancel_emits,
+    loser_left_registered,
+    queued_prompt_batched_into_cancelled_turn,
+    steering_lost_at_turn_end,
+    tool_result_missing_after_cancel,
+    wait_idle_at_turn_boundary,
+)
 
 BUDGET = settings(
     max_examples=300,
     stateful_step_count=30,
     deadline=None,
     database=None,
+    # One shrunk reproduction per defect is the point; shrinking every distinct failure
+    # Hypothesis finds would triple the cost.
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
 
 @pytest.mark.parametrize(
     "factory",
-    [idle_cancel_emits, steering_lost_at_turn_end],
-    ids=["b-idle-cancel-emits", "f-steering-lost-at-turn-end"],
+    [
+        queued_prompt_batched_into_cancelled_turn,
+        idle_cancel_emits,
+        wait_idle_at_turn_boundary,
+        steering_lost_at_turn_end,
+        tool_result_missing_after_cancel,
+    ],
+    ids=[
+        "a-queued-prompt-batched-into-cancelled-turn",
+        "b-idle-cancel-emits",
+        "e-wait-idle-at-turn-boundary",
+        "f-steering-lost-at-turn-end",
+        "h-tool-result-missing-after-cancel",
+    ],
 )
 def test_the_agent_machine_catches_a_seeded_defect(factory: object) -> None:
     with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
         check_agent_conformance(factory, settings=BUDGET)  # type: ignore[arg-type]
+    assert_violations(info.value)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [aclose_before_loop_exit, detach_before_flush, loser_left_registered],
+    ids=[
+        "c-aclose-before-loop-exit",
+        "d-detach-before-flush",
+        "g-loser-left-registered",
+    ],
+)
+def test_the_lifecycle_machine_catches_a_seeded_defect(factory: object) -> None:
+    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
+        check_lifecycle_conformance(factory, settings=BUDGET)  # type: ignore[arg-type]
+    assert_violations(info.value)
+
+
+def assert_violations(exc: BaseException) -> None:
     # Conformance violations (assertions of the machine), not a crash of the harness.
-    leaves = list(leaf_exceptions(info.value))
+    leaves = list(leaf_exceptions(exc))
     assert leaves
     assert all(isinstance(leaf, AssertionError) for leaf in leaves), leaves
 

@@ -300,7 +300,7 @@ class AgentRegistry:
         agent = Agent(
             session=session, model=model, tools=tools, options=options, events=self._runtime.events
         )
-        life = _Lifecycle(self._runtime, owner, agent)
+        life = self._runtime.lifecycle_class(self._runtime, owner, agent)
         # The owner co-owns the teardown before any resource exists, so an owner close that
         # lands anywhere below also tears down what was prepared (rule L4).
         owner._push(f"agent {agent.id}", life.aclose)  # pyright: ignore[reportPrivateUsage]

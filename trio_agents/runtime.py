@@ -7,18 +7,16 @@ import logging
 import os
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from .events import EventBus
 from .fiber import Fiber
 from .nursery import service_nursery, start_service
+from .registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 from .sqlite_store import SqliteStore, default_store_path
 from .store import SessionStore
-
-if TYPE_CHECKING:
-    from .registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -27,6 +25,10 @@ logger = logging.getLogger("trio_agents.runtime")
 
 class Runtime(Fiber):
     """The root fiber. Closing it closes every fiber and every agent (the provider, L2)."""
+
+    # How one agent is published and torn down; a seam for test doubles of the runtime
+    # (the conformance suite's known-bad runtimes replace single steps of it).
+    lifecycle_class: type[_Lifecycle]
 
     def __init__(self, sessions: SessionStore, events: EventBus) -> None:
         super().__init__("runtime", self, None)
@@ -76,19 +78,22 @@ class Runtime(Fiber):
 @asynccontextmanager
 async def open_runtime(
     store: SessionStore | str | os.PathLike[str] | None = None,
+    *,
+    runtime_class: type[Runtime] = Runtime,
 ) -> AsyncGenerator[Runtime, None]:
     """The root fiber and its services, for the duration of the block.
 
     `store` is a SessionStore, a path (a SqliteStore there), or None (a SqliteStore at
     `default_store_path()`). Leaving the block closes every fiber and agent, in order,
-    shielded from cancellation, then stops the store.
+    shielded from cancellation, then stops the store. `runtime_class` is for subclasses of
+    `Runtime` (test doubles).
     """
     if isinstance(store, SessionStore):
         sessions = store
     else:
         sessions = SqliteStore(store if store is not None else default_store_path())
     async with service_nursery() as (nursery, body):
-        runtime = Runtime(sessions, EventBus())
+        runtime = runtime_class(sessions, EventBus())
         await start_service(nursery, runtime.serve)
         try:
             # The store is the first thing the root fiber owns, so it is the last to go.
@@ -106,3 +111,6 @@ async def open_runtime(
         except BaseException as exc:
             body.exception = exc
             raise
+
+
+Runtime.lifecycle_class = _Lifecycle
