@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
+import subprocess
+import sys
+
 import pytest
 
 from trio_agents.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent
 
 
 def test_conformance_passes_on_the_builtin_runtime(capsys: pytest.CaptureFixture[str]) -> None:
@@ -25,3 +33,50 @@ def test_conformance_fails_on_a_known_bad_target(capsys: pytest.CaptureFixture[s
 def test_conformance_rejects_a_malformed_target() -> None:
     with pytest.raises(SystemExit, match=r"package\.module:factory"):
         main(["conformance", "--target", "no_colon_here"])
+
+
+def test_a_third_party_agent_passes_through_its_public_surface(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(
+        ["conformance", "--target", "examples.third_party_agent:factory", "--max-examples", "60"]
+    )
+    assert code == 0, capsys.readouterr().out
+
+
+def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) -> None:
+    outs: list[str] = []
+    for _ in range(2):
+        main(["conformance", "--max-examples", "25", "--seed", "12345"])
+        out = capsys.readouterr().out
+        outs.append(re.sub(r"\(\d+\.\d+s\)", "", out))
+    assert outs[0] == outs[1]
+    assert "seed 12345" in outs[0]
+
+
+@pytest.mark.subprocess
+def test_a_failure_prints_a_seed_and_a_reproduction_that_fails_the_same_way(
+    tmp_path: pathlib.Path,
+) -> None:
+    argv = [
+        str(BIN / "trio-agents"),
+        "conformance",
+        "--target",
+        "tests.known_bad:idle_cancel_emits",
+        "--seed",
+        "7",
+    ]
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "seed 7" in result.stdout
+    program = re.search(
+        r"shrunk reproduction \(run it with python\):\n(.*?)\n    replay", result.stdout, re.S
+    )
+    assert program, result.stdout
+    script = tmp_path / "repro.py"
+    script.write_text("\n".join(line[6:] for line in program.group(1).splitlines()) + "\n")
+    replay = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert replay.returncode == 1
+    assert "AssertionError: cancel() returned True, expected False" in replay.stderr

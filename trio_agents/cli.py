@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,9 @@ def _load_target(spec: str) -> Any:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise SystemExit(f"--target must look like 'package.module:factory', got {spec!r}")
+    # Like `python -m`, look in the working directory first: targets live in your project.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     module = importlib.import_module(module_name)
     try:
         return getattr(module, attr)
@@ -29,25 +33,33 @@ def _conformance(args: argparse.Namespace) -> int:
     from .testing.conformance import run_conformance
 
     factory = _load_target(args.target) if args.target else None
-    print(
-        f"trio-agents conformance: {args.target or 'built-in runtime'}, "
-        f"profile {args.profile or 'ci'}"
-    )
+    runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
+    targets = [t for t in (args.target, args.runtime_target) if t] or ["built-in runtime"]
+    print(f"trio-agents conformance: {', '.join(targets)}, profile {args.profile or 'ci'}")
     reports = run_conformance(
-        factory, profile_name=args.profile, max_examples=args.max_examples, seed=args.seed
+        factory,
+        runtime_factory=runtime_factory,
+        factory_spec=args.target,
+        runtime_spec=args.runtime_target,
+        profile_name=args.profile,
+        max_examples=args.max_examples,
+        seed=args.seed,
     )
     for report in reports:
+        counts = (
+            f"{report.examples} examples, {report.checks} checked steps, "
+            f"{report.histories} distinct histories, seed {report.seed} ({report.seconds:.1f}s)"
+        )
         if report.passed:
-            print(
-                f"  {report.machine} machine: passed, {report.examples} examples, "
-                f"{report.checks} checked steps ({report.seconds:.1f}s)"
-            )
-        else:
-            print(
-                f"  {report.machine} machine: FAILED after {report.examples} examples "
-                f"({report.seconds:.1f}s)"
-            )
-            print(f"  {type(report.failure).__name__}: {report.failure}")
+            print(f"  {report.machine} machine: passed, {counts}")
+            continue
+        print(f"  {report.machine} machine: FAILED, {counts}")
+        print(f"    {type(report.failure).__name__}: {report.failure}")
+        if report.program is not None:
+            print("    shrunk reproduction (run it with python):")
+            for line in report.program.splitlines():
+                print(f"      {line}")
+        print(f"    replay this run: trio-agents conformance ... --seed {report.seed}")
     return 0 if all(report.passed for report in reports) else 1
 
 
@@ -57,7 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     conformance = commands.add_parser(
         "conformance", help="run the property-based conformance suite"
     )
-    conformance.add_argument("--target", help="module:factory of the implementation to check")
+    conformance.add_argument(
+        "--target", help="module:factory of an agent implementation (the agent machine)"
+    )
+    conformance.add_argument(
+        "--runtime-target",
+        help="module:factory(store) of a runtime implementation (the lifecycle machine)",
+    )
     conformance.add_argument("--profile", choices=["ci", "deep"], default=None)
     conformance.add_argument("--max-examples", type=int, default=None)
     conformance.add_argument("--seed", type=int, default=None)

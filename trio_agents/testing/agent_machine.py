@@ -96,6 +96,8 @@ class AgentMachine(RuleBasedStateMachine):
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
     """Counts examples and checked steps; give a subclass its own dict to count one run."""
+    histories: ClassVar[set[int]] = set()
+    """Fingerprints of the distinct histories (record types and status trace) produced."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -139,6 +141,10 @@ class AgentMachine(RuleBasedStateMachine):
             await self._stop.wait()
 
     def teardown(self) -> None:
+        opened: Any = self.agent
+        if opened is not None:
+            kinds = tuple(record.type for record in opened.session.records)
+            type(self).histories.add(hash((kinds, tuple(self.ref.status_trace))))
         try:
             if self._consistent and self._stop is not None and not self.host.closed:
                 self.host.run_sync(self._stop.set)

@@ -1,30 +1,41 @@
-"""Run the conformance machines and report what they did. Used by `trio-agents conformance`."""
+"""Run the conformance machines and report what they did. Used by `trio-agents conformance`.
+
+Every run has a seed (drawn when none is given) and uses no example database, so the seed
+alone reproduces it. A failure is reported with the shrunk program Hypothesis found, turned
+into a runnable Python script.
+"""
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
-from hypothesis import seed as hypothesis_seed
+import hypothesis.core
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from .agent_machine import AgentFactory, AgentMachine, builtin_agent_factory
-from .lifecycle_machine import LifecycleMachine
+from .agent_machine import AgentFactory, AgentMachine
+from .lifecycle_machine import LifecycleMachine, RuntimeFactory
 from .profiles import profile
 
-__all__ = ["MachineReport", "run_conformance"]
+__all__ = ["MachineReport", "reproduction", "run_conformance"]
 
 
 @dataclass(frozen=True)
 class MachineReport:
-    """What one machine did: its examples and checked steps, and a failure if any."""
+    """What one machine did: examples, checked steps, distinct histories it produced, the
+    seed, and a failure with its shrunk program if any."""
 
     machine: str
     examples: int
     checks: int
+    histories: int
     seconds: float
+    seed: int
     failure: BaseException | None
+    program: str | None
 
     @property
     def passed(self) -> bool:
@@ -34,50 +45,126 @@ class MachineReport:
 def run_conformance(
     factory: AgentFactory | None = None,
     *,
+    runtime_factory: RuntimeFactory | None = None,
+    factory_spec: str | None = None,
+    runtime_spec: str | None = None,
     profile_name: str | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
 ) -> list[MachineReport]:
-    """Run every conformance machine against `factory` and report on each."""
-    budget = profile(profile_name)
+    """Run the agent machine against `factory` and the lifecycle machine against
+    `runtime_factory` (each default: the built-in runtime). With only one of the two given,
+    only that machine runs. `*_spec` are the `module:attr` names used in reproductions."""
+    budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
-    chosen = factory if factory is not None else builtin_agent_factory
-    counts = {"examples": 0, "checks": 0}
+    chosen_seed = seed if seed is not None else random.randrange(2**32)
+    reports: list[MachineReport] = []
+    run_agent = factory is not None or runtime_factory is None
+    run_life = runtime_factory is not None or factory is None
+    if run_agent:
 
-    class Counted(AgentMachine):
-        stats = counts
+        class Agents(AgentMachine):
+            stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+            histories: ClassVar[set[int]] = set()
 
-    Counted.factory = staticmethod(chosen)
-    Counted.__name__ = "AgentMachine"
-    reports = [_run("agent", Counted, counts, budget, seed)]
-    if factory is None:
-        # The lifecycle machine drives a whole runtime; an --target agent factory has none.
-        life_counts = {"examples": 0, "checks": 0}
+        if factory is not None:
+            Agents.factory = staticmethod(factory)
+        reports.append(_run("agent", Agents, budget, chosen_seed, factory_spec))
+    if run_life:
 
         class Lifecycle(LifecycleMachine):
-            stats = life_counts
+            stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+            histories: ClassVar[set[int]] = set()
 
-        Lifecycle.__name__ = "LifecycleMachine"
-        reports.append(_run("lifecycle", Lifecycle, life_counts, budget, seed))
+        if runtime_factory is not None:
+            Lifecycle.factory = staticmethod(runtime_factory)
+        reports.append(_run("lifecycle", Lifecycle, budget, chosen_seed, runtime_spec))
     return reports
 
 
 def _run(
     name: str,
     machine: type[RuleBasedStateMachine],
-    counts: dict[str, int],
     budget: Settings,
-    seed: int | None,
+    seed: int,
+    spec: str | None,
 ) -> MachineReport:
     def run() -> None:
         run_state_machine_as_test(machine, settings=budget)
 
     started = time.monotonic()
     failure: BaseException | None = None
+    # run_state_machine_as_test builds its own @given test, which a seed() decorator on
+    # `run` does not reach; force the seed the way Hypothesis's pytest plugin does for
+    # --hypothesis-seed, for this run only.
+    previous = hypothesis.core.global_force_seed
+    hypothesis.core.global_force_seed = seed  # type: ignore[assignment]
     try:
-        (hypothesis_seed(seed)(run) if seed is not None else run)()
+        run()
     except Exception as exc:
         failure = exc
+    finally:
+        hypothesis.core.global_force_seed = previous
     elapsed = time.monotonic() - started
-    return MachineReport(name, counts["examples"], counts["checks"], elapsed, failure)
+    stats: dict[str, int] = getattr(machine, "stats", {})
+    histories: set[int] = getattr(machine, "histories", set())
+    program = reproduction(name, failure, spec) if failure is not None else None
+    return MachineReport(
+        name,
+        stats.get("examples", 0),
+        stats.get("checks", 0),
+        len(histories),
+        elapsed,
+        seed,
+        failure,
+        program,
+    )
+
+
+def reproduction(machine: str, failure: BaseException, spec: str | None) -> str | None:
+    """A runnable script that replays the shrunk failing program, or None if Hypothesis
+    attached none (the failure was not a rule violation)."""
+    notes: list[str] = list(getattr(failure, "__notes__", []))
+    steps: list[str] = []
+    recording = False
+    for line in notes:
+        if line.startswith("state = "):
+            recording = True
+            continue
+        if recording:
+            if not line.startswith("state."):
+                break
+            steps.append(line)
+    if not steps:
+        return None
+    base = {"agent": "AgentMachine", "lifecycle": "LifecycleMachine"}[machine]
+    module = {"agent": "agent_machine", "lifecycle": "lifecycle_machine"}[machine]
+    lines = [
+        f"# Replays the shrunk failing program of the {machine} machine; run it with python",
+        "# from the directory the conformance command ran in.",
+        "import os",
+        "import sys",
+        "",
+        "sys.path.insert(0, os.getcwd())",
+        "",
+        f"from trio_agents.testing.{module} import {base}  # noqa: E402",
+    ]
+    if spec is not None:
+        target_module, _, attr = spec.partition(":")
+        lines += [
+            f"from {target_module} import {attr} as target  # noqa: E402",
+            "",
+            "",
+            f"class Machine({base}):",
+            "    factory = staticmethod(target)",
+            "",
+            "",
+            "state = Machine()",
+        ]
+    else:
+        lines += ["", f"state = {base}()"]
+    # teardown() closes the trio run even when a step raised, as the machine would.
+    body = [step for step in steps if step != "state.teardown()"]
+    lines += ["try:", *(f"    {step}" for step in body), "finally:", "    state.teardown()"]
+    return "\n".join(lines) + "\n"

@@ -61,6 +61,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     factory: ClassVar[RuntimeFactory] = staticmethod(builtin_runtime_factory)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+    histories: ClassVar[set[int]] = set()
 
     def __init__(self) -> None:
         super().__init__()
@@ -105,6 +106,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             await self._stop.wait()
 
     def teardown(self) -> None:
+        type(self).histories.add(hash(tuple((type(e).__name__, _event_id(e)) for e in self.events)))
         try:
             if self._consistent and self._stop is not None and not self.host.closed:
                 self._stop_runtime()
