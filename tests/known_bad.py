@@ -15,6 +15,7 @@ from trio_agents import (
     CancelCause,
     Closer,
     EventBus,
+    MessageId,
     Model,
     Record,
     Runtime,
@@ -180,3 +181,39 @@ def runtime_factory_for(lifecycle: type[_Lifecycle]):  # type: ignore[no-untyped
 aclose_before_loop_exit = runtime_factory_for(_AcloseBeforeLoopExit)
 detach_before_flush = runtime_factory_for(_DetachBeforeFlush)
 loser_left_registered = runtime_factory_for(_LoserLeftRegistered)
+
+
+class SendDroppedRightAfterCancel(Agent):
+    """A send that lands right after an effective cancel, in the same scheduler batch (before
+    the driver has run again), is silently dropped: the harness's first era kept a pre-run
+    "cancel requested" marker that swallowed it. Reachable only when the two operations share
+    a batch, so only schedule exploration finds it."""
+
+    __slots__ = ("_just_cancelled",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._just_cancelled = False
+
+    def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
+        effective = super().cancel(reason, cause=cause)
+        self._just_cancelled = self._just_cancelled or effective
+        return effective
+
+    def send(self, content: str) -> MessageId:
+        if self._just_cancelled:
+            return MessageId(f"m{next(self._message_ids)}")  # pyright: ignore[reportPrivateUsage]
+        return super().send(content)
+
+    async def _run_turn(self, prompt: InboxMessage) -> None:
+        try:
+            await super()._run_turn(prompt)  # pyright: ignore[reportPrivateUsage]
+        finally:
+            self._just_cancelled = False  # the driver has run: the marker is consumed
+
+    def _settle(self) -> None:
+        self._just_cancelled = False
+        super()._settle()  # pyright: ignore[reportPrivateUsage]
+
+
+send_dropped_right_after_cancel = factory_for(SendDroppedRightAfterCancel)

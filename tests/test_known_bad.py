@@ -7,8 +7,9 @@ from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
 
-from trio_agents.testing.agent_machine import check_agent_conformance
+from trio_agents.testing.agent_machine import AgentMachine, check_agent_conformance
 from trio_agents.testing.lifecycle_machine import check_lifecycle_conformance
 
 from .known_bad import (
@@ -17,6 +18,7 @@ from .known_bad import (
     idle_cancel_emits,
     loser_left_registered,
     queued_prompt_batched_into_cancelled_turn,
+    send_dropped_right_after_cancel,
     steering_lost_at_turn_end,
     tool_result_missing_after_cancel,
     wait_idle_at_turn_boundary,
@@ -86,3 +88,20 @@ def leaf_exceptions(exc: BaseException) -> Iterator[BaseException]:
             yield from leaf_exceptions(inner)
     else:
         yield exc
+
+
+def test_schedule_exploration_finds_a_same_batch_race_the_fixed_schedule_misses() -> None:
+    # Each operation alone in its own rule, under the default schedule: the defect stays
+    # hidden, however long we look.
+    class FixedSchedule(AgentMachine):
+        explore_schedules = False
+        factory = staticmethod(send_dropped_right_after_cancel)
+
+    run_state_machine_as_test(FixedSchedule, settings=BUDGET)
+    # With cancel and send racing in one batch, in an order the drawn scheduler seed picks,
+    # it is found and shrunk.
+    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
+        check_agent_conformance(send_dropped_right_after_cancel, settings=BUDGET)
+    assert_violations(info.value)
+    program = "\n".join(getattr(info.value, "__notes__", []))
+    assert "race_cancel_and_send" in program

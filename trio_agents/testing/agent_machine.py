@@ -9,6 +9,7 @@ is held, and every message's fate.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Literal
@@ -53,7 +54,13 @@ from .host import TrioHost
 from .reference import AgentReference, StepSummary, TurnSummary
 from .scripted import GateTool, ScriptedModel, reply, tool_step
 
-__all__ = ["AgentFactory", "AgentMachine", "check_agent_conformance", "summarize_turns"]
+__all__ = [
+    "AgentFactory",
+    "AgentMachine",
+    "RandomSeeder",
+    "check_agent_conformance",
+    "summarize_turns",
+]
 
 AgentFactory = Callable[
     [Model, Sequence[Tool], EventBus, AgentOptions], AbstractAsyncContextManager[Any]
@@ -62,6 +69,29 @@ AgentFactory = Callable[
 yielding an object with the `Agent` surface; leaving it closes the agent."""
 
 STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
+
+
+class RandomSeeder:
+    """Replays a scheduler seed Hypothesis drew (printed as `RandomSeeder(n)` in a shrunk
+    program): it seeds `random` and trio's scheduler randomness as Hypothesis did."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def __repr__(self) -> str:
+        return f"RandomSeeder({self.seed})"
+
+    def apply(self) -> None:
+        random.seed(self.seed)
+        # trio's batch shuffle draws from this module-level Random, which trio registers
+        # with Hypothesis; there is no public handle on it.
+        scheduler_random = getattr(trio._core._run, "_r", None)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        if isinstance(scheduler_random, random.Random):
+            scheduler_random.seed(self.seed)
+
+
+def _exploring(machine: AgentMachine) -> bool:
+    return type(machine).explore_schedules
 
 
 def builtin_agent_factory(
@@ -98,6 +128,9 @@ class AgentMachine(RuleBasedStateMachine):
     """Counts examples and checked steps; give a subclass its own dict to count one run."""
     histories: ClassVar[set[int]] = set()
     """Fingerprints of the distinct histories (record types and status trace) produced."""
+    explore_schedules: ClassVar[bool] = True
+    """Race operations in one scheduler batch, with the scheduler's seed drawn per example.
+    Off, every operation runs alone and only the default schedule is ever seen."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -124,8 +157,14 @@ class AgentMachine(RuleBasedStateMachine):
     @initialize(
         max_steps=st.one_of(st.none(), st.integers(1, 3)),
         step_timeout=st.sampled_from([None, STEP_TIMEOUT]),
+        scheduler=st.random_module(),
     )
-    def open_agent(self, max_steps: int | None, step_timeout: float | None) -> None:
+    def open_agent(self, max_steps: int | None, step_timeout: float | None, scheduler: Any) -> None:
+        """`scheduler` reseeds trio's scheduler randomness (registered with Hypothesis), so
+        the order of tasks in a batch is part of the example: explored, shrunk, replayed.
+        A printed reproduction passes our `RandomSeeder` to do the same outside Hypothesis."""
+        if isinstance(scheduler, RandomSeeder):
+            scheduler.apply()
         self.ref = AgentReference(max_steps=max_steps, step_timeout=step_timeout)
         options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
         self.agent = self.host.call(self.host.nursery.start, self._serve, options)
@@ -163,24 +202,28 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule()
     def send(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.send, "prompt")
         self.host.settle()
         self.ref.send(str(mid))
 
     @rule()
     def steer(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.steer, "steering")
         self.host.settle()
         self.ref.steer(str(mid))
 
     @rule()
     def inject(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.inject, "context")
         self.host.settle()
         self.ref.inject(str(mid))
 
     @rule(cause=st.sampled_from(["user", "parent"]), reason=st.sampled_from(["stop", "enough"]))
     def cancel(self, cause: Literal["user", "parent"], reason: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         effective = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
         self.host.settle()
         expected = self.ref.cancel(reason, cause)
@@ -191,6 +234,7 @@ class AgentMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ref.phase == "model")
     @rule(answer=st.sampled_from(["text", "tool"]))
     def release_model(self, answer: Literal["text", "tool"]) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         step = reply("answer") if answer == "text" else tool_step((self.gate.name, {}))
         self.host.run_sync(self.model.release, step)
         self.host.settle()
@@ -199,6 +243,7 @@ class AgentMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ref.phase == "tool")
     @rule()
     def finish_tool(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         self.host.run_sync(self.gate.release, "tool output")
         self.host.settle()
         self.ref.finish_tool()
@@ -206,12 +251,14 @@ class AgentMachine(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([30.0, 50.0]))
     def time_passes(self, seconds: float) -> None:
         """Trio time moves on (free with the autojump clock): a held step may time out."""
+        self._consistent = False  # a rule's own failure must not be masked
         self.host.run_sync(self.clock.jump, seconds)
         self.host.settle()
         self.ref.time_passes(seconds)
 
     @rule()
     def wait_idle(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         returned = self.host.call(self._wait_idle_if_it_returns)
         expected = self.ref.status == "idle"
         assert returned is expected, (
@@ -221,11 +268,45 @@ class AgentMachine(RuleBasedStateMachine):
         if returned:
             assert self.agent.status is AgentStatus.IDLE, self.agent.status
 
+    @precondition(_exploring)
+    @rule(cancel_spawned_first=st.booleans())
+    def race_cancel_and_send(self, cancel_spawned_first: bool) -> None:
+        """cancel() and send() from two tasks started in the same scheduler batch: which
+        runs first is the scheduler's choice. Both are synchronous, so the order they ran in
+        is observed exactly and the reference applies them in it, with no driver step in
+        between (a task they wake runs in a later batch)."""
+        self._consistent = False  # a rule's own failure must not be masked
+        ran: list[tuple[str, object]] = []
+
+        async def cancel() -> None:
+            ran.append(("cancel", self.agent.cancel("race", cause="user")))
+
+        async def send() -> None:
+            ran.append(("send", self.agent.send("raced")))
+
+        async def both() -> None:
+            async with trio.open_nursery() as nursery:
+                for op in (cancel, send) if cancel_spawned_first else (send, cancel):
+                    nursery.start_soon(op)
+
+        self.host.call(both)
+        self.host.settle()
+        for op, result in ran:
+            if op == "send":
+                self.ref.send_nowait(str(result))
+            else:
+                expected = self.ref.cancel_now("race", "user")
+                assert result is expected, (
+                    f"cancel() in a race returned {result}, expected {expected} (ran: {ran})"
+                )
+        self.ref.settle()
+
     @rule(event=st.sampled_from(["TurnStarted", "StepStarted", "StepEnded", "Idle"]))
     def arm(self, event: str) -> None:
         """A one-shot listener: cancel at the next TurnStarted/StepStarted/StepEnded (the
         pre-step, pre-model and continuation windows), or send at the next IDLE (the
         replacement-turn race)."""
+        self._consistent = False  # a rule's own failure must not be masked
         if event in self.ref.armed:
             return
         self.ref.armed.add(event)
@@ -256,6 +337,7 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def start_waiter(self) -> None:
         """A wait_idle that stays parked in the background while later rules run."""
+        self._consistent = False  # a rule's own failure must not be masked
         index = len(self.waiters)
         self.waiters.append(False)
 

@@ -150,6 +150,8 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
         "",
         f"from trio_agents.testing.{module} import {base}  # noqa: E402",
     ]
+    if machine == "agent":
+        lines.append("from trio_agents.testing.agent_machine import RandomSeeder  # noqa: E402")
     if spec is not None:
         target_module, _, attr = spec.partition(":")
         lines += [

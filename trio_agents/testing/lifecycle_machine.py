@@ -127,6 +127,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(IDS), owner=st.sampled_from(OWNERS))
     def create(self, sid: str, owner: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         expected_ok = sid not in self.owner_of and sid not in self.stored
         outcome = self.host.call(self._attach, "create", sid, owner)
         assert outcome == ("ok" if expected_ok else "duplicate"), (
@@ -137,6 +138,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)), owner=st.sampled_from(OWNERS))
     def resume(self, sid: str, owner: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         if sid in self.owner_of:
             expected = "duplicate"
         elif sid in self.stored:
@@ -168,6 +170,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def create_race(self, sid: str) -> None:
         """Two creates of one id in the same scheduler batch: exactly one may win."""
+        self._consistent = False  # a rule's own failure must not be masked
         expected_winner = sid not in self.owner_of and sid not in self.stored
         outcomes = self.host.call(self._race, sid)
         winners = outcomes.count("ok")
@@ -191,6 +194,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def send(self, sid: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None:
             return
@@ -200,6 +204,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def release(self, sid: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
             return
@@ -210,6 +215,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def cancel(self, sid: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is not None:
             self.host.run_sync(agent.cancel)
@@ -217,6 +223,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle(self, sid: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.pop(sid, None)
         if handle is None:
             return
@@ -228,6 +235,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle_and_owner_at_once(self, sid: str) -> None:
         """The handle and the owning fiber close concurrently: one teardown, both return."""
+        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.get(sid)
         owner = self.owner_of.get(sid)
         if handle is None or owner not in ("f1", "f2"):
@@ -257,6 +265,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(owner=st.sampled_from(("f1", "f2")))
     def close_fiber(self, owner: str) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         self.host.call(self.fibers[owner].aclose)
         self._forget_owned_by(owner)
         self.host.call(self._reopen_fiber, owner)
@@ -273,6 +282,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def reload_plugin(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         assert self.rt is not None
         self.host.call(self.rt.reload, self.plugin)
         self.owner_of[PLUGIN_ID] = "plugin"
@@ -280,6 +290,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def restart_runtime(self) -> None:
+        self._consistent = False  # a rule's own failure must not be masked
         self._stop_runtime()
         self.check()
         self._start_runtime()

@@ -55,6 +55,7 @@ class AgentReference:
         # send at the next StatusChanged(IDLE). `idle_sends` holds the ids those sends got.
         self.armed: set[str] = set()
         self.idle_sends: deque[str] = deque()
+        self._unwinding_step = False
 
     @property
     def turn(self) -> TurnSummary | None:
@@ -69,6 +70,17 @@ class AgentReference:
         self.queue.append(mid)
         if self.status == "idle":
             self._set_status("running")
+        self._advance()
+
+    def send_nowait(self, mid: str) -> None:
+        """`send` without letting the driver run afterwards (it runs in a later batch)."""
+        self._accept(mid)
+        self.queue.append(mid)
+        if self.status == "idle":
+            self._set_status("running")
+
+    def settle(self) -> None:
+        """Let the driver run until it blocks, after operations made with `*_nowait`."""
         self._advance()
 
     def wait_idle(self) -> None:
@@ -106,10 +118,10 @@ class AgentReference:
         self.queue.clear()
         self.step_input = [(m, k) for m, k in self.step_input if k == "context"]
         if turn is not None:
-            step_open = self.phase is not None
+            # The open step ends when the driver unwinds it, in a later batch: a StepEnded
+            # listener fires then (in `_advance`), after anything else this batch did.
+            self._unwinding_step = self.phase is not None
             self._end_turn({"kind": "aborted", "reason": reason, "cause": cause})
-            if step_open:
-                self._step_ended()  # fires a StepEnded listener, which finds nothing to cancel
         return True
 
     def release_model(self, reply: Literal["text", "tool"]) -> None:
@@ -164,6 +176,9 @@ class AgentReference:
 
     def _advance(self) -> None:
         """Run the driver until it blocks: start the next turn and its first step, or idle."""
+        if self._unwinding_step:
+            self._unwinding_step = False
+            self._step_ended()
         while True:
             if self._in_turn():
                 if self.phase is None:
