@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -158,3 +160,16 @@ def test_reference_model_walks_a_turn_with_steering_and_max_steps() -> None:
     assert ref.cancels == [("parent", "stop")]
     assert ref.cancel() is False
     assert ref.fate == {"m1": "delivered", "m2": "delivered"}
+
+
+def test_testing_exports_resolve_and_hypothesis_loads_only_for_the_machines() -> None:
+    code = (
+        "import sys, trio_agents, trio_agents.testing as t\n"
+        "assert 'hypothesis' not in sys.modules, 'ScriptedModel users pay for Hypothesis'\n"
+        "for name in t.__all__: getattr(t, name)\n"
+        "assert 'hypothesis' in sys.modules\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

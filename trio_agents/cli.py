@@ -28,6 +28,10 @@ def _load_target(spec: str) -> Any:
         raise SystemExit(f"--target: module {module_name!r} has no attribute {attr!r}") from None
 
 
+def _progress(machine: str, examples: int, seconds: float) -> None:
+    print(f"  ... {machine} machine: {examples} examples so far ({seconds:.0f}s)", flush=True)
+
+
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
     from .testing.conformance import run_conformance
@@ -44,6 +48,7 @@ def _conformance(args: argparse.Namespace) -> int:
         profile_name=args.profile,
         max_examples=args.max_examples,
         seed=args.seed,
+        progress=_progress,
     )
     for report in reports:
         counts = (

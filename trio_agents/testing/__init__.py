@@ -1,10 +1,18 @@
 """Tools for testing agents: scripted models and tools, a trio host for Hypothesis state
-machines, and the conformance checks.
+machines, the pure reference models, and the conformance checks.
 
-The checks that need Hypothesis import it lazily, so `trio_agents.testing.ScriptedModel`
-works without it.
+The state machines and `check_*` functions import Hypothesis; they load on first use, so
+`from trio_agents.testing import ScriptedModel` does not.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .history import history_problems
+from .host import TrioHost
+from .reference import AgentReference
 from .scripted import (
     HOLD,
     EchoTool,
@@ -16,13 +24,38 @@ from .scripted import (
     tool_step,
 )
 
+if TYPE_CHECKING:
+    from .agent_machine import AgentMachine, check_agent_conformance
+    from .lifecycle_machine import LifecycleMachine, check_lifecycle_conformance
+
 __all__ = [
     "HOLD",
+    "AgentMachine",
+    "AgentReference",
     "EchoTool",
     "GateTool",
+    "LifecycleMachine",
     "ScriptedModel",
     "ScriptedStep",
+    "TrioHost",
+    "check_agent_conformance",
+    "check_lifecycle_conformance",
     "echo_reply",
+    "history_problems",
     "reply",
     "tool_step",
 ]
+
+_LAZY = {
+    "AgentMachine": ".agent_machine",
+    "check_agent_conformance": ".agent_machine",
+    "LifecycleMachine": ".lifecycle_machine",
+    "check_lifecycle_conformance": ".lifecycle_machine",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

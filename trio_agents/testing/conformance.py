@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -51,10 +52,14 @@ def run_conformance(
     profile_name: str | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
+    progress: Callable[[str, int, float], object] | None = None,
+    progress_every: float = 5.0,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory` and the lifecycle machine against
     `runtime_factory` (each default: the built-in runtime). With only one of the two given,
-    only that machine runs. `*_spec` are the `module:attr` names used in reproductions."""
+    only that machine runs. `*_spec` are the `module:attr` names used in reproductions.
+    `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
+    while a machine runs."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
@@ -70,6 +75,7 @@ def run_conformance(
 
         if factory is not None:
             Agents.factory = staticmethod(factory)
+        _report_progress(Agents, "agent", progress, progress_every)
         reports.append(_run("agent", Agents, budget, chosen_seed, factory_spec))
     if run_life:
 
@@ -79,8 +85,33 @@ def run_conformance(
 
         if runtime_factory is not None:
             Lifecycle.factory = staticmethod(runtime_factory)
+        _report_progress(Lifecycle, "lifecycle", progress, progress_every)
         reports.append(_run("lifecycle", Lifecycle, budget, chosen_seed, runtime_spec))
     return reports
+
+
+def _report_progress(
+    machine: type[RuleBasedStateMachine],
+    name: str,
+    progress: Callable[[str, int, float], object] | None,
+    every: float,
+) -> None:
+    """Make `machine` call `progress` as examples start, at most every `every` seconds."""
+    if progress is None:
+        return
+    started = time.monotonic()
+    last = [started]
+    original = machine.__init__
+
+    def __init__(self: RuleBasedStateMachine) -> None:
+        original(self)
+        now = time.monotonic()
+        if now - last[0] >= every:
+            last[0] = now
+            stats: dict[str, int] = getattr(machine, "stats", {})
+            progress(name, stats.get("examples", 0), now - started)
+
+    machine.__init__ = __init__  # type: ignore[method-assign]
 
 
 def _run(
