@@ -13,19 +13,31 @@ reports `timed_out=True, exit_code=0, signal=None`.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import math
 import os
 import re
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
 
 from .collector import OutputCollector, StreamOutput
 
-__all__ = ["RunResult", "ShellExecutor", "ShellRequest", "ShellSpec", "scrubbed_environment"]
+__all__ = [
+    "JobOutput",
+    "RunResult",
+    "ShellExecutor",
+    "ShellRequest",
+    "ShellSpec",
+    "scrubbed_environment",
+]
+
+logger = logging.getLogger("trio_agents.shell")
 
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
 QUIET_TOOLS: Mapping[str, str] = {
@@ -77,6 +89,37 @@ class RunResult:
     stderr: StreamOutput
 
 
+@dataclass(frozen=True, slots=True)
+class JobOutput:
+    """Output of a background job since given offsets (stdout, stderr), and its state."""
+
+    text: str
+    next_offsets: tuple[int, int]
+    lossy: bool
+    done: bool
+    result: RunResult | None
+
+
+class _Job:
+    __slots__ = ("cancelled", "done", "err", "id", "out", "owner", "process", "result", "spec")
+
+    def __init__(
+        self, job_id: str, spec: ShellSpec, owner: str | None, process: trio.Process, max_bytes: int
+    ) -> None:
+        self.id = job_id
+        self.spec = spec
+        self.owner = owner
+        self.process = process
+        self.out = OutputCollector(max_bytes, f"{job_id}-stdout")
+        self.err = OutputCollector(max_bytes, f"{job_id}-stderr")
+        self.done = trio.Event()
+        self.result: RunResult | None = None
+        self.cancelled = False
+
+
+JobListener = Callable[[str, "str | None", RunResult], object]
+
+
 class ShellExecutor:
     """Runs commands. `timeout`, `max_timeout` and `grace` are seconds."""
 
@@ -102,6 +145,147 @@ class ShellExecutor:
         self.max_timeout = max_timeout
         self.max_output_bytes = max_output_bytes
         self.grace = grace
+        self._jobs: dict[str, _Job] = {}
+        self._job_numbers = itertools.count(1)
+        self._nursery: trio.Nursery | None = None
+        self._listeners: list[JobListener] = []
+        self._silenced = False
+
+    # -- background jobs ------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[ShellExecutor, None]:
+        """Hold the nursery background jobs run in. Leaving it closes the executor: notices
+        are silenced first, then every job is killed and reaped."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._silenced = False
+            try:
+                yield self
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.close_jobs()
+                self._nursery = None
+
+    def on_job_done(self, listener: JobListener) -> Callable[[], None]:
+        """Call `listener(job_id, owner, result)` when a job finishes by itself or is killed
+        (not after the executor is closing). Listeners are contained."""
+        self._listeners.append(listener)
+
+        def disconnect() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return disconnect
+
+    async def start(self, spec: ShellSpec) -> str:
+        """Start `spec` in the background (its timeout does not apply) and return the job's
+        id. `spec.owner` is stored with the job and never interpreted."""
+        if self._nursery is None or self._silenced:
+            raise RuntimeError("the shell executor is not running; use it inside `running()`")
+        process = await trio.lowlevel.open_process(
+            ["bash", "-c", spec.command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=spec.workdir,
+            env=scrubbed_environment(),
+            start_new_session=True,
+        )
+        job = _Job(
+            f"job-{next(self._job_numbers)}", spec, spec.owner, process, self.max_output_bytes
+        )
+        self._jobs[job.id] = job
+        self._nursery.start_soon(self._watch, job)
+        return job.id
+
+    def owner_of(self, job_id: str) -> str | None:
+        """The owner token the job was started with, or None (also for an unknown job)."""
+        job = self._jobs.get(job_id)
+        return job.owner if job is not None else None
+
+    def pgid(self, job_id: str) -> int:
+        """The job's process group id (its leader's pid): every process it starts is in it."""
+        return self._job(job_id).process.pid
+
+    def jobs(self, owner: str | None = None) -> list[str]:
+        return [j.id for j in self._jobs.values() if owner is None or j.owner == owner]
+
+    def read_output(self, job_id: str, offsets: tuple[int, int] = (0, 0)) -> JobOutput:
+        job = self._job(job_id)
+        out, next_out, lossy_out = job.out.read_from(offsets[0])
+        err, next_err, lossy_err = job.err.read_from(offsets[1])
+        text = out
+        if out and err and not out.endswith("\n"):
+            text += "\n"
+        if err:
+            text += "[stderr]\n" + err
+        return JobOutput(
+            text, (next_out, next_err), lossy_out or lossy_err, job.done.is_set(), job.result
+        )
+
+    async def kill(self, job_id: str) -> RunResult:
+        """Kill the job's whole process group and wait until it is reaped."""
+        job = self._job(job_id)
+        if not job.done.is_set():
+            job.cancelled = True
+            await self.kill_group(job.process)
+        await job.done.wait()
+        assert job.result is not None
+        return job.result
+
+    async def kill_owned(self, owner: str | None) -> None:
+        """Kill every running job of `owner` (an agent closing) and wait for them."""
+        async with trio.open_nursery() as nursery:
+            for job in list(self._jobs.values()):
+                if job.owner == owner and not job.done.is_set():
+                    nursery.start_soon(self.kill, job.id)
+
+    async def close_jobs(self) -> None:
+        """Silence notices, then kill and reap every job."""
+        self._silenced = True
+        async with trio.open_nursery() as nursery:
+            for job in list(self._jobs.values()):
+                if not job.done.is_set():
+                    nursery.start_soon(self.kill, job.id)
+
+    def _job(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise KeyError(f"no job {job_id!r}; known jobs: {', '.join(self._jobs) or 'none'}")
+        return job
+
+    async def _watch(self, job: _Job) -> None:
+        process = job.process
+        with trio.CancelScope(shield=True):  # only kill() and close_jobs() end a job
+            async with trio.open_nursery() as nursery:
+                assert process.stdout is not None
+                assert process.stderr is not None
+                nursery.start_soon(_pump, process.stdout, job.out)
+                nursery.start_soon(_pump, process.stderr, job.err)
+                await process.wait()
+                await self.kill_group(process)  # nothing of the job outlives its leader
+                nursery.cancel_scope.deadline = trio.current_time() + self.grace
+        code = process.returncode
+        assert code is not None
+        job.result = RunResult(
+            exit_code=code if code >= 0 else None,
+            signal=signal.Signals(-code).name if code < 0 else None,
+            timed_out=False,
+            cancelled=job.cancelled,
+            timeout=job.spec.timeout,
+            stdout=job.out.finish(),
+            stderr=job.err.finish(),
+        )
+        job.done.set()
+        if not self._silenced:
+            for listener in tuple(self._listeners):
+                try:
+                    listener(job.id, job.owner, job.result)
+                except Exception:
+                    logger.exception("job-done listener %r raised; ignored", listener)
+
+    # -- foreground -------------------------------------------------------------------------
 
     def resolve(self, request: ShellRequest) -> ShellSpec:
         """Fill every default: workdir, the timeout (capped at `max_timeout`), the owner."""
