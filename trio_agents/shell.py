@@ -34,6 +34,7 @@ __all__ = [
     "ShellExecutor",
     "ShellRequest",
     "ShellSpec",
+    "group_has_live_members",
     "scrubbed_environment",
 ]
 
@@ -359,11 +360,32 @@ class ShellExecutor:
         # No event tells us that processes which are not our children have exited (and the
         # group's members are unknown), so this is a bounded poll.
         with trio.move_on_after(self.grace):
-            while _signal_group(process.pid, 0):  # noqa: ASYNC110
+            while group_has_live_members(process.pid):  # noqa: ASYNC110
                 await trio.sleep(GROUP_POLL)
 
 
 GROUP_POLL = 0.005  # seconds between checks that a killed group is gone
+
+
+def group_has_live_members(pgid: int) -> bool:
+    """Whether any process of group `pgid` is still alive. Zombies do not count: they are
+    dead, waiting for whoever adopted them (init, in the end) to reap them."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return _signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        # After the command name: state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
