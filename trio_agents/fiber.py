@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 import trio
 
 from .errors import TrioAgentsError
-from .nursery import report_started, start_service
+from .nursery import report_started, runs_inside, start_service
 
 if TYPE_CHECKING:
     from .registry import AgentRegistry
@@ -67,6 +67,7 @@ class Fiber:
         self._closed = trio.Event()
         self._errors: list[Exception] = []
         self._agents: AgentRegistry | None = None
+        self._task: trio.lowlevel.Task | None = None
 
     def __repr__(self) -> str:
         return f"<Fiber {self.name!r} {self._state}>"
@@ -135,8 +136,17 @@ class Fiber:
         """Open a child fiber that lives until it, or this fiber, is closed."""
         self._check_open("open a child of")
         child = Fiber(name, self._runtime, self)
-        await start_service(self.nursery, child.serve)
+        # Registered before the await: a close of this fiber that lands meanwhile closes the
+        # child too, instead of leaving it open behind a parent that has gone.
         self._children.append(child)
+        try:
+            await start_service(self.nursery, child.serve)
+        except BaseException:
+            if child.state == "new":  # its task never ran: nothing to close
+                self._children.remove(child)
+                child._state = "closed"
+                child._closed.set()
+            raise
         return child
 
     async def aclose(self) -> None:
@@ -144,6 +154,11 @@ class Fiber:
         the same unwinding and sees the same errors. Shielded: a cancelled caller still
         waits, and the unwinding goes on in the fiber's own task regardless."""
         self._close_requested.set()
+        if self._task is not None and runs_inside(self._task):
+            # Called from one of this fiber's own tasks: it cannot wait for its own end.
+            # The unwinding goes on; the caller is cancelled when the nursery is.
+            await trio.lowlevel.checkpoint()
+            return
         with trio.CancelScope(shield=True):
             await self._closed.wait()
         if self._errors:
@@ -157,6 +172,7 @@ class Fiber:
         """The fiber's task. Its parent starts it with `await nursery.start(fiber.serve)`."""
         if self._state != "new":
             raise RuntimeError(f"{self!r} is already served")
+        self._task = trio.lowlevel.current_task()
         try:
             with trio.CancelScope(shield=True):
                 async with trio.open_nursery() as nursery:
@@ -179,11 +195,14 @@ class Fiber:
             self._closed.set()
 
     async def _unwind(self) -> None:
-        for child in reversed(tuple(self._children)):
+        while self._children:  # a child removes itself from the list once it has closed
+            child = self._children[-1]
             try:
                 await child.aclose()
             except Exception as exc:
                 self._errors.append(exc)
+            if self._children and self._children[-1] is child:
+                self._children.pop()
         while self._disposers:
             label, disposer = self._disposers.pop()
             try:
@@ -199,7 +218,8 @@ class Fiber:
 
     def _discard(self, disposer: Disposer) -> None:
         """Forget a disposer that already ran elsewhere (an agent closed by its handle)."""
-        self._disposers = [(label, d) for label, d in self._disposers if d is not disposer]
+        # Bound methods are created anew on every access: compare them by equality.
+        self._disposers = [(label, d) for label, d in self._disposers if d != disposer]
 
     def _check_open(self, verb: str) -> None:
         if self._state != "open":

@@ -123,8 +123,13 @@ class _Lifecycle:
                     close_loop: Closer = await self.fiber.nursery.start(self.agent.run)
                     if not report_started(task_status, None):
                         self._close_requested.set()  # the create was cancelled: roll back
-                    await self._close_requested.wait()
-                    await self._teardown(close_loop)
+                    try:
+                        await self._close_requested.wait()
+                    finally:
+                        # Also when a task of the agent's fiber crashed: unregister and
+                        # detach anyway, so nothing is left half-closed (rule L5).
+                        with trio.CancelScope(shield=True):
+                            await self._teardown(close_loop)
         finally:
             self.phase = "closed"
             self._done.set()
@@ -135,8 +140,11 @@ class _Lifecycle:
         try:
             if not await close_loop():
                 # The loop did not stop in time (a tool ignores cancellation): cancel every
-                # task of the agent's fiber and wait for the loop to go.
-                self.fiber.nursery.cancel_scope.cancel(reason="agent close_grace expired")
+                # task of the agent's fiber, then wait for the loop to exit before flushing,
+                # or its closing turn/end would miss the store (rule L1).
+                if self.fiber.state == "open":
+                    self.fiber.nursery.cancel_scope.cancel(reason="agent close_grace expired")
+                await self.agent.wait_idle()
             if self._detach_session is not None:
                 with trio.move_on_after(grace) as flush_scope:
                     await self.runtime.sessions.flush(self.session)

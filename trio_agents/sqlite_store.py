@@ -154,6 +154,8 @@ class SqliteStore(SessionStore):
             raise TrioAgentsError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
+        if self.readonly:
+            raise TrioAgentsError(f"{self!r} is read-only; open it without readonly=True to write")
 
     async def _db(self, fn: Any, *args: Any) -> Any:
         if self._conn is None:

@@ -120,6 +120,11 @@ class SessionStore(abc.ABC):
         lock = self._restoring.setdefault(session_id, trio.Lock())
         try:
             async with lock:
+                if session_id in self._live:
+                    raise DuplicateSessionError(
+                        f"session {session_id!r} became live while it was being restored; "
+                        "close its agent before resuming it again"
+                    )
                 stored = await self.load(session_id)
                 repair = closers(stored.records)
                 if repair:
