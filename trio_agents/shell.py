@@ -184,15 +184,7 @@ class ShellExecutor:
         id. `spec.owner` is stored with the job and never interpreted."""
         if self._nursery is None or self._silenced:
             raise RuntimeError("the shell executor is not running; use it inside `running()`")
-        process = await trio.lowlevel.open_process(
-            ["bash", "-c", spec.command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.workdir,
-            env=scrubbed_environment(),
-            start_new_session=True,
-        )
+        process = await _spawn(spec)
         job = _Job(
             f"job-{next(self._job_numbers)}", spec, spec.owner, process, self.max_output_bytes
         )
@@ -267,11 +259,8 @@ class ShellExecutor:
                 await process.wait()
                 await self.kill_group(process)  # nothing of the job outlives its leader
                 nursery.cancel_scope.deadline = trio.current_time() + self.grace
-        code = process.returncode
-        assert code is not None
-        job.result = RunResult(
-            exit_code=code if code >= 0 else None,
-            signal=signal.Signals(-code).name if code < 0 else None,
+        job.result = _result(
+            process,
             timed_out=False,
             cancelled=job.cancelled,
             timeout=job.spec.timeout,
@@ -303,15 +292,7 @@ class ShellExecutor:
         when the command cannot be started (a bad workdir, no bash). If the caller is
         cancelled, the group is killed (shielded, bounded by the grace) and Cancelled
         propagates."""
-        process = await trio.lowlevel.open_process(
-            ["bash", "-c", spec.command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.workdir,
-            env=scrubbed_environment(),
-            start_new_session=True,
-        )
+        process = await _spawn(spec)
         out = OutputCollector(self.max_output_bytes, "stdout")
         err = OutputCollector(self.max_output_bytes, "stderr")
         timed_out = False
@@ -334,11 +315,8 @@ class ShellExecutor:
             raise
         finally:
             stdout, stderr = out.finish(), err.finish()
-        code = process.returncode
-        assert code is not None
-        return RunResult(
-            exit_code=code if code >= 0 else None,
-            signal=signal.Signals(-code).name if code < 0 else None,
+        return _result(
+            process,
             timed_out=timed_out,
             cancelled=False,
             timeout=spec.timeout,
@@ -362,6 +340,41 @@ class ShellExecutor:
         with trio.move_on_after(self.grace):
             while group_has_live_members(process.pid):  # noqa: ASYNC110
                 await trio.sleep(GROUP_POLL)
+
+
+async def _spawn(spec: ShellSpec) -> trio.Process:
+    """`bash -c` in a new session (its own process group), stdin closed, env scrubbed."""
+    return await trio.lowlevel.open_process(
+        ["bash", "-c", spec.command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=spec.workdir,
+        env=scrubbed_environment(),
+        start_new_session=True,
+    )
+
+
+def _result(
+    process: trio.Process,
+    *,
+    timed_out: bool,
+    cancelled: bool,
+    timeout: float,
+    stdout: StreamOutput,
+    stderr: StreamOutput,
+) -> RunResult:
+    code = process.returncode
+    assert code is not None, "the process has not exited"
+    return RunResult(
+        exit_code=code if code >= 0 else None,
+        signal=signal.Signals(-code).name if code < 0 else None,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        timeout=timeout,
+        stdout=stdout,
+        stderr=stderr,
+    )
 
 
 GROUP_POLL = 0.005  # seconds between checks that a killed group is gone
