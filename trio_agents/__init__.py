@@ -42,6 +42,7 @@ from .records import Record
 from .registry import AgentHandle, AgentRegistry
 from .runtime import Runtime, open_runtime
 from .session import Session
+from .shell import JobOutput, RunResult, ShellExecutor, ShellRequest, ShellSpec
 from .sqlite_store import SqliteStore
 from .status import AgentStatus
 from .store import MemoryStore, SessionInfo, SessionNotFoundError, SessionStore
@@ -68,6 +69,7 @@ __all__ = [
     "Fiber",
     "FiberClosedError",
     "Finish",
+    "JobOutput",
     "Listener",
     "MemoryStore",
     "Message",
@@ -78,6 +80,7 @@ __all__ = [
     "PersistenceError",
     "Plugin",
     "Record",
+    "RunResult",
     "Runtime",
     "Session",
     "SessionClosed",
@@ -85,6 +88,9 @@ __all__ = [
     "SessionInfo",
     "SessionNotFoundError",
     "SessionStore",
+    "ShellExecutor",
+    "ShellRequest",
+    "ShellSpec",
     "SqliteStore",
     "StatusChanged",
     "StepEnded",
