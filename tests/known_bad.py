@@ -3,8 +3,8 @@ must fail on every one of them (see tests/test_known_bad.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import trio
@@ -19,9 +19,9 @@ from trio_agents import (
     Model,
     Record,
     Runtime,
-    Session,
     SessionStore,
     Tool,
+    open_agent,
     open_runtime,
 )
 from trio_agents.inbox import Inbox, InboxMessage
@@ -60,19 +60,12 @@ class IdleCancelEmits(Agent):
 
 
 def factory_for(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ignore
-    @asynccontextmanager
-    async def factory(
+    def factory(
         model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
-    ) -> AsyncGenerator[Agent, None]:
-        agent = cls(
-            session=Session("bad"), model=model, tools=tools, options=options, events=events
+    ) -> AbstractAsyncContextManager[Agent]:
+        return open_agent(
+            model, tools=tools, events=events, options=options, session="bad", agent_class=cls
         )
-        async with trio.open_nursery() as nursery:
-            close = await nursery.start(agent.run)
-            try:
-                yield agent
-            finally:
-                await close()
 
     factory.__name__ = cls.__name__
     return factory

@@ -619,17 +619,20 @@ async def open_agent(
     options: AgentOptions | None = None,
     session: Session | str | None = None,
     events: EventBus | None = None,
+    agent_class: type[Agent] | None = None,
 ) -> AsyncGenerator[Agent, None]:
     """A standalone agent whose loop runs in a nursery owned by this context.
 
     Leaving the block closes the agent: the running turn ends `closed` and the loop has
-    exited before the block is left.
+    exited before the block is left. `agent_class` is for subclasses of `Agent` (test
+    doubles).
     """
     if session is None:
         session = Session(str(uuid.uuid4()))
     elif isinstance(session, str):
         session = Session(session)
-    agent = Agent(session=session, model=model, tools=tools, options=options, events=events)
+    cls = agent_class if agent_class is not None else Agent
+    agent = cls(session=session, model=model, tools=tools, options=options, events=events)
     async with service_nursery() as (nursery, body):
         close = await nursery.start(agent.run)
         try:
