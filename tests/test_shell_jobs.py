@@ -66,14 +66,18 @@ async def test_an_empty_owner_is_a_real_owner_and_an_unknown_job_has_none() -> N
 
 
 async def test_killing_a_job_kills_its_grandchildren(tmp_path: pathlib.Path) -> None:
-    pids = tmp_path / "pids"
+    fifo = tmp_path / "pids"
+    os.mkfifo(fifo)
     ex = executor()
     async with ex.running():
-        job = await ex.start(ex.resolve(ShellRequest(f"sleep 1000 & echo $! > {pids}; wait")))
+        job = await ex.start(ex.resolve(ShellRequest(f"sleep 1000 & echo $! > {fifo}; wait")))
+        # Reading the FIFO returns once bash has written: the grandchild exists.
+        grandchild = int(await trio.Path(fifo).read_text())
         result = await ex.kill(job)
         assert result.cancelled
         assert result.signal in ("SIGTERM", "SIGKILL")
-        assert gone(int(pids.read_text()))
+        assert gone(grandchild)
+        assert live_group_members(ex.pgid(job)) == []
 
 
 async def test_kill_owned_kills_only_that_owners_jobs(tmp_path: pathlib.Path) -> None:

@@ -96,13 +96,21 @@ async def test_output_exactly_at_the_cap_is_not_truncated() -> None:
 
 
 async def test_cancelling_a_foreground_run_kills_its_whole_group(tmp_path: pathlib.Path) -> None:
-    pids = tmp_path / "pids"
+    fifo = tmp_path / "pids"
+    os.mkfifo(fifo)
     ex = executor()
-    command = f"echo $$ > {pids}; sleep 1000 & echo $! >> {pids}; wait"
-    with trio.move_on_after(0.3) as scope:
-        await ex.run(ex.resolve(ShellRequest(command, timeout=100)))
-    assert scope.cancelled_caught
-    leader, grandchild = (int(line) for line in pids.read_text().split())
+    command = f"sleep 1000 & echo $$ $! > {fifo}; wait"
+    pids: list[int] = []
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            await ex.run(ex.resolve(ShellRequest(command, timeout=100)))
+
+        nursery.start_soon(run)
+        # The FIFO read returns once bash has written both pids: then cancel the run.
+        pids.extend(int(pid) for pid in (await trio.Path(fifo).read_text()).split())
+        nursery.cancel_scope.cancel()
+    leader, grandchild = pids
     assert gone(leader)
     assert gone(grandchild)
 
