@@ -207,7 +207,7 @@ async def test_L3_same_id_race_one_wins_the_loser_leaves_nothing_behind() -> Non
         assert store.live_ids == {"same"}
         assert lifecycle_events(events) == ["SessionCreated", "AgentCreated"]
         # The loser's private fiber and loop are gone: only the winner's tasks remain.
-        assert len(rt.nursery.child_tasks) == 2  # the store holder and the winner
+        assert len(rt.nursery.child_tasks) == 3  # the store and shell holders, the winner
 
 
 async def test_L3_an_id_is_reusable_by_resume_once_its_entry_detached() -> None:

@@ -1,6 +1,7 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
 from .agent import Agent, CancelCause, Closer, MessageId, open_agent
+from .bash_tools import BashTools
 from .configured import AgentConfig, ConfiguredAgents
 from .errors import (
     AgentClosedError,
@@ -58,6 +59,7 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentStatus",
+    "BashTools",
     "CancelCause",
     "CancelRequested",
     "Closer",

@@ -93,6 +93,11 @@ class OutputCollector:
         for chunk in self._chunks:
             self._spill.write(chunk)
 
+    @property
+    def spill_path(self) -> str | None:
+        """The file holding the complete stream, once it has overflowed."""
+        return self._spill_path
+
     def read_from(self, offset: int) -> tuple[str, int, bool]:
         """Output from byte `offset` of the stream on: (text, next offset, lossy). When the
         offset lies before the retained tail, the whole tail is returned and `lossy` is True

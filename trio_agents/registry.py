@@ -8,9 +8,9 @@ leaves nothing behind.
 Each agent has a lifecycle task in its owner fiber's nursery. That task hosts the agent's own
 fiber, which runs the agent's loop, and performs the teardown of rule L1 when asked:
 
-    stop the loop (turn ends `closed`)  ->  await its exit  ->  flush the session
-    ->  unregister the agent (AgentClosed)  ->  detach the session (SessionClosed)
-    ->  unwind the agent's own fiber
+    stop the loop (turn ends `closed`)  ->  await its exit  ->  kill and reap its shell jobs
+    ->  flush the session  ->  unregister the agent (AgentClosed)
+    ->  detach the session (SessionClosed)  ->  unwind the agent's own fiber
 
 The handle holder, the owner fiber and the runtime all reach it through `_Lifecycle.aclose`,
 which is memoized: the first call starts it, every call waits for the same end (L2).
@@ -66,8 +66,8 @@ class AgentHandle:
 
     @property
     def fiber(self) -> Fiber:
-        """The agent's own fiber: what it owns (its loop, its shell jobs) unwinds last in
-        its teardown, after the session has detached."""
+        """The agent's own fiber: what it owns (its loop, whatever its tools attach to it)
+        unwinds last in its teardown, after the session has detached."""
         return self._life.fiber
 
     async def aclose(self) -> None:
@@ -145,6 +145,9 @@ class _Lifecycle:
                 if self.fiber.state == "open":
                     self.fiber.nursery.cancel_scope.cancel(reason="agent close_grace expired")
                 await self.agent.wait_idle()
+            # Its jobs die while its id is still live, so a same-id successor (which can
+            # only appear after the detach below) never loses a job to this teardown.
+            await self.runtime.shell.kill_owned(self.agent.id)
             if self._detach_session is not None:
                 with trio.move_on_after(grace) as flush_scope:
                     await self.runtime.sessions.flush(self.session)

@@ -15,6 +15,7 @@ from .events import EventBus
 from .fiber import Fiber
 from .nursery import service_nursery, start_service
 from .registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+from .shell import ShellExecutor
 from .sqlite_store import SqliteStore, default_store_path
 from .store import SessionStore
 
@@ -30,10 +31,13 @@ class Runtime(Fiber):
     # (the conformance suite's known-bad runtimes replace single steps of it).
     lifecycle_class: type[_Lifecycle]
 
-    def __init__(self, sessions: SessionStore, events: EventBus) -> None:
+    def __init__(
+        self, sessions: SessionStore, events: EventBus, shell: ShellExecutor | None = None
+    ) -> None:
         super().__init__("runtime", self, None)
         self.sessions = sessions
         self.events = events
+        self.shell = shell if shell is not None else ShellExecutor()
         self._live_agents: dict[str, _Lifecycle] = {}
         self._plugins: dict[int, tuple[Any, Fiber]] = {}
 
@@ -79,13 +83,16 @@ class Runtime(Fiber):
 async def open_runtime(
     store: SessionStore | str | os.PathLike[str] | None = None,
     *,
+    shell: ShellExecutor | None = None,
     runtime_class: type[Runtime] = Runtime,
 ) -> AsyncGenerator[Runtime, None]:
     """The root fiber and its services, for the duration of the block.
 
     `store` is a SessionStore, a path (a SqliteStore there), or None (a SqliteStore at
-    `default_store_path()`). Leaving the block closes every fiber and agent, in order,
-    shielded from cancellation, then stops the store. `runtime_class` is for subclasses of
+    `default_store_path()`). `shell` is the ShellExecutor agents' bash tools use (None: a
+    local one with default settings). Leaving the block closes every fiber and agent, in
+    order, shielded from cancellation, then the shell executor (silencing its notices, then
+    killing and reaping every job left), then the store. `runtime_class` is for subclasses of
     `Runtime` (test doubles).
     """
     if isinstance(store, SessionStore):
@@ -93,11 +100,14 @@ async def open_runtime(
     else:
         sessions = SqliteStore(store if store is not None else default_store_path())
     async with service_nursery() as (nursery, body):
-        runtime = runtime_class(sessions, EventBus())
+        runtime = runtime_class(sessions, EventBus(), shell)
         await start_service(nursery, runtime.serve)
         try:
             # The store is the first thing the root fiber owns, so it is the last to go.
             await runtime.enter_async_context(sessions.running())
+            # Entered after the store, so it closes before the store and after every agent
+            # (agents are pushed later): their own jobs are gone before it closes.
+            await runtime.enter_async_context(runtime.shell.running())
             yield runtime
         except BaseException as exc:
             body.exception = exc

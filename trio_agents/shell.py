@@ -13,6 +13,7 @@ reports `timed_out=True, exit_code=0, signal=None`.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import math
@@ -23,6 +24,7 @@ import subprocess
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import trio
 
@@ -92,17 +94,41 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True)
 class JobOutput:
-    """Output of a background job since given offsets (stdout, stderr), and its state."""
+    """Output of a background job since given offsets (stdout, stderr), and its state.
+
+    `lossy` means part of the output since the offsets was dropped from memory; the complete
+    streams are in `spill_paths`. `result` is set once the job is `done`."""
 
     text: str
     next_offsets: tuple[int, int]
     lossy: bool
+    spill_paths: tuple[str, ...]
     done: bool
     result: RunResult | None
 
 
+class _FromSpec(enum.Enum):
+    FROM_SPEC = enum.auto()
+
+
+FROM_SPEC = _FromSpec.FROM_SPEC
+
+
 class _Job:
-    __slots__ = ("cancelled", "done", "err", "id", "out", "owner", "process", "result", "spec")
+    __slots__ = (
+        "cancelled",
+        "cursor",
+        "done",
+        "err",
+        "id",
+        "kill_requested",
+        "out",
+        "owner",
+        "process",
+        "result",
+        "silent",
+        "spec",
+    )
 
     def __init__(
         self, job_id: str, spec: ShellSpec, owner: str | None, process: trio.Process, max_bytes: int
@@ -114,8 +140,11 @@ class _Job:
         self.out = OutputCollector(max_bytes, f"{job_id}-stdout")
         self.err = OutputCollector(max_bytes, f"{job_id}-stderr")
         self.done = trio.Event()
+        self.kill_requested = trio.Event()
         self.result: RunResult | None = None
-        self.cancelled = False
+        self.cancelled = False  # killed by us (kill, kill_owned, close), not by itself
+        self.silent = False  # send no job-done notice (the killer reports the outcome)
+        self.cursor: tuple[int, int] = (0, 0)  # where the next consuming read starts
 
 
 JobListener = Callable[[str, "str | None", RunResult], object]
@@ -179,15 +208,25 @@ class ShellExecutor:
 
         return disconnect
 
-    async def start(self, spec: ShellSpec) -> str:
+    async def start(self, spec: ShellSpec, *, owner: str | _FromSpec | None = FROM_SPEC) -> str:
         """Start `spec` in the background (its timeout does not apply) and return the job's
-        id. `spec.owner` is stored with the job and never interpreted."""
+        id (`bash-1`, `bash-2`, ...: not secret; the owner check is the fence).
+
+        `owner` (default: `spec.owner`) is stored with the job and never interpreted.
+        Raises OSError when the command cannot be started (a bad workdir, no bash)."""
         if self._nursery is None or self._silenced:
-            raise RuntimeError("the shell executor is not running; use it inside `running()`")
+            raise RuntimeError(
+                "the shell executor is not running; start jobs inside `running()` "
+                "(open_runtime enters it for `rt.shell`)"
+            )
+        if isinstance(owner, _FromSpec):
+            owner = spec.owner
+        elif spec.owner is not None and owner != spec.owner:
+            raise ValueError(
+                f"owner={owner!r} contradicts spec.owner={spec.owner!r}; pass one of them"
+            )
         process = await _spawn(spec)
-        job = _Job(
-            f"job-{next(self._job_numbers)}", spec, spec.owner, process, self.max_output_bytes
-        )
+        job = _Job(f"bash-{next(self._job_numbers)}", spec, owner, process, self.max_output_bytes)
         self._jobs[job.id] = job
         self._nursery.start_soon(self._watch, job)
         return job.id
@@ -204,35 +243,60 @@ class ShellExecutor:
     def jobs(self, owner: str | None = None) -> list[str]:
         return [j.id for j in self._jobs.values() if owner is None or j.owner == owner]
 
-    def read_output(self, job_id: str, offsets: tuple[int, int] = (0, 0)) -> JobOutput:
+    def read_output(self, job_id: str, offsets: tuple[int, int] | None = None) -> JobOutput:
+        """Output since `offsets` (stdout, stderr byte offsets), merged as stdout, then
+        `[stderr]` and stderr. Without offsets the read is consuming: it starts where the
+        previous consuming read of this job stopped, so consecutive reads never repeat."""
         job = self._job(job_id)
-        out, next_out, lossy_out = job.out.read_from(offsets[0])
-        err, next_err, lossy_err = job.err.read_from(offsets[1])
+        start = job.cursor if offsets is None else offsets
+        out, next_out, lossy_out = job.out.read_from(start[0])
+        err, next_err, lossy_err = job.err.read_from(start[1])
+        if offsets is None:
+            job.cursor = (next_out, next_err)
         text = out
         if out and err and not out.endswith("\n"):
             text += "\n"
         if err:
             text += "[stderr]\n" + err
+        spills = tuple(p for p in (job.out.spill_path, job.err.spill_path) if p is not None)
         return JobOutput(
-            text, (next_out, next_err), lossy_out or lossy_err, job.done.is_set(), job.result
+            text,
+            (next_out, next_err),
+            lossy_out or lossy_err,
+            spills,
+            job.done.is_set(),
+            job.result,
         )
 
-    async def kill(self, job_id: str) -> RunResult:
-        """Kill the job's whole process group and wait until it is reaped."""
+    def has_job(self, job_id: str) -> bool:
+        return job_id in self._jobs
+
+    def result(self, job_id: str) -> RunResult | None:
+        """The job's result once it has ended, None while it runs."""
+        return self._job(job_id).result
+
+    async def kill(self, job_id: str, *, notify: bool = True) -> RunResult:
+        """Kill the job's whole process group and wait until it is reaped; return its result
+        (at once if it had already ended). `notify=False` sends no job-done notice for it
+        (the caller reports the outcome itself)."""
         job = self._job(job_id)
         if not job.done.is_set():
             job.cancelled = True
-            await self.kill_group(job.process)
+            job.silent = job.silent or not notify
+            # The job's own watcher kills it, so a cancelled caller cannot stop the
+            # escalation half-way (TERM sent, KILL never).
+            job.kill_requested.set()
         await job.done.wait()
         assert job.result is not None
         return job.result
 
     async def kill_owned(self, owner: str | None) -> None:
-        """Kill every running job of `owner` (an agent closing) and wait for them."""
+        """Kill every running job of `owner` (its agent is closing) and wait until they are
+        reaped. No notice is sent for them: their owner is going away."""
         async with trio.open_nursery() as nursery:
             for job in list(self._jobs.values()):
                 if job.owner == owner and not job.done.is_set():
-                    nursery.start_soon(self.kill, job.id)
+                    nursery.start_soon(partial(self.kill, job.id, notify=False))
 
     async def close_jobs(self) -> None:
         """Silence notices, then kill and reap every job."""
@@ -256,7 +320,11 @@ class ShellExecutor:
                 assert process.stderr is not None
                 nursery.start_soon(_pump, process.stdout, job.out)
                 nursery.start_soon(_pump, process.stderr, job.err)
-                await process.wait()
+                async with trio.open_nursery() as waiter:
+                    waiter.start_soon(self._kill_when_asked, job)
+                    await process.wait()
+                    if not job.kill_requested.is_set():
+                        waiter.cancel_scope.cancel()
                 await self.kill_group(process)  # nothing of the job outlives its leader
                 nursery.cancel_scope.deadline = trio.current_time() + self.grace
         job.result = _result(
@@ -268,12 +336,16 @@ class ShellExecutor:
             stderr=job.err.finish(),
         )
         job.done.set()
-        if not self._silenced:
+        if not (self._silenced or job.silent):
             for listener in tuple(self._listeners):
                 try:
                     listener(job.id, job.owner, job.result)
                 except Exception:
                     logger.exception("job-done listener %r raised; ignored", listener)
+
+    async def _kill_when_asked(self, job: _Job) -> None:
+        await job.kill_requested.wait()
+        await self.kill_group(job.process)
 
     # -- foreground -------------------------------------------------------------------------
 
