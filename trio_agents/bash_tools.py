@@ -295,7 +295,8 @@ def render_output(output: JobOutput) -> str:
     if output.lossy:
         paths = ", ".join(output.spill_paths) or "(unavailable)"
         text += f"\n[some output was dropped from memory; full output: {paths}]"
-    return f"{text}\n{status_line(output.result)}"
+    separator = "" if text.endswith("\n") else "\n"
+    return f"{text}{separator}{status_line(output.result)}"
 
 
 def render_result(result: RunResult) -> str:

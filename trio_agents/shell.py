@@ -275,6 +275,13 @@ class ShellExecutor:
         """The job's result once it has ended, None while it runs."""
         return self._job(job_id).result
 
+    async def wait(self, job_id: str) -> RunResult:
+        """Wait until the job has ended and been reaped; return its result."""
+        job = self._job(job_id)
+        await job.done.wait()
+        assert job.result is not None
+        return job.result
+
     async def kill(self, job_id: str, *, notify: bool = True) -> RunResult:
         """Kill the job's whole process group and wait until it is reaped; return its result
         (at once if it had already ended). `notify=False` sends no job-done notice for it
@@ -401,8 +408,11 @@ class ShellExecutor:
         whatever of the group is left. Idempotent; errors for a group already gone are
         ignored."""
         _signal_group(process.pid, signal.SIGTERM)
+        # The grace is for the whole group, not only the leader: a grandchild that cleans
+        # up on TERM gets its chance too.
         with trio.move_on_after(self.grace):
             await process.wait()
+            await _group_gone(process.pid)
         _signal_group(process.pid, signal.SIGKILL)
         await process.wait()
         # A signal is delivered asynchronously: only return once the kernel has removed
@@ -410,8 +420,7 @@ class ShellExecutor:
         # No event tells us that processes which are not our children have exited (and the
         # group's members are unknown), so this is a bounded poll.
         with trio.move_on_after(self.grace):
-            while group_has_live_members(process.pid):  # noqa: ASYNC110
-                await trio.sleep(GROUP_POLL)
+            await _group_gone(process.pid)
 
 
 async def _spawn(spec: ShellSpec) -> trio.Process:
@@ -450,6 +459,11 @@ def _result(
 
 
 GROUP_POLL = 0.005  # seconds between checks that a killed group is gone
+
+
+async def _group_gone(pgid: int) -> None:
+    while group_has_live_members(pgid):  # noqa: ASYNC110 - no event exists for this
+        await trio.sleep(GROUP_POLL)
 
 
 def group_has_live_members(pgid: int) -> bool:
