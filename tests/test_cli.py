@@ -15,10 +15,25 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
 
 
+@pytest.mark.subprocess  # the shell machine runs real processes
 def test_conformance_passes_on_the_builtin_runtime(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conformance", "--max-examples", "30"]) == 0
     out = capsys.readouterr().out
     assert "agent machine: passed, " in out
+    assert "lifecycle machine: passed, " in out
+    assert "shell machine: passed, " in out
+
+
+@pytest.mark.subprocess
+def test_conformance_fails_on_a_known_bad_shell_executor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["conformance", "--shell-target", "tests.known_bad:leader_only_kill"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "shell machine: FAILED" in out
+    assert "agent machine" not in out  # only the machine whose target is given runs
+    assert "left processes" in out
 
 
 def test_conformance_fails_on_a_known_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,12 +59,16 @@ def test_a_third_party_agent_passes_through_its_public_surface(
     assert code == 0, capsys.readouterr().out
 
 
+@pytest.mark.subprocess  # the shell machine runs real processes
 def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) -> None:
     outs: list[str] = []
     for _ in range(2):
         main(["conformance", "--max-examples", "25", "--seed", "12345"])
         out = capsys.readouterr().out
-        outs.append(re.sub(r"\(\d+\.\d+s\)", "", out))
+        # The shell machine waits on real processes, so its histories depend on timing;
+        # the in-process machines replay exactly.
+        lines = [line for line in out.splitlines() if "shell machine" not in line]
+        outs.append(re.sub(r"\(\d+\.\d+s\)", "", "\n".join(lines)))
     assert outs[0] == outs[1]
     assert "seed 12345" in outs[0]
 

@@ -11,12 +11,16 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from trio_agents.testing.agent_machine import AgentMachine, check_agent_conformance
 from trio_agents.testing.lifecycle_machine import check_lifecycle_conformance
+from trio_agents.testing.shell_machine import check_shell_conformance, shell_settings
 
 from .known_bad import (
     aclose_before_loop_exit,
     detach_before_flush,
     idle_cancel_emits,
+    leader_only_kill,
     loser_left_registered,
+    notice_for_killed_jobs,
+    owner_forgotten_at_end,
     queued_prompt_batched_into_cancelled_turn,
     send_dropped_right_after_cancel,
     steering_lost_at_turn_end,
@@ -71,6 +75,18 @@ def test_the_agent_machine_catches_a_seeded_defect(factory: object) -> None:
 def test_the_lifecycle_machine_catches_a_seeded_defect(factory: object) -> None:
     with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
         check_lifecycle_conformance(factory, settings=BUDGET)  # type: ignore[arg-type]
+    assert_violations(info.value)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "factory",
+    [leader_only_kill, owner_forgotten_at_end, notice_for_killed_jobs],
+    ids=["i-leader-only-kill", "j-owner-forgotten-at-end", "k-notice-for-killed-jobs"],
+)
+def test_the_shell_machine_catches_a_seeded_defect(factory: object) -> None:
+    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
+        check_shell_conformance(factory, settings=shell_settings(BUDGET))  # type: ignore[arg-type]
     assert_violations(info.value)
 
 

@@ -38,13 +38,17 @@ def _conformance(args: argparse.Namespace) -> int:
 
     factory = _load_target(args.target) if args.target else None
     runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
-    targets = [t for t in (args.target, args.runtime_target) if t] or ["built-in runtime"]
+    shell_factory = _load_target(args.shell_target) if args.shell_target else None
+    given = (args.target, args.runtime_target, args.shell_target)
+    targets = [t for t in given if t] or ["built-in runtime"]
     print(f"trio-agents conformance: {', '.join(targets)}, profile {args.profile or 'ci'}")
     reports = run_conformance(
         factory,
         runtime_factory=runtime_factory,
+        shell_factory=shell_factory,
         factory_spec=args.target,
         runtime_spec=args.runtime_target,
+        shell_spec=args.shell_target,
         profile_name=args.profile,
         max_examples=args.max_examples,
         seed=args.seed,
@@ -80,6 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     conformance.add_argument(
         "--runtime-target",
         help="module:factory(store) of a runtime implementation (the lifecycle machine)",
+    )
+    conformance.add_argument(
+        "--shell-target",
+        help="module:factory(cwd) of a shell executor implementation (the shell machine)",
     )
     conformance.add_argument("--profile", choices=["ci", "deep"], default=None)
     conformance.add_argument("--max-examples", type=int, default=None)

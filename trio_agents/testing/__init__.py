@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .history import history_problems
-from .host import TrioHost
+from .host import TrioHost, WallClock
 from .reference import AgentReference
 from .scripted import (
     HOLD,
@@ -27,6 +27,7 @@ from .scripted import (
 if TYPE_CHECKING:
     from .agent_machine import AgentMachine, check_agent_conformance
     from .lifecycle_machine import LifecycleMachine, check_lifecycle_conformance
+    from .shell_machine import ShellMachine, check_shell_conformance
 
 __all__ = [
     "HOLD",
@@ -37,9 +38,12 @@ __all__ = [
     "LifecycleMachine",
     "ScriptedModel",
     "ScriptedStep",
+    "ShellMachine",
     "TrioHost",
+    "WallClock",
     "check_agent_conformance",
     "check_lifecycle_conformance",
+    "check_shell_conformance",
     "echo_reply",
     "history_problems",
     "reply",
@@ -51,6 +55,8 @@ _LAZY = {
     "check_agent_conformance": ".agent_machine",
     "LifecycleMachine": ".lifecycle_machine",
     "check_lifecycle_conformance": ".lifecycle_machine",
+    "ShellMachine": ".shell_machine",
+    "check_shell_conformance": ".shell_machine",
 }
 
 

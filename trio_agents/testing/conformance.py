@@ -20,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from .agent_machine import AgentFactory, AgentMachine
 from .lifecycle_machine import LifecycleMachine, RuntimeFactory
 from .profiles import profile
+from .shell_machine import ShellFactory, ShellMachine, shell_settings
 
 __all__ = ["MachineReport", "reproduction", "run_conformance"]
 
@@ -47,17 +48,20 @@ def run_conformance(
     factory: AgentFactory | None = None,
     *,
     runtime_factory: RuntimeFactory | None = None,
+    shell_factory: ShellFactory | None = None,
     factory_spec: str | None = None,
     runtime_spec: str | None = None,
+    shell_spec: str | None = None,
     profile_name: str | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
     progress: Callable[[str, int, float], object] | None = None,
     progress_every: float = 5.0,
 ) -> list[MachineReport]:
-    """Run the agent machine against `factory` and the lifecycle machine against
-    `runtime_factory` (each default: the built-in runtime). With only one of the two given,
-    only that machine runs. `*_spec` are the `module:attr` names used in reproductions.
+    """Run the agent machine against `factory`, the lifecycle machine against
+    `runtime_factory` and the shell machine against `shell_factory` (each default: the
+    built-in implementation). With none given all three run; otherwise only the machines
+    whose target is given. `*_spec` are the `module:attr` names used in reproductions.
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
     while a machine runs."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
@@ -65,8 +69,10 @@ def run_conformance(
         budget = Settings(budget, max_examples=max_examples)
     chosen_seed = seed if seed is not None else random.randrange(2**32)
     reports: list[MachineReport] = []
-    run_agent = factory is not None or runtime_factory is None
-    run_life = runtime_factory is not None or factory is None
+    everything = factory is None and runtime_factory is None and shell_factory is None
+    run_agent = everything or factory is not None
+    run_life = everything or runtime_factory is not None
+    run_shell = everything or shell_factory is not None
     if run_agent:
 
         class Agents(AgentMachine):
@@ -87,6 +93,19 @@ def run_conformance(
             Lifecycle.factory = staticmethod(runtime_factory)
         _report_progress(Lifecycle, "lifecycle", progress, progress_every)
         reports.append(_run("lifecycle", Lifecycle, budget, chosen_seed, runtime_spec))
+    if run_shell:
+
+        class Shell(ShellMachine):
+            stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+            histories: ClassVar[set[int]] = set()
+
+        if shell_factory is not None:
+            Shell.factory = staticmethod(shell_factory)
+        _report_progress(Shell, "shell", progress, progress_every)
+        shell_budget = shell_settings(budget)
+        if max_examples is not None:
+            shell_budget = Settings(shell_budget, max_examples=max_examples)
+        reports.append(_run("shell", Shell, shell_budget, chosen_seed, shell_spec))
     return reports
 
 
@@ -169,8 +188,12 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
             steps.append(line)
     if not steps:
         return None
-    base = {"agent": "AgentMachine", "lifecycle": "LifecycleMachine"}[machine]
-    module = {"agent": "agent_machine", "lifecycle": "lifecycle_machine"}[machine]
+    base = {"agent": "AgentMachine", "lifecycle": "LifecycleMachine", "shell": "ShellMachine"}[
+        machine
+    ]
+    module = {"agent": "agent_machine", "lifecycle": "lifecycle_machine", "shell": "shell_machine"}[
+        machine
+    ]
     lines = [
         f"# Replays the shrunk failing program of the {machine} machine; run it with python",
         "# from the directory the conformance command ran in.",

@@ -9,6 +9,7 @@ happens inside a rule, in an order trio's (Hypothesis-seeded) scheduler makes re
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -16,9 +17,23 @@ import outcome
 import trio
 import trio.testing
 
-__all__ = ["TrioHost"]
+__all__ = ["TrioHost", "WallClock"]
 
 T = TypeVar("T")
+
+
+class WallClock(trio.abc.Clock):
+    """Real time, for hosted runs that wait on real processes (the default clock of
+    `TrioHost` is a MockClock)."""
+
+    def start_clock(self) -> None:
+        pass
+
+    def current_time(self) -> float:
+        return time.perf_counter()
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        return deadline - time.perf_counter()
 
 
 class TrioHost:
