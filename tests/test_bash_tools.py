@@ -213,3 +213,50 @@ async def test_S4_a_notice_for_an_owner_that_is_gone_is_dropped_without_error(
         assert of_type(bystander, "context/message") == []
         assert of_type(handle.agent, "context/message") == []
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_S3_agent_b_tools_cannot_touch_agent_a_job_before_or_after_a_reload(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The same rule as above, with each agent's own model calling the tools in its turns."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    command = f"echo from-a; cat {gate} >/dev/null"
+    model_a = ScriptedModel(
+        [
+            tool_step(
+                ("bash", {"command": command, "description": "x", "run_in_background": True})
+            ),
+            reply("started"),
+        ]
+    )
+    model_b = ScriptedModel()
+    async with bash_runtime() as (rt, bash):
+        a = (await rt.agents.create(model=model_a, tools=bash.tools, session_id="A")).agent
+        b = (await rt.agents.create(model=model_b, tools=bash.tools, session_id="B")).agent
+        a.send("start")
+        await a.wait_idle()
+        for reload in (False, True):
+            if reload:
+                await rt.reload(bash)
+            model_b.add(
+                tool_step(
+                    ("bash_output", {"job_id": "bash-1"}), ("bash_kill", {"job_id": "bash-1"})
+                ),
+                reply("tried"),
+            )
+            b.send("poke A's job")
+            await b.wait_idle()
+            results = of_type(b, "tool/result")[-2:]
+            assert [(r["content"], r["is_error"]) for r in results] == [
+                ("job bash-1 belongs to another session", True)
+            ] * 2
+            assert rt.shell.result("bash-1") is None  # still running
+        await trio.Path(gate).write_text("go")
+        await rt.shell.wait("bash-1")
+        model_a.add(tool_step(("bash_output", {"job_id": "bash-1"})), reply("read it"))
+        a.send("read your job")
+        await a.wait_idle()
+        assert of_type(a, "tool/result")[-1]["content"] == (
+            "from-a\n[status: completed, exit code: 0]"
+        )
