@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
-from trio_agents import Agent, Event, EventBus
+from trio_agents import (
+    Agent,
+    BashTools,
+    Event,
+    EventBus,
+    MemoryStore,
+    Runtime,
+    ShellExecutor,
+    open_runtime,
+)
 
 
 def types(agent: Agent) -> list[str]:
@@ -34,3 +44,12 @@ class Recorder:
 
     def names(self) -> list[str]:
         return [type(event).__name__ for event in self.events]
+
+
+@asynccontextmanager
+async def bash_runtime(grace: float = 0.5) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
+    """A runtime over a MemoryStore with `BashTools` loaded; a short kill grace."""
+    async with open_runtime(MemoryStore(), shell=ShellExecutor(grace=grace)) as rt:
+        bash = BashTools()
+        await rt.load(bash)
+        yield rt, bash

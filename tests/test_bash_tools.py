@@ -6,36 +6,22 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
 
 from trio_agents import (
     BashTools,
-    MemoryStore,
-    Runtime,
-    ShellExecutor,
     ShellRequest,
     Tool,
     ToolContext,
     ToolResult,
-    open_runtime,
 )
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
-from .helpers import of_type
+from .helpers import bash_runtime, of_type
 
 pytestmark = pytest.mark.subprocess
-
-
-@asynccontextmanager
-async def bash_runtime() -> AsyncGenerator[tuple[Runtime, BashTools], None]:
-    async with open_runtime(MemoryStore(), shell=ShellExecutor(grace=0.5)) as rt:
-        bash = BashTools()
-        await rt.load(bash)
-        yield rt, bash
 
 
 def tool(bash: BashTools, name: str) -> Tool:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
@@ -20,16 +18,14 @@ import trio
 from trio_agents import (
     AgentHandle,
     BashTools,
-    MemoryStore,
     Runtime,
     ShellExecutor,
     ShellRequest,
     ToolContext,
-    open_runtime,
 )
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
-from .helpers import of_type
+from .helpers import bash_runtime, of_type
 from .test_shell_jobs import live_group_members
 from .test_shell_run import gone
 
@@ -64,14 +60,6 @@ class Witness:
         assert live_group_members(self.pgid) == [], f"group {self.pgid} has survivors"
 
 
-@asynccontextmanager
-async def bash_runtime() -> AsyncGenerator[tuple[Runtime, BashTools], None]:
-    async with open_runtime(MemoryStore(), shell=ShellExecutor(grace=0.3)) as rt:
-        bash = BashTools()
-        await rt.load(bash)
-        yield rt, bash
-
-
 async def start_job_as(agent_id: str, bash: BashTools, command: str) -> str:
     arguments = {"command": command, "description": "a stubborn job", "run_in_background": True}
     result = await bash.tools[0](arguments, ToolContext(agent_id, "c1", 1, 1))
@@ -98,7 +86,7 @@ async def agent_with_job(rt: Runtime, bash: BashTools, witness: Witness) -> tupl
 
 async def test_killing_the_job_with_bash_kill_leaves_no_process(tmp_path: pathlib.Path) -> None:
     witness = Witness(tmp_path)
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(0.3) as (rt, bash):
         _, job = await agent_with_job(rt, bash, witness)
         killed = await bash.tools[2]({"job_id": job}, ToolContext("owner", "c2", 2, 1))
         assert not isinstance(killed, str)
@@ -108,7 +96,7 @@ async def test_killing_the_job_with_bash_kill_leaves_no_process(tmp_path: pathli
 
 async def test_closing_the_owning_agent_leaves_no_process(tmp_path: pathlib.Path) -> None:
     witness = Witness(tmp_path)
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(0.3) as (rt, bash):
         handle, job = await agent_with_job(rt, bash, witness)
         await handle.aclose()
         witness.assert_all_gone()
@@ -129,7 +117,7 @@ async def test_closing_the_executor_leaves_no_process(tmp_path: pathlib.Path) ->
 async def test_closing_the_runtime_leaves_no_process(tmp_path: pathlib.Path) -> None:
     owned = Witness(tmp_path / "owned")
     unowned = Witness(tmp_path / "unowned")
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(0.3) as (rt, bash):
         await agent_with_job(rt, bash, owned)
         # A job nobody owns, started by the embedding program itself.
         await rt.shell.start(rt.shell.resolve(ShellRequest(stubborn(unowned.fifo))), owner=None)
@@ -144,7 +132,7 @@ async def test_cancelling_a_turn_in_a_foreground_bash_call_leaves_no_process(
     witness = Witness(tmp_path)
     arguments = {"command": stubborn(witness.fifo), "description": "a stubborn foreground run"}
     model = ScriptedModel([tool_step(("bash", arguments))])
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(0.3) as (rt, bash):
         handle = await rt.agents.create(model=model, tools=bash.tools)
         agent = handle.agent
         agent.send("run it")

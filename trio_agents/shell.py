@@ -37,6 +37,7 @@ __all__ = [
     "ShellRequest",
     "ShellSpec",
     "group_has_live_members",
+    "live_group_members",
     "scrubbed_environment",
 ]
 
@@ -467,13 +468,19 @@ async def _group_gone(pgid: int) -> None:
 
 
 def group_has_live_members(pgid: int) -> bool:
-    """Whether any process of group `pgid` is still alive. Zombies do not count: they are
-    dead, waiting for whoever adopted them (init, in the end) to reap them."""
+    """Whether any process of group `pgid` is still alive (zombies are dead: they only wait
+    for whoever adopted them, init in the end, to reap them)."""
     try:
-        entries = os.listdir("/proc")
+        return bool(live_group_members(pgid))
     except OSError:
         return _signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
-    for entry in entries:
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """The live (not zombie) pids of group `pgid`, read from /proc. Raises OSError if /proc
+    cannot be listed."""
+    members: list[int] = []
+    for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
@@ -483,8 +490,8 @@ def group_has_live_members(pgid: int) -> bool:
             continue  # exited while we looked
         # After the command name: state, ppid, pgrp, ...
         if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+            members.append(int(entry))
+    return members
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

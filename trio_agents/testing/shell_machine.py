@@ -44,7 +44,7 @@ from hypothesis.stateful import (
 from ..bash_tools import BashTools
 from ..registry import AgentHandle
 from ..runtime import Runtime, open_runtime
-from ..shell import RunResult, ShellExecutor
+from ..shell import RunResult, ShellExecutor, live_group_members
 from ..store import MemoryStore, SessionNotFoundError
 from ..tool import ToolContext, ToolResult
 from .host import TrioHost, WallClock
@@ -408,7 +408,7 @@ class ShellMachine(RuleBasedStateMachine):
             )
             if everything_closed or owner_gone or result is not None:
                 pgid = self.shell.pgid(job_id)
-                survivors = _live_members(pgid)
+                survivors = live_group_members(pgid)
                 assert not survivors, (
                     f"{job_id} (owner {job.owner}, ended={result is not None}, "
                     f"owner closed={owner_gone}) left processes {survivors} in group {pgid}"
@@ -470,22 +470,6 @@ def _open_gate(fifo: str, timeout: float = 30.0) -> None:
         finally:
             os.close(fd)
         return
-
-
-def _live_members(pgid: int) -> list[int]:
-    """Live (not zombie) pids of group `pgid`, read from /proc."""
-    members: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry))
-    return members
 
 
 def check_shell_conformance(
