@@ -114,7 +114,7 @@ class LineSplitter:
         self._buffer = bytearray()
         self._skipping = False
 
-    def feed(self, data: bytes) -> Iterator[bytes | None]:
+    def feed(self, data: bytes | bytearray) -> Iterator[bytes | None]:
         start = 0
         while True:
             newline = data.find(b"\n", start)

@@ -1,0 +1,234 @@
+"""`trio-agents acp` driven by the real Python ACP client (`agent-client-protocol`, asyncio)
+in this test process, against the server in a subprocess (issue 6, acceptance 1 and 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import sys
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AgentMessageChunk,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+)
+
+from trio_agents.shell import live_group_members
+
+pytestmark = pytest.mark.subprocess
+
+BIN = pathlib.Path(sys.executable).parent
+T = TypeVar("T")
+
+
+class RecordingClient:
+    """Records every session/update in arrival order; refuses anything else."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, Any]] = []
+        self.arrived = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.arrived.set()
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError(-32601, "not supported by this test client")
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+    def of(self, session_id: str) -> list[Any]:
+        return [update for sid, update in self.updates if sid == session_id]
+
+    def text(self, session_id: str) -> str:
+        return "".join(
+            u.content.text
+            for u in self.of(session_id)
+            if isinstance(u, AgentMessageChunk) and hasattr(u.content, "text")
+        )
+
+    async def wait_for(self, session_id: str, text: str) -> None:
+        while text not in self.text(session_id):
+            self.arrived.clear()
+            await self.arrived.wait()
+
+
+@asynccontextmanager
+async def server(
+    client: RecordingClient, store: pathlib.Path, *extra: str
+) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
+    command = [str(BIN / "trio-agents"), "acp", "--store", str(store), *extra]
+    async with spawn_agent_process(
+        client,
+        command[0],
+        *command[1:],
+        env=dict(os.environ),
+        transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
+    ) as (conn, process):
+        yield conn, process
+
+
+async def guarded(awaitable: Awaitable[T]) -> T:
+    return await asyncio.wait_for(awaitable, 30)
+
+
+def run(scenario: Awaitable[None]) -> None:
+    asyncio.run(guarded(scenario))
+
+
+def prompt(text: str) -> list[Any]:
+    return [text_block(text)]
+
+
+def test_a_session_streams_cancels_and_exits_0_at_end_of_input(tmp_path: pathlib.Path) -> None:
+    async def scenario() -> None:
+        client = RecordingClient()
+        async with server(client, tmp_path / "s.sqlite3") as (conn, process):
+            init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            assert init.protocol_version == 1
+            assert init.agent_capabilities is not None
+            assert init.agent_capabilities.load_session is True
+            with pytest.raises(RequestError) as relative:
+                await conn.new_session(cwd="relative/dir", mcp_servers=[])
+            assert relative.value.code == -32602
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+
+            answer = await conn.prompt(session_id=sid, prompt=prompt("hello"))
+            assert answer.stop_reason == "end_turn"
+            assert client.text(sid).endswith("echo: hello")
+
+            # A held model step: a second prompt is refused, a cancel ends the first.
+            held = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=prompt("/hold")))
+            await client.wait_for(sid, "holding")
+            with pytest.raises(RequestError) as second:
+                await conn.prompt(session_id=sid, prompt=prompt("again"))
+            assert second.value.code == -32602
+            await conn.cancel(session_id=sid)
+            assert (await held).stop_reason == "cancelled"
+            seen = len(client.of(sid))
+            await conn.cancel(session_id="no-such-session")  # a silent no-op
+            # A round trip: anything the server wrote before its answer has arrived.
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            assert len(client.of(sid)) == seen, "an update arrived after the cancelled answer"
+
+            # The session still works after the cancel.
+            answer = await conn.prompt(session_id=sid, prompt=prompt("after"))
+            assert answer.stop_reason == "end_turn"
+            assert client.text(sid).endswith("echo: after")
+        assert process.returncode == 0
+
+    run(scenario())
+
+
+def test_two_sessions_prompted_at_once_get_their_own_updates(tmp_path: pathlib.Path) -> None:
+    async def scenario() -> None:
+        client = RecordingClient()
+        async with server(client, tmp_path / "s.sqlite3") as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            a = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            b = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            answers = await asyncio.gather(
+                conn.prompt(session_id=a, prompt=prompt("alpha " * 20)),
+                conn.prompt(session_id=b, prompt=prompt("beta " * 20)),
+            )
+            assert [x.stop_reason for x in answers] == ["end_turn", "end_turn"]
+            assert "alpha" in client.text(a)
+            assert "beta" not in client.text(a)
+            assert "beta" in client.text(b)
+            assert "alpha" not in client.text(b)
+
+    run(scenario())
+
+
+def test_stop_reasons_for_max_steps_and_a_failed_turn(tmp_path: pathlib.Path) -> None:
+    async def scenario() -> None:
+        client = RecordingClient()
+        async with server(client, tmp_path / "s.sqlite3", "--max-steps", "3") as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            loop = await conn.prompt(session_id=sid, prompt=prompt("/loop"))
+            assert loop.stop_reason == "max_turn_requests"
+            starts = [u for u in client.of(sid) if isinstance(u, ToolCallStart)]
+            assert len(starts) == 3
+            with pytest.raises(RequestError) as failed:
+                await conn.prompt(session_id=sid, prompt=prompt("/fail"))
+            assert failed.value.code == -32603
+            assert "turn failed" in str(failed.value.data or failed.value)
+
+    run(scenario())
+
+
+def test_session_load_replays_history_and_a_live_session_cannot_be_loaded_twice(
+    tmp_path: pathlib.Path,
+) -> None:
+    store = tmp_path / "s.sqlite3"
+
+    async def first() -> str:
+        client = RecordingClient()
+        async with server(client, store) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=prompt("remember me"))
+            await conn.prompt(session_id=sid, prompt=prompt("!echo from-bash"))
+        return sid
+
+    async def second(sid: str) -> None:
+        client = RecordingClient()
+        async with server(client, store) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            with pytest.raises(RequestError) as mismatch:
+                await conn.load_session(cwd="/elsewhere", session_id=sid, mcp_servers=[])
+            assert mismatch.value.code == -32602
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            replay = client.of(sid)
+            users = [u.content.text for u in replay if isinstance(u, UserMessageChunk)]
+            assert users == ["remember me", "!echo from-bash"]
+            assert "echo: remember me" in client.text(sid)
+            tools = [u for u in replay if isinstance(u, ToolCallStart | ToolCallProgress)]
+            assert [type(u).__name__ for u in tools] == ["ToolCallStart", "ToolCallProgress"]
+            with pytest.raises(RequestError) as again:
+                await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            assert again.value.code == -32602
+            answer = await conn.prompt(session_id=sid, prompt=prompt("still there?"))
+            assert answer.stop_reason == "end_turn"
+
+    async def both() -> None:
+        await second(await first())
+
+    run(both())
+
+
+def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    pidfile = tmp_path / "pgid"
+
+    async def scenario() -> None:
+        client = RecordingClient()
+        async with server(client, tmp_path / "s.sqlite3") as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            a = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            b = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            job = f"!&echo $$ > {pidfile}; exec sleep 1000"
+            await conn.prompt(session_id=a, prompt=prompt(job))
+            await conn.prompt(session_id=b, prompt=prompt("/output bash-1"))
+            (refused,) = [u for u in client.of(b) if isinstance(u, ToolCallProgress)]
+            assert refused.status == "failed"
+            assert refused.content is not None
+            assert "belongs to another session" in refused.content[0].content.text  # type: ignore[union-attr]
+            await conn.prompt(session_id=a, prompt=prompt("/output bash-1"))
+            mine = [u for u in client.of(a) if isinstance(u, ToolCallProgress)][-1]
+            assert mine.status == "completed"
+        pgid = int(pidfile.read_text())
+        assert live_group_members(pgid) == []  # read from /proc after the server exited
+
+    run(scenario())

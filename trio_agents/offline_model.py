@@ -1,0 +1,95 @@
+"""A model that needs no network: it echoes, and runs commands you spell out through the bash
+tools. It says plainly what it is, so nobody mistakes it for a language model.
+
+Prompts it understands (anything else is echoed back):
+
+    !COMMAND          run COMMAND with `bash` and report its output
+    !&COMMAND         start COMMAND as a background job (`bash` with run_in_background)
+    /output JOB       read a background job's new output (`bash_output`)
+    /kill JOB         stop a background job (`bash_kill`)
+    /hold             start answering, then wait until the turn is cancelled
+    /loop             call `bash true` forever (until the agent's max_steps ends the turn)
+    /fail             fail the model call (the turn ends with an error)
+
+It decides from the last user message of the request, so it is deterministic: the front ends
+(`trio-agents acp`, `trio-agents chat`) and their tests use it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import trio
+
+from .model import Finish, ModelChunk, ModelRequest, TextDelta, ToolCall
+
+__all__ = ["OfflineModel"]
+
+INTRO = "[offline model: no language model is configured; I echo, and run !commands] "
+
+
+class OfflineModel:
+    """The built-in model for when no endpoint is configured."""
+
+    def __init__(self) -> None:
+        self._calls = itertools.count(1)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        prompt = _last_user_message(request)
+        last = request.messages[-1] if request.messages else None
+        tool_answer = last is not None and last.role == "tool"
+        if prompt == "/loop":
+            await trio.lowlevel.checkpoint()
+            yield self._call("bash", {"command": "true", "description": "loop once more"})
+            yield Finish("tool_calls")
+            return
+        if tool_answer:
+            assert last is not None
+            for chunk in _pieces(f"tool said:\n{last.content}"):
+                await trio.lowlevel.checkpoint()
+                yield TextDelta(chunk)
+            yield Finish("stop")
+            return
+        call = self._command(prompt)
+        if call is not None:
+            await trio.lowlevel.checkpoint()
+            yield call
+            yield Finish("tool_calls")
+            return
+        if prompt == "/fail":
+            await trio.lowlevel.checkpoint()
+            raise RuntimeError("the offline model was asked to fail (/fail)")
+        if prompt == "/hold":
+            yield TextDelta("holding until you cancel...")
+            await trio.sleep_forever()
+        for chunk in _pieces(f"{INTRO}echo: {prompt}"):
+            await trio.lowlevel.checkpoint()
+            yield TextDelta(chunk)
+        yield Finish("stop")
+
+    def _command(self, prompt: str) -> ToolCall | None:
+        if prompt.startswith("!&") and prompt[2:].strip():
+            arguments = {"command": prompt[2:].strip(), "description": "start a background job"}
+            return self._call("bash", {**arguments, "run_in_background": True})
+        if prompt.startswith("!") and prompt[1:].strip():
+            return self._call("bash", {"command": prompt[1:].strip(), "description": "run it"})
+        for verb, tool in (("/output ", "bash_output"), ("/kill ", "bash_kill")):
+            if prompt.startswith(verb) and prompt[len(verb) :].strip():
+                return self._call(tool, {"job_id": prompt[len(verb) :].strip()})
+        return None
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> ToolCall:
+        return ToolCall(f"offline-{next(self._calls)}", name, dict(arguments))
+
+
+def _last_user_message(request: ModelRequest) -> str:
+    for message in reversed(request.messages):
+        if message.role == "user" and message.source in (None, "prompt", "steering"):
+            return message.content.strip()
+    return ""
+
+
+def _pieces(text: str, size: int = 16) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
