@@ -7,12 +7,12 @@ import asyncio
 import os
 import pathlib
 import sys
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AgentMessageChunk,
@@ -65,15 +65,17 @@ class RecordingClient:
 @asynccontextmanager
 async def server(
     client: RecordingClient, store: pathlib.Path, *extra: str
-) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
+) -> AsyncGenerator[tuple[ClientSideConnection, asyncio.subprocess.Process], None]:
     command = [str(BIN / "trio-agents"), "acp", "--store", str(store), *extra]
-    async with spawn_agent_process(
-        client,
-        command[0],
-        *command[1:],
-        env=dict(os.environ),
-        transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
-    ) as (conn, process):
+    async with (
+        spawn_agent_process(
+            cast("Client", client),  # implements the part of the protocol the server uses
+            command[0],
+            *command[1:],
+            env=dict(os.environ),
+            transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
+        ) as (conn, process)
+    ):
         yield conn, process
 
 
@@ -224,7 +226,7 @@ def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
             (refused,) = [u for u in client.of(b) if isinstance(u, ToolCallProgress)]
             assert refused.status == "failed"
             assert refused.content is not None
-            assert "belongs to another session" in refused.content[0].content.text  # type: ignore[union-attr]
+            assert "belongs to another session" in refused.content[0].content.text
             await conn.prompt(session_id=a, prompt=prompt("/output bash-1"))
             mine = [u for u in client.of(a) if isinstance(u, ToolCallProgress)][-1]
             assert mine.status == "completed"
