@@ -1,0 +1,151 @@
+"""The ACP server in process, over memory streams: message shapes against the official schema
+(`acp.schema`), ordering, cancellation and teardown (issue 6, acceptance 3 and parts of 1)."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from acp import schema
+
+from trio_agents import MemoryStore
+from trio_agents.store import StoredSession
+from trio_agents.testing import ScriptedModel, reply, tool_step
+
+from .acp_peer import AcpPeer, acp_peer
+
+
+def text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+async def new_session(peer: AcpPeer, cwd: str = "/tmp") -> str:
+    result = await peer.result("session/new", {"cwd": cwd, "mcpServers": []})
+    schema.NewSessionResponse.model_validate(result)
+    return str(result["sessionId"])
+
+
+def check_wire(peer: AcpPeer) -> None:
+    """Every update validates against the schema, and a tool_call_update never precedes its
+    tool_call."""
+    started: set[str] = set()
+    for frame in peer.frames:
+        if frame.get("method") != "session/update":
+            continue
+        notification = schema.SessionNotification.model_validate(frame["params"])
+        update = frame["params"]["update"]
+        if update["sessionUpdate"] == "tool_call":
+            started.add(update["toolCallId"])
+        elif update["sessionUpdate"] == "tool_call_update":
+            assert update["toolCallId"] in started, f"update before its tool_call: {update}"
+        assert notification.session_id
+
+
+async def test_initialize_answers_a_valid_response_advertising_load_session() -> None:
+    async with acp_peer() as peer:
+        result = await peer.result("initialize", {"protocolVersion": 1})
+        response = schema.InitializeResponse.model_validate(result)
+        assert response.protocol_version == 1
+        assert response.agent_capabilities is not None
+        assert response.agent_capabilities.load_session
+
+
+@pytest.mark.subprocess
+async def test_tool_updates_follow_their_calls_and_validate(tmp_path: pathlib.Path) -> None:
+    async with acp_peer() as peer:
+        sid = await new_session(peer, str(tmp_path))
+        for prompt in ("!echo one", "!&sleep 0", "/output bash-1", "/kill bash-9", "plain"):
+            result = await peer.result("session/prompt", {"sessionId": sid, "prompt": text(prompt)})
+            schema.PromptResponse.model_validate(result)
+        kinds = [u["sessionUpdate"] for u in peer.updates(sid)]
+        assert kinds.count("tool_call") == kinds.count("tool_call_update") == 4
+        check_wire(peer)
+
+
+async def test_a_cancelled_prompt_answers_after_every_update_of_its_turn() -> None:
+    model = ScriptedModel(
+        [tool_step(("bash_output", {"job_id": "bash-1"}), text="looking"), reply("x", hold=True)]
+    )
+    async with acp_peer(lambda: model) as peer:
+        sid = await new_session(peer)
+        prompt_id = await peer.start_request(
+            "session/prompt", {"sessionId": sid, "prompt": text("go")}
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert model.held == 1  # the second step is held in the model
+        await peer.notify("session/cancel", {"sessionId": sid})
+        answer = await peer.answer(prompt_id)
+        assert answer["result"] == {"stopReason": "cancelled"}
+        position = peer.frames.index(answer)
+        later = [
+            f
+            for f in peer.frames[position:]
+            if f.get("method") == "session/update" and f["params"]["sessionId"] == sid
+        ]
+        assert later == []
+        kinds = [u["sessionUpdate"] for u in peer.updates(sid)]
+        assert kinds == ["agent_message_chunk", "tool_call", "tool_call_update"]
+        records = peer.runtime.agents.get(sid)
+        assert records is not None
+        ends = [r.data["reason"] for r in records.session.records if r.type == "turn/end"]
+        assert ends == [{"kind": "aborted", "reason": "session/cancel", "cause": "user"}]
+        check_wire(peer)
+
+
+async def test_end_of_input_answers_a_held_prompt_cancelled_and_closes_every_agent() -> None:
+    model = ScriptedModel(hold_all=True)
+    async with acp_peer(lambda: model) as peer:
+        first = await new_session(peer)
+        second = await new_session(peer)
+        prompt_id = await peer.start_request(
+            "session/prompt", {"sessionId": first, "prompt": text("go")}
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        await peer.close_input()
+        answer = await peer.answer(prompt_id)
+        assert answer["result"] == {"stopReason": "cancelled"}
+        await peer.served.wait()
+        assert peer.runtime.agents.list() == []
+        assert peer.runtime.sessions.live_ids == frozenset()
+        stored = await peer.runtime.sessions.load(first)
+        assert stored.records[-1].type == "turn/end"
+        assert second not in peer.runtime.sessions.live_ids
+
+
+class GatedStore(MemoryStore):
+    """Loading waits for the test: a `session/load` can be caught half-way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: trio.Event | None = None
+
+    async def load(self, session_id: str) -> StoredSession:
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().load(session_id)
+
+
+async def test_a_load_racing_the_teardown_closes_what_it_resumed() -> None:
+    store = GatedStore()
+    async with acp_peer(store=store) as peer:
+        sid = await new_session(peer)
+        await peer.result("session/prompt", {"sessionId": sid, "prompt": text("hello")})
+    async with acp_peer(store=store) as peer:
+        store.gate = trio.Event()
+        load_id = await peer.start_request(
+            "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert peer.server is not None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer.server.aclose)  # the connection is being torn down
+            await trio.testing.wait_all_tasks_blocked()
+            store.gate.set()
+        answer = await peer.answer(load_id)
+        assert answer["error"]["code"] == -32603
+        assert "connection closed during session/load" in answer["error"]["message"]
+        assert peer.runtime.agents.list() == []
+        assert peer.runtime.sessions.live_ids == frozenset()
