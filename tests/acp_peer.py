@@ -75,7 +75,7 @@ class AcpPeer:
         self.input_closed = True
         await self._send.aclose()
 
-    async def _read(self, receive: trio.abc.ReceiveStream) -> None:
+    async def read_frames(self, receive: trio.abc.ReceiveStream) -> None:
         buffer = b""
         async for data in receive:
             buffer += data
@@ -105,7 +105,7 @@ async def acp_peer(
         peer = AcpPeer(to_server_send, rt)
         peer.server = server
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(peer._read, to_peer_receive)
+            nursery.start_soon(peer.read_frames, to_peer_receive)
 
             async def serve() -> None:
                 await server.serve(to_server_receive, to_peer_send)

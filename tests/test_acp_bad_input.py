@@ -1,0 +1,127 @@
+"""Bad input to the ACP server, generated with Hypothesis (issue 6, acceptance 4): invalid
+JSON, wrong types, unknown methods, missing params, huge lines, responses to nothing. Every
+request gets a JSON-RPC error (a broken notification is ignored), the server goes on
+serving, and no session loses data."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .acp_peer import acp_peer
+
+MAX_LINE = 2048
+METHODS = ["initialize", "session/new", "session/load", "session/prompt", "authenticate"]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _line(value: Any) -> bytes:
+    return json.dumps(value).encode() + b"\n"
+
+
+@st.composite
+def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
+    """One bad frame and what it should get: "error" (answered with its id), "null" (an
+    error with id null), or "nothing"."""
+    rid = f"bad-{number}"
+    kind = draw(
+        st.sampled_from(
+            [
+                "not-json",
+                "not-object",
+                "no-jsonrpc",
+                "unknown-method",
+                "bad-params",
+                "params-not-object",
+                "huge",
+                "response",
+                "bad-notification",
+            ]
+        )
+    )
+    if kind == "not-json":
+        junk = draw(st.binary(max_size=40).filter(lambda b: b"\n" not in b and b.strip()))
+        try:
+            json.loads(junk)
+        except ValueError:
+            return junk + b"\n", "null"
+        return b"{" + junk + b"\n", "null"
+    if kind == "not-object":
+        value = draw(st.lists(json_values, max_size=3) | st.integers() | st.text(max_size=5))
+        return _line(value), "null"
+    if kind == "no-jsonrpc":
+        return _line({"id": rid, "method": "initialize", "params": {}}), "error"
+    if kind == "unknown-method":
+        method = draw(st.text(min_size=1, max_size=12).filter(lambda m: m not in METHODS))
+        return _line({"jsonrpc": "2.0", "id": rid, "method": method, "params": {}}), "error"
+    if kind == "bad-params":
+        method = draw(st.sampled_from(["session/new", "session/load", "session/prompt"]))
+        params = draw(st.dictionaries(st.sampled_from(["sessionId", "cwd", "prompt"]), json_values))
+        if method == "session/new" and isinstance(params.get("cwd"), str):
+            params["cwd"] = "relative"  # never a valid absolute path
+        if method == "session/prompt":
+            params["sessionId"] = draw(json_values.filter(lambda v: v != "SID"))
+        return _line({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}), "error"
+    if kind == "params-not-object":
+        params = draw(st.lists(json_values, max_size=2) | st.integers())
+        frame = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params}
+        return _line(frame), "error"
+    if kind == "huge":
+        return b'{"jsonrpc":"2.0","id":"x","method":"' + b"a" * (MAX_LINE * 2) + b'"}\n', "null"
+    if kind == "response":
+        return _line({"jsonrpc": "2.0", "id": 10_000 + number, "result": {}}), "nothing"
+    params = draw(json_values.filter(lambda v: isinstance(v, dict)) | st.just({"sessionId": 5}))
+    return _line({"jsonrpc": "2.0", "method": "session/cancel", "params": params}), "nothing"
+
+
+async def scenario(frames: list[tuple[bytes, str]]) -> None:
+    async with acp_peer(max_line=MAX_LINE) as peer:
+        sid = (await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
+        prompt = [{"type": "text", "text": "before"}]
+        assert (await peer.result("session/prompt", {"sessionId": sid, "prompt": prompt})) == {
+            "stopReason": "end_turn"
+        }
+        for data, _ in frames:
+            await peer.send_raw(data)
+        # The next valid request is served.
+        assert (await peer.result("initialize", {"protocolVersion": 1}))["protocolVersion"] == 1
+        prompt = [{"type": "text", "text": "after"}]
+        after = await peer.result("session/prompt", {"sessionId": sid, "prompt": prompt})
+        assert after == {"stopReason": "end_turn"}
+        answers = {f.get("id"): f for f in peer.frames if "method" not in f}
+        for number, (_, expected) in enumerate(frames):
+            rid = f"bad-{number}"
+            if expected == "error":
+                assert rid in answers, f"frame {number} was not answered"
+                assert "error" in answers[rid]
+        nulls = [f for f in peer.frames if "method" not in f and f.get("id") is None]
+        assert all("error" in f for f in nulls)
+        assert len(nulls) == sum(1 for _, expected in frames if expected == "null")
+        agent = peer.runtime.agents.get(sid)
+        assert agent is not None
+        users = [r.data["content"] for r in agent.session.records if r.type == "user/message"]
+        assert users == ["before", "after"]  # no session lost data
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(st.data())
+def test_bad_input_gets_errors_and_the_server_keeps_serving(data: st.DataObject) -> None:
+    count = data.draw(st.integers(1, 6), label="frames")
+    frames = [data.draw(bad_frames(n), label=f"frame {n}") for n in range(count)]
+    trio.run(scenario, frames, clock=trio.testing.MockClock(autojump_threshold=0))
