@@ -18,8 +18,11 @@ from trio_agents.transcript import Transcript
 
 PURE_MODULES = [
     "errors",  # subclasses trio.ClosedResourceError by contract; checked separately below
+    "acp_mapping",
+    "collector",
     "events",
     "inbox",
+    "jsonrpc",
     "model",
     "options",
     "records",
