@@ -75,15 +75,17 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
             params["sessionId"] = draw(json_values.filter(lambda v: v != "SID"))
         return _line({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}), "error"
     if kind == "params-not-object":
-        params = draw(st.lists(json_values, max_size=2) | st.integers())
-        frame = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params}
+        not_object: Any = draw(st.one_of(st.lists(json_values, max_size=2), st.integers()))
+        frame = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": not_object}
         return _line(frame), "error"
     if kind == "huge":
         return b'{"jsonrpc":"2.0","id":"x","method":"' + b"a" * (MAX_LINE * 2) + b'"}\n', "null"
     if kind == "response":
         return _line({"jsonrpc": "2.0", "id": 10_000 + number, "result": {}}), "nothing"
-    params = draw(json_values.filter(lambda v: isinstance(v, dict)) | st.just({"sessionId": 5}))
-    return _line({"jsonrpc": "2.0", "method": "session/cancel", "params": params}), "nothing"
+    cancel: Any = draw(
+        st.one_of(st.dictionaries(st.text(max_size=5), json_values), st.just({"sessionId": 5}))
+    )
+    return _line({"jsonrpc": "2.0", "method": "session/cancel", "params": cancel}), "nothing"
 
 
 async def scenario(frames: list[tuple[bytes, str]]) -> None:
