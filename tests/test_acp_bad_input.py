@@ -48,6 +48,7 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
                 "huge",
                 "response",
                 "bad-notification",
+                "null-id",
             ]
         )
     )
@@ -78,6 +79,8 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
         not_object: Any = draw(st.one_of(st.lists(json_values, max_size=2), st.integers()))
         frame = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": not_object}
         return _line(frame), "error"
+    if kind == "null-id":
+        return _line({"jsonrpc": "2.0", "id": None, "method": "initialize", "params": {}}), "null"
     if kind == "huge":
         return b'{"jsonrpc":"2.0","id":"x","method":"' + b"a" * (MAX_LINE * 2) + b'"}\n', "null"
     if kind == "response":

@@ -140,7 +140,10 @@ class AcpServer:
     ) -> None:
         splitter = rpc.LineSplitter(self._max_line)
         while True:
-            data = await receive.receive_some(READ_SIZE)
+            try:
+                data = await receive.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""  # a broken input is an end of input
             lines = list(splitter.feed(data)) if data else list(splitter.end())
             for line in lines:
                 if line is None:

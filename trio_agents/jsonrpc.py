@@ -190,7 +190,8 @@ def parse(line: bytes) -> Message | None:
             request_id, INVALID_PARAMS, f"params of {method} must be an object", is_request
         )
     if is_request:
-        assert request_id is not None
+        if request_id is None:
+            return Invalid(None, INVALID_REQUEST, "a request id must not be null", answer=True)
         return Request(request_id, method, params)  # pyright: ignore[reportUnknownArgumentType]
     return Notification(method, params)  # pyright: ignore[reportUnknownArgumentType]
 
