@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from .acp_peer import acp_peer
 
-MAX_LINE = 2048
+MAX_LINE = 16384  # deep-nesting frames (5,000 levels) still fit
 METHODS = ["initialize", "session/new", "session/load", "session/prompt", "authenticate"]
 
 json_values = st.recursive(
@@ -49,6 +49,8 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
                 "response",
                 "bad-notification",
                 "null-id",
+                "deep",
+                "surrogate",
             ]
         )
     )
@@ -79,6 +81,20 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
         not_object: Any = draw(st.one_of(st.lists(json_values, max_size=2), st.integers()))
         frame = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": not_object}
         return _line(frame), "error"
+    if kind == "deep":
+        depth = draw(st.integers(3_000, 6_000))  # past the parser's recursion limit
+        frame = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":' + b"[" * depth
+        return frame + b"]" * depth + b"}}\n", "null"
+    if kind == "surrogate":
+        # Valid JSON (an escaped lone surrogate), but not encodable as UTF-8.
+        method = draw(st.sampled_from(["initialize", "session/prompt", "nope"]))
+        return (
+            b'{"jsonrpc":"2.0","id":"'
+            + rid.encode()
+            + b'","method":"'
+            + method.encode()
+            + b'","params":{"sessionId":"\\ud800","x":"\\udc00"}}\n'
+        ), "error" if method != "initialize" else "ok"
     if kind == "null-id":
         return _line({"jsonrpc": "2.0", "id": None, "method": "initialize", "params": {}}), "null"
     if kind == "huge":
@@ -111,6 +127,8 @@ async def scenario(frames: list[tuple[bytes, str]]) -> None:
             if expected == "error":
                 assert rid in answers, f"frame {number} was not answered"
                 assert "error" in answers[rid]
+            elif expected == "ok":
+                assert "result" in answers[rid], answers[rid]
         nulls = [f for f in peer.frames if "method" not in f and f.get("id") is None]
         assert all("error" in f for f in nulls)
         assert len(nulls) == sum(1 for _, expected in frames if expected == "null")

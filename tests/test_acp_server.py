@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Any
 
@@ -109,10 +110,11 @@ async def test_end_of_input_answers_a_held_prompt_cancelled_and_closes_every_age
         assert answer["result"] == {"stopReason": "cancelled"}
         await peer.served.wait()
         assert peer.runtime.agents.list() == []
-        assert peer.runtime.sessions.live_ids == frozenset()
+        assert peer.runtime.sessions.live_ids == frozenset()  # `second` closed too
         stored = await peer.runtime.sessions.load(first)
         assert stored.records[-1].type == "turn/end"
-        assert second not in peer.runtime.sessions.live_ids
+        assert stored.records[-1].data["reason"] == {"kind": "closed"}
+        assert second
 
 
 class GatedStore(MemoryStore):
@@ -149,3 +151,31 @@ async def test_a_load_racing_the_teardown_closes_what_it_resumed() -> None:
         assert "connection closed during session/load" in answer["error"]["message"]
         assert peer.runtime.agents.list() == []
         assert peer.runtime.sessions.live_ids == frozenset()
+
+
+async def test_a_cancel_read_together_with_its_prompt_still_cancels_it() -> None:
+    async with acp_peer() as peer:
+        sid = await new_session(peer)
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 99,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": text("/hold")},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        await peer.send_raw(
+            (json.dumps(prompt) + "\n" + json.dumps(cancel) + "\n").encode()  # one read
+        )
+        answer = await peer.answer(99)
+        assert answer["result"] == {"stopReason": "cancelled"}
+
+
+async def test_arguments_that_are_not_strict_json_never_reach_the_wire() -> None:
+    model = ScriptedModel([tool_step(("bash_output", {"job_id": float("inf")})), reply("done")])
+    async with acp_peer(lambda: model) as peer:
+        sid = await new_session(peer)
+        result = await peer.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert result == {"stopReason": "end_turn"}
+        (call,) = [u for u in peer.updates(sid) if u["sessionUpdate"] == "tool_call"]
+        assert call["rawInput"] == repr({"job_id": float("inf")})
+        check_wire(peer)

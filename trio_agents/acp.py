@@ -118,8 +118,8 @@ class AcpServer:
         self._sessions.clear()
         for session in sessions:
             if session.prompt is not None:
+                # Its turn ends `closed` with the agent; the client is told `cancelled`.
                 session.prompt.cancel_requested = True
-            session.handle.agent.cancel(cause="user")
         try:
             async with trio.open_nursery() as nursery:
                 for session in sessions:
@@ -166,14 +166,19 @@ class AcpServer:
             logger.warning("bad frame: %s", message.detail)
             if message.answer:
                 self._send(rpc.encode_error(message.id, message.code, message.detail))
-        elif isinstance(message, rpc.Request):
-            nursery = prompts if message.method == "session/prompt" else others
-            nursery.start_soon(self._answer, message)
-        elif isinstance(message, rpc.Notification):
+        elif isinstance(message, rpc.Request) and message.method == "session/prompt":
+            # Admitted here, synchronously, so a session/cancel read right after it (even in
+            # the same read) finds the prompt in flight and its turn started.
             try:
-                self._notification(message)
+                session, prompt, message_id = self._admit(message.params)
             except rpc.JsonRpcError as exc:
-                logger.warning("notification %s ignored: %s", message.method, exc.detail)
+                self._send(rpc.encode_error(message.id, exc.code, exc.detail))
+            else:
+                prompts.start_soon(self._settle, message.id, session, prompt, message_id)
+        elif isinstance(message, rpc.Request):
+            others.start_soon(self._answer, message)
+        elif isinstance(message, rpc.Notification):
+            self._notification(message)
         else:
             logger.warning("a response to nothing was ignored (id %r)", message.id)
 
@@ -204,12 +209,19 @@ class AcpServer:
         try:
             result = await self._request(request.method, request.params)
         except rpc.JsonRpcError as exc:
-            frame = rpc.encode_error(request.id, exc.code, exc.detail)
+            self._send(rpc.encode_error(request.id, exc.code, exc.detail))
         except Exception as exc:
             logger.exception("%s failed", request.method)
-            frame = rpc.encode_error(request.id, rpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, _describe(exc)))
         else:
-            frame = rpc.encode_result(request.id, result)
+            self._send_result(request.id, result)
+
+    def _send_result(self, request_id: rpc.RequestId, result: Any) -> None:
+        try:
+            frame = rpc.encode_result(request_id, result)
+        except ValueError as exc:  # not strict JSON (NaN): answer, never crash the server
+            logger.exception("the answer to %r could not be encoded", request_id)
+            frame = rpc.encode_error(request_id, rpc.INTERNAL_ERROR, _describe(exc))
         self._send(frame)
 
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
@@ -223,8 +235,6 @@ class AcpServer:
             return await self._new_session(params)
         if method == "session/load":
             return await self._load_session(params)
-        if method == "session/prompt":
-            return await self._prompt(params)
         await trio.lowlevel.checkpoint()
         raise rpc.JsonRpcError(rpc.METHOD_NOT_FOUND, f"this agent does not implement {method!r}")
 
@@ -255,7 +265,13 @@ class AcpServer:
             options=self._options,
             meta={"cwd": cwd},
         )
-        await self._install(handle, "session/new")
+        try:
+            self._check_not_closed(handle, "session/new")
+        except rpc.JsonRpcError:
+            with trio.CancelScope(shield=True):
+                await handle.aclose()
+            raise
+        self._install(handle)
         return {"sessionId": handle.agent.id}
 
     async def _load_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,26 +297,35 @@ class AcpServer:
                 )
             except DuplicateSessionError as exc:
                 raise rpc.JsonRpcError.invalid_params(str(exc)) from None
-            # The history first, then the live updates: no await between the two.
-            for record in handle.agent.session.records:
-                for update in m.updates_for_record(record, replay=True):
-                    self._update(sid, update)
-            await self._install(handle, "session/load")
+            try:
+                self._check_not_closed(handle, "session/load")
+                # The history first, then the live updates: no await between the two.
+                for record in handle.agent.session.records:
+                    for update in m.updates_for_record(record, replay=True):
+                        self._update(sid, update)
+                self._install(handle)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await handle.aclose()  # whatever went wrong, no agent is left behind
+                raise
+            await trio.lowlevel.checkpoint()
         finally:
             self._loading.discard(sid)
         return {}
 
-    async def _install(self, handle: AgentHandle, method: str) -> None:
+    def _check_not_closed(self, handle: AgentHandle, method: str) -> None:
         if self._closed:
-            # The connection closed while the agent was being made: nobody else will close it.
-            await handle.aclose()
+            # The connection closed while the agent was being made: the caller closes it,
+            # since the teardown never saw it.
             raise rpc.JsonRpcError.internal(f"connection closed during {method}")
+
+    def _install(self, handle: AgentHandle) -> None:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
         self._sessions[sid] = _Session(handle, stop)
-        await trio.lowlevel.checkpoint()
 
-    async def _prompt(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _admit(self, params: Mapping[str, Any]) -> tuple[_Session, _Prompt, str]:
+        """Check a prompt, take the session's one slot and send it to the agent."""
         self._check_open("session/prompt")
         session = self._require(params)
         if session.prompt is not None:
@@ -308,13 +333,19 @@ class AcpServer:
                 f"a prompt is already in flight for session {session.id}"
             )
         text = m.prompt_text(params)
-        agent = session.handle.agent
-        session.prompt = prompt = _Prompt()
         try:
-            try:
-                message_id = agent.send(text)
-            except AgentClosedError as exc:
-                raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
+            message_id = session.handle.agent.send(text)
+        except AgentClosedError as exc:
+            raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
+        session.prompt = prompt = _Prompt()
+        return session, prompt, message_id
+
+    async def _settle(
+        self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt, message_id: str
+    ) -> None:
+        """Answer the prompt once its agent has settled (every update is queued by then)."""
+        agent = session.handle.agent
+        try:
             await agent.wait_idle()
         finally:
             session.prompt = None
@@ -322,8 +353,9 @@ class AcpServer:
             agent.session.records, message_id, cancel_requested=prompt.cancel_requested
         )
         if isinstance(outcome, rpc.JsonRpcError):
-            raise outcome
-        return {"stopReason": outcome}
+            self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
+        else:
+            self._send_result(request_id, {"stopReason": outcome})
 
     def _cancel(self, params: Mapping[str, Any]) -> None:
         sid = params.get("sessionId")
@@ -347,3 +379,8 @@ class AcpServer:
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
             self._update(event.agent_id, m.agent_text_update(event.text))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

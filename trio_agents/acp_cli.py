@@ -47,11 +47,21 @@ def add_parser(commands: Any) -> None:
     )
     acp.add_argument(
         "--max-steps",
-        type=int,
+        type=_positive_int,
         default=None,
         help="end a turn after this many model calls (ACP stop reason max_turn_requests)",
     )
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

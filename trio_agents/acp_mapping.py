@@ -11,6 +11,7 @@ pydantic models here would cost the server half a second of start-up.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -115,9 +116,9 @@ def agent_text_update(text: str) -> dict[str, Any]:
 
 
 def tool_kind(name: str) -> str:
-    if name.startswith("bash"):
+    if name == "bash":
         return "execute"
-    if name.startswith("read"):
+    if name.startswith("read") or name == "bash_output":
         return "read"
     if name.startswith("edit") or name == "write":
         return "edit"
@@ -175,9 +176,10 @@ def updates_for_record(record: r.Record, *, replay: bool) -> list[dict[str, Any]
 
 
 def _json_safe(value: Any) -> Any:
+    """`value` if it is strict JSON (no NaN or Infinity), else its repr."""
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
         return repr(value)
     return value
 
@@ -195,7 +197,14 @@ def stop_reason(
     current: int | None = None
     finish: str | None = None
     end: Mapping[str, Any] | None = None
-    for record in records:
+    # Start at the prompt's turn (found from the end: it is recent), not at the beginning.
+    start = 0
+    for index in range(len(records) - 1, -1, -1):
+        record = records[index]
+        if record.type == r.USER_MESSAGE and record.data.get("id") == message_id:
+            start = max(0, index - 1)
+            break
+    for record in itertools.islice(records, start, None):
         if record.type == r.TURN_START:
             current = int(record.data["turn"])
         elif record.type == r.USER_MESSAGE and record.data.get("id") == message_id:

@@ -155,8 +155,9 @@ def parse(line: bytes) -> Message | None:
         return None
     try:
         value = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return Invalid(None, PARSE_ERROR, f"not JSON: {exc}", answer=True)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: nesting deeper than the parser's stack (a hostile frame).
+        return Invalid(None, PARSE_ERROR, f"not JSON: {type(exc).__name__}: {exc}", answer=True)
     if not isinstance(value, dict):
         kind = type(value).__name__
         return Invalid(None, INVALID_REQUEST, f"a frame must be a JSON object, not {kind}", True)
@@ -164,17 +165,19 @@ def parse(line: bytes) -> Message | None:
     raw_id = frame.get("id")
     valid_id = raw_id is None or (isinstance(raw_id, int | str) and not isinstance(raw_id, bool))
     request_id: RequestId | None = raw_id if valid_id else None
+    if "method" not in frame and ("result" in frame or "error" in frame):
+        # A response is never answered, however malformed.
+        error: Any = frame.get("error")
+        detail = cast("Mapping[str, Any]", error) if isinstance(error, dict) else None
+        return Response(request_id, frame.get("result"), detail)
     if frame.get("jsonrpc") != "2.0":
-        return Invalid(request_id, INVALID_REQUEST, '"jsonrpc" must be "2.0"', answer=True)
+        # Only a frame that looks like a request (it has an id) is answered.
+        return Invalid(request_id, INVALID_REQUEST, '"jsonrpc" must be "2.0"', "id" in frame)
     if not valid_id:
         return Invalid(
             None, INVALID_REQUEST, f"id must be a string or an integer: {raw_id!r}", True
         )
     if "method" not in frame:
-        if "result" in frame or "error" in frame:
-            error: Any = frame.get("error")
-            detail = cast("Mapping[str, Any]", error) if isinstance(error, dict) else None
-            return Response(request_id, frame.get("result"), detail)
         return Invalid(
             request_id, INVALID_REQUEST, "a frame needs a method, a result or an error", True
         )
@@ -197,7 +200,9 @@ def parse(line: bytes) -> Message | None:
 
 
 def _line(frame: Mapping[str, Any]) -> bytes:
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    # ASCII escapes: a lone surrogate (valid in a JSON string, not in UTF-8) still encodes.
+    # No NaN or Infinity: they are not JSON, and strict parsers reject the whole line.
+    return json.dumps(frame, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 
 def encode_result(request_id: RequestId, result: Any) -> bytes:
