@@ -83,8 +83,8 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
         return _line(frame), "error"
     if kind == "deep":
         depth = draw(st.integers(3_000, 6_000))  # past the parser's recursion limit
-        frame = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":' + b"[" * depth
-        return frame + b"]" * depth + b"}}\n", "null"
+        head = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":' + b"[" * depth
+        return head + b"]" * depth + b"}}\n", "null"
     if kind == "surrogate":
         # Valid JSON (an escaped lone surrogate), but not encodable as UTF-8.
         method = draw(st.sampled_from(["initialize", "session/prompt", "nope"]))
