@@ -13,9 +13,12 @@ transactions on a power failure, which is the usual trade for an interactive too
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Any, Final
 import trio
 
 from . import records as r
-from .errors import TrioAgentsError
+from .errors import DuplicateSessionError, TrioAgentsError
 from .nursery import service_nursery
 from .repair import validate
 from .session import Session
@@ -35,6 +38,7 @@ __all__ = ["SqliteStore", "default_store_path"]
 FORMAT_VERSION: Final = 1
 COMMIT_TRIGGERS: Final = frozenset({r.TURN_START, r.STEP_END, r.TURN_END})
 MAX_BATCH: Final = 256
+BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -50,6 +54,21 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 """
+
+
+def _when_unlocked(statement: Any) -> None:
+    """Run `statement()`, retrying while another process holds the lock it needs: switching
+    the journal mode fails at once with "database is locked" instead of waiting for the busy
+    timeout. Runs in a worker thread, so sleeping here blocks no event loop."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def default_store_path() -> Path:
@@ -78,6 +97,7 @@ class SqliteStore(SessionStore):
         self._progress = trio.lowlevel.ParkingLot()
         self._flush_wanted = False
         self._writer_error: BaseException | None = None
+        self._claims: dict[str, int] = {}  # session id -> locked descriptor
 
     def __repr__(self) -> str:
         return f"<SqliteStore {str(self.path)!r}>"
@@ -120,16 +140,28 @@ class SqliteStore(SessionStore):
                 raise
             return conn
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
+        )
         try:
-            self._check_format(conn, allow_empty=True)
+            # Check and initialise in one write transaction: two processes opening a new
+            # file at once must not see each other's half-made schema.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._check_format(conn, allow_empty=True)
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            _when_unlocked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            conn.execute("PRAGMA synchronous=NORMAL")
         except BaseException:
             conn.close()
             raise
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(SCHEMA)
-        conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
         return conn
 
     def _check_format(self, conn: sqlite3.Connection, *, allow_empty: bool) -> None:
@@ -171,6 +203,33 @@ class SqliteStore(SessionStore):
         self._committed.setdefault(session.id, len(session))
         if len(session) == 0:
             self._headers[session.id] = session.header
+
+    # -- claims against other processes -------------------------------------------------
+
+    def _claim(self, session_id: str) -> None:
+        """An exclusive `flock` on a file per session next to the store, held while the
+        session is live here. The kernel drops it when the process dies, so a crash never
+        leaves a session claimed."""
+        if session_id in self._claims:
+            return
+        directory = Path(f"{self.path}.live")
+        directory.mkdir(mode=0o700, exist_ok=True)
+        name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+        fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DuplicateSessionError(
+                f"session {session_id!r} is live in another process using {self.path}; "
+                "close it there first"
+            ) from None
+        self._claims[session_id] = fd
+
+    def _release(self, session_id: str) -> None:
+        fd = self._claims.pop(session_id, None)
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the lock
 
     def _detached(self, session: Session) -> None:
         # Records still queued (a flush that timed out) need their header row and their

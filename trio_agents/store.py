@@ -92,6 +92,7 @@ class SessionStore(abc.ABC):
                 "first, or use another id"
             )
         self._check_running()
+        self._claim(session.id)
         self._live[session.id] = session
         self._attach(session)
         stop = session.observe(lambda record: self._appended(session, record))
@@ -101,6 +102,7 @@ class SessionStore(abc.ABC):
             if self._live.get(session.id) is session:
                 del self._live[session.id]
                 self._detached(session)
+                self._release(session.id)
 
         return detach
 
@@ -125,11 +127,19 @@ class SessionStore(abc.ABC):
                         f"session {session_id!r} became live while it was being restored; "
                         "close its agent before resuming it again"
                     )
-                stored = await self.load(session_id)
-                repair = closers(stored.records)
-                if repair:
-                    await self._append_durably(stored, repair)
-                    stored = StoredSession(stored.id, stored.header, [*stored.records, *repair])
+                # Held while the repair is appended, so another process cannot be using the
+                # session meanwhile; released again unless the session went live.
+                self._claim(session_id)
+                try:
+                    stored = await self.load(session_id)
+                    repair = closers(stored.records)
+                    if repair:
+                        await self._append_durably(stored, repair)
+                        records = [*stored.records, *repair]
+                        stored = StoredSession(stored.id, stored.header, records)
+                finally:
+                    if session_id not in self._live:
+                        self._release(session_id)
                 return stored
         finally:
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
@@ -156,6 +166,13 @@ class SessionStore(abc.ABC):
     @abc.abstractmethod
     def _attach(self, session: Session) -> None:
         """A session entered: remember its header for its first write."""
+
+    def _claim(self, session_id: str) -> None:  # noqa: B027 - optional hook
+        """Claim the session against other processes sharing the backend; raise
+        DuplicateSessionError if one of them has it live. Idempotent within a process."""
+
+    def _release(self, session_id: str) -> None:  # noqa: B027 - optional hook
+        """Give up the claim of `_claim`."""
 
     def _detached(self, session: Session) -> None:  # noqa: B027 - optional hook
         """A session left the live set: forget per-session bookkeeping."""
