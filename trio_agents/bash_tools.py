@@ -74,8 +74,8 @@ class BashTools:
         """Route a finished job's notice to the live agent whose id is its owner; drop it
         when there is no owner or the owner is gone."""
         runtime = self._runtime
-        if owner is None or runtime is None:
-            return
+        if owner is None or runtime is None or result.cancelled:
+            return  # unowned, unloaded, or killed (whoever killed it has the outcome)
         agent = runtime.agents.get(owner)
         if agent is None:
             return
@@ -198,6 +198,8 @@ class _Bash(_BashToolBase):
             result = await shell.run(spec)
         except OSError as exc:
             return _error(f"cannot run the command in {spec.workdir!r}: {exc}")
+        except RuntimeError as exc:  # the executor is not running (or closing)
+            return _error(f"cannot start a job now: {exc}")
         return ToolResult(render_result(result))
 
 

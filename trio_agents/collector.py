@@ -8,6 +8,7 @@ and mode 0600, under an unpredictable name, in a per-process directory made with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
@@ -17,6 +18,7 @@ from typing import BinaryIO
 __all__ = ["OutputCollector", "StreamOutput"]
 
 _spill_dir: str | None = None
+MAX_SPILL_BYTES = 64 * 1024 * 1024  # past this a stream keeps only its tail
 
 
 def spill_directory() -> str:
@@ -43,17 +45,21 @@ class OutputCollector:
         "_chunks",
         "_label",
         "_max",
+        "_max_spill",
         "_retained",
         "_spill",
+        "_spill_failed",
         "_spill_path",
         "total",
         "truncated",
     )
 
-    def __init__(self, max_bytes: int, label: str) -> None:
+    def __init__(self, max_bytes: int, label: str, max_spill_bytes: int = MAX_SPILL_BYTES) -> None:
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes!r}")
         self._max = max_bytes
+        self._max_spill = max_spill_bytes
+        self._spill_failed = False
         self._label = label
         self._chunks: list[bytes] = []
         self._retained = 0
@@ -63,17 +69,41 @@ class OutputCollector:
         self.truncated = False
 
     def feed(self, chunk: bytes) -> None:
+        """Never raises: a spill file that cannot be written (a full disk, no descriptors,
+        past `max_spill_bytes`) is given up, and only the tail remains."""
         if not chunk:
             return
         self.total += len(chunk)
         if self._spill is not None:
-            self._spill.write(chunk)
+            self._write_spill(chunk)
         self._chunks.append(chunk)
         self._retained += len(chunk)
         if self._retained > self._max:
-            if self._spill is None:
+            if self._spill is None and not self._spill_failed:
                 self._open_spill()  # writes everything received so far, this chunk included
             self._trim()
+
+    def _write_spill(self, chunk: bytes) -> None:
+        assert self._spill is not None
+        if self.total > self._max_spill:
+            self._give_up_spill()
+            return
+        try:
+            self._spill.write(chunk)
+        except OSError:
+            self._give_up_spill()
+
+    def _give_up_spill(self) -> None:
+        """Keep going without a spill file: remove what there is of it (an incomplete file
+        would claim to be the whole stream)."""
+        spill, path = self._spill, self._spill_path
+        self._spill, self._spill_path, self._spill_failed = None, None, True
+        if spill is not None:
+            with contextlib.suppress(OSError):
+                spill.close()
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def _trim(self) -> None:
         while self._retained > self._max and len(self._chunks) > 1:
@@ -86,12 +116,19 @@ class OutputCollector:
 
     def _open_spill(self) -> None:
         name = f"{os.getpid()}-{secrets.token_hex(8)}-{self._label}.log"
-        path = os.path.join(spill_directory(), name)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        self._spill = os.fdopen(fd, "wb")
+        try:
+            path = os.path.join(spill_directory(), name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            self._spill_failed = True
+            return
+        # Unbuffered: the file holds everything received so far whenever someone reads it.
+        self._spill = os.fdopen(fd, "wb", buffering=0)
         self._spill_path = path
         for chunk in self._chunks:
-            self._spill.write(chunk)
+            self._write_spill(chunk)
+            if self._spill_failed:
+                return
 
     @property
     def spill_path(self) -> str | None:

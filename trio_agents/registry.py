@@ -146,8 +146,11 @@ class _Lifecycle:
                     self.fiber.nursery.cancel_scope.cancel(reason="agent close_grace expired")
                 await self.agent.wait_idle()
             # Its jobs die while its id is still live, so a same-id successor (which can
-            # only appear after the detach below) never loses a job to this teardown.
-            await self.runtime.shell.kill_owned(self.agent.id)
+            # only appear after the detach below) never loses a job to this teardown. An
+            # agent that never went live (a create that lost a same-id race) owns no job:
+            # the jobs of that id belong to the winner.
+            if self._registered:
+                await self.runtime.shell.kill_owned(self.agent.id)
             if self._detach_session is not None:
                 with trio.move_on_after(grace) as flush_scope:
                     await self.runtime.sessions.flush(self.session)

@@ -188,6 +188,8 @@ class ShellExecutor:
     async def running(self) -> AsyncGenerator[ShellExecutor, None]:
         """Hold the nursery background jobs run in. Leaving it closes the executor: notices
         are silenced first, then every job is killed and reaped."""
+        if self._nursery is not None:
+            raise RuntimeError("this shell executor is already running; one runtime at a time")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
@@ -215,7 +217,7 @@ class ShellExecutor:
 
         `owner` (default: `spec.owner`) is stored with the job and never interpreted.
         Raises OSError when the command cannot be started (a bad workdir, no bash)."""
-        if self._nursery is None or self._silenced:
+        if not self._accepting():
             raise RuntimeError(
                 "the shell executor is not running; start jobs inside `running()` "
                 "(open_runtime enters it for `rt.shell`)"
@@ -227,10 +229,20 @@ class ShellExecutor:
                 f"owner={owner!r} contradicts spec.owner={spec.owner!r}; pass one of them"
             )
         process = await _spawn(spec)
+        if not self._accepting():
+            # The executor began closing while the process was being spawned: close_jobs
+            # has already taken its list, so this process would be nobody's.
+            with trio.CancelScope(shield=True):
+                await self.kill_group(process)
+            raise RuntimeError("the shell executor closed while the job was starting")
         job = _Job(f"bash-{next(self._job_numbers)}", spec, owner, process, self.max_output_bytes)
         self._jobs[job.id] = job
+        assert self._nursery is not None
         self._nursery.start_soon(self._watch, job)
         return job.id
+
+    def _accepting(self) -> bool:
+        return self._nursery is not None and not self._silenced
 
     def owner_of(self, job_id: str) -> str | None:
         """The owner token the job was started with, or None (also for an unknown job)."""
@@ -288,7 +300,9 @@ class ShellExecutor:
         (at once if it had already ended). `notify=False` sends no job-done notice for it
         (the caller reports the outcome itself)."""
         job = self._job(job_id)
-        if not job.done.is_set():
+        if not job.done.is_set() and job.process.poll() is None:
+            # Only a job whose leader is still running is killed by us; one that already
+            # exited by itself (its watcher is reaping the rest) keeps its own outcome.
             job.cancelled = True
             job.silent = job.silent or not notify
             # The job's own watcher kills it, so a cancelled caller cannot stop the
@@ -322,21 +336,30 @@ class ShellExecutor:
 
     async def _watch(self, job: _Job) -> None:
         process = job.process
+        assert process.stdout is not None
+        assert process.stderr is not None
         with trio.CancelScope(shield=True):  # only kill() and close_jobs() end a job
-            async with trio.open_nursery() as nursery:
-                assert process.stdout is not None
-                assert process.stderr is not None
-                nursery.start_soon(_pump, process.stdout, job.out)
-                nursery.start_soon(_pump, process.stderr, job.err)
-                async with trio.open_nursery() as waiter:
-                    waiter.start_soon(self._kill_when_asked, job)
-                    await process.wait()
-                    if not job.kill_requested.is_set():
-                        waiter.cancel_scope.cancel()
-                await self.kill_group(process)  # nothing of the job outlives its leader
-                nursery.cancel_scope.deadline = trio.current_time() + self.grace
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_pump, process.stdout, job.out)
+                    nursery.start_soon(_pump, process.stderr, job.err)
+                    async with trio.open_nursery() as waiter:
+                        waiter.start_soon(self._kill_when_asked, job)
+                        await process.wait()
+                        if not job.kill_requested.is_set():
+                            waiter.cancel_scope.cancel()
+                    await self.kill_group(process)  # nothing of the job outlives its leader
+                    nursery.cancel_scope.deadline = trio.current_time() + self.grace
+            finally:
+                # Whatever failed above, the group dies, the pipes close, the job ends.
+                await self.kill_group(process)
+                await process.stdout.aclose()
+                await process.stderr.aclose()
+                self._end(job)
+
+    def _end(self, job: _Job) -> None:
         job.result = _result(
-            process,
+            job.process,
             timed_out=False,
             cancelled=job.cancelled,
             timeout=job.spec.timeout,
@@ -364,7 +387,8 @@ class ShellExecutor:
                 f"request.timeout must be a positive number of seconds, got {request.timeout!r}"
             )
         timeout = min(request.timeout or self.timeout, self.max_timeout)
-        workdir = request.workdir or self.cwd or os.getcwd()
+        base = self.cwd or os.getcwd()
+        workdir = os.path.join(base, request.workdir) if request.workdir else base
         return ShellSpec(request.command, workdir, timeout, request.owner)
 
     async def run(self, spec: ShellSpec) -> RunResult:
@@ -408,6 +432,8 @@ class ShellExecutor:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL
         whatever of the group is left. Idempotent; errors for a group already gone are
         ignored."""
+        if process.returncode is not None and not group_has_live_members(process.pid):
+            return  # all gone: do not signal a group id the kernel may have reused
         _signal_group(process.pid, signal.SIGTERM)
         # The grace is for the whole group, not only the leader: a grandchild that cleans
         # up on TERM gets its chance too.
