@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
-import trio.lowlevel
 
 from trio_agents import (
     DuplicateSessionError,
