@@ -35,6 +35,7 @@ class RecordingClient:
     def __init__(self) -> None:
         self.updates: list[tuple[str, Any]] = []
         self.arrived = asyncio.Event()
+        self.init: Any = None  # the answer to `initialize`, which `server()` sends first
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -76,6 +77,7 @@ async def server(
             transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
         ) as (conn, process)
     ):
+        client.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
         yield conn, process
 
 
@@ -87,6 +89,10 @@ def run(scenario: Awaitable[None]) -> None:
     asyncio.run(guarded(scenario))
 
 
+async def new_session(conn: ClientSideConnection, cwd: pathlib.Path) -> str:
+    return (await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+
+
 def prompt(text: str) -> list[Any]:
     return [text_block(text)]
 
@@ -95,14 +101,14 @@ def test_a_session_streams_cancels_and_exits_0_at_end_of_input(tmp_path: pathlib
     async def scenario() -> None:
         client = RecordingClient()
         async with server(client, tmp_path / "s.sqlite3") as (conn, process):
-            init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            init = client.init
             assert init.protocol_version == 1
             assert init.agent_capabilities is not None
             assert init.agent_capabilities.load_session is True
             with pytest.raises(RequestError) as relative:
                 await conn.new_session(cwd="relative/dir", mcp_servers=[])
             assert relative.value.code == -32602
-            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            sid = await new_session(conn, tmp_path)
 
             answer = await conn.prompt(session_id=sid, prompt=prompt("hello"))
             assert answer.stop_reason == "end_turn"
@@ -135,9 +141,8 @@ def test_two_sessions_prompted_at_once_get_their_own_updates(tmp_path: pathlib.P
     async def scenario() -> None:
         client = RecordingClient()
         async with server(client, tmp_path / "s.sqlite3") as (conn, _):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            a = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            b = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            a = await new_session(conn, tmp_path)
+            b = await new_session(conn, tmp_path)
             answers = await asyncio.gather(
                 conn.prompt(session_id=a, prompt=prompt("alpha " * 20)),
                 conn.prompt(session_id=b, prompt=prompt("beta " * 20)),
@@ -155,8 +160,7 @@ def test_stop_reasons_for_max_steps_and_a_failed_turn(tmp_path: pathlib.Path) ->
     async def scenario() -> None:
         client = RecordingClient()
         async with server(client, tmp_path / "s.sqlite3", "--max-steps", "3") as (conn, _):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            sid = await new_session(conn, tmp_path)
             loop = await conn.prompt(session_id=sid, prompt=prompt("/loop"))
             assert loop.stop_reason == "max_turn_requests"
             starts = [u for u in client.of(sid) if isinstance(u, ToolCallStart)]
@@ -177,8 +181,7 @@ def test_session_load_replays_history_and_a_live_session_cannot_be_loaded_twice(
     async def first() -> str:
         client = RecordingClient()
         async with server(client, store) as (conn, _):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            sid = await new_session(conn, tmp_path)
             await conn.prompt(session_id=sid, prompt=prompt("remember me"))
             await conn.prompt(session_id=sid, prompt=prompt("!echo from-bash"))
         return sid
@@ -186,7 +189,6 @@ def test_session_load_replays_history_and_a_live_session_cannot_be_loaded_twice(
     async def second(sid: str) -> None:
         client = RecordingClient()
         async with server(client, store) as (conn, _):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
             with pytest.raises(RequestError) as mismatch:
                 await conn.load_session(cwd="/elsewhere", session_id=sid, mcp_servers=[])
             assert mismatch.value.code == -32602
@@ -217,9 +219,8 @@ def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
     async def scenario() -> None:
         client = RecordingClient()
         async with server(client, tmp_path / "s.sqlite3") as (conn, _):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            a = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            b = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            a = await new_session(conn, tmp_path)
+            b = await new_session(conn, tmp_path)
             job = f"!&echo $$ > {pidfile}; exec sleep 1000"
             await conn.prompt(session_id=a, prompt=prompt(job))
             await conn.prompt(session_id=b, prompt=prompt("/output bash-1"))
