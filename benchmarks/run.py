@@ -1,0 +1,468 @@
+"""Benchmarks: the runtime against baselines measured in the same run.
+
+    python benchmarks/run.py [--repeat 5] [--quick]
+
+Every figure is the median of `--repeat` repetitions (with min and max), and every ratio is
+against a baseline measured in this run, on this machine: the machines here are shared and
+noisy, so absolute numbers mean little and ratios are what is reported. Nothing here asserts
+a speed; the targets are in the issue tracker and in README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import trio
+import trio.testing
+
+from trio_agents import (
+    AgentOptions,
+    Finish,
+    MemoryStore,
+    ModelChunk,
+    ModelRequest,
+    SqliteStore,
+    TextDelta,
+    ToolCall,
+    ToolContext,
+    open_runtime,
+)
+from trio_agents.session import Session
+
+Row = tuple[str, list[float], str, list[float] | None, str]
+
+
+# -- models and tools that cost nothing -----------------------------------------------------
+
+
+class InstantModel:
+    """Answers at once: `tool_steps` steps of one no-op tool call, then a short text."""
+
+    def __init__(self, tool_steps: int = 0) -> None:
+        self.tool_steps = tool_steps
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        done = sum(1 for m in request.messages if m.role == "tool")
+        since_prompt = done - _tools_before_last_prompt(request)
+        if since_prompt < self.tool_steps:
+            yield ToolCall(f"c{done}", "noop", {})
+            yield Finish("tool_calls")
+        else:
+            yield TextDelta("ok")
+            yield Finish("stop")
+
+
+def _tools_before_last_prompt(request: ModelRequest) -> int:
+    count = 0
+    last = 0
+    for message in request.messages:
+        if message.role == "tool":
+            count += 1
+        elif message.role == "user" and message.source in (None, "prompt"):
+            last = count
+    return last
+
+
+class NoopTool:
+    name = "noop"
+    description = "does nothing"
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+
+    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+        await trio.lowlevel.checkpoint()
+        return "ok"
+
+
+class HeldModel:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        await trio.sleep_forever()
+        yield Finish("stop")  # pragma: no cover - never reached
+
+
+# -- turn overhead ------------------------------------------------------------------------
+
+
+async def runtime_turns(tool_steps: int, turns: int) -> float:
+    async with open_runtime(MemoryStore()) as rt:
+        handle = await rt.agents.create(model=InstantModel(tool_steps), tools=[NoopTool()])
+        agent = handle.agent
+        agent.send("warm up")
+        await agent.wait_idle()
+        start = time.perf_counter()
+        for _ in range(turns):
+            agent.send("go")
+            await agent.wait_idle()
+        elapsed = time.perf_counter() - start
+        await handle.aclose()
+    return elapsed / turns
+
+
+async def floor_turns(tool_steps: int, turns: int) -> float:
+    """The floor: a hand-written loop in its own task doing the same work with no
+    lifecycle: take a prompt, call the model per step, run the tool, keep records."""
+    model, tool = InstantModel(tool_steps), NoopTool()
+    send, receive = trio.open_memory_channel[str](1)
+    records: list[dict[str, Any]] = []
+
+    async def loop() -> None:
+        from trio_agents import Message
+
+        messages: list[Message] = []
+        async for prompt in receive:
+            messages.append(Message("user", prompt))
+            while True:
+                calls: list[ToolCall] = []
+                text = ""
+                request = ModelRequest(messages, [], AgentOptions())
+                async for chunk in model.stream(request):
+                    if isinstance(chunk, TextDelta):
+                        text += chunk.text
+                    elif isinstance(chunk, ToolCall):
+                        calls.append(chunk)
+                records.append({"type": "assistant", "content": text})
+                messages.append(Message("assistant", text, tool_calls=tuple(calls)))
+                if not calls:
+                    break
+                for call in calls:
+                    result = await tool({}, ToolContext("a", call.call_id, 1, 1))
+                    records.append({"type": "tool/result", "content": result})
+                    messages.append(Message("tool", result, call_id=call.call_id))
+            idle.set()
+
+    idle = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(loop)
+        start = time.perf_counter()
+        for _ in range(turns):
+            idle = trio.Event()
+            await send.send("go")
+            await idle.wait()
+        elapsed = time.perf_counter() - start
+        await send.aclose()
+    return elapsed / turns
+
+
+# -- cancel and close ----------------------------------------------------------------------
+
+
+async def runtime_cancel(rounds: int) -> float:
+    total = 0.0
+    async with open_runtime(MemoryStore()) as rt:
+        handle = await rt.agents.create(model=HeldModel())
+        agent = handle.agent
+        for _ in range(rounds):
+            agent.send("go")
+            await trio.testing.wait_all_tasks_blocked()
+            start = time.perf_counter()
+            agent.cancel()
+            await agent.wait_idle()
+            total += time.perf_counter() - start
+        await handle.aclose()
+    return total / rounds
+
+
+async def bare_cancel(rounds: int) -> float:
+    total = 0.0
+    for _ in range(rounds):
+        resumed = trio.Event()
+        scope = trio.CancelScope()
+
+        async def task(scope: trio.CancelScope = scope, resumed: trio.Event = resumed) -> None:
+            with scope:
+                await trio.sleep_forever()
+            resumed.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task)
+            await trio.testing.wait_all_tasks_blocked()
+            start = time.perf_counter()
+            scope.cancel()
+            await resumed.wait()
+            total += time.perf_counter() - start
+    return total / rounds
+
+
+async def close_latency(running: bool, rounds: int) -> float:
+    total = 0.0
+    async with open_runtime(MemoryStore()) as rt:
+        for _ in range(rounds):
+            handle = await rt.agents.create(model=HeldModel() if running else InstantModel())
+            if running:
+                handle.agent.send("go")
+                await trio.testing.wait_all_tasks_blocked()
+            start = time.perf_counter()
+            await handle.aclose()
+            total += time.perf_counter() - start
+    return total / rounds
+
+
+# -- scale ---------------------------------------------------------------------------------
+
+
+async def idle_agent_bytes(count: int) -> float:
+    async with open_runtime(MemoryStore()) as rt:
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for index in range(count):
+            await rt.agents.create(model=InstantModel(), session_id=f"a{index}")
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+    return (after - before) / count
+
+
+async def blocked_task_bytes(count: int) -> float:
+    async with trio.open_nursery() as nursery:
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            nursery.start_soon(trio.sleep_forever)
+        await trio.testing.wait_all_tasks_blocked()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        nursery.cancel_scope.cancel()
+    return (after - before) / count
+
+
+async def create_close_per_second(count: int) -> float:
+    async with open_runtime(MemoryStore()) as rt:
+        start = time.perf_counter()
+        for _ in range(count):
+            handle = await rt.agents.create(model=InstantModel())
+            await handle.aclose()
+        return count / (time.perf_counter() - start)
+
+
+# -- store -----------------------------------------------------------------------------------
+
+
+async def sqlite_records_per_second(turns: int) -> tuple[float, float]:
+    """Records/s appended as turns (5 records each, committed per turn), and the time of
+    the closing flush after 1,000 more queued records."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteStore(os.path.join(directory, "bench.sqlite3"))
+        async with store.running():
+            session = Session("bench")
+            detach = store.enter(session)
+            start = time.perf_counter()
+            for turn in range(1, turns + 1):
+                session.append("turn/start", {"turn": turn})
+                session.append("user/message", {"id": f"m{turn}", "content": "hi"})
+                session.append("assistant/message", {"content": "ok"})
+                session.append("step/end", {"turn": turn, "step": 1})
+                session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            await store.flush(session)
+            rate = turns * 5 / (time.perf_counter() - start)
+            for index in range(1000):
+                session.append("context/message", {"id": f"x{index}", "content": "c"})
+            start = time.perf_counter()
+            await store.flush(session)
+            flush = time.perf_counter() - start
+            detach()
+    return rate, flush
+
+
+# -- ACP over a real stdio subprocess --------------------------------------------------------
+
+ECHO_SERVER = """
+import json, trio
+
+async def main():
+    # The floor for a JSON-RPC server on trio: read a line, parse it, answer it.
+    receive = trio.lowlevel.FdStream(0)
+    send = trio.lowlevel.FdStream(1)
+    buffer = b""
+    async for data in receive:
+        buffer += data
+        while b"\\n" in buffer:
+            line, buffer = buffer.split(b"\\n", 1)
+            request = json.loads(line)
+            answer = {"jsonrpc": "2.0", "id": request["id"], "result": {}}
+            await send.send_all(json.dumps(answer).encode() + b"\\n")
+
+trio.run(main)
+"""
+
+
+def _request(process: subprocess.Popen[bytes], frame: dict[str, Any]) -> dict[str, Any]:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(json.dumps(frame).encode() + b"\n")
+    process.stdin.flush()
+    while True:
+        answer = json.loads(process.stdout.readline())
+        if "method" not in answer and answer.get("id") == frame.get("id"):
+            return answer
+
+
+def acp_figures(prompts: int) -> tuple[float, float, float, float]:
+    """(ACP round trip, echo round trip, ACP spawn-to-initialize, echo spawn-to-answer)."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = os.path.join(directory, "acp.sqlite3")
+        agent = [
+            os.path.join(os.path.dirname(sys.executable), "trio-agents"),
+            "acp",
+            "--store",
+            store,
+        ]
+        echo = [sys.executable, "-c", ECHO_SERVER]
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+        results: list[float] = []
+        for command in (agent, echo):
+            start = time.perf_counter()
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            _request(process, init)
+            results.append(time.perf_counter() - start)
+            if command is agent:
+                new = _request(
+                    process,
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "session/new",
+                        "params": {"cwd": directory, "mcpServers": []},
+                    },
+                )
+                sid = new["result"]["sessionId"]
+                frame = lambda n: {
+                    "jsonrpc": "2.0",
+                    "id": n + 2,
+                    "method": "session/prompt",  # noqa: E731
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
+                }
+            else:
+                frame = lambda n: {"jsonrpc": "2.0", "id": n + 2, "method": "echo", "params": {}}  # noqa: E731
+            _request(process, frame(-1))  # warm up
+            start = time.perf_counter()
+            for n in range(prompts):
+                _request(process, frame(n))
+            results.append((time.perf_counter() - start) / prompts)
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait(timeout=30)
+    agent_spawn, agent_trip, echo_spawn, echo_trip = results
+    return agent_trip, echo_trip, agent_spawn, echo_spawn
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+def repeat(times: int, measure: Callable[[], float]) -> list[float]:
+    return [measure() for _ in range(times)]
+
+
+def trio_measure(afn: Callable[..., Awaitable[float]], *args: Any) -> Callable[[], float]:
+    return lambda: trio.run(afn, *args)
+
+
+def summary(values: list[float], scale: float, unit: str) -> str:
+    median = statistics.median(values) * scale
+    return f"{median:10.1f} {unit} (min {min(values) * scale:.1f}, max {max(values) * scale:.1f})"
+
+
+def ratio(values: list[float], baseline: list[float]) -> str:
+    ratios = sorted(v / b for v, b in zip(values, baseline, strict=True))
+    return f"{statistics.median(ratios):6.2f}x (min {ratios[0]:.2f}, max {ratios[-1]:.2f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations, for a smoke run")
+    args = parser.parse_args(argv)
+    n = args.repeat
+    turns = 200 if args.quick else 2000
+    agents = 1000 if args.quick else 10_000
+    print(f"trio-agents benchmarks: median of {n} runs, ratios against baselines of the same run")
+    print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} cores\n")
+
+    rows: list[tuple[str, str, str]] = []
+
+    def interleaved(
+        first: Callable[[], float], second: Callable[[], float]
+    ) -> tuple[list[float], list[float]]:
+        a: list[float] = []
+        b: list[float] = []
+        for _ in range(n):  # interleaved, so drift in machine load hits both alike
+            a.append(first())
+            b.append(second())
+        return a, b
+
+    one, floor_one = interleaved(
+        trio_measure(runtime_turns, 0, turns), trio_measure(floor_turns, 0, turns)
+    )
+    rows.append(("1-step turn", summary(one, 1e6, "us"), f"{ratio(one, floor_one)} trio floor"))
+    three, floor_three = interleaved(
+        trio_measure(runtime_turns, 2, turns // 2), trio_measure(floor_turns, 2, turns // 2)
+    )
+    rows.append(
+        ("3-step turn", summary(three, 1e6, "us"), f"{ratio(three, floor_three)} trio floor")
+    )
+    extra = [(t - o) / 2 for t, o in zip(three, one, strict=True)]
+    rows.append(("each extra tool step", summary(extra, 1e6, "us"), ""))
+    cancel, bare = interleaved(trio_measure(runtime_cancel, 200), trio_measure(bare_cancel, 200))
+    rows.append(
+        (
+            "cancel -> wait_idle",
+            summary(cancel, 1e6, "us"),
+            f"{ratio(cancel, bare)} bare scope cancel",
+        )
+    )
+    idle_close = repeat(n, trio_measure(close_latency, False, 200))
+    rows.append(("aclose, idle agent", summary(idle_close, 1e6, "us"), ""))
+    busy_close = repeat(n, trio_measure(close_latency, True, 200))
+    rows.append(("aclose, running agent", summary(busy_close, 1e6, "us"), ""))
+    per_agent = repeat(min(n, 3), trio_measure(idle_agent_bytes, agents))
+    per_task = repeat(min(n, 3), trio_measure(blocked_task_bytes, agents))
+    rows.append(
+        (
+            f"memory per idle agent ({agents:,})",
+            summary(per_agent, 1 / 1024, "KiB"),
+            f"{ratio(per_agent, per_task)} one blocked trio task",
+        )
+    )
+    rate = repeat(n, trio_measure(create_close_per_second, 1000))
+    rows.append(("create+close, memory store", summary(rate, 1, "/s"), ""))
+    store = [trio.run(sqlite_records_per_second, 500) for _ in range(n)]
+    rows.append(("SQLite appends, per turn", summary([s[0] for s in store], 1, "rec/s"), ""))
+    rows.append(("closing flush, 1,000 records", summary([s[1] for s in store], 1e3, "ms"), ""))
+    acp = [acp_figures(50 if args.quick else 200) for _ in range(n)]
+    trips, echo_trips = [a[0] for a in acp], [a[1] for a in acp]
+    spawns, echo_spawns = [a[2] for a in acp], [a[3] for a in acp]
+    rows.append(
+        (
+            "ACP prompt round trip",
+            summary(trips, 1e6, "us"),
+            f"{ratio(trips, echo_trips)} bare trio echo",
+        )
+    )
+    rows.append(
+        (
+            "ACP spawn -> initialize",
+            summary(spawns, 1e3, "ms"),
+            f"{ratio(spawns, echo_spawns)} bare trio echo",
+        )
+    )
+
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, versus in rows:
+        print(f"{name:<{width}}  {value}  {versus}")
+    print("\npeers (pydantic-ai, openai-agents): not measured yet (issue 7 is in progress)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
