@@ -299,7 +299,8 @@ trio.run(main)
 
 
 def _request(process: subprocess.Popen[bytes], frame: dict[str, Any]) -> dict[str, Any]:
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
     process.stdin.write(json.dumps(frame).encode() + b"\n")
     process.stdin.flush()
     while True:
@@ -308,52 +309,51 @@ def _request(process: subprocess.Popen[bytes], frame: dict[str, Any]) -> dict[st
             return answer
 
 
+def _serve_timed(
+    command: list[str], prepare: Callable[[subprocess.Popen[bytes]], dict[str, Any]], rounds: int
+) -> tuple[float, float]:
+    """(spawn to the answer to `initialize`, mean round trip of the frame `prepare` built)."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    _request(process, init)
+    spawn = time.perf_counter() - start
+    frame = prepare(process)
+    _request(process, frame)  # warm up
+    start = time.perf_counter()
+    for _ in range(rounds):
+        _request(process, frame)
+    trip = (time.perf_counter() - start) / rounds
+    assert process.stdin is not None
+    process.stdin.close()
+    process.wait(timeout=30)
+    return spawn, trip
+
+
 def acp_figures(prompts: int) -> tuple[float, float, float, float]:
     """(ACP round trip, echo round trip, ACP spawn-to-initialize, echo spawn-to-answer)."""
     with tempfile.TemporaryDirectory() as directory:
         store = os.path.join(directory, "acp.sqlite3")
-        agent = [
-            os.path.join(os.path.dirname(sys.executable), "trio-agents"),
-            "acp",
-            "--store",
-            store,
-        ]
-        echo = [sys.executable, "-c", ECHO_SERVER]
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
-        results: list[float] = []
-        for command in (agent, echo):
-            start = time.perf_counter()
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            _request(process, init)
-            results.append(time.perf_counter() - start)
-            if command is agent:
-                new = _request(
-                    process,
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 1,
-                        "method": "session/new",
-                        "params": {"cwd": directory, "mcpServers": []},
-                    },
-                )
-                sid = new["result"]["sessionId"]
-                frame = lambda n: {
-                    "jsonrpc": "2.0",
-                    "id": n + 2,
-                    "method": "session/prompt",  # noqa: E731
-                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
-                }
-            else:
-                frame = lambda n: {"jsonrpc": "2.0", "id": n + 2, "method": "echo", "params": {}}  # noqa: E731
-            _request(process, frame(-1))  # warm up
-            start = time.perf_counter()
-            for n in range(prompts):
-                _request(process, frame(n))
-            results.append((time.perf_counter() - start) / prompts)
-            assert process.stdin is not None
-            process.stdin.close()
-            process.wait(timeout=30)
-    agent_spawn, agent_trip, echo_spawn, echo_trip = results
+        binary = os.path.join(os.path.dirname(sys.executable), "trio-agents")
+
+        def prompt_frame(process: subprocess.Popen[bytes]) -> dict[str, Any]:
+            params = {"cwd": directory, "mcpServers": []}
+            new = _request(
+                process, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": params}
+            )
+            text = [{"type": "text", "text": "hi"}]
+            params = {"sessionId": new["result"]["sessionId"], "prompt": text}
+            return {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+
+        def echo_frame(process: subprocess.Popen[bytes]) -> dict[str, Any]:
+            return {"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}}
+
+        agent_spawn, agent_trip = _serve_timed(
+            [binary, "acp", "--store", store], prompt_frame, prompts
+        )
+        echo_spawn, echo_trip = _serve_timed(
+            [sys.executable, "-c", ECHO_SERVER], echo_frame, prompts
+        )
     return agent_trip, echo_trip, agent_spawn, echo_spawn
 
 
