@@ -37,17 +37,16 @@ class OfflineModel:
         self._calls = itertools.count(1)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        prompt = _last_user_message(request)
-        last = request.messages[-1] if request.messages else None
-        tool_answer = last is not None and last.role == "tool"
+        prompt, answers = _last_prompt_and_tool_results(request)
         if prompt == "/loop":
             await trio.lowlevel.checkpoint()
             yield self._call("bash", {"command": "true", "description": "loop once more"})
             yield Finish("tool_calls")
             return
-        if tool_answer:
-            assert last is not None
-            for chunk in _pieces(f"tool said:\n{last.content}"):
+        if answers:
+            # Its call was answered: report the result (context that arrived since, such
+            # as a job-done notice, does not make it call again).
+            for chunk in _pieces(f"tool said:\n{answers[-1]}"):
                 await trio.lowlevel.checkpoint()
                 yield TextDelta(chunk)
             yield Finish("stop")
@@ -84,11 +83,15 @@ class OfflineModel:
         return ToolCall(f"offline-{next(self._calls)}", name, dict(arguments))
 
 
-def _last_user_message(request: ModelRequest) -> str:
+def _last_prompt_and_tool_results(request: ModelRequest) -> tuple[str, list[str]]:
+    """The last prompt (or steering) and the tool results that came after it."""
+    results: list[str] = []
     for message in reversed(request.messages):
-        if message.role == "user" and message.source in (None, "prompt", "steering"):
-            return message.content.strip()
-    return ""
+        if message.role == "tool":
+            results.append(message.content)
+        elif message.role == "user" and message.source in (None, "prompt", "steering"):
+            return message.content.strip(), results[::-1]
+    return "", results[::-1]
 
 
 def _pieces(text: str, size: int = 16) -> list[str]:
