@@ -11,7 +11,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any
 
 import hypothesis.core
 from hypothesis import settings as Settings
@@ -68,44 +68,28 @@ def run_conformance(
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
     chosen_seed = seed if seed is not None else random.randrange(2**32)
-    reports: list[MachineReport] = []
+    shell_budget = shell_settings(budget)
+    if max_examples is not None:
+        shell_budget = Settings(shell_budget, max_examples=max_examples)
+    plan: list[
+        tuple[str, type[RuleBasedStateMachine], Callable[..., Any] | None, Settings, str | None]
+    ] = [
+        ("agent", AgentMachine, factory, budget, factory_spec),
+        ("lifecycle", LifecycleMachine, runtime_factory, budget, runtime_spec),
+        ("shell", ShellMachine, shell_factory, shell_budget, shell_spec),
+    ]
     everything = factory is None and runtime_factory is None and shell_factory is None
-    run_agent = everything or factory is not None
-    run_life = everything or runtime_factory is not None
-    run_shell = everything or shell_factory is not None
-    if run_agent:
-
-        class Agents(AgentMachine):
-            stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-            histories: ClassVar[set[int]] = set()
-
-        if factory is not None:
-            Agents.factory = staticmethod(factory)
-        _report_progress(Agents, "agent", progress, progress_every)
-        reports.append(_run("agent", Agents, budget, chosen_seed, factory_spec))
-    if run_life:
-
-        class Lifecycle(LifecycleMachine):
-            stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-            histories: ClassVar[set[int]] = set()
-
-        if runtime_factory is not None:
-            Lifecycle.factory = staticmethod(runtime_factory)
-        _report_progress(Lifecycle, "lifecycle", progress, progress_every)
-        reports.append(_run("lifecycle", Lifecycle, budget, chosen_seed, runtime_spec))
-    if run_shell:
-
-        class Shell(ShellMachine):
-            stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-            histories: ClassVar[set[int]] = set()
-
-        if shell_factory is not None:
-            Shell.factory = staticmethod(shell_factory)
-        _report_progress(Shell, "shell", progress, progress_every)
-        shell_budget = shell_settings(budget)
-        if max_examples is not None:
-            shell_budget = Settings(shell_budget, max_examples=max_examples)
-        reports.append(_run("shell", Shell, shell_budget, chosen_seed, shell_spec))
+    reports: list[MachineReport] = []
+    for name, base, target, settings, spec in plan:
+        if not everything and target is None:
+            continue
+        # A fresh subclass per run: its own counters, and the target as its factory.
+        namespace: dict[str, Any] = {"stats": {"examples": 0, "checks": 0}, "histories": set()}
+        if target is not None:
+            namespace["factory"] = staticmethod(target)
+        machine = type(base.__name__, (base,), namespace)
+        _report_progress(machine, name, progress, progress_every)
+        reports.append(_run(name, machine, settings, chosen_seed, spec))
     return reports
 
 
