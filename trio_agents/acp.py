@@ -184,11 +184,19 @@ class AcpServer:
 
     async def _write_all(self, send: trio.abc.SendStream) -> None:
         broken = False
-        async for frame in self._out_receive:
+        async for first in self._out_receive:
+            # Everything queued meanwhile goes out in the same write: one system call for
+            # a burst of updates instead of one per frame. The order is the queue's.
+            frames = [first]
+            while True:
+                try:
+                    frames.append(self._out_receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
             if broken:
                 continue  # keep draining, so nothing blocks on a queue nobody reads
             try:
-                await send.send_all(frame)
+                await send.send_all(b"".join(frames))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 logger.warning("the client stopped reading; dropping further frames")
                 broken = True
