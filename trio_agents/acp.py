@@ -274,7 +274,7 @@ class AcpServer:
             meta={"cwd": cwd},
         )
         try:
-            self._check_not_closed(handle, "session/new")
+            self._check_not_closed("session/new")
         except rpc.JsonRpcError:
             with trio.CancelScope(shield=True):
                 await handle.aclose()
@@ -306,7 +306,7 @@ class AcpServer:
             except DuplicateSessionError as exc:
                 raise rpc.JsonRpcError.invalid_params(str(exc)) from None
             try:
-                self._check_not_closed(handle, "session/load")
+                self._check_not_closed("session/load")
                 # The history first, then the live updates: no await between the two.
                 for record in handle.agent.session.records:
                     for update in m.updates_for_record(record, replay=True):
@@ -321,7 +321,7 @@ class AcpServer:
             self._loading.discard(sid)
         return {}
 
-    def _check_not_closed(self, handle: AgentHandle, method: str) -> None:
+    def _check_not_closed(self, method: str) -> None:
         if self._closed:
             # The connection closed while the agent was being made: the caller closes it,
             # since the teardown never saw it.
