@@ -25,6 +25,7 @@ from trio_agents.testing import ScriptedModel
 
 from .helpers import bash_runtime, of_type
 from .test_shell_jobs import live_group_members
+from .test_shell_run import gone
 
 pytestmark = pytest.mark.subprocess
 
@@ -74,14 +75,14 @@ async def test_a_kill_after_the_leader_exited_keeps_the_jobs_own_outcome(
     os.mkfifo(fifo)
     ex = ShellExecutor(grace=2.0)
     async with ex.running():
-        # The leader exits 0 at once. A TERM-ignoring grandchild keeps the watcher busy, and
-        # tells the test (through the FIFO) once the leader is reaped: then the job has
-        # ended by itself, but its watcher is still cleaning up.
-        wait_for_leader = "while kill -0 \\$1 2>/dev/null; do sleep 0.01; done"  # \$1: the leader
-        grandchild = f"trap '' TERM; {wait_for_leader}; echo reaped > {fifo}; exec sleep 30"
-        command = f'bash -c "{grandchild}" _ $$ & exit 0'
+        # The leader exits 0 at once; a TERM-ignoring grandchild keeps the watcher busy.
+        command = f"bash -c 'trap \"\" TERM; exec sleep 30' & echo $! > {fifo}; exit 0"
         job = await ex.start(ex.resolve(ShellRequest(command)))
-        assert await trio.Path(fifo).read_text() == "reaped\n"
+        await trio.Path(fifo).read_text()
+        leader = ex.pgid(job)
+        with trio.fail_after(10):
+            while not gone(leader):  # noqa: ASYNC110 - no event exists for another's exit
+                await trio.sleep(0.01)
         result = await ex.kill(job)
         assert (result.exit_code, result.signal, result.cancelled) == (0, None, False)
 
