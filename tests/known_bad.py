@@ -15,7 +15,6 @@ from trio_agents import (
     Agent,
     AgentOptions,
     CancelCause,
-    Closer,
     EventBus,
     MessageId,
     Model,
@@ -133,22 +132,20 @@ tool_result_missing_after_cancel = factory_for(ToolResultMissingAfterCancel)
 
 
 class _AcloseBeforeLoopExit(_Lifecycle):
-    """(c) Teardown does not wait for the loop to exit before it unregisters and detaches."""
+    """(c) Closing unregisters and detaches at once, without waiting for the loop to exit."""
 
-    async def _teardown(self, close_loop: Closer) -> None:
-        self.agent._begin_close()  # pyright: ignore[reportPrivateUsage]
+    def _request_close(self) -> None:
+        super()._request_close()
         self._unregister()
-        self._detach()
-        await self.fiber.aclose()  # the loop writes its turn/end after the detach
-        self.owner._discard(self.aclose)  # pyright: ignore[reportPrivateUsage]
+        self._detach()  # the loop writes its turn/end after the detach
 
 
 class _DetachBeforeFlush(_Lifecycle):
     """(d) The session is detached before the loop's closing turn/end is flushed."""
 
-    async def _teardown(self, close_loop: Closer) -> None:
+    async def _teardown(self) -> None:
         self._detach()
-        await super()._teardown(close_loop)
+        await super()._teardown()
 
 
 class _LoserLeftRegistered(_Lifecycle):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import trio
 import trio.testing
 from acp import schema
 
-from trio_agents import MemoryStore
+from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
 from trio_agents.store import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
@@ -178,4 +179,39 @@ async def test_arguments_that_are_not_strict_json_never_reach_the_wire() -> None
         assert result == {"stopReason": "end_turn"}
         (call,) = [u for u in peer.updates(sid) if u["sessionUpdate"] == "tool_call"]
         assert call["rawInput"] == repr({"job_id": float("inf")})
+        check_wire(peer)
+
+
+def test_the_writer_merges_a_run_of_text_chunks_of_one_session_and_keeps_the_order() -> None:
+    from trio_agents.acp import _encode, _Text  # pyright: ignore[reportPrivateUsage]
+
+    other = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    wire = _encode([_Text("a", "he"), _Text("a", "llo"), other, _Text("b", "x"), _Text("a", "!")])
+    frames = [json.loads(line) for line in wire.splitlines()]
+    assert [
+        (f["params"]["sessionId"], f["params"]["update"]["content"]["text"])
+        for f in [frames[0], frames[2], frames[3]]
+    ] == [("a", "hello"), ("b", "x"), ("a", "!")]
+    assert frames[1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    for frame in (frames[0], frames[2], frames[3]):
+        schema.SessionNotification.model_validate(frame["params"])
+
+
+async def test_a_reply_that_arrives_at_once_reaches_the_client_as_one_update() -> None:
+    pieces = [f"piece {n}; " for n in range(40)]
+
+    class Burst:
+        """Many deltas from one read, as an SSE model yields them: no checkpoint between."""
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+            await trio.lowlevel.checkpoint()
+            for piece in pieces:
+                yield TextDelta(piece)
+            yield Finish("stop")
+
+    async with acp_peer(Burst) as peer:
+        sid = await new_session(peer)
+        answer = await peer.request("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert [u["content"]["text"] for u in peer.updates(sid)] == ["".join(pieces)]
         check_wire(peer)

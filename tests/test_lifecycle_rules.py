@@ -414,3 +414,44 @@ async def test_resume_of_an_unknown_session_names_it() -> None:
     async with open_runtime(MemoryStore()) as rt:
         with pytest.raises(SessionNotFoundError, match="no session 'nope' is stored"):
             await rt.agents.resume("nope", model=ScriptedModel())
+
+
+def _all_tasks() -> int:
+    def count(task: trio.lowlevel.Task) -> int:
+        return 1 + sum(count(t) for n in task.child_nurseries for t in n.child_tasks)
+
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    return count(root)
+
+
+async def test_an_idle_agent_is_one_task_and_a_running_one_adds_none_of_its_own() -> None:
+    # One lifecycle task hosts the agent's fiber and runs its loop: the memory of ten
+    # thousand idle agents is mostly tasks, nurseries and cancel scopes (docs/design.md).
+    async with open_runtime(MemoryStore()) as rt:
+        await trio.testing.wait_all_tasks_blocked()
+        before = _all_tasks()
+        handles = [await rt.agents.create(model=ScriptedModel()) for _ in range(3)]
+        await trio.testing.wait_all_tasks_blocked()
+        assert _all_tasks() == before + 3
+        for handle in handles:
+            await handle.aclose()
+        assert _all_tasks() == before
+
+
+async def test_closing_an_agents_own_fiber_closes_the_agent() -> None:
+    store = MemoryStore()
+    async with open_runtime(store) as rt:
+        handle = await rt.agents.create(
+            model=ScriptedModel([reply("x", hold=True)]), session_id="a"
+        )
+        unwound: list[str] = []
+        handle.fiber.callback(lambda: unwound.append("fiber"))
+        handle.agent.send("go")
+        await trio.testing.wait_all_tasks_blocked()
+        await handle.fiber.aclose()
+        assert handle.closed
+        assert unwound == ["fiber"]
+        assert rt.agents.get("a") is None
+        assert "a" not in store.live_ids
+        assert turn_ends(handle.agent) == [{"kind": "closed"}]

@@ -46,6 +46,17 @@ logger = logging.getLogger("trio_agents.acp")
 READ_SIZE = 65536
 
 
+@dataclass(slots=True)
+class _Text:
+    """Streamed text not yet encoded: the writer merges a run of these for one session."""
+
+    session_id: str
+    text: str
+
+
+_Outgoing = bytes | _Text
+
+
 @dataclass
 class _Prompt:
     cancel_requested: bool = False
@@ -84,7 +95,7 @@ class AcpServer:
         self._sessions: dict[str, _Session] = {}
         self._loading: set[str] = set()
         self._closed = False
-        self._out, self._out_receive = trio.open_memory_channel[bytes](math.inf)
+        self._out, self._out_receive = trio.open_memory_channel[_Outgoing](math.inf)
         self._teardown_done: trio.Event | None = None
 
     # -- the connection ---------------------------------------------------------------------
@@ -196,16 +207,19 @@ class AcpServer:
             if broken:
                 continue  # keep draining, so nothing blocks on a queue nobody reads
             try:
-                await send.send_all(b"".join(frames))
+                await send.send_all(_encode(frames))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 logger.warning("the client stopped reading; dropping further frames")
                 broken = True
 
-    def _send(self, frame: bytes) -> None:
+    def _send(self, frame: _Outgoing) -> None:
         try:
             self._out.send_nowait(frame)
         except trio.ClosedResourceError:
-            logger.debug("frame after the connection closed, dropped: %r", frame[:200])
+            logger.debug(
+                "frame after the connection closed, dropped: %r",
+                frame if isinstance(frame, _Text) else frame[:200],
+            )
 
     def _update(self, session_id: str, update: Mapping[str, Any]) -> None:
         params = {"sessionId": session_id, "update": update}
@@ -386,7 +400,34 @@ class AcpServer:
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
-            self._update(event.agent_id, m.agent_text_update(event.text))
+            self._send(_Text(event.agent_id, event.text))
+
+
+def _encode(frames: list[_Outgoing]) -> bytes:
+    """The frames as one write. A run of text chunks of one session becomes one update:
+    a model that streams faster than the client reads costs one frame, not one per chunk."""
+    out: list[bytes] = []
+    run: list[str] = []
+    run_session: str | None = None
+
+    def flush_run() -> None:
+        if run_session is not None:
+            params = {"sessionId": run_session, "update": m.agent_text_update("".join(run))}
+            out.append(rpc.encode_notification("session/update", params))
+        run.clear()
+
+    for frame in frames:
+        if isinstance(frame, _Text):
+            if frame.session_id != run_session:
+                flush_run()
+                run_session = frame.session_id
+            run.append(frame.text)
+        else:
+            flush_run()
+            run_session = None
+            out.append(frame)
+    flush_run()
+    return b"".join(out)
 
 
 def _describe(exc: BaseException) -> str:

@@ -102,6 +102,7 @@ class Agent:
         "_cancelling",
         "_closing",
         "_events",
+        "_exited",
         "_inbox",
         "_loop_started",
         "_loop_task",
@@ -111,7 +112,6 @@ class Agent:
         "_session",
         "_settled",
         "_status",
-        "_stopped",
         "_tool_specs",
         "_tools",
         "_turn",
@@ -149,9 +149,13 @@ class Agent:
         self._cancelling = False
         self._loop_started = False
         self._loop_task: trio.lowlevel.Task | None = None
-        self._wake = trio.lowlevel.ParkingLot()
+        # The loop is the only task that waits to be woken: it parks itself here, which is
+        # what a ParkingLot would do, without a lot and its dict per idle agent.
+        self._wake: trio.lowlevel.Task | None = None
         self._settled = trio.lowlevel.ParkingLot()
-        self._stopped = trio.Event()
+        # Whether the loop has exited (or will never run). Waiters park on `_settled`: an
+        # Event per agent would cost more than the bool at ten thousand idle agents.
+        self._exited = False
 
     # -- identity and state -------------------------------------------------------------
 
@@ -249,7 +253,8 @@ class Agent:
         await trio.lowlevel.checkpoint()
         while True:
             if self._status is AgentStatus.CLOSED:
-                await self._stopped.wait()
+                while not self._exited:
+                    await self._settled.park()
                 return
             if self._status is AgentStatus.IDLE:
                 return
@@ -282,11 +287,11 @@ class Agent:
                 self._settle()
                 # A status listener may have sent during the settle: only park if still idle.
                 if self._status is AgentStatus.IDLE:
-                    await self._wake.park()
+                    await self._park()
         finally:
             self._closing = True
             self._set_status(AgentStatus.CLOSED)
-            self._stopped.set()
+            self._exited = True
             self._settled.unpark_all()
 
     async def _run_turn(self, prompt: InboxMessage) -> None:
@@ -492,8 +497,8 @@ class Agent:
             self._turn.cancel(_CLOSED_CAUSE, _CLOSED_CAUSE)
         self._set_status(AgentStatus.CLOSED)
         if not self._loop_started:
-            self._stopped.set()
-        self._wake.unpark_all()
+            self._exited = True
+        self._unpark_loop()
         self._settled.unpark_all()
 
     async def _aclose(self) -> bool:
@@ -509,14 +514,15 @@ class Agent:
             await trio.lowlevel.checkpoint()
             return False
         with trio.move_on_after(self._options.close_grace, shield=True):
-            await self._stopped.wait()
-        if not self._stopped.is_set():
+            while not self._exited:
+                await self._settled.park()
+        if not self._exited:
             logger.error(
                 "agent %r did not stop within close_grace=%ss; a tool is ignoring cancellation",
                 self.id,
                 self._options.close_grace,
             )
-        return self._stopped.is_set()
+        return self._exited
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -535,7 +541,23 @@ class Agent:
     def _wake_driver(self) -> None:
         if self._status is AgentStatus.IDLE:
             self._set_status(AgentStatus.RUNNING)
-            self._wake.unpark_all()
+            self._unpark_loop()
+
+    async def _park(self) -> None:
+        task = trio.lowlevel.current_task()
+        self._wake = task
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if self._wake is task:
+                self._wake = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _unpark_loop(self) -> None:
+        task, self._wake = self._wake, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
 
     def _settle(self) -> None:
         if self._status is AgentStatus.RUNNING:

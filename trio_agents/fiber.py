@@ -55,7 +55,27 @@ class Plugin:
 class Fiber:
     """A scope that owns a nursery, an exit stack, child fibers and agents."""
 
+    __slots__ = (
+        "_agents",
+        "_children",
+        "_close_requested",
+        "_closed",
+        "_disposers",
+        "_errors",
+        "_nursery",
+        "_parent",
+        "_runtime",
+        "_state",
+        "_task",
+        "name",
+    )
+
     def __init__(self, name: str, runtime: Runtime, parent: Fiber | None) -> None:
+        self._init_state(name, runtime, parent)
+        self._close_requested = trio.Event()
+        self._closed = trio.Event()
+
+    def _init_state(self, name: str, runtime: Runtime, parent: Fiber | None) -> None:
         self.name = name
         self._runtime = runtime
         self._parent = parent
@@ -63,8 +83,6 @@ class Fiber:
         self._children: list[Fiber] = []
         self._disposers: list[tuple[str, Disposer]] = []
         self._nursery: trio.Nursery | None = None
-        self._close_requested = trio.Event()
-        self._closed = trio.Event()
         self._errors: list[Exception] = []
         self._agents: AgentRegistry | None = None
         self._task: trio.lowlevel.Task | None = None
@@ -227,6 +245,48 @@ class Fiber:
                 f"cannot {verb} fiber {self.name!r}: it is {self._state}; "
                 "use a fiber that is still open"
             )
+
+
+class AgentFiber(Fiber):
+    """An agent's own fiber. It has no task of its own: the agent's lifecycle task opens
+    its nursery, runs the agent's loop in it, and unwinds it last in the teardown. One task
+    per agent instead of three keeps an idle agent small (docs/design.md, "Costs").
+
+    Closing it is closing its agent: `aclose()` asks the lifecycle, which unwinds this
+    fiber at the end of the agent's teardown (rule L1).
+    """
+
+    __slots__ = ("_close_owner",)
+
+    def __init__(self, name: str, runtime: Runtime, close_owner: Disposer) -> None:
+        # No events of its own (its closing is its lifecycle's), unlike a served fiber.
+        self._init_state(name, runtime, None)
+        self._close_owner = close_owner
+
+    def host(self, nursery: trio.Nursery, task: trio.lowlevel.Task) -> None:
+        self._nursery, self._task = nursery, task
+        self._state = "open"
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        raise RuntimeError(f"{self!r} is hosted by its agent's lifecycle task; it has no serve")
+
+    async def aclose(self) -> None:
+        await self._close_owner()
+
+    async def unwind_hosted(self) -> list[Exception]:
+        """Unwind children and disposers, then cancel the nursery's other tasks. Called by
+        the hosting task, shielded; returns the errors instead of raising them."""
+        if self._state == "open":
+            self._state = "closing"
+            try:
+                await self._unwind()
+            finally:
+                if self._nursery is not None:
+                    self._nursery.cancel_scope.cancel(reason=f"fiber {self.name!r} closed")
+        self._state = "closed"
+        return self._errors
 
 
 class _Holder:

@@ -13,7 +13,6 @@ wakes anything and waits for whichever step comes next.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -34,7 +33,9 @@ class Inbox:
     __slots__ = ("_prompts", "_step_input")
 
     def __init__(self) -> None:
-        self._prompts: deque[InboxMessage] = deque()
+        # A list, not a deque: an empty deque allocates a 64-slot block, which is most of an
+        # idle agent's inbox; queues are short, so popping the head is cheap.
+        self._prompts: list[InboxMessage] = []
         self._step_input: list[InboxMessage] = []
 
     def push(self, message: InboxMessage) -> None:
@@ -45,7 +46,7 @@ class Inbox:
 
     def pop_prompt(self) -> InboxMessage | None:
         """The oldest queued prompt, removed, or None."""
-        return self._prompts.popleft() if self._prompts else None
+        return self._prompts.pop(0) if self._prompts else None
 
     def claim_step_input(self) -> list[InboxMessage]:
         """Every pending steering and context message, in acceptance order, removed."""
@@ -78,7 +79,7 @@ class Inbox:
 
         out = [m for m in self._step_input if dropped(m)]
         out.extend(m for m in self._prompts if dropped(m))
-        self._prompts = deque(m for m in self._prompts if not dropped(m))
+        self._prompts = [m for m in self._prompts if not dropped(m)]
         self._step_input = [m for m in self._step_input if not dropped(m)]
         return out
 
@@ -94,7 +95,7 @@ class Inbox:
             return []
         self._step_input = [m for m in self._step_input if m.kind == "context"]
         prompts = [InboxMessage(m.id, m.content, "prompt") for m in steering]
-        self._prompts.extendleft(reversed(prompts))
+        self._prompts[0:0] = prompts
         return prompts
 
     def __iter__(self) -> Iterator[InboxMessage]:

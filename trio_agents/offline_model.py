@@ -46,8 +46,8 @@ class OfflineModel:
         if answers:
             # Its call was answered: report the result (context that arrived since, such
             # as a job-done notice, does not make it call again).
+            await trio.lowlevel.checkpoint()
             for chunk in _pieces(f"tool said:\n{answers[-1]}"):
-                await trio.lowlevel.checkpoint()
                 yield TextDelta(chunk)
             yield Finish("stop")
             return
@@ -63,8 +63,10 @@ class OfflineModel:
         if prompt == "/hold":
             yield TextDelta("holding until you cancel...")
             await trio.sleep_forever()
+        # The whole reply is at hand at once, as when one network read holds several
+        # events: its pieces go out without a checkpoint between them.
+        await trio.lowlevel.checkpoint()
         for chunk in _pieces(f"{INTRO}echo: {prompt}"):
-            await trio.lowlevel.checkpoint()
             yield TextDelta(chunk)
         yield Finish("stop")
 

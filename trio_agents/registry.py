@@ -5,10 +5,11 @@ session (the store rejects a duplicate live id), enter the agent, announce. A lo
 create that races its owner's close (L4), runs the same teardown as a normal close and
 leaves nothing behind.
 
-Each agent has a lifecycle task in its owner fiber's nursery. That task hosts the agent's own
-fiber, which runs the agent's loop, and performs the teardown of rule L1 when asked:
+Each agent has one task, its lifecycle task, in its owner fiber's nursery. That task opens
+the agent's own fiber's nursery, runs the agent's loop in it, and when the loop has exited
+performs the teardown of rule L1:
 
-    stop the loop (turn ends `closed`)  ->  await its exit  ->  kill and reap its shell jobs
+    stop the loop (turn ends `closed`)  ->  its exit  ->  kill and reap its shell jobs
     ->  flush the session  ->  unregister the agent (AgentClosed)
     ->  detach the session (SessionClosed)  ->  unwind the agent's own fiber
 
@@ -19,16 +20,17 @@ which is memoized: the first call starts it, every call waits for the same end (
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from .agent import Agent, Closer
+from .agent import Agent
 from .errors import DuplicateSessionError
 from .events import AgentClosed, AgentCreated, SessionClosed, SessionCreated
-from .fiber import Fiber, FiberClosedError
+from .fiber import AgentFiber, Fiber, FiberClosedError
 from .model import Model
 from .nursery import report_started, runs_inside, start_service
 from .options import AgentOptions
@@ -95,16 +97,38 @@ class AgentHandle:
 class _Lifecycle:
     """One agent's resources, publication state and memoized teardown."""
 
+    __slots__ = (
+        "_agent_announced",
+        "_close_requested",
+        "_detach_session",
+        "_done",
+        "_errors",
+        "_loop_exited",
+        "_nursery",
+        "_registered",
+        "_serving",
+        "_session_announced",
+        "_task",
+        "agent",
+        "fiber",
+        "owner",
+        "phase",
+        "runtime",
+        "session",
+    )
+
     def __init__(self, runtime: Runtime, owner: Fiber, agent: Agent) -> None:
         self.runtime = runtime
         self.owner = owner
         self.agent = agent
         self.session = agent.session
         self.phase: Phase = "preparing"
-        self.fiber = Fiber(f"agent {agent.id}", runtime, None)
+        self.fiber = AgentFiber(f"agent {agent.id}", runtime, self.aclose)
         self._serving = False
         self._task: trio.lowlevel.Task | None = None
-        self._close_requested = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._close_requested = False
+        self._loop_exited = False
         self._done = trio.Event()
         self._errors: list[Exception] = []
         self._detach_session: Callable[[], None] | None = None
@@ -115,36 +139,68 @@ class _Lifecycle:
     # -- the lifecycle task -------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The agent's one task: it hosts the agent's fiber, runs the loop in it, and tears
+        down when the loop has exited, so the teardown cannot start before that exit."""
         self._task = trio.lowlevel.current_task()
         try:
-            with trio.CancelScope(shield=True):  # only aclose() ends an agent
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.fiber.serve)
-                    close_loop: Closer = await self.fiber.nursery.start(self.agent.run)
-                    if not report_started(task_status, None):
-                        self._close_requested.set()  # the create was cancelled: roll back
-                    try:
-                        await self._close_requested.wait()
-                    finally:
-                        # Also when a task of the agent's fiber crashed: unregister and
-                        # detach anyway, so nothing is left half-closed (rule L5).
-                        with trio.CancelScope(shield=True):
-                            await self._teardown(close_loop)
+            async with trio.open_nursery() as nursery:
+                # Only aclose() ends an agent: the owner's cancellation does not reach here.
+                nursery.cancel_scope.shield = True
+                self._nursery = nursery
+                self.fiber.host(nursery, self._task)
+                if not report_started(task_status, None):
+                    self._close_requested = True  # the create was cancelled: roll back
+                if self._close_requested:
+                    self._stop_loop()
+                try:
+                    await self.agent.run()
+                finally:
+                    # Also when a task of the agent's fiber crashed: unregister and detach
+                    # anyway, so nothing is left half-closed (rule L5).
+                    self._loop_ended(nursery)
+                    with trio.CancelScope(shield=True):
+                        await self._teardown()
         finally:
             self.phase = "closed"
             self._done.set()
 
-    async def _teardown(self, close_loop: Closer) -> None:
+    def _request_close(self) -> None:
+        """Stop the loop (its turn ends `closed`) and bound how long it may take."""
+        if self._close_requested:
+            return
+        self._close_requested = True
+        if self._nursery is not None:
+            self._stop_loop()
+        # else the lifecycle task has not run yet: it stops the loop when it does.
+
+    def _stop_loop(self) -> None:
+        self.agent._begin_close()  # pyright: ignore[reportPrivateUsage]
+        # Past close_grace (a tool ignores cancellation) every task of the agent's fiber is
+        # cancelled; the teardown still waits for the loop, or its closing turn/end would
+        # miss the store (rule L1).
+        if self._nursery is not None and not self._loop_exited:
+            scope = self._nursery.cancel_scope
+            scope.deadline = min(
+                scope.deadline, trio.current_time() + self.agent.options.close_grace
+            )
+
+    def _loop_ended(self, nursery: trio.Nursery) -> None:
+        self._loop_exited = True
+        scope = nursery.cancel_scope
+        if not scope.cancel_called:
+            scope.deadline = math.inf  # the fiber's own tasks end after its disposers
+        elif self._close_requested and trio.current_time() >= scope.deadline:
+            logger.error(
+                "agent %r did not stop within close_grace=%ss; a tool is ignoring cancellation",
+                self.agent.id,
+                self.agent.options.close_grace,
+            )
+
+    async def _teardown(self) -> None:
         self.phase = "closing"
+        self._close_requested = True
         grace = self.agent.options.close_grace
         try:
-            if not await close_loop():
-                # The loop did not stop in time (a tool ignores cancellation): cancel every
-                # task of the agent's fiber, then wait for the loop to exit before flushing,
-                # or its closing turn/end would miss the store (rule L1).
-                if self.fiber.state == "open":
-                    self.fiber.nursery.cancel_scope.cancel(reason="agent close_grace expired")
-                await self.agent.wait_idle()
             # Its jobs die while its id is still live, so a same-id successor (which can
             # only appear after the detach below) never loses a job to this teardown. An
             # agent that never went live (a create that lost a same-id race) owns no job:
@@ -163,14 +219,11 @@ class _Lifecycle:
         finally:
             self._unregister()
             self._detach()
-            try:
-                await self.fiber.aclose()
-            except Exception as exc:
-                self._errors.append(exc)
+            self._errors.extend(await self.fiber.unwind_hosted())
             self.owner._discard(self.aclose)  # pyright: ignore[reportPrivateUsage]
 
     async def aclose(self) -> None:
-        self._close_requested.set()
+        self._request_close()
         if not self._serving:
             self.phase = "closed"
             self._done.set()
@@ -195,7 +248,7 @@ class _Lifecycle:
             raise
 
     def check_live(self) -> None:
-        if self._close_requested.is_set():
+        if self._close_requested:
             raise FiberClosedError(
                 f"agent {self.agent.id!r} was closed while it was being created "
                 f"(owner fiber {self.owner.name!r} is {self.owner.state})"

@@ -72,9 +72,9 @@ class Session:
         loop), because a record that cannot be made durable must not pass silently.
         """
         self._observers.append(observer)
+        return lambda: self.unobserve(observer)
 
-        def stop() -> None:
-            if observer in self._observers:
-                self._observers.remove(observer)
-
-        return stop
+    def unobserve(self, observer: RecordObserver) -> None:
+        """Stop calling `observer`; nothing happens if it is not observing."""
+        if observer in self._observers:
+            self._observers.remove(observer)

@@ -95,16 +95,17 @@ class SessionStore(abc.ABC):
         self._claim(session.id)
         self._live[session.id] = session
         self._attach(session)
-        stop = session.observe(lambda record: self._appended(session, record))
+        entry = _LiveEntry(self, session)
+        session.observe(entry)
+        return entry.detach
 
-        def detach() -> None:
-            stop()
-            if self._live.get(session.id) is session:
-                del self._live[session.id]
-                self._detached(session)
-                self._release(session.id)
-
-        return detach
+    def _leave(self, entry: _LiveEntry) -> None:
+        session = entry.session
+        session.unobserve(entry)
+        if self._live.get(session.id) is session:
+            del self._live[session.id]
+            self._detached(session)
+            self._release(session.id)
 
     # -- records ------------------------------------------------------------------------
 
@@ -235,3 +236,22 @@ class MemoryStore(SessionStore):
         await trio.lowlevel.checkpoint()
         infos = [summarize(sid, header, recs) for sid, (header, recs) in self._data.items()]
         return sorted(infos, key=lambda info: info.created_at)
+
+
+class _LiveEntry:
+    """A live session's link to its store: the observer that persists its appends, and
+    its exact detach. One small object rather than three closures per live session."""
+
+    __slots__ = ("session", "store")
+
+    def __init__(self, store: SessionStore, session: Session) -> None:
+        self.store, self.session = store, session
+
+    def __call__(self, record: r.Record) -> None:
+        self.store._appended(self.session, record)  # pyright: ignore[reportPrivateUsage]
+
+    def detach(self) -> None:
+        self.store._leave(self)  # pyright: ignore[reportPrivateUsage]
+
+    def __repr__(self) -> str:
+        return f"<persistence of session {self.session.id!r} in {self.store!r}>"
