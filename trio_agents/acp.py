@@ -59,6 +59,7 @@ _Outgoing = bytes | _Text
 
 @dataclass
 class _Prompt:
+    first_record: int  # the session's length when it was sent: its turn's records follow
     cancel_requested: bool = False
 
 
@@ -355,11 +356,13 @@ class AcpServer:
                 f"a prompt is already in flight for session {session.id}"
             )
         text = m.prompt_text(params)
+        agent = session.handle.agent
+        first_record = len(agent.session)
         try:
-            message_id = session.handle.agent.send(text)
+            message_id = agent.send(text)
         except AgentClosedError as exc:
             raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
-        session.prompt = prompt = _Prompt()
+        session.prompt = prompt = _Prompt(first_record)
         return session, prompt, message_id
 
     async def _settle(
@@ -372,7 +375,9 @@ class AcpServer:
         finally:
             session.prompt = None
         outcome = m.stop_reason(
-            agent.session.records, message_id, cancel_requested=prompt.cancel_requested
+            agent.session.records_since(prompt.first_record),
+            message_id,
+            cancel_requested=prompt.cancel_requested,
         )
         if isinstance(outcome, rpc.JsonRpcError):
             self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))

@@ -46,6 +46,11 @@ class Session:
     def __len__(self) -> int:
         return len(self._records)
 
+    def records_since(self, start: int) -> Sequence[Record]:
+        """The records from index `start` on (a copy): a reader that remembers where it
+        stopped need not copy the whole history again."""
+        return tuple(self._records[start:])
+
     def messages(self) -> list[Message]:
         """The conversation as the model sees it (a copy)."""
         return list(self._transcript.messages)
