@@ -378,10 +378,15 @@ def ratio(values: list[float], baseline: list[float]) -> str:
     return f"{statistics.median(ratios):6.2f}x (min {ratios[0]:.2f}, max {ratios[-1]:.2f})"
 
 
+def verdict(ok: bool, target: str) -> str:
+    return f"{'met' if ok else 'MISSED'} ({target})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer iterations, for a smoke run")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peer frameworks")
     args = parser.parse_args(argv)
     n = args.repeat
     turns = 200 if args.quick else 2000
@@ -389,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trio-agents benchmarks: median of {n} runs, ratios against baselines of the same run")
     print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} cores\n")
 
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, str, str]] = []
 
     def interleaved(
         first: Callable[[], float], second: Callable[[], float]
@@ -404,27 +409,53 @@ def main(argv: list[str] | None = None) -> int:
     one, floor_one = interleaved(
         trio_measure(runtime_turns, 0, turns), trio_measure(floor_turns, 0, turns)
     )
-    rows.append(("1-step turn", summary(one, 1e6, "us"), f"{ratio(one, floor_one)} trio floor"))
     three, floor_three = interleaved(
         trio_measure(runtime_turns, 2, turns // 2), trio_measure(floor_turns, 2, turns // 2)
     )
-    rows.append(
-        ("3-step turn", summary(three, 1e6, "us"), f"{ratio(three, floor_three)} trio floor")
-    )
     extra = [(t - o) / 2 for t, o in zip(three, one, strict=True)]
-    rows.append(("each extra tool step", summary(extra, 1e6, "us"), ""))
     cancel, bare = interleaved(trio_measure(runtime_cancel, 200), trio_measure(bare_cancel, 200))
+
+    peer_rows, fastest_one, fastest_extra = measure_peers(n, turns, skip=args.no_peers)
+
+    target_one = f"<= 8x floor{', >= 4x faster than the fastest peer' if fastest_one else ''}"
+    one_ok = statistics.median(one) <= 8 * statistics.median(floor_one)
+    if fastest_one is not None:
+        one_ok = one_ok and fastest_one[1] >= 4
+    rows.append(
+        (
+            "1-step turn",
+            summary(one, 1e6, "us"),
+            f"{ratio(one, floor_one)} trio floor"
+            + (
+                f"; fastest peer {fastest_one[0]} {fastest_one[1]:.0f}x slower"
+                if fastest_one
+                else ""
+            ),
+            verdict(one_ok, target_one),
+        )
+    )
+    rows.append(
+        ("3-step turn", summary(three, 1e6, "us"), f"{ratio(three, floor_three)} trio floor", "")
+    )
+    extra_versus = ""
+    extra_verdict = "no peer installed"
+    if fastest_extra is not None:
+        times = fastest_extra[1]
+        extra_versus = f"fastest peer {fastest_extra[0]} {times:.0f}x dearer"
+        extra_verdict = verdict(times >= 10, "10x cheaper than the fastest peer's")
+    rows.append(("each extra tool step", summary(extra, 1e6, "us"), extra_versus, extra_verdict))
     rows.append(
         (
             "cancel -> wait_idle",
             summary(cancel, 1e6, "us"),
             f"{ratio(cancel, bare)} bare scope cancel",
+            verdict(statistics.median(cancel) <= 3 * statistics.median(bare), "<= 3x"),
         )
     )
     idle_close = repeat(n, trio_measure(close_latency, False, 200))
-    rows.append(("aclose, idle agent", summary(idle_close, 1e6, "us"), ""))
+    rows.append(("aclose, idle agent", summary(idle_close, 1e6, "us"), "", ""))
     busy_close = repeat(n, trio_measure(close_latency, True, 200))
-    rows.append(("aclose, running agent", summary(busy_close, 1e6, "us"), ""))
+    rows.append(("aclose, running agent", summary(busy_close, 1e6, "us"), "", ""))
     per_agent = repeat(min(n, 3), trio_measure(idle_agent_bytes, agents))
     per_task = repeat(min(n, 3), trio_measure(blocked_task_bytes, agents))
     rows.append(
@@ -432,13 +463,21 @@ def main(argv: list[str] | None = None) -> int:
             f"memory per idle agent ({agents:,})",
             summary(per_agent, 1 / 1024, "KiB"),
             f"{ratio(per_agent, per_task)} one blocked trio task",
+            verdict(statistics.median(per_agent) <= 8 * 1024, "<= 8 KiB"),
         )
     )
     rate = repeat(n, trio_measure(create_close_per_second, 1000))
-    rows.append(("create+close, memory store", summary(rate, 1, "/s"), ""))
+    rows.append(
+        (
+            "create+close, memory store",
+            summary(rate, 1, "/s"),
+            "",
+            verdict(statistics.median(rate) >= 5000, ">= 5,000/s"),
+        )
+    )
     store = [trio.run(sqlite_records_per_second, 500) for _ in range(n)]
-    rows.append(("SQLite appends, per turn", summary([s[0] for s in store], 1, "rec/s"), ""))
-    rows.append(("closing flush, 1,000 records", summary([s[1] for s in store], 1e3, "ms"), ""))
+    rows.append(("SQLite appends, per turn", summary([s[0] for s in store], 1, "rec/s"), "", ""))
+    rows.append(("closing flush, 1,000 records", summary([s[1] for s in store], 1e3, "ms"), "", ""))
     acp = [acp_figures(50 if args.quick else 200) for _ in range(n)]
     trips, echo_trips = [a[0] for a in acp], [a[1] for a in acp]
     spawns, echo_spawns = [a[2] for a in acp], [a[3] for a in acp]
@@ -447,6 +486,16 @@ def main(argv: list[str] | None = None) -> int:
             "ACP prompt round trip",
             summary(trips, 1e6, "us"),
             f"{ratio(trips, echo_trips)} bare trio echo",
+            verdict(statistics.median(trips) <= 1.5 * statistics.median(echo_trips), "<= 1.5x"),
+        )
+    )
+    server = [t - e for t, e in zip(trips, echo_trips, strict=True)]
+    rows.append(
+        (
+            "  of which the server's turn",
+            summary(server, 1e6, "us"),
+            f"{ratio(server, one)} an in-process 1-step turn",
+            "",
         )
     )
     rows.append(
@@ -454,14 +503,91 @@ def main(argv: list[str] | None = None) -> int:
             "ACP spawn -> initialize",
             summary(spawns, 1e3, "ms"),
             f"{ratio(spawns, echo_spawns)} bare trio echo",
+            verdict(statistics.median(spawns) <= 2.5 * statistics.median(echo_spawns), "<= 2.5x"),
         )
     )
+    rows.extend(peer_rows)
 
-    width = max(len(name) for name, _, _ in rows)
-    for name, value, versus in rows:
-        print(f"{name:<{width}}  {value}  {versus}")
-    print("\npeers (pydantic-ai, openai-agents): not measured yet (issue 7 is in progress)")
+    width = max(len(name) for name, _, _, _ in rows)
+    value_width = max(len(value) for _, value, _, _ in rows)
+    versus_width = max(len(versus) for _, _, versus, _ in rows)
+    for name, value, versus, target in rows:
+        print(f"{name:<{width}}  {value:<{value_width}}  {versus:<{versus_width}}  {target}")
     return 0
+
+
+def measure_peers(
+    n: int, turns: int, *, skip: bool
+) -> tuple[list[tuple[str, str, str, str]], tuple[str, float] | None, tuple[str, float] | None]:
+    """Rows for the peer frameworks, and the fastest peer's 1-step turn and extra step, each
+    as a multiple of ours measured interleaved with it over the same number of turns (both
+    peers redo work over the whole history every turn, so the count matters)."""
+    import peers
+
+    rows: list[tuple[str, str, str, str]] = []
+    fastest_one: tuple[str, float] | None = None
+    fastest_extra: tuple[str, float] | None = None
+    peer_turns = 50 if turns < 2000 else 200
+    for name, version in peers.available().items():
+        if version is None or skip:
+            why = "skipped (--no-peers)" if skip else "not installed: pip install -e '.[bench]'"
+            rows.append((f"peer {name}", why, "", ""))
+            continue
+        ours_one: list[float] = []
+        one: list[float] = []
+        ours_three: list[float] = []
+        three: list[float] = []
+        ours_cancel: list[float] = []
+        cancel: list[float] = []
+        for _ in range(n):
+            ours_one.append(trio.run(runtime_turns, 0, peer_turns))
+            one.append(peers.turn_seconds(name, 0, peer_turns))
+            ours_three.append(trio.run(runtime_turns, 2, peer_turns // 2))
+            three.append(peers.turn_seconds(name, 2, peer_turns // 2))
+            ours_cancel.append(trio.run(runtime_cancel, 50))
+            cancel.append(peers.cancel_seconds(name, 50))
+        extra = [(t - o) / 2 for t, o in zip(three, one, strict=True)]
+        ours_extra = [(t - o) / 2 for t, o in zip(ours_three, ours_one, strict=True)]
+        label = f"peer {name} {version}"
+        rows.append(
+            (
+                f"{label}: 1-step turn ({peer_turns} turns)",
+                summary(one, 1e6, "us"),
+                f"{ratio(one, ours_one)} trio-agents",
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"{label}: 3-step turn",
+                summary(three, 1e6, "us"),
+                f"{ratio(three, ours_three)} trio-agents",
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"{label}: extra tool step",
+                summary(extra, 1e6, "us"),
+                f"{ratio(extra, ours_extra)} trio-agents",
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"{label}: cancel",
+                summary(cancel, 1e6, "us"),
+                f"{ratio(cancel, ours_cancel)} trio-agents",
+                "",
+            )
+        )
+        times_one = statistics.median(one) / statistics.median(ours_one)
+        times_extra = statistics.median(extra) / statistics.median(ours_extra)
+        if fastest_one is None or times_one < fastest_one[1]:
+            fastest_one = (name, times_one)
+        if fastest_extra is None or times_extra < fastest_extra[1]:
+            fastest_extra = (name, times_extra)
+    return rows, fastest_one, fastest_extra
 
 
 if __name__ == "__main__":
