@@ -57,8 +57,15 @@ class Record:
         return {"type": self.type, "data": _plain(self.data)}
 
 
+# Most values in records are these: an exact type check answers for them before the slower
+# `isinstance` against the Mapping ABC.
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def freeze(value: Any) -> Any:
     """A deep read-only copy: mappings become MappingProxyType, sequences tuples."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Mapping):
         return MappingProxyType({str(k): freeze(v) for k, v in value.items()})  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     if isinstance(value, list | tuple):
@@ -72,6 +79,8 @@ def thaw(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     if isinstance(value, list | tuple):
