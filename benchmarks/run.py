@@ -298,6 +298,25 @@ trio.run(main)
 """
 
 
+MEMORY_STORE_SERVER = """
+import os, trio
+from trio_agents import BashTools, MemoryStore, open_runtime
+from trio_agents.acp import AcpServer
+from trio_agents.offline_model import OfflineModel
+
+async def main():
+    # `trio-agents acp` with the memory store: what the SQLite commits cost, by difference.
+    receive = trio.lowlevel.FdStream(os.dup(0))
+    send = trio.lowlevel.FdStream(os.dup(1))
+    bash = BashTools()
+    async with open_runtime(MemoryStore()) as rt, receive, send:
+        await rt.load(bash)
+        await AcpServer(rt, OfflineModel, bash=bash).serve(receive, send)
+
+trio.run(main)
+"""
+
+
 def _request(process: subprocess.Popen[bytes], frame: dict[str, Any]) -> dict[str, Any]:
     assert process.stdin is not None
     assert process.stdout is not None
@@ -330,8 +349,9 @@ def _serve_timed(
     return spawn, trip
 
 
-def acp_figures(prompts: int) -> tuple[float, float, float, float]:
-    """(ACP round trip, echo round trip, ACP spawn-to-initialize, echo spawn-to-answer)."""
+def acp_figures(prompts: int) -> tuple[float, float, float, float, float]:
+    """(ACP round trip, echo round trip, ACP spawn-to-initialize, echo spawn-to-answer, ACP
+    round trip with the memory store)."""
     with tempfile.TemporaryDirectory() as directory:
         store = os.path.join(directory, "acp.sqlite3")
         binary = os.path.join(os.path.dirname(sys.executable), "trio-agents")
@@ -354,7 +374,10 @@ def acp_figures(prompts: int) -> tuple[float, float, float, float]:
         echo_spawn, echo_trip = _serve_timed(
             [sys.executable, "-c", ECHO_SERVER], echo_frame, prompts
         )
-    return agent_trip, echo_trip, agent_spawn, echo_spawn
+        _, memory_trip = _serve_timed(
+            [sys.executable, "-c", MEMORY_STORE_SERVER], prompt_frame, prompts
+        )
+    return agent_trip, echo_trip, agent_spawn, echo_spawn, memory_trip
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -489,12 +512,12 @@ def main(argv: list[str] | None = None) -> int:
             verdict(statistics.median(trips) <= 1.5 * statistics.median(echo_trips), "<= 1.5x"),
         )
     )
-    server = [t - e for t, e in zip(trips, echo_trips, strict=True)]
+    memory_trips = [a[4] for a in acp]
     rows.append(
         (
-            "  of which the server's turn",
-            summary(server, 1e6, "us"),
-            f"{ratio(server, one)} an in-process 1-step turn",
+            "  the same, memory store",
+            summary(memory_trips, 1e6, "us"),
+            f"{ratio(memory_trips, echo_trips)} bare trio echo",
             "",
         )
     )

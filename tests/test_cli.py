@@ -102,3 +102,11 @@ def test_a_failure_prints_a_seed_and_a_reproduction_that_fails_the_same_way(
     reported = re.search(r"^    (AssertionError: .*)$", result.stdout, re.M)
     assert reported, result.stdout
     assert reported.group(1) in replay.stderr
+
+
+def test_acp_with_an_unconfigured_endpoint_says_which_variable_to_set(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_MODEL", raising=False)
+    assert main(["acp", "--model", "openai"]) == 2
+    assert "OPENAI_MODEL is not set" in capsys.readouterr().err

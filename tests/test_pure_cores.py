@@ -19,6 +19,7 @@ from trio_agents.transcript import Transcript
 PURE_MODULES = [
     "errors",  # subclasses trio.ClosedResourceError by contract; checked separately below
     "acp_mapping",
+    "chat_render",
     "collector",
     "events",
     "inbox",
@@ -27,6 +28,7 @@ PURE_MODULES = [
     "options",
     "records",
     "session",
+    "sse",
     "status",
     "tool",
     "transcript",

@@ -38,6 +38,7 @@ from .model import (
     ToolSpec,
     Usage,
 )
+from .openai_model import ModelEndpointError, OpenAICompatibleModel
 from .options import AgentOptions
 from .records import Record
 from .registry import AgentHandle, AgentRegistry
@@ -78,7 +79,9 @@ __all__ = [
     "MessageId",
     "Model",
     "ModelChunk",
+    "ModelEndpointError",
     "ModelRequest",
+    "OpenAICompatibleModel",
     "PersistenceError",
     "Plugin",
     "Record",

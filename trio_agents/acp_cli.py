@@ -20,15 +20,12 @@ import trio
 from .acp import AcpServer
 from .bash_tools import BashTools
 from .model import Model
-from .offline_model import OfflineModel
+from .model_choice import MODELS
 from .options import AgentOptions
 from .runtime import open_runtime
 from .sqlite_store import default_store_path
 
-__all__ = ["MODELS", "add_parser", "run", "serve_stdio"]
-
-MODELS: dict[str, Callable[[], Model]] = {"offline": OfflineModel}
-"""Model names `--model` accepts, each with the factory that makes one model per session."""
+__all__ = ["add_parser", "run", "serve_stdio"]
 
 
 def add_parser(commands: Any) -> None:
@@ -71,7 +68,13 @@ def run(args: argparse.Namespace) -> int:
         format="trio-agents acp: %(levelname)s %(name)s: %(message)s",
     )
     options = AgentOptions(max_steps=args.max_steps)
-    trio.run(serve_stdio, args.store, MODELS[args.model], options)
+    factory = MODELS[args.model]
+    try:
+        factory()  # a model that is not configured should say so now, not at session/new
+    except ValueError as exc:
+        print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
+        return 2
+    trio.run(serve_stdio, args.store, factory, options)
     return 0
 
 

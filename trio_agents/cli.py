@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import acp_cli, sessions_cli
+from . import acp_cli, chat_cli, sessions_cli
 
 __all__ = ["main"]
 
@@ -94,11 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     conformance.add_argument("--seed", type=int, default=None)
     sessions_cli.add_parser(commands)
     acp_cli.add_parser(commands)
+    chat_cli.add_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "sessions":
         return sessions_cli.run(args)
     if args.command == "acp":
         return acp_cli.run(args)
+    if args.command == "chat":
+        return chat_cli.run(args)
     return _conformance(args)
 
 
