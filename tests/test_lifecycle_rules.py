@@ -425,7 +425,7 @@ def _all_tasks() -> int:
     return count(root)
 
 
-async def test_an_idle_agent_is_one_task_and_a_running_one_adds_none_of_its_own() -> None:
+async def test_an_idle_agent_is_one_task_and_closing_it_leaves_none() -> None:
     # One lifecycle task hosts the agent's fiber and runs its loop: the memory of ten
     # thousand idle agents is mostly tasks, nurseries and cancel scopes (docs/design.md).
     async with open_runtime(MemoryStore()) as rt:

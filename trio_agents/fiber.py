@@ -250,7 +250,7 @@ class Fiber:
 class AgentFiber(Fiber):
     """An agent's own fiber. It has no task of its own: the agent's lifecycle task opens
     its nursery, runs the agent's loop in it, and unwinds it last in the teardown. One task
-    per agent instead of three keeps an idle agent small (docs/design.md, "Costs").
+    per agent instead of three keeps an idle agent small (D46).
 
     Closing it is closing its agent: `aclose()` asks the lifecycle, which unwinds this
     fiber at the end of the agent's teardown (rule L1).
