@@ -18,7 +18,15 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from trio_agents import MemoryStore, Model, Record, SessionStore, SqliteStore, open_runtime
+from trio_agents import (
+    MemoryStore,
+    Model,
+    Record,
+    SessionStore,
+    SqliteStore,
+    chat_cli,
+    open_runtime,
+)
 from trio_agents.chat_cli import (
     CANCEL_REASON,
     Chat,
@@ -349,6 +357,45 @@ async def test_a_ctrl_c_that_lands_as_a_line_is_read_still_leaves() -> None:
     assert not await store.exists("s1")
 
 
+async def test_a_ctrl_c_as_the_agent_opens_leaves_without_waiting_for_a_line() -> None:
+    # Between the start (whose scope a Ctrl-C cancels) and the first prompt, entering the
+    # agent's handle is a checkpoint where the SIGINT receiver can run. A write made then is
+    # the same moment: the chat is still starting.
+    store = MemoryStore()
+    chats: list[Chat] = []
+
+    class OpeningTerminal(FakeTerminal):
+        def write(self, text: str) -> None:
+            super().write(text)
+            if text.startswith("model offline"):
+                chats[0].interrupt()
+
+    term = OpeningTerminal()  # no line is ever typed, and input never ends
+    chat = Chat(term, config(store))
+    chats.append(chat)
+    code: int | None = None
+    with trio.move_on_after(60):  # virtual: fires only if the chat waits for a line
+        code = await chat.run()
+    assert code == 130
+    assert term.output.endswith("> \nsession s1 had no turns; nothing was stored\n")
+
+
+async def test_a_model_endpoint_that_is_not_configured_is_an_error_with_exit_code_2() -> None:
+    def unconfigured() -> Model:
+        raise ValueError("OPENAI_MODEL is not set: set it to the model your endpoint serves")
+
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, unconfigured))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        assert await chat.exit_code() == 2
+    assert term.errors == [
+        "trio-agents chat: OPENAI_MODEL is not set: set it to the model your endpoint serves"
+    ]
+    assert PROMPT not in term.output
+    assert not await store.exists("s1")
+
+
 async def test_max_steps_and_tool_results_are_shown() -> None:
     model = ScriptedModel([tool_step(("bash_output", {"job_id": "bash-7"}))] * 3)
     store, term = MemoryStore(), FakeTerminal()
@@ -410,6 +457,20 @@ def test_a_missing_store_with_a_session_is_an_error_and_creates_nothing(
     assert main(["chat", "--store", str(path), "--session", "x"]) == 2
     assert f"no store at {path}, so no session 'x'" in capsys.readouterr().err
     assert not path.parent.exists()
+
+
+def test_a_ctrl_c_outside_the_receiver_exits_130_even_when_a_nursery_wraps_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once the SIGINT receiver is closed, e.g. while the output drains to a paused terminal
+    # or a reader that does not read, trio raises KeyboardInterrupt in the main task where it
+    # waits, in a nursery: it reaches `trio.run` wrapped in an exception group.
+    async def interrupted_while_draining(config: ChatConfig) -> int:
+        async with trio.open_nursery():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(chat_cli, "_main", interrupted_while_draining)
+    assert main(["chat", "--model", "offline", "--store", str(tmp_path / "s.db")]) == 130
 
 
 @pytest.mark.realtime  # worker threads

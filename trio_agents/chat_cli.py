@@ -257,7 +257,7 @@ class Chat:
         """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
         the prompt (130), close the agent (the store keeps the session). A session that
         cannot be opened is 2 (an unknown id) or 1 (a store that cannot be opened, a
-        session live in another process)."""
+        session live in another process); a model endpoint that is not configured is 2."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
@@ -301,7 +301,12 @@ class Chat:
 
     async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
         config = self._config
-        model = config.model_factory()
+        try:
+            model = config.model_factory()
+        except ValueError as exc:
+            # A model endpoint that is not (or badly) configured says which variable to set.
+            self._terminal.error(f"trio-agents chat: {exc}")
+            return EXIT_USAGE
         if config.session_id is None:
             cwd = config.cwd if config.cwd is not None else os.getcwd()
             handle = await rt.agents.create(
@@ -349,7 +354,10 @@ class Chat:
             self._terminal.write(self._renderer.finish() + PROMPT)
             line: str | None = None
             with trio.CancelScope() as self._scope:
-                line = await self._terminal.readline()
+                # A Ctrl-C after the start's scope closed, as the agent was entered, found
+                # no scope to cancel: it leaves now, without waiting for a line.
+                if not self._interrupted:
+                    line = await self._terminal.readline()
             if self._interrupted:
                 # Also when the Ctrl-C landed just after the line was read: it means leave.
                 self._terminal.write("\n")
@@ -469,11 +477,14 @@ def run(args: argparse.Namespace) -> int:
         options=AgentOptions(max_steps=args.max_steps),
         store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
     )
+    code = EXIT_INTERRUPTED
     try:
-        code: int = trio.run(_main, config)
-    except KeyboardInterrupt:
-        # A Ctrl-C in the instant before the handler is installed or after it is gone.
-        return EXIT_INTERRUPTED
+        code = trio.run(_main, config)
+    except* KeyboardInterrupt:
+        # A Ctrl-C in the instant before the handler is installed or after it is gone (e.g.
+        # while the output drains): trio raises it where the main task waits, often in a
+        # nursery, which wraps it in a group.
+        pass
     return code
 
 

@@ -111,6 +111,16 @@ class OpenAICompatibleModel:
         for name, value in (("backoff", backoff), ("max_wait", max_wait)):
             if not _is_seconds(value):
                 raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+        # Surrounding whitespace, as a key read from a file has, is no part of it. Anything
+        # else a header cannot hold would fail only when sending, in an httpx error quoting
+        # the header escaped, where redaction cannot find the key: refuse it now, unshown.
+        api_key = api_key.strip() if api_key else None
+        if api_key and not all(" " <= char <= "~" for char in api_key):
+            raise ValueError(
+                "api_key may hold only printable ASCII characters (it goes in an HTTP "
+                "header); this one has a line end, a control or a non-ASCII character "
+                "(not shown here)"
+            )
         clash = sorted(_RESERVED & set(extra_body or {}))
         if clash:
             raise ValueError(
@@ -198,22 +208,28 @@ class OpenAICompatibleModel:
             chat = ChatStream()
             try:
                 parser = SSEParser()
-                async for piece in pieces:
-                    for event in parser.feed(piece):
-                        for chunk in chat.event(event):
-                            streamed += 1
-                            yield chunk
-                    if chat.done:
-                        # The body ends right after [DONE]: reading its end lets a shared
-                        # client reuse the connection. A server that holds it open is not
-                        # waited for.
-                        with (
-                            trio.move_on_after(_DONE_GRACE),
-                            contextlib.suppress(httpx.TransportError),
-                        ):
-                            async for _ in pieces:
-                                pass
-                        break
+                try:
+                    async for piece in pieces:
+                        for event in parser.feed(piece):
+                            for chunk in chat.event(event):
+                                streamed += 1
+                                yield chunk
+                        if chat.done:
+                            # The body ends right after [DONE]: reading its end lets a shared
+                            # client reuse the connection. A server that holds it open is not
+                            # waited for.
+                            with (
+                                trio.move_on_after(_DONE_GRACE),
+                                contextlib.suppress(httpx.TransportError),
+                            ):
+                                async for _ in pieces:
+                                    pass
+                            break
+                except httpx.TransportError:
+                    # A cut after the finish_reason is an end like any other (chunked, httpx
+                    # reports it as a protocol error): only the usage may be missing.
+                    if not chat.complete:
+                        raise
                 if not chat.complete:
                     raise ModelEndpointError(
                         f"the stream from {self.endpoint} ended before the model finished "

@@ -144,7 +144,8 @@ class ChatStream:
     """
 
     def __init__(self) -> None:
-        self._calls: dict[int, _PartialCall] = {}
+        # Keyed by (index, n): n counts the calls a server started anew at a reused index.
+        self._calls: dict[tuple[int, int], _PartialCall] = {}
         self._reason: str | None = None
         self._usage: Usage | None = None
         self.done = False
@@ -208,27 +209,44 @@ class ChatStream:
     def _call_delta(self, delta: Mapping[str, Any]) -> None:
         call_id = delta.get("id")
         call_id = call_id if isinstance(call_id, str) else ""
+        raw_function = delta.get("function")
+        function: Mapping[str, Any] = (
+            cast("Mapping[str, Any]", raw_function) if isinstance(raw_function, Mapping) else {}
+        )
+        raw_name = function.get("name")
+        name = raw_name if isinstance(raw_name, str) else ""
         index = delta.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
             # Some servers leave out `index`: a new id starts a call, no id continues one.
-            known = [i for i, c in self._calls.items() if call_id and c.call_id == call_id]
+            known = [k for k, c in self._calls.items() if call_id and c.call_id == call_id]
             if known:
-                index = known[0]
+                key = known[0]
             elif call_id or not self._calls:
-                index = max(self._calls, default=-1) + 1
+                key = (max(self._calls, default=(-1, 0))[0] + 1, 0)
             else:
-                index = max(self._calls)
-        partial = self._calls.setdefault(index, _PartialCall())
+                key = max(self._calls)
+        else:
+            key = max((k for k in self._calls if k[0] == index), default=(index, 0))
+            current = self._calls.get(key)
+            # A new id with a name starts a new call even at a used index: Ollama sends
+            # parallel calls all at index 0. A new id alone (LM Studio sends one with every
+            # fragment) continues the call.
+            if (
+                current is not None
+                and current.call_id
+                and call_id not in ("", current.call_id)
+                and name
+            ):
+                key = (index, key[1] + 1)
+        partial = self._calls.setdefault(key, _PartialCall())
         if call_id and not partial.call_id:
             partial.call_id = call_id
-        function = delta.get("function")
-        if not isinstance(function, Mapping):
+        if not function:
             return
-        function = cast("Mapping[str, Any]", function)
-        name = function.get("name")
-        # Servers repeat the name (and id) on later fragments, or send it once: keep the first.
-        if isinstance(name, str) and name and not partial.name:
-            partial.name = name
+        # Most servers send the name once; some repeat it on every fragment (kept once),
+        # some split a long one across fragments (joined).
+        if name and name != partial.name:
+            partial.name += name
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             partial.arguments += arguments
@@ -244,8 +262,8 @@ class ChatStream:
             self.unknown_reason = reason
         truncated = mapped == "length"
         out: list[ModelChunk] = []
-        for index in sorted(self._calls):
-            call = self._complete_call(index, self._calls[index], truncated)
+        for key in sorted(self._calls):
+            call = self._complete_call(key[0], self._calls[key], truncated)
             if call is not None:
                 out.append(call)
         if mapped is None:
