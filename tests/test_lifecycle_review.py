@@ -1,9 +1,11 @@
 """Regressions from the lifecycle review, one test each: self-close of a fiber, a child
 opened while its parent closes, a close whose grace expires, a crash inside an agent, a
-read-only store, a losing concurrent resume, and disposers that must not pile up."""
+read-only store, a losing concurrent resume, disposers that must not pile up, a closed agent
+freed without the cycle collector, and a create cancelled as its agent starts."""
 
 from __future__ import annotations
 
+import gc
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -13,16 +15,20 @@ import trio
 import trio.testing
 
 from trio_agents import (
+    Agent,
     AgentOptions,
     DuplicateSessionError,
     MemoryStore,
     PersistenceError,
     Record,
+    Runtime,
     SqliteStore,
     ToolContext,
     TrioAgentsError,
     open_runtime,
 )
+from trio_agents.fiber import AgentFiber
+from trio_agents.registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
 
@@ -145,3 +151,92 @@ async def test_closed_agents_leave_no_disposer_behind_on_their_owner() -> None:
             handle = await rt.agents.create(model=ScriptedModel())
             await handle.aclose()
         assert len(rt._disposers) == before  # pyright: ignore[reportPrivateUsage]
+
+
+def _count(kind: type) -> int:
+    return sum(1 for o in gc.get_objects() if type(o) is kind)
+
+
+async def test_a_closed_agent_is_freed_without_the_cycle_collector() -> None:
+    # The agent's fiber reaches its lifecycle to close it. Once the agent is closed that
+    # link must not keep it (and its whole session) alive until the cycle collector runs.
+    async with open_runtime(MemoryStore()) as rt:
+        gc.collect()
+        gc.disable()
+        try:
+            before = (_count(_Lifecycle), _count(Agent), _count(AgentFiber))
+            handle = await rt.agents.create(model=ScriptedModel([reply("hi")]))
+            handle.fiber.callback(lambda: None)
+            handle.agent.send("go")
+            await handle.agent.wait_idle()
+            await handle.aclose()
+            del handle
+            assert (_count(_Lifecycle), _count(Agent), _count(AgentFiber)) == before
+        finally:
+            gc.enable()
+
+
+async def test_a_closed_agents_fiber_still_reports_the_errors_of_its_close() -> None:
+    async with open_runtime(MemoryStore()) as rt:
+        handle = await rt.agents.create(model=ScriptedModel())
+
+        async def fail() -> None:
+            raise ValueError("disposer failed")
+
+        handle.fiber.push_async_callback(fail)
+        with pytest.RaisesGroup(ValueError, match="errors while closing agent"):
+            await handle.aclose()
+        with pytest.RaisesGroup(ValueError, match="errors while closing agent"):
+            await handle.fiber.aclose()  # memoized: the same outcome, after the close
+
+
+class _SlowTeardown(_Lifecycle):
+    """A teardown that takes a (virtual) second, as a slow store or shell would."""
+
+    async def _teardown(self) -> None:
+        await trio.sleep(1)
+        await super()._teardown()
+
+
+class _SlowTeardownRuntime(Runtime):
+    lifecycle_class = _SlowTeardown
+
+
+class _CancelOnceStarted(trio.abc.Instrument):
+    """Cancels `scope` right after the first step of an agent's lifecycle task: the task
+    has moved itself into its owner's nursery, and its creator resumes cancelled."""
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("_Lifecycle.serve"):
+            self.scope.cancel()
+
+
+async def test_a_create_cancelled_as_its_agent_starts_waits_for_its_rollback() -> None:
+    async with open_runtime(MemoryStore(), runtime_class=_SlowTeardownRuntime) as rt:
+        await trio.testing.wait_all_tasks_blocked()
+        tasks, disposers = _all_tasks(), len(rt._disposers)  # pyright: ignore[reportPrivateUsage]
+        with trio.CancelScope() as scope:
+            instrument = _CancelOnceStarted(scope)
+            trio.lowlevel.add_instrument(instrument)
+            try:
+                await rt.agents.create(model=ScriptedModel(), session_id="a")
+            finally:
+                trio.lowlevel.remove_instrument(instrument)
+        assert scope.cancelled_caught
+        # The rollback is the agent's one teardown: the create returns after it is complete.
+        assert _all_tasks() == tasks
+        assert len(rt._disposers) == disposers  # pyright: ignore[reportPrivateUsage]
+        assert rt.agents.get("a") is None
+        assert "a" not in rt.sessions.live_ids
+
+
+def _all_tasks() -> int:
+    def count(task: trio.lowlevel.Task) -> int:
+        return 1 + sum(count(t) for n in task.child_nurseries for t in n.child_tasks)
+
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    return count(root)

@@ -14,6 +14,7 @@ scopes, whoever calls `aclose()`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -35,6 +36,7 @@ logger = logging.getLogger("trio_agents.fiber")
 T = TypeVar("T")
 Disposer = Callable[[], Awaitable[object]]
 FiberState = Literal["new", "open", "closing", "closed"]
+_disposer_keys = itertools.count()
 
 
 class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
@@ -81,7 +83,9 @@ class Fiber:
         self._parent = parent
         self._state: FiberState = "new"
         self._children: list[Fiber] = []
-        self._disposers: list[tuple[str, Disposer]] = []
+        # Keyed, in push order: unwinding pops the newest (LIFO), and an agent closed by its
+        # handle forgets its entry in O(1) however many agents its owner holds.
+        self._disposers: dict[int, tuple[str, Disposer]] = {}
         self._nursery: trio.Nursery | None = None
         self._errors: list[Exception] = []
         self._agents: AgentRegistry | None = None
@@ -222,7 +226,7 @@ class Fiber:
             if self._children and self._children[-1] is child:
                 self._children.pop()
         while self._disposers:
-            label, disposer = self._disposers.pop()
+            _, (label, disposer) = self._disposers.popitem()
             try:
                 await disposer()
             except Exception as exc:
@@ -231,13 +235,15 @@ class Fiber:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _push(self, label: str, disposer: Disposer) -> None:
-        self._disposers.append((label, disposer))
+    def _push(self, label: str, disposer: Disposer) -> int:
+        """Register a disposer; returns the key that `_discard` forgets it by."""
+        key = next(_disposer_keys)
+        self._disposers[key] = (label, disposer)
+        return key
 
-    def _discard(self, disposer: Disposer) -> None:
+    def _discard(self, key: int) -> None:
         """Forget a disposer that already ran elsewhere (an agent closed by its handle)."""
-        # Bound methods are created anew on every access: compare them by equality.
-        self._disposers = [(label, d) for label, d in self._disposers if d != disposer]
+        self._disposers.pop(key, None)
 
     def _check_open(self, verb: str) -> None:
         if self._state != "open":
@@ -274,6 +280,11 @@ class AgentFiber(Fiber):
 
     async def aclose(self) -> None:
         await self._close_owner()
+
+    def release_owner(self, report: Disposer) -> None:
+        """The agent's teardown is complete: `aclose()` now only runs `report`, and this
+        fiber no longer holds on to its lifecycle."""
+        self._close_owner = report
 
     async def unwind_hosted(self) -> list[Exception]:
         """Unwind children and disposers, then cancel the nursery's other tasks. Called by

@@ -19,6 +19,7 @@ which is memoized: the first call starts it, every call waits for the same end (
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import uuid
@@ -110,6 +111,7 @@ class _Lifecycle:
         "_session_announced",
         "_task",
         "agent",
+        "disposer_key",
         "fiber",
         "owner",
         "phase",
@@ -131,6 +133,7 @@ class _Lifecycle:
         self._loop_exited = False
         self._done = trio.Event()
         self._errors: list[Exception] = []
+        self.disposer_key: int | None = None  # its entry in the owner's disposers
         self._detach_session: Callable[[], None] | None = None
         self._registered = False
         self._session_announced = False
@@ -161,8 +164,15 @@ class _Lifecycle:
                     with trio.CancelScope(shield=True):
                         await self._teardown()
         finally:
-            self.phase = "closed"
-            self._done.set()
+            self._finish()
+
+    def _finish(self) -> None:
+        self.phase = "closed"
+        self._done.set()
+        # The agent's fiber closes the agent through this lifecycle; closed, it only reports
+        # how the close went. Letting go of the lifecycle breaks the cycle lifecycle ->
+        # fiber -> lifecycle, so a closed agent is freed without the cycle collector.
+        self.fiber.release_owner(functools.partial(_report_closed, self.agent.id, self._errors))
 
     def _request_close(self) -> None:
         """Stop the loop (its turn ends `closed`) and bound how long it may take."""
@@ -220,13 +230,13 @@ class _Lifecycle:
             self._unregister()
             self._detach()
             self._errors.extend(await self.fiber.unwind_hosted())
-            self.owner._discard(self.aclose)  # pyright: ignore[reportPrivateUsage]
+            if self.disposer_key is not None:
+                self.owner._discard(self.disposer_key)  # pyright: ignore[reportPrivateUsage]
 
     async def aclose(self) -> None:
         self._request_close()
         if not self._serving:
-            self.phase = "closed"
-            self._done.set()
+            self._finish()
         if self._task is not None and runs_inside(self._task):
             # Called from inside the agent (a tool closing its own agent): it cannot wait
             # for its own end. The teardown goes on; the caller is cancelled with its turn.
@@ -234,8 +244,7 @@ class _Lifecycle:
             return
         with trio.CancelScope(shield=True):
             await self._done.wait()
-        if self._errors:
-            raise ExceptionGroup(f"errors while closing agent {self.agent.id!r}", self._errors)
+        _raise_close_errors(self.agent.id, self._errors)
 
     # -- publication --------------------------------------------------------------------
 
@@ -244,7 +253,10 @@ class _Lifecycle:
         try:
             await start_service(self.owner.nursery, self.serve)
         except BaseException:
-            self._serving = False
+            # Its task may have started before the start failed (its creator was cancelled
+            # as it started): then the teardown is under way, and closing must wait for it.
+            if self._task is None:
+                self._serving = False
             raise
 
     def check_live(self) -> None:
@@ -283,6 +295,18 @@ class _Lifecycle:
             self._detach_session = None
             if self._session_announced:
                 self.runtime.events.emit(SessionClosed(self.session.id))
+
+
+async def _report_closed(agent_id: str, errors: list[Exception]) -> None:
+    """`aclose()` of an agent whose teardown is complete: a checkpoint, then its errors."""
+    with trio.CancelScope(shield=True):
+        await trio.lowlevel.checkpoint()
+    _raise_close_errors(agent_id, errors)
+
+
+def _raise_close_errors(agent_id: str, errors: list[Exception]) -> None:
+    if errors:
+        raise ExceptionGroup(f"errors while closing agent {agent_id!r}", errors)
 
 
 class AgentRegistry:
@@ -370,7 +394,7 @@ class AgentRegistry:
         life = self._runtime.lifecycle_class(self._runtime, owner, agent)
         # The owner co-owns the teardown before any resource exists, so an owner close that
         # lands anywhere below also tears down what was prepared (rule L4).
-        owner._push(f"agent {agent.id}", life.aclose)  # pyright: ignore[reportPrivateUsage]
+        life.disposer_key = owner._push(f"agent {agent.id}", life.aclose)  # pyright: ignore[reportPrivateUsage]
         try:
             await life.start()
             life.check_live()
