@@ -29,6 +29,9 @@ from .known_bad import (
 )
 
 BUDGET = settings(
+    # The same examples every run: a seeded defect is either caught on every run or never,
+    # never on some runs only (a random search of this budget missed (k) once in many runs).
+    derandomize=True,
     max_examples=300,
     stateful_step_count=30,
     deadline=None,
