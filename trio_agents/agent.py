@@ -424,11 +424,11 @@ class Agent:
     async def _stream(
         self, turn: _Turn, step: int, text: list[str]
     ) -> tuple[list[ToolCall], Finish]:
-        messages: list[Message] = []
+        # One copy of the history per step (the request is a snapshot a model may keep).
+        messages = self._session.message_snapshot()
         if self._options.system_prompt is not None:
-            messages.append(Message("system", self._options.system_prompt))
-        messages.extend(self._session.messages())
-        request = ModelRequest(tuple(messages), self._tool_specs, self._options)
+            messages = (Message("system", self._options.system_prompt), *messages)
+        request = ModelRequest(messages, self._tool_specs, self._options)
         calls: list[ToolCall] = []
         finish: Finish | None = None
         stream = self._model.stream(request)

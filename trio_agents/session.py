@@ -55,6 +55,10 @@ class Session:
         """The conversation as the model sees it (a copy)."""
         return list(self._transcript.messages)
 
+    def message_snapshot(self) -> tuple[Message, ...]:
+        """The conversation as the model sees it, frozen: what one model request holds."""
+        return tuple(self._transcript.messages)
+
     def append(self, type: str, data: Mapping[str, Any]) -> Record:
         record = Record.of(type, data)
         self._records.append(record)
