@@ -6,6 +6,8 @@ from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import trio
+
 from trio_agents import (
     Agent,
     BashTools,
@@ -53,3 +55,14 @@ async def bash_runtime(grace: float = 0.5) -> AsyncGenerator[tuple[Runtime, Bash
         bash = BashTools()
         await rt.load(bash)
         yield rt, bash
+
+
+def all_tasks() -> int:
+    """How many tasks the current trio run has, counted from the root task."""
+
+    def count(task: trio.lowlevel.Task) -> int:
+        return 1 + sum(count(t) for n in task.child_nurseries for t in n.child_tasks)
+
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    return count(root)

@@ -31,6 +31,8 @@ from trio_agents.fiber import AgentFiber
 from trio_agents.registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
+from .helpers import all_tasks
+
 
 async def test_a_task_of_a_fiber_can_close_its_own_fiber() -> None:
     async with open_runtime(MemoryStore()) as rt:
@@ -217,7 +219,7 @@ class _CancelOnceStarted(trio.abc.Instrument):
 async def test_a_create_cancelled_as_its_agent_starts_waits_for_its_rollback() -> None:
     async with open_runtime(MemoryStore(), runtime_class=_SlowTeardownRuntime) as rt:
         await trio.testing.wait_all_tasks_blocked()
-        tasks, disposers = _all_tasks(), len(rt._disposers)  # pyright: ignore[reportPrivateUsage]
+        tasks, disposers = all_tasks(), len(rt._disposers)  # pyright: ignore[reportPrivateUsage]
         with trio.CancelScope() as scope:
             instrument = _CancelOnceStarted(scope)
             trio.lowlevel.add_instrument(instrument)
@@ -227,16 +229,7 @@ async def test_a_create_cancelled_as_its_agent_starts_waits_for_its_rollback() -
                 trio.lowlevel.remove_instrument(instrument)
         assert scope.cancelled_caught
         # The rollback is the agent's one teardown: the create returns after it is complete.
-        assert _all_tasks() == tasks
+        assert all_tasks() == tasks
         assert len(rt._disposers) == disposers  # pyright: ignore[reportPrivateUsage]
         assert rt.agents.get("a") is None
         assert "a" not in rt.sessions.live_ids
-
-
-def _all_tasks() -> int:
-    def count(task: trio.lowlevel.Task) -> int:
-        return 1 + sum(count(t) for n in task.child_nurseries for t in n.child_tasks)
-
-    root = trio.lowlevel.current_root_task()
-    assert root is not None
-    return count(root)

@@ -31,7 +31,7 @@ from trio_agents.store import StoredSession
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
 from trio_agents.testing.history import history_problems
 
-from .helpers import of_type, turn_ends
+from .helpers import all_tasks, of_type, turn_ends
 
 
 class GatedStore(MemoryStore):
@@ -416,27 +416,18 @@ async def test_resume_of_an_unknown_session_names_it() -> None:
             await rt.agents.resume("nope", model=ScriptedModel())
 
 
-def _all_tasks() -> int:
-    def count(task: trio.lowlevel.Task) -> int:
-        return 1 + sum(count(t) for n in task.child_nurseries for t in n.child_tasks)
-
-    root = trio.lowlevel.current_root_task()
-    assert root is not None
-    return count(root)
-
-
 async def test_an_idle_agent_is_one_task_and_closing_it_leaves_none() -> None:
     # One lifecycle task hosts the agent's fiber and runs its loop: the memory of ten
     # thousand idle agents is mostly tasks, nurseries and cancel scopes (docs/design.md).
     async with open_runtime(MemoryStore()) as rt:
         await trio.testing.wait_all_tasks_blocked()
-        before = _all_tasks()
+        before = all_tasks()
         handles = [await rt.agents.create(model=ScriptedModel()) for _ in range(3)]
         await trio.testing.wait_all_tasks_blocked()
-        assert _all_tasks() == before + 3
+        assert all_tasks() == before + 3
         for handle in handles:
             await handle.aclose()
-        assert _all_tasks() == before
+        assert all_tasks() == before
 
 
 async def test_closing_an_agents_own_fiber_closes_the_agent() -> None:

@@ -19,6 +19,7 @@ import trio
 
 from .acp import AcpServer
 from .bash_tools import BashTools
+from .cli_args import positive_int
 from .model import Model
 from .model_choice import MODELS
 from .options import AgentOptions
@@ -44,21 +45,11 @@ def add_parser(commands: Any) -> None:
     )
     acp.add_argument(
         "--max-steps",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="end a turn after this many model calls (ACP stop reason max_turn_requests)",
     )
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ import trio
 from .agent import Agent
 from .bash_tools import BashTools
 from .chat_render import PROMPT, Renderer, replay_summary
+from .cli_args import positive_int
 from .errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
 from .events import Event, TextStreamed
 from .model import Model
@@ -439,21 +440,11 @@ def add_parser(commands: Any) -> None:
     )
     chat.add_argument(
         "--max-steps",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="end a turn after this many model calls",
     )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
