@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import importlib.metadata
 import importlib.util
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -379,12 +378,9 @@ async def _openai_agents_cancel(rounds: int) -> float:
 # -- alone -----------------------------------------------------------------------------------
 
 
-def summary(values: list[float], scale: float, unit: str) -> str:
-    median = statistics.median(values) * scale
-    return f"{median:10.1f} {unit} (min {min(values) * scale:.1f}, max {max(values) * scale:.1f})"
-
-
 def main(argv: list[str] | None = None) -> int:
+    from run import summary  # imported here: run.py needs trio-agents, this module does not
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer iterations, for a smoke run")

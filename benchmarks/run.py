@@ -299,21 +299,13 @@ trio.run(main)
 
 
 MEMORY_STORE_SERVER = """
-import os, trio
-from trio_agents import BashTools, MemoryStore, open_runtime
-from trio_agents.acp import AcpServer
+import trio
+from trio_agents import MemoryStore
+from trio_agents.acp_cli import serve_stdio
 from trio_agents.offline_model import OfflineModel
 
-async def main():
-    # `trio-agents acp` with the memory store: what the SQLite commits cost, by difference.
-    receive = trio.lowlevel.FdStream(os.dup(0))
-    send = trio.lowlevel.FdStream(os.dup(1))
-    bash = BashTools()
-    async with open_runtime(MemoryStore()) as rt, receive, send:
-        await rt.load(bash)
-        await AcpServer(rt, OfflineModel, bash=bash).serve(receive, send)
-
-trio.run(main)
+# `trio-agents acp` with the memory store: what the SQLite commits cost, by difference.
+trio.run(serve_stdio, MemoryStore(), OfflineModel)
 """
 
 
@@ -571,39 +563,20 @@ def measure_peers(
             cancel.append(peers.cancel_seconds(name, 50))
         extra = [(t - o) / 2 for t, o in zip(three, one, strict=True)]
         ours_extra = [(t - o) / 2 for t, o in zip(ours_three, ours_one, strict=True)]
-        label = f"peer {name} {version}"
-        rows.append(
-            (
-                f"{label}: 1-step turn ({peer_turns} turns)",
-                summary(one, 1e6, "us"),
-                f"{ratio(one, ours_one)} trio-agents",
-                "",
+        for figure, theirs, ours in (
+            (f"1-step turn ({peer_turns} turns)", one, ours_one),
+            ("3-step turn", three, ours_three),
+            ("extra tool step", extra, ours_extra),
+            ("cancel", cancel, ours_cancel),
+        ):
+            rows.append(
+                (
+                    f"peer {name} {version}: {figure}",
+                    summary(theirs, 1e6, "us"),
+                    f"{ratio(theirs, ours)} trio-agents",
+                    "",
+                )
             )
-        )
-        rows.append(
-            (
-                f"{label}: 3-step turn",
-                summary(three, 1e6, "us"),
-                f"{ratio(three, ours_three)} trio-agents",
-                "",
-            )
-        )
-        rows.append(
-            (
-                f"{label}: extra tool step",
-                summary(extra, 1e6, "us"),
-                f"{ratio(extra, ours_extra)} trio-agents",
-                "",
-            )
-        )
-        rows.append(
-            (
-                f"{label}: cancel",
-                summary(cancel, 1e6, "us"),
-                f"{ratio(cancel, ours_cancel)} trio-agents",
-                "",
-            )
-        )
         times_one = statistics.median(one) / statistics.median(ours_one)
         times_extra = statistics.median(extra) / statistics.median(ours_extra)
         if fastest_one is None or times_one < fastest_one[1]:

@@ -223,8 +223,7 @@ class AcpServer:
             )
 
     def _update(self, session_id: str, update: Mapping[str, Any]) -> None:
-        params = {"sessionId": session_id, "update": update}
-        self._send(rpc.encode_notification("session/update", params))
+        self._send(_update_frame(session_id, update))
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -417,8 +416,7 @@ def _encode(frames: list[_Outgoing]) -> bytes:
 
     def flush_run() -> None:
         if run_session is not None:
-            params = {"sessionId": run_session, "update": m.agent_text_update("".join(run))}
-            out.append(rpc.encode_notification("session/update", params))
+            out.append(_update_frame(run_session, m.agent_text_update("".join(run))))
         run.clear()
 
     for frame in frames:
@@ -433,6 +431,10 @@ def _encode(frames: list[_Outgoing]) -> bytes:
             out.append(frame)
     flush_run()
     return b"".join(out)
+
+
+def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
+    return rpc.encode_notification("session/update", {"sessionId": session_id, "update": update})
 
 
 def _describe(exc: BaseException) -> str:

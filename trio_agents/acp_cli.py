@@ -25,6 +25,7 @@ from .model_choice import MODELS
 from .options import AgentOptions
 from .runtime import open_runtime
 from .sqlite_store import default_store_path
+from .store import SessionStore
 
 __all__ = ["add_parser", "run", "serve_stdio"]
 
@@ -70,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve_stdio(
-    store: Path | None, model_factory: Callable[[], Model], options: AgentOptions | None = None
+    store: SessionStore | Path | None,
+    model_factory: Callable[[], Model],
+    options: AgentOptions | None = None,
 ) -> None:
     # Duplicates: trio makes the descriptors non-blocking and closes them when done.
     receive = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))

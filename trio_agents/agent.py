@@ -268,7 +268,8 @@ class Agent:
         Its owner starts this once, with `close = await nursery.start(agent.run)`, and so
         receives the agent's closer: `await close()` stops the loop (the running turn ends
         `closed`) and waits, shielded and bounded by `close_grace`, for it to exit. Only the
-        loop's owner holds that capability; `open_agent` and the registry own it for you.
+        loop's owner holds that capability; `open_agent` owns it for you. (The registry runs
+        the loop in the agent's one task and bounds its close itself, design D46.)
         """
         if self._loop_started:
             raise RuntimeError(f"agent {self.id!r} is already running its loop")

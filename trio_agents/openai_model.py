@@ -174,7 +174,7 @@ class OpenAICompatibleModel:
         return cls(
             model,
             base_url=base_url,
-            api_key=env.get("OPENAI_API_KEY", "").strip() or None,
+            api_key=env.get("OPENAI_API_KEY"),
             client=client,
             max_retries=max_retries,
             timeout=timeout,
