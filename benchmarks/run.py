@@ -38,7 +38,7 @@ from trio_agents import (
     ToolContext,
     open_runtime,
 )
-from trio_agents.session import Session
+from trio_agents._session import Session
 
 Row = tuple[str, list[float], str, list[float] | None, str]
 
@@ -301,8 +301,8 @@ trio.run(main)
 MEMORY_STORE_SERVER = """
 import trio
 from trio_agents import MemoryStore
-from trio_agents.acp_cli import serve_stdio
-from trio_agents.offline_model import OfflineModel
+from trio_agents.acp import serve_stdio
+from trio_agents._model_offline import OfflineModel
 
 # `trio-agents acp` with the memory store: what the SQLite commits cost, by difference.
 trio.run(serve_stdio, MemoryStore(), OfflineModel)

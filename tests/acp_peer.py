@@ -20,8 +20,8 @@ from trio_agents import (
     ShellExecutor,
     open_runtime,
 )
-from trio_agents.acp import AcpServer
-from trio_agents.offline_model import OfflineModel
+from trio_agents._model_offline import OfflineModel
+from trio_agents.acp._server import AcpServer
 
 
 class AcpPeer:

@@ -19,7 +19,7 @@ import trio
 import trio.testing
 from hypothesis import settings
 
-from trio_agents.testing.profiles import profile
+from trio_agents.testing._profiles import profile
 
 # TRIO_AGENTS_PROFILE=deep runs every Hypothesis test with the deep budget.
 settings.register_profile("trio-agents", profile())

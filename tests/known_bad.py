@@ -27,8 +27,8 @@ from trio_agents import (
     open_agent,
     open_runtime,
 )
-from trio_agents.inbox import Inbox, InboxMessage
-from trio_agents.registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+from trio_agents._inbox import Inbox, InboxMessage
+from trio_agents._registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 
 
 class _ForgetfulInbox(Inbox):

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_agents import Record
-from trio_agents import jsonrpc as rpc
-from trio_agents.acp_mapping import (
+from trio_agents.acp import _jsonrpc as rpc
+from trio_agents.acp._mapping import (
     initialize_result,
     prompt_text,
     stop_reason,

@@ -14,7 +14,7 @@ import trio.testing
 from acp import schema
 
 from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
-from trio_agents.store import StoredSession
+from trio_agents._store import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 from .acp_peer import AcpPeer, acp_peer
@@ -183,7 +183,7 @@ async def test_arguments_that_are_not_strict_json_never_reach_the_wire() -> None
 
 
 def test_the_writer_merges_a_run_of_text_chunks_of_one_session_and_keeps_the_order() -> None:
-    from trio_agents.acp import _encode, _Text  # pyright: ignore[reportPrivateUsage]
+    from trio_agents.acp._server import _encode, _Text  # pyright: ignore[reportPrivateUsage]
 
     other = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
     wire = _encode([_Text("a", "he"), _Text("a", "llo"), other, _Text("b", "x"), _Text("a", "!")])

@@ -36,7 +36,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
-from trio_agents.testing.history import history_problems
+from trio_agents.testing._history import history_problems
 
 from .helpers import delivered, of_type, turn_ends
 

@@ -24,10 +24,10 @@ from trio_agents import (
     Record,
     SessionStore,
     SqliteStore,
-    chat_cli,
     open_runtime,
 )
-from trio_agents.chat_cli import (
+from trio_agents._cli import _chat as chat_cli
+from trio_agents._cli._chat import (
     CANCEL_REASON,
     Chat,
     ChatConfig,
@@ -36,7 +36,7 @@ from trio_agents.chat_cli import (
     resolve_model,
     run_chat,
 )
-from trio_agents.chat_render import (
+from trio_agents._cli._chat_render import (
     PROMPT,
     Renderer,
     describe_call,
@@ -44,10 +44,10 @@ from trio_agents.chat_render import (
     describe_result,
     replay_summary,
 )
-from trio_agents.cli import main
-from trio_agents.offline_model import OfflineModel
-from trio_agents.options import AgentOptions
-from trio_agents.store import StoredSession
+from trio_agents._cli._main import main
+from trio_agents._model_offline import OfflineModel
+from trio_agents._options import AgentOptions
+from trio_agents._store import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 BIN = pathlib.Path(sys.executable).parent

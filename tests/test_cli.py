@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from trio_agents.cli import main
+from trio_agents._cli._main import main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent

@@ -16,7 +16,7 @@ from trio_agents import (
     SqliteStore,
     open_runtime,
 )
-from trio_agents.configured import AgentConfig, ConfiguredAgents
+from trio_agents._configured import AgentConfig, ConfiguredAgents
 from trio_agents.testing import ScriptedModel, reply
 
 from .helpers import of_type, turn_ends, types

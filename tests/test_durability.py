@@ -27,7 +27,7 @@ import trio
 
 from trio_agents import Record, SqliteStore, open_runtime
 from trio_agents.testing import ScriptedModel
-from trio_agents.testing.history import history_problems
+from trio_agents.testing._history import history_problems
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 SESSION: Final = "s1"

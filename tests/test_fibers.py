@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from trio_agents import EventBus, Fiber, FiberClosedError, MemoryStore, SessionStore, open_runtime
-from trio_agents.registry import AgentRegistry
+from trio_agents._registry import AgentRegistry
 
 
 async def test_F1_disposers_run_strictly_lifo_one_after_another() -> None:

@@ -9,7 +9,7 @@ import trio.testing
 
 from trio_agents import Record, open_agent
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
-from trio_agents.testing.history import history_problems
+from trio_agents.testing._history import history_problems
 
 from .helpers import of_type
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from trio_agents.testing.agent_machine import AgentMachine, check_agent_conformance
-from trio_agents.testing.lifecycle_machine import check_lifecycle_conformance
-from trio_agents.testing.shell_machine import check_shell_conformance, shell_settings
+from trio_agents.testing._agent_machine import AgentMachine, check_agent_conformance
+from trio_agents.testing._lifecycle_machine import check_lifecycle_conformance
+from trio_agents.testing._shell_machine import check_shell_conformance, shell_settings
 
 from .known_bad import (
     aclose_before_loop_exit,

@@ -27,8 +27,8 @@ from trio_agents import (
     TrioAgentsError,
     open_runtime,
 )
-from trio_agents.fiber import AgentFiber
-from trio_agents.registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+from trio_agents._fiber import AgentFiber
+from trio_agents._registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
 from .helpers import all_tasks

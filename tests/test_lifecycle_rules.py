@@ -27,9 +27,9 @@ from trio_agents import (
     SqliteStore,
     open_runtime,
 )
-from trio_agents.store import StoredSession
+from trio_agents._store import StoredSession
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
-from trio_agents.testing.history import history_problems
+from trio_agents.testing._history import history_problems
 
 from .helpers import all_tasks, of_type, turn_ends
 

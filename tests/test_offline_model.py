@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trio_agents import AgentOptions, Message, ModelChunk, ModelRequest, TextDelta, ToolCall
-from trio_agents.offline_model import OfflineModel
+from trio_agents._model_offline import OfflineModel
 
 
 async def chunks(*messages: Message) -> list[ModelChunk]:

@@ -12,28 +12,28 @@ import pytest
 
 import trio_agents
 from trio_agents import AgentOptions, Record
-from trio_agents.inbox import Inbox, InboxMessage
-from trio_agents.testing.reference import AgentReference
-from trio_agents.transcript import Transcript
+from trio_agents._inbox import Inbox, InboxMessage
+from trio_agents._transcript import Transcript
+from trio_agents.testing._reference import AgentReference
 
 PURE_MODULES = [
-    "errors",  # subclasses trio.ClosedResourceError by contract; checked separately below
-    "acp_mapping",
-    "chat_render",
-    "collector",
-    "events",
-    "inbox",
-    "jsonrpc",
-    "model",
-    "options",
-    "records",
-    "session",
-    "sse",
-    "status",
-    "tool",
-    "transcript",
-    "testing/reference",
-    "testing/history",
+    "_errors",  # subclasses trio.ClosedResourceError by contract; checked separately below
+    "acp/_mapping",
+    "_cli/_chat_render",
+    "_shell_output",
+    "_events",
+    "_inbox",
+    "acp/_jsonrpc",
+    "_model",
+    "_options",
+    "_records",
+    "_session",
+    "_model_sse",
+    "_status",
+    "_tool",
+    "_transcript",
+    "testing/_reference",
+    "testing/_history",
 ]
 
 
@@ -48,7 +48,7 @@ def imported_modules(path: pathlib.Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", [m for m in PURE_MODULES if m != "errors"])
+@pytest.mark.parametrize("module", [m for m in PURE_MODULES if m != "_errors"])
 def test_pure_core_imports_neither_trio_nor_hypothesis(module: str) -> None:
     path = pathlib.Path(trio_agents.__file__).parent / f"{module}.py"
     assert not {"trio", "hypothesis"} & imported_modules(path)

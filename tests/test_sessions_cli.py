@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from trio_agents import open_runtime
-from trio_agents.cli import main
+from trio_agents._cli._main import main
 from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
 

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import trio
 
-from trio_agents.shell import RunResult, ShellExecutor, ShellRequest
+from trio_agents._shell import RunResult, ShellExecutor, ShellRequest
 
 from .test_shell_run import gone
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from trio_agents.testing import check_shell_conformance
-from trio_agents.testing.profiles import profile
-from trio_agents.testing.shell_machine import shell_settings
+from trio_agents.testing._profiles import profile
+from trio_agents.testing._shell_machine import shell_settings
 
 
 @pytest.mark.subprocess

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
+import trio_agents._shell as shell_module
+import trio_agents._shell_output as collector_module
 from trio_agents import (
     DuplicateSessionError,
     MemoryStore,
@@ -18,9 +20,7 @@ from trio_agents import (
     ShellRequest,
     open_runtime,
 )
-from trio_agents import collector as collector_module
-from trio_agents import shell as shell_module
-from trio_agents.collector import OutputCollector
+from trio_agents._shell_output import OutputCollector
 from trio_agents.testing import ScriptedModel
 
 from .helpers import bash_runtime, of_type

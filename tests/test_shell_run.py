@@ -10,7 +10,7 @@ import stat
 import pytest
 import trio
 
-from trio_agents.shell import ShellExecutor, ShellRequest
+from trio_agents._shell import ShellExecutor, ShellRequest
 
 pytestmark = pytest.mark.subprocess
 

@@ -1,16 +1,15 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
-from .agent import Agent, CancelCause, Closer, MessageId, open_agent
-from .bash_tools import BashTools
-from .configured import AgentConfig, ConfiguredAgents
-from .errors import (
+from ._agent import Agent, CancelCause, Closer, MessageId, open_agent
+from ._configured import AgentConfig, ConfiguredAgents
+from ._errors import (
     AgentClosedError,
     CorruptSessionError,
     DuplicateSessionError,
     PersistenceError,
     TrioAgentsError,
 )
-from .events import (
+from ._events import (
     AgentClosed,
     AgentCreated,
     CancelRequested,
@@ -26,8 +25,8 @@ from .events import (
     TurnEnded,
     TurnStarted,
 )
-from .fiber import Fiber, FiberClosedError, Plugin
-from .model import (
+from ._fiber import Fiber, FiberClosedError, Plugin
+from ._model import (
     Finish,
     Message,
     Model,
@@ -38,17 +37,18 @@ from .model import (
     ToolSpec,
     Usage,
 )
-from .openai_model import ModelEndpointError, OpenAICompatibleModel
-from .options import AgentOptions
-from .records import Record
-from .registry import AgentHandle, AgentRegistry
-from .runtime import Runtime, open_runtime
-from .session import Session
-from .shell import JobOutput, RunResult, ShellExecutor, ShellRequest, ShellSpec
-from .sqlite_store import SqliteStore
-from .status import AgentStatus
-from .store import MemoryStore, SessionInfo, SessionNotFoundError, SessionStore
-from .tool import Tool, ToolContext, ToolResult
+from ._model_openai import ModelEndpointError, OpenAICompatibleModel
+from ._options import AgentOptions
+from ._records import Record
+from ._registry import AgentHandle, AgentRegistry
+from ._runtime import Runtime, open_runtime
+from ._session import Session
+from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest, ShellSpec
+from ._shell_tools import BashTools
+from ._status import AgentStatus
+from ._store import MemoryStore, SessionInfo, SessionNotFoundError, SessionStore
+from ._store_sqlite import SqliteStore
+from ._tool import Tool, ToolContext, ToolResult
 
 __all__ = [
     "Agent",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .history import history_problems
-from .host import TrioHost, WallClock
-from .reference import AgentReference
-from .scripted import (
+from ._history import history_problems
+from ._host import TrioHost, WallClock
+from ._reference import AgentReference
+from ._scripted import (
     HOLD,
     EchoTool,
     GateTool,
@@ -25,9 +25,9 @@ from .scripted import (
 )
 
 if TYPE_CHECKING:
-    from .agent_machine import AgentMachine, check_agent_conformance
-    from .lifecycle_machine import LifecycleMachine, check_lifecycle_conformance
-    from .shell_machine import ShellMachine, check_shell_conformance
+    from ._agent_machine import AgentMachine, RandomSeeder, check_agent_conformance
+    from ._lifecycle_machine import LifecycleMachine, check_lifecycle_conformance
+    from ._shell_machine import ShellMachine, check_shell_conformance
 
 __all__ = [
     "HOLD",
@@ -36,6 +36,7 @@ __all__ = [
     "EchoTool",
     "GateTool",
     "LifecycleMachine",
+    "RandomSeeder",
     "ScriptedModel",
     "ScriptedStep",
     "ShellMachine",
@@ -51,12 +52,13 @@ __all__ = [
 ]
 
 _LAZY = {
-    "AgentMachine": ".agent_machine",
-    "check_agent_conformance": ".agent_machine",
-    "LifecycleMachine": ".lifecycle_machine",
-    "check_lifecycle_conformance": ".lifecycle_machine",
-    "ShellMachine": ".shell_machine",
-    "check_shell_conformance": ".shell_machine",
+    "AgentMachine": "._agent_machine",
+    "check_agent_conformance": "._agent_machine",
+    "RandomSeeder": "._agent_machine",
+    "LifecycleMachine": "._lifecycle_machine",
+    "check_lifecycle_conformance": "._lifecycle_machine",
+    "ShellMachine": "._shell_machine",
+    "check_shell_conformance": "._shell_machine",
 }
 
 

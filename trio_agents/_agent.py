@@ -1,0 +1,684 @@
+"""The agent: an inbox, a status, and one driver task that turns prompts into turns.
+
+Cancellation is trio's. A turn runs inside its own `trio.CancelScope`; `cancel()` cancels it
+with `reason=`. Each step (one model call plus its tool calls) runs inside a nested scope,
+the private step abort, which also carries `step_timeout` as its deadline. Because trio lets
+the outermost cancelled scope catch `Cancelled`, a turn cancel passes through the step scope
+and a step abort stops at it, with no bookkeeping to tell them apart.
+
+Every record is appended synchronously, so the `finally` blocks that keep history balanced
+(an interrupted reply, a result for every started tool call, `step/end`, `turn/end`) run to
+completion even while the task is being cancelled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Final, Literal, NewType, cast
+
+import trio
+
+from ._errors import AgentClosedError, PersistenceError
+from ._events import (
+    CancelRequested,
+    Event,
+    EventBus,
+    StatusChanged,
+    StepEnded,
+    StepStarted,
+    TextStreamed,
+    TurnEnded,
+    TurnStarted,
+)
+from ._inbox import Inbox, InboxMessage, MessageKind
+from ._model import Finish, Message, Model, ModelRequest, TextDelta, ToolCall, ToolSpec
+from ._nursery import runs_inside, service_nursery
+from ._options import AgentOptions
+from ._records import (
+    ASSISTANT_MESSAGE,
+    CONTEXT_MESSAGE,
+    MESSAGE_RECORD_TYPES,
+    STEERING_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+    Record,
+    TurnEndReason,
+    aborted,
+    closed,
+    completed,
+    errored,
+    max_steps,
+    thaw,
+)
+from ._session import Session
+from ._status import AgentStatus
+from ._tool import Tool, ToolContext, ToolResult
+
+__all__ = ["Agent", "CancelCause", "Closer", "MessageId", "open_agent"]
+
+logger = logging.getLogger("trio_agents.agent")
+
+MessageId = NewType("MessageId", str)
+CancelCause = Literal["user", "parent"]
+Closer = Callable[[], Awaitable[bool]]
+"""Closes an agent and reports whether its loop exited within the grace period."""
+_PUBLIC_CAUSES: Final = ("user", "parent")
+_CLOSED_CAUSE: Final = "closed"
+
+
+class _Turn:
+    """The running turn: its number, its cancel scope, and the first cancel it received."""
+
+    __slots__ = ("cause", "number", "reason", "scope", "step_abort", "step_scope")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.scope = trio.CancelScope()
+        self.reason: str | None = None
+        self.cause: str | None = None
+        self.step_scope: trio.CancelScope | None = None
+        self.step_abort: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cause is not None
+
+    def claim(self, reason: str, cause: str) -> None:
+        """Record the turn's cancel cause (the first one wins) without cancelling yet."""
+        if self.cause is None:
+            self.reason, self.cause = reason, cause
+
+    def cancel(self, reason: str, cause: str) -> None:
+        self.claim(reason, cause)
+        self.scope.cancel(reason=f"{self.cause}: {self.reason}")
+
+
+class _StepAborted:
+    __slots__ = ("cause", "reason")
+
+    def __init__(self, reason: str, cause: str) -> None:
+        self.reason, self.cause = reason, cause
+
+
+class Agent:
+    """One conversational agent. Its id is its session's id.
+
+    Delivery (`send`, `steer`, `inject`) and `cancel` are synchronous: they change state at
+    once and never block. `wait_idle` is the one awaitable. The loop itself runs in `run()`,
+    which the agent's owner (`open_agent`, the registry) starts in a nursery it owns.
+    """
+
+    __slots__ = (
+        "_cancelling",
+        "_closing",
+        "_events",
+        "_exited",
+        "_inbox",
+        "_loop_started",
+        "_loop_task",
+        "_message_ids",
+        "_model",
+        "_options",
+        "_session",
+        "_settled",
+        "_status",
+        "_tool_specs",
+        "_tools",
+        "_turn",
+        "_turns",
+        "_wake",
+    )
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        model: Model,
+        tools: Sequence[Tool] = (),
+        options: AgentOptions | None = None,
+        events: EventBus | None = None,
+    ) -> None:
+        self._session = session
+        self._model = model
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
+            self._tools[tool.name] = tool
+        self._tool_specs = tuple(
+            ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()
+        )
+        self._options = options if options is not None else AgentOptions()
+        self._events = events if events is not None else EventBus()
+        self._inbox = Inbox()
+        self._status = AgentStatus.IDLE
+        self._turn: _Turn | None = None
+        self._turns, last_message = _resume_counters(session)
+        self._message_ids = itertools.count(last_message + 1)
+        self._closing = False
+        self._cancelling = False
+        self._loop_started = False
+        self._loop_task: trio.lowlevel.Task | None = None
+        # The loop is the only task that waits to be woken: it parks itself here, which is
+        # what a ParkingLot would do, without a lot and its dict per idle agent.
+        self._wake: trio.lowlevel.Task | None = None
+        self._settled = trio.lowlevel.ParkingLot()
+        # Whether the loop has exited (or will never run). Waiters park on `_settled`: an
+        # Event per agent would cost more than the bool at ten thousand idle agents.
+        self._exited = False
+
+    # -- identity and state -------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._session.id
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def options(self) -> AgentOptions:
+        return self._options
+
+    @property
+    def status(self) -> AgentStatus:
+        return self._status
+
+    @property
+    def pending(self) -> tuple[tuple[MessageId, MessageKind], ...]:
+        """Accepted messages not yet delivered, as (id, kind), in delivery order."""
+        return tuple((MessageId(m.id), m.kind) for m in self._inbox)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.id!r} {self._status.value}>"
+
+    # -- delivery -----------------------------------------------------------------------
+
+    def send(self, content: str) -> MessageId:
+        """Queue a prompt. Each prompt is one turn, in the order sent.
+
+        From IDLE the status is RUNNING before this returns, so `await wait_idle()` right
+        after waits for this prompt's turn.
+        """
+        message = self._accept("send", content, "prompt")
+        self._wake_driver()
+        return MessageId(message.id)
+
+    def steer(self, content: str) -> MessageId:
+        """Deliver `content` before the next model call of the running turn.
+
+        With no live turn (IDLE, or the turn is already cancelled) it is queued as a prompt,
+        exactly like `send`: steering never joins a cancelled turn.
+        """
+        turn = self._turn
+        kind: MessageKind = "steering" if turn is not None and not turn.cancelled else "prompt"
+        message = self._accept("steer", content, kind)
+        if kind == "prompt":
+            self._wake_driver()
+        return MessageId(message.id)
+
+    def inject(self, content: str) -> MessageId:
+        """Add context to the next step, whichever turn it belongs to. Never starts a turn."""
+        return MessageId(self._accept("inject", content, "context").id)
+
+    def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
+        """Stop the running turn and drop queued prompts and steering.
+
+        Returns False, doing and emitting nothing, when there is nothing to cancel: no live
+        turn and nothing queued (a second cancel of a turn still unwinding is such a case).
+        Otherwise emits `CancelRequested`, clears the queue and the steering, cancels the
+        turn's scope, and returns True. Injected context is kept: it is information for the
+        next step, not work. The first cause given to a turn is the one it records.
+        """
+        if cause not in _PUBLIC_CAUSES:
+            raise ValueError(f"cause must be 'user' or 'parent', got {cause!r}")
+        if not isinstance(reason, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+        if self._status is AgentStatus.CLOSED or self._cancelling:
+            return False  # closed, or a cancel is being announced right now (re-entrant)
+        turn = self._turn
+        live = turn is not None and not turn.cancelled
+        work = self._inbox.work_ids()
+        if not live and not work:
+            return False
+        if turn is not None and live:
+            # Claimed before anyone hears of it: the first cause stays first even if a
+            # listener cancels again, and steering sent meanwhile cannot join this turn.
+            turn.claim(reason, cause)
+        self._cancelling = True
+        try:
+            self._emit(CancelRequested(self.id, cause, reason))
+        finally:
+            self._cancelling = False
+        # Only the work there was when cancel() was called: a listener's send comes after.
+        self._inbox.discard_work(only=work)
+        if turn is not None and live:
+            turn.cancel(reason, cause)
+        return True
+
+    async def wait_idle(self) -> None:
+        """Wait until the agent is IDLE with nothing queued; on a CLOSED agent, until its
+        loop has exited. Always a checkpoint. Never raises because a turn failed."""
+        await trio.lowlevel.checkpoint()
+        while True:
+            if self._status is AgentStatus.CLOSED:
+                while not self._exited:
+                    await self._settled.park()
+                return
+            if self._status is AgentStatus.IDLE:
+                return
+            await self._settled.park()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[Closer] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the agent's loop until it is closed.
+
+        Its owner starts this once, with `close = await nursery.start(agent.run)`, and so
+        receives the agent's closer: `await close()` stops the loop (the running turn ends
+        `closed`) and waits, shielded and bounded by `close_grace`, for it to exit. Only the
+        loop's owner holds that capability; `open_agent` owns it for you. (The registry runs
+        the loop in the agent's one task and bounds its close itself, design D46.)
+        """
+        if self._loop_started:
+            raise RuntimeError(f"agent {self.id!r} is already running its loop")
+        self._loop_started = True
+        task_status.started(self._aclose)
+        self._loop_task = trio.lowlevel.current_task()
+        try:
+            while not self._closing:
+                # An outer cancellation that a model or tool swallowed must still stop us
+                # before the next prompt is taken.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                prompt = self._inbox.pop_prompt()
+                if prompt is not None:
+                    await self._run_turn(prompt)
+                    continue
+                self._settle()
+                # A status listener may have sent during the settle: only park if still idle.
+                if self._status is AgentStatus.IDLE:
+                    await self._park()
+        finally:
+            self._closing = True
+            self._set_status(AgentStatus.CLOSED)
+            self._exited = True
+            self._settled.unpark_all()
+
+    async def _run_turn(self, prompt: InboxMessage) -> None:
+        self._turns += 1
+        turn = _Turn(self._turns)
+        self._turn = turn
+        self._append(TURN_START, {"turn": turn.number})
+        self._append(USER_MESSAGE, {"id": prompt.id, "content": prompt.content})
+        self._emit(TurnStarted(self.id, turn.number))
+        end: TurnEndReason | None = None
+        try:
+            with turn.scope:
+                end = await self._run_steps(turn)
+        except Exception as exc:
+            if _holds(exc, PersistenceError):
+                raise  # a record that cannot be made durable must not pass as a failed turn
+            if _replaces_cancellation(exc):
+                # A model or tool turned our own cancellation into an error: it was a close.
+                end = closed()
+            else:
+                logger.warning("agent %r turn %d failed: %r", self.id, turn.number, exc)
+                end = errored(_describe(exc))
+        finally:
+            if turn.cause is not None:
+                # A cancel that reached the turn before it ended wins over how it ended.
+                assert turn.reason is not None
+                end = closed() if turn.cause == _CLOSED_CAUSE else aborted(turn.reason, turn.cause)
+            elif end is None:  # cancelled from outside: the owner's scope is going away
+                end = closed()
+            self._turn = None
+            record = self._append(TURN_END, {"turn": turn.number, "reason": end})
+            # Steering a turn never took is not lost: it becomes the next prompts.
+            self._inbox.requeue_steering()
+            self._emit(TurnEnded(self.id, turn.number, record.data["reason"]))
+
+    async def _run_steps(self, turn: _Turn) -> TurnEndReason:
+        limit = self._options.max_steps
+        step = 0
+        while True:
+            if limit is not None and step >= limit:
+                return max_steps()
+            step += 1
+            outcome = await self._run_step(turn, step)
+            if isinstance(outcome, _StepAborted):
+                return aborted(outcome.reason, outcome.cause)
+            if not outcome and not self._inbox.has_steering:
+                return completed()
+
+    async def _run_step(self, turn: _Turn, step: int) -> bool | _StepAborted:
+        """One model call and its tools. True if the turn should continue."""
+        # The pre-step (or continuation) window: a cancel landing here ends the turn before
+        # anything of this step is claimed or recorded.
+        await trio.lowlevel.checkpoint()
+        for message in self._inbox.claim_step_input():
+            kind = STEERING_MESSAGE if message.kind == "steering" else CONTEXT_MESSAGE
+            self._append(kind, {"id": message.id, "content": message.content})
+        self._append(STEP_START, {"turn": turn.number, "step": step})
+        self._emit(StepStarted(self.id, turn.number, step))
+        text: list[str] = []
+        streamed = False
+        dispatched = False
+        unanswered: dict[int, ToolCall] = {}
+        turn.step_abort = None
+        deadline = self._options.step_timeout
+        scope = trio.CancelScope(relative_deadline=deadline if deadline is not None else math.inf)
+        turn.step_scope = scope
+        try:
+            with scope:
+                # No model call may start once the turn is cancelled (e.g. by a StepStarted
+                # listener); nothing runs between this checkpoint and the call.
+                await trio.lowlevel.checkpoint()
+                calls, finish = await self._stream(turn, step, text)
+                calls = _unique_call_ids(calls)
+                streamed = True
+                assistant: dict[str, object] = {"content": "".join(text), "finish": finish.reason}
+                if finish.usage is not None:
+                    assistant["usage"] = {
+                        "input_tokens": finish.usage.input_tokens,
+                        "output_tokens": finish.usage.output_tokens,
+                    }
+                self._append(ASSISTANT_MESSAGE, assistant)
+                # A reply cut at the token limit may hold truncated calls: never run them.
+                if calls and finish.reason != "length":
+                    for index, call in enumerate(calls):
+                        self._append(
+                            TOOL_CALL,
+                            {
+                                "call_id": call.call_id,
+                                "name": call.name,
+                                "arguments": call.arguments,
+                            },
+                        )
+                        unanswered[index] = call
+                    dispatched = True
+                    # A listener or observer may have cancelled the turn since the stream's
+                    # last checkpoint: then no tool may start (they get interrupted results).
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    async with trio.open_nursery() as nursery:
+                        for index, call in enumerate(calls):
+                            nursery.start_soon(self._call_tool, turn, step, index, call, unanswered)
+        finally:
+            turn.step_scope = None
+            if not streamed and text:
+                self._append(ASSISTANT_MESSAGE, {"content": "".join(text), "interrupted": True})
+            for call in unanswered.values():
+                self._append(
+                    TOOL_RESULT,
+                    {
+                        "call_id": call.call_id,
+                        "content": f"tool call {call.name!r} was interrupted before it finished",
+                        "is_error": True,
+                        "interrupted": True,
+                    },
+                )
+            self._append(STEP_END, {"turn": turn.number, "step": step})
+            self._emit(StepEnded(self.id, turn.number, step))
+        # A tool may absorb the step's cancellation (a worker thread, a tool that catches
+        # Cancelled and returns), so look at whether the step scope was cancelled, not only
+        # at whether it caught the exception.
+        if scope.cancelled_caught or (scope.cancel_called and not turn.cancelled):
+            if turn.step_abort is not None:
+                return _StepAborted(turn.step_abort, "step")
+            return _StepAborted("step-timeout", "timeout")
+        return dispatched
+
+    async def _stream(
+        self, turn: _Turn, step: int, text: list[str]
+    ) -> tuple[list[ToolCall], Finish]:
+        # One copy of the history per step (the request is a snapshot a model may keep).
+        messages = self._session.message_snapshot()
+        if self._options.system_prompt is not None:
+            messages = (Message("system", self._options.system_prompt), *messages)
+        request = ModelRequest(messages, self._tool_specs, self._options)
+        calls: list[ToolCall] = []
+        finish: Finish | None = None
+        stream = self._model.stream(request)
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, TextDelta):
+                    if chunk.text:
+                        text.append(chunk.text)
+                        self._emit(TextStreamed(self.id, turn.number, step, chunk.text))
+                elif isinstance(chunk, ToolCall):
+                    calls.append(chunk)
+                else:
+                    finish = chunk
+                    break
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if finish is None:  # a stream that just ends is a normal finish
+            finish = Finish("tool_calls" if calls else "stop")
+        return calls, finish
+
+    async def _call_tool(
+        self, turn: _Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
+    ) -> None:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            result = ToolResult(f"unknown tool {call.name!r}; this agent has: {known}", True)
+        else:
+            context = ToolContext(self.id, call.call_id, turn.number, step)
+            try:
+                # The tool gets its own copy: what it does to it never rewrites history.
+                raw = await tool(thaw(call.arguments), context)
+            except Exception as exc:
+                # A failing tool is an answer the model can react to, not a failed turn.
+                result = ToolResult(_describe(exc), is_error=True)
+            else:
+                result = raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
+        del unanswered[index]
+        self._append(
+            TOOL_RESULT,
+            {"call_id": call.call_id, "content": result.content, "is_error": result.is_error},
+        )
+
+    # -- owner side ---------------------------------------------------------------------
+
+    def _abort_step(self, reason: str) -> bool:
+        """Private step abort: end the in-flight step (and so its turn) with `reason`,
+        keeping queued prompts and steering. Returns False if no step is in flight."""
+        turn = self._turn
+        if turn is None or turn.step_scope is None or turn.cancelled:
+            return False
+        turn.step_abort = reason
+        turn.step_scope.cancel(reason=f"step: {reason}")
+        return True
+
+    def _begin_close(self) -> None:
+        """Start closing: refuse new messages, drop queued work, cancel the turn (cause
+        `closed`) and wake the loop so it exits. Synchronous and idempotent."""
+        if self._closing and self._status is AgentStatus.CLOSED:
+            return
+        self._closing = True
+        self._inbox.discard_work()
+        if self._turn is not None:
+            self._turn.cancel(_CLOSED_CAUSE, _CLOSED_CAUSE)
+        self._set_status(AgentStatus.CLOSED)
+        if not self._loop_started:
+            self._exited = True
+        self._unpark_loop()
+        self._settled.unpark_all()
+
+    async def _aclose(self) -> bool:
+        """Close and wait, shielded and bounded by `close_grace`, for the loop to exit.
+        Returns whether it exited in time.
+
+        Called from inside the loop (a tool closing its own agent) it cannot wait for its own
+        end: it starts the close and returns at once; the caller's next checkpoint raises
+        Cancelled, as the turn is cancelled.
+        """
+        self._begin_close()
+        if self._loop_task is not None and runs_inside(self._loop_task):
+            await trio.lowlevel.checkpoint()
+            return False
+        with trio.move_on_after(self._options.close_grace, shield=True):
+            while not self._exited:
+                await self._settled.park()
+        if not self._exited:
+            logger.error(
+                "agent %r did not stop within close_grace=%ss; a tool is ignoring cancellation",
+                self.id,
+                self._options.close_grace,
+            )
+        return self._exited
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _accept(self, verb: str, content: str, kind: MessageKind) -> InboxMessage:
+        if self._closing:
+            raise AgentClosedError(
+                f"cannot {verb} to agent {self.id!r}: it is {self._status.value}; "
+                "create or resume an agent to continue this session"
+            )
+        if not isinstance(content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"{verb}() takes a str, got {type(content).__name__}")
+        message = InboxMessage(f"m{next(self._message_ids)}", content, kind)
+        self._inbox.push(message)
+        return message
+
+    def _wake_driver(self) -> None:
+        if self._status is AgentStatus.IDLE:
+            self._set_status(AgentStatus.RUNNING)
+            self._unpark_loop()
+
+    async def _park(self) -> None:
+        task = trio.lowlevel.current_task()
+        self._wake = task
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if self._wake is task:
+                self._wake = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _unpark_loop(self) -> None:
+        task, self._wake = self._wake, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    def _settle(self) -> None:
+        if self._status is AgentStatus.RUNNING:
+            self._set_status(AgentStatus.IDLE)
+        self._settled.unpark_all()
+
+    def _set_status(self, status: AgentStatus) -> None:
+        if self._status is not status:
+            self._status = status
+            self._emit(StatusChanged(self.id, status))
+
+    def _append(self, type: str, data: Mapping[str, object]) -> Record:
+        return self._session.append(type, data)
+
+    def _emit(self, event: Event) -> None:
+        self._events.emit(event)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        return "; ".join(_describe(leaf) for leaf in group.exceptions)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is a `kind`, or a group (at any depth) that contains one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(kind)[0] is not None  # pyright: ignore[reportUnknownMemberType]
+    return isinstance(exc, kind)
+
+
+def _replaces_cancellation(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a trio.Cancelled was being handled."""
+    seen: set[int] = set()
+    link: BaseException | None = exc.__context__
+    while link is not None and id(link) not in seen:
+        if isinstance(link, trio.Cancelled):
+            return True
+        seen.add(id(link))
+        link = link.__context__
+    return False
+
+
+def _unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Tool results are matched to calls by id, but some servers send empty or repeated
+    ids: make every id in the step unique (and non-empty) before anything is recorded."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        call_id = call.call_id or f"call-{index + 1}"
+        while call_id in seen:
+            call_id = f"{call_id}#{index + 1}"
+        seen.add(call_id)
+        out.append(
+            call if call_id == call.call_id else ToolCall(call_id, call.name, call.arguments)
+        )
+    return out
+
+
+def _resume_counters(session: Session) -> tuple[int, int]:
+    """The last turn number and the highest `m<N>` message id already in `session`."""
+    last_turn = 0
+    last_message = 0
+    for record in session.records:
+        if record.type == TURN_START:
+            last_turn = max(last_turn, int(record.data["turn"]))
+        elif record.type in MESSAGE_RECORD_TYPES:
+            mid = str(record.data.get("id", ""))
+            if mid.startswith("m") and mid[1:].isdigit():
+                last_message = max(last_message, int(mid[1:]))
+    return last_turn, last_message
+
+
+@asynccontextmanager
+async def open_agent(
+    model: Model,
+    *,
+    tools: Sequence[Tool] = (),
+    options: AgentOptions | None = None,
+    session: Session | str | None = None,
+    events: EventBus | None = None,
+    agent_class: type[Agent] | None = None,
+) -> AsyncGenerator[Agent, None]:
+    """A standalone agent whose loop runs in a nursery owned by this context.
+
+    Leaving the block closes the agent: the running turn ends `closed` and the loop has
+    exited before the block is left. `agent_class` is for subclasses of `Agent` (test
+    doubles).
+    """
+    if session is None:
+        session = Session(str(uuid.uuid4()))
+    elif isinstance(session, str):
+        session = Session(session)
+    cls = agent_class if agent_class is not None else Agent
+    agent = cls(session=session, model=model, tools=tools, options=options, events=events)
+    async with service_nursery() as (nursery, body):
+        close = await nursery.start(agent.run)
+        try:
+            yield agent
+        except BaseException as exc:
+            body.exception = exc
+            raise
+        finally:
+            if not await close():
+                nursery.cancel_scope.cancel(reason="agent did not stop within close_grace")

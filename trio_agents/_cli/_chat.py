@@ -1,0 +1,485 @@
+"""`trio-agents chat`: talk to one agent in a terminal.
+
+    stdin ── a line (os.read in a worker thread) ──► agent.send ──► wait_idle ──► prompt
+    the agent's records (session observer)  ─┐
+    its TextStreamed events (event listener) ─┴─► Renderer (pure) ──► writer task ──► stdout
+    SIGINT (trio.open_signal_receiver) ──► Chat.interrupt(): cancel the running turn, or
+                                           leave (at the prompt, or while starting)
+
+The rendering (`chat_render`) is pure: records and text in, text out. `Chat` is the loop,
+written against a small `Terminal` (read a line, write text, report an error) and any async
+iterable of interrupts, so tests drive it in process; the real terminal
+(`open_stdio_terminal`) and the SIGINT receiver are wired in by `run`.
+
+The session lives in the store like any other: `trio-agents chat --session ID` resumes it
+(and so does ACP's `session/load`), `trio-agents sessions show ID` lists its records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import os
+import shlex
+import signal
+import sqlite3
+import sys
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+import trio
+
+from .._agent import Agent
+from .._errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
+from .._events import Event, TextStreamed
+from .._model import Model
+from .._nursery import service_nursery
+from .._options import AgentOptions
+from .._records import Record
+from .._registry import AgentHandle
+from .._runtime import Runtime, open_runtime
+from .._shell_tools import BashTools
+from .._store import SessionNotFoundError, SessionStore
+from .._store_sqlite import default_store_path
+from ._args import positive_int
+from ._chat_render import PROMPT, Renderer, replay_summary
+from ._model_choice import AUTO_MODELS, MODELS
+
+__all__ = [
+    "CANCEL_REASON",
+    "Chat",
+    "ChatConfig",
+    "StdioTerminal",
+    "Terminal",
+    "add_parser",
+    "open_stdio_terminal",
+    "resolve_model",
+    "run",
+    "run_chat",
+]
+
+logger = logging.getLogger("trio_agents.chat")
+
+CANCEL_REASON: Final = "Ctrl-C"
+"""The reason recorded in the `turn/end` of a turn cancelled with Ctrl-C (cause `user`)."""
+KEYS: Final = "Enter sends; Ctrl-C cancels a running turn, or quits at the prompt; Ctrl-D quits."
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as shells report a Ctrl-C'd command
+EXIT_USAGE: Final = 2
+
+# -- models ----------------------------------------------------------------------------------
+
+OFFLINE_NOTE: Final = "it echoes, and runs !commands with bash: it is not a language model"
+
+
+def resolve_model(
+    name: str,
+    *,
+    models: Mapping[str, Callable[[], Model]] | None = None,
+    auto: Sequence[tuple[str, Callable[[], bool]]] | None = None,
+) -> tuple[str, str]:
+    """The model `--model name` means, and a line saying plainly which one that is and why.
+    `auto` picks the first configured model of `AUTO_MODELS`, else `offline`."""
+    models = MODELS if models is None else models
+    auto = AUTO_MODELS if auto is None else auto
+    if name != "auto":
+        if name not in models:
+            raise ValueError(f"unknown model {name!r}; choose from {', '.join(sorted(models))}")
+        return name, f"model {name}" + (f" ({OFFLINE_NOTE})" if name == "offline" else "")
+    for candidate, configured in auto:
+        if candidate in models and configured():
+            return candidate, f"model {candidate} (auto: its endpoint is configured)"
+    return "offline", f"model offline (auto: no model endpoint is configured; {OFFLINE_NOTE})"
+
+
+# -- the terminal ----------------------------------------------------------------------------
+
+
+class Terminal(Protocol):
+    """What the chat loop needs of a terminal."""
+
+    async def readline(self) -> str | None:
+        """The next line without its newline, or None at end of input."""
+        ...
+
+    def write(self, text: str) -> None:
+        """Queue `text` for the output, in order; never blocks, never raises."""
+        ...
+
+    def error(self, text: str) -> None:
+        """Report an error line (on stderr)."""
+        ...
+
+
+READ_SIZE: Final = 65536
+DRAIN_SECONDS: Final = 5.0
+
+
+class StdioTerminal:
+    """Lines from a file descriptor, text to another, without blocking the event loop.
+
+    Reads are `os.read` in a worker thread: the descriptor stays blocking, so the terminal's
+    stdout (often the same open file as its stdin) never turns non-blocking under the other
+    writers of the terminal, and there is no `sys.stdin` buffer lock for an abandoned read
+    to hold at exit. A read is only abandoned (cancelled) when the chat leaves, so no line
+    is lost. Writes are queued and written in order by one writer task, each burst with one
+    `os.write` loop in a worker thread, so a slow or paused terminal never stalls the loop
+    (nor the Ctrl-C handler)."""
+
+    def __init__(self, in_fd: int = 0, out_fd: int = 1) -> None:
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._buffer = b""
+        self._eof = False
+        self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
+        self._broken = False
+
+    async def readline(self) -> str | None:
+        while b"\n" not in self._buffer and not self._eof:
+            try:
+                data = await trio.to_thread.run_sync(
+                    os.read, self._in_fd, READ_SIZE, abandon_on_cancel=True
+                )
+            except OSError:
+                data = b""  # a broken input is an end of input
+            if not data:
+                self._eof = True
+            self._buffer += data
+        if not self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+    def write(self, text: str) -> None:
+        if text:
+            with contextlib.suppress(trio.ClosedResourceError):
+                self._send.send_nowait(text.encode("utf-8", "replace"))
+
+    def error(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            print(text, file=sys.stderr, flush=True)
+
+    async def _write_all(self) -> None:
+        async for first in self._receive:
+            chunks = [first]
+            while True:
+                try:
+                    chunks.append(self._receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            if self._broken:
+                continue  # keep draining, so the queue never grows behind a dead output
+            try:
+                await trio.to_thread.run_sync(
+                    _write_fully, self._out_fd, b"".join(chunks), abandon_on_cancel=True
+                )
+            except OSError:
+                self._broken = True
+
+
+def _write_fully(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@asynccontextmanager
+async def open_stdio_terminal(in_fd: int = 0, out_fd: int = 1) -> AsyncGenerator[StdioTerminal]:
+    """A `StdioTerminal` whose writer runs for the block; leaving it writes what is queued
+    (for at most `DRAIN_SECONDS`, in case the terminal is paused)."""
+    terminal = StdioTerminal(in_fd, out_fd)
+    async with service_nursery() as (nursery, body):
+        nursery.start_soon(terminal._write_all)  # pyright: ignore[reportPrivateUsage]
+        try:
+            yield terminal
+        except BaseException as exc:
+            body.exception = exc
+            raise
+        finally:
+            terminal._send.close()  # pyright: ignore[reportPrivateUsage]
+            nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
+
+
+# -- the chat --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChatConfig:
+    """What `trio-agents chat` was asked for. `store` is a path (a SQLite store, created if
+    missing) or a `SessionStore`; `session_id` resumes that stored session, else a new one
+    is made (its id a fresh UUID, or `new_session_id`)."""
+
+    store: SessionStore | Path | None
+    model_factory: Callable[[], Model]
+    model_note: str = "model offline"
+    session_id: str | None = None
+    options: AgentOptions | None = None
+    new_session_id: str | None = None
+    store_option: str = ""
+    """How the hints it prints name the store (` --store PATH`, or nothing: the default)."""
+    cwd: str | None = None
+
+
+Phase = Literal["starting", "prompt", "turn", "closing"]
+
+
+class Chat:
+    """One terminal conversation with one agent: open it, show what it does, close it.
+
+    `interrupt()` is what Ctrl-C does: in a turn it cancels the turn (`agent.cancel`, cause
+    `user`), which ends `aborted` and shows `[cancelled]`; at the prompt, or while starting,
+    it leaves (the agent is closed, the store keeps the session). While the chat closes it
+    does nothing."""
+
+    def __init__(self, terminal: Terminal, config: ChatConfig) -> None:
+        self._terminal = terminal
+        self._config = config
+        self._renderer = Renderer()
+        self._phase: Phase = "starting"
+        self._scope = trio.CancelScope()  # what a Ctrl-C cancels while starting or prompting
+        self._interrupted = False
+        self._agent: Agent | None = None
+
+    def interrupt(self) -> None:
+        if self._phase == "turn":
+            assert self._agent is not None
+            # False when the turn is already ending (or ended): nothing more to do.
+            self._agent.cancel(CANCEL_REASON, cause="user")
+        elif self._phase in ("starting", "prompt"):
+            self._interrupted = True
+            self._scope.cancel(reason="Ctrl-C")
+
+    async def run(self) -> int:
+        """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
+        the prompt (130), close the agent (the store keeps the session). A session that
+        cannot be opened is 2 (an unknown id) or 1 (a store that cannot be opened, a
+        session live in another process); a model endpoint that is not configured is 2."""
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                # Entered outside the scope below, which must not interleave with it.
+                rt = await stack.enter_async_context(open_runtime(self._config.store))
+            except (TrioAgentsError, OSError, sqlite3.Error) as exc:
+                # Not a store, a store of another version, a directory that cannot be made.
+                self._terminal.error(f"trio-agents chat: {exc}")
+                return 1
+            opened: tuple[AgentHandle, bool] | int | None = None
+            with self._scope:  # a Ctrl-C while starting (even before this) cancels it
+                bash = BashTools()
+                await rt.load(bash)
+                opened = await self._open(rt, bash)
+            if isinstance(opened, int):
+                return opened
+            if self._interrupted or opened is None:
+                if opened is not None:
+                    await opened[0].aclose()  # made just as the Ctrl-C landed
+                self._terminal.write("\n")
+                return EXIT_INTERRUPTED
+            handle, resumed = opened
+            async with handle:
+                agent = self._agent = handle.agent
+                self._introduce(agent, resumed)
+                # The history first, then the live output: no await between the two.
+                stop_records = agent.session.observe(self._on_record)
+                disconnect = rt.events.connect(self._on_event)
+                try:
+                    await self._converse(agent)
+                finally:
+                    self._phase = "closing"
+                    stop_records()
+                    disconnect()
+            if len(agent.session) == 0:
+                # A session is stored from its first record on: this one left no trace.
+                self._terminal.write(f"session {agent.id} had no turns; nothing was stored\n")
+            else:
+                hint = self._resume_hint(agent.id)
+                self._terminal.write(f"session {agent.id} kept; resume with: {hint}\n")
+        return EXIT_INTERRUPTED if self._interrupted else 0
+
+    async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
+        config = self._config
+        try:
+            model = config.model_factory()
+        except ValueError as exc:
+            # A model endpoint that is not (or badly) configured says which variable to set.
+            self._terminal.error(f"trio-agents chat: {exc}")
+            return EXIT_USAGE
+        if config.session_id is None:
+            cwd = config.cwd if config.cwd is not None else os.getcwd()
+            handle = await rt.agents.create(
+                model=model,
+                tools=bash.tools,
+                session_id=config.new_session_id or str(uuid.uuid4()),
+                options=config.options,
+                meta={"cwd": cwd, "front_end": "chat"},
+            )
+            return handle, False
+        try:
+            handle = await rt.agents.resume(
+                config.session_id, model=model, tools=bash.tools, options=config.options
+            )
+        except SessionNotFoundError:
+            self._terminal.error(
+                f"trio-agents chat: no session {config.session_id!r} in {_where(rt)}; "
+                f"list them with: trio-agents sessions list{config.store_option}"
+            )
+            return EXIT_USAGE
+        except DuplicateSessionError as exc:
+            self._terminal.error(f"trio-agents chat: {exc}")
+            return 1
+        return handle, True
+
+    def _introduce(self, agent: Agent, resumed: bool) -> None:
+        write = self._terminal.write
+        write(f"{self._config.model_note}\n")
+        verb = "resumed session" if resumed else "session"
+        write(f"{verb} {agent.id} (resume with: {self._resume_hint(agent.id)})\n")
+        cwd = agent.session.header.get("cwd")
+        if resumed and isinstance(cwd, str) and cwd != os.getcwd():
+            write(f"its commands run in {cwd}\n")
+        if resumed:
+            write(replay_summary(agent.session.records))
+        write(f"{KEYS}\n")
+
+    def _resume_hint(self, session_id: str) -> str:
+        option = self._config.store_option
+        return f"trio-agents chat{option} --session {shlex.quote(session_id)}"
+
+    async def _converse(self, agent: Agent) -> None:
+        while True:
+            self._phase = "prompt"
+            self._terminal.write(self._renderer.finish() + PROMPT)
+            line: str | None = None
+            with trio.CancelScope() as self._scope:
+                # A Ctrl-C after the start's scope closed, as the agent was entered, found
+                # no scope to cancel: it leaves now, without waiting for a line.
+                if not self._interrupted:
+                    line = await self._terminal.readline()
+            if self._interrupted:
+                # Also when the Ctrl-C landed just after the line was read: it means leave.
+                self._terminal.write("\n")
+                return
+            if line is None:
+                self._terminal.write("\n")  # Ctrl-D echoes no newline
+                return
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                agent.send(text)
+            except AgentClosedError as exc:
+                self._terminal.error(f"trio-agents chat: {exc}")
+                return
+            self._phase = "turn"
+            await agent.wait_idle()
+
+    # -- the agent's output (synchronous, from the agent's task) -----------------------------
+
+    def _on_record(self, record: Record) -> None:
+        # A session observer must never raise: it would stop the agent (persistence path).
+        try:
+            self._terminal.write(self._renderer.record(record))
+        except Exception:
+            logger.exception("rendering %s failed", record.type)
+
+    def _on_event(self, event: Event) -> None:
+        agent = self._agent
+        if isinstance(event, TextStreamed) and agent is not None and event.agent_id == agent.id:
+            self._terminal.write(self._renderer.text(event.text))
+
+
+def _where(rt: Runtime) -> str:
+    path = getattr(rt.sessions, "path", None)
+    return str(path) if path is not None else repr(rt.sessions)
+
+
+async def run_chat(
+    terminal: Terminal, config: ChatConfig, interrupts: AsyncIterable[object]
+) -> int:
+    """Run a `Chat` on `terminal`; each item of `interrupts` (a SIGINT receiver, in the
+    command) is a Ctrl-C. Returns the exit code."""
+    chat = Chat(terminal, config)
+    async with service_nursery() as (nursery, body):
+        nursery.start_soon(_forward, interrupts, chat.interrupt)
+        try:
+            return await chat.run()
+        except BaseException as exc:
+            body.exception = exc
+            raise
+        finally:
+            nursery.cancel_scope.cancel(reason="the chat is over")
+
+
+async def _forward(interrupts: AsyncIterable[object], interrupt: Callable[[], None]) -> None:
+    async for _ in interrupts:
+        interrupt()
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def add_parser(commands: Any) -> None:
+    chat = commands.add_parser("chat", help="talk to an agent in this terminal")
+    chat.add_argument(
+        "--model",
+        choices=["auto", *sorted(MODELS)],
+        default="auto",
+        help="the model (default: auto, a configured endpoint if there is one, else offline)",
+    )
+    chat.add_argument("--session", metavar="ID", default=None, help="resume this stored session")
+    chat.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"the SQLite session store (default: {default_store_path()})",
+    )
+    chat.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="end a turn after this many model calls",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        stream=sys.stderr,
+        # Not WARNING: a failed turn is logged as one, and the chat shows it already.
+        level=logging.ERROR,
+        format="trio-agents chat: %(levelname)s %(name)s: %(message)s",
+    )
+    name, note = resolve_model(args.model)
+    path: Path = args.store if args.store is not None else default_store_path()
+    if args.session is not None and not path.is_file():
+        message = f"trio-agents chat: no store at {path}, so no session {args.session!r}"
+        print(message, file=sys.stderr)
+        return EXIT_USAGE
+    config = ChatConfig(
+        store=path,
+        model_factory=MODELS[name],
+        model_note=note,
+        session_id=args.session,
+        options=AgentOptions(max_steps=args.max_steps),
+        store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
+    )
+    code = EXIT_INTERRUPTED
+    try:
+        code = trio.run(_main, config)
+    except* KeyboardInterrupt:
+        # A Ctrl-C in the instant before the handler is installed or after it is gone (e.g.
+        # while the output drains): trio raises it where the main task waits, often in a
+        # nursery, which wraps it in a group.
+        pass
+    return code
+
+
+async def _main(config: ChatConfig) -> int:
+    async with open_stdio_terminal() as terminal:
+        with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+            return await run_chat(terminal, config, interrupts)

@@ -1,0 +1,111 @@
+"""The `trio-agents` command."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import _acp as acp_cli
+from . import _chat as chat_cli
+from . import _sessions as sessions_cli
+
+__all__ = ["main"]
+
+
+def _load_target(spec: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise SystemExit(f"--target must look like 'package.module:factory', got {spec!r}")
+    # Like `python -m`, look in the working directory first: targets live in your project.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise SystemExit(f"--target: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def _progress(machine: str, examples: int, seconds: float) -> None:
+    print(f"  ... {machine} machine: {examples} examples so far ({seconds:.0f}s)", flush=True)
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
+    from ..testing._conformance import run_conformance
+
+    factory = _load_target(args.target) if args.target else None
+    runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
+    shell_factory = _load_target(args.shell_target) if args.shell_target else None
+    given = (args.target, args.runtime_target, args.shell_target)
+    targets = [t for t in given if t] or ["built-in runtime"]
+    print(f"trio-agents conformance: {', '.join(targets)}, profile {args.profile or 'ci'}")
+    reports = run_conformance(
+        factory,
+        runtime_factory=runtime_factory,
+        shell_factory=shell_factory,
+        factory_spec=args.target,
+        runtime_spec=args.runtime_target,
+        shell_spec=args.shell_target,
+        profile_name=args.profile,
+        max_examples=args.max_examples,
+        seed=args.seed,
+        progress=_progress,
+    )
+    for report in reports:
+        counts = (
+            f"{report.examples} examples, {report.checks} checked steps, "
+            f"{report.histories} distinct histories, seed {report.seed} ({report.seconds:.1f}s)"
+        )
+        if report.passed:
+            print(f"  {report.machine} machine: passed, {counts}")
+            continue
+        print(f"  {report.machine} machine: FAILED, {counts}")
+        print(f"    {type(report.failure).__name__}: {report.failure}")
+        if report.program is not None:
+            print("    shrunk reproduction (run it with python):")
+            for line in report.program.splitlines():
+                print(f"      {line}")
+        print(f"    replay this run: trio-agents conformance ... --seed {report.seed}")
+    return 0 if all(report.passed for report in reports) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trio-agents")
+    commands = parser.add_subparsers(dest="command", required=True)
+    conformance = commands.add_parser(
+        "conformance", help="run the property-based conformance suite"
+    )
+    conformance.add_argument(
+        "--target", help="module:factory of an agent implementation (the agent machine)"
+    )
+    conformance.add_argument(
+        "--runtime-target",
+        help="module:factory(store) of a runtime implementation (the lifecycle machine)",
+    )
+    conformance.add_argument(
+        "--shell-target",
+        help="module:factory(cwd) of a shell executor implementation (the shell machine)",
+    )
+    conformance.add_argument("--profile", choices=["ci", "deep"], default=None)
+    conformance.add_argument("--max-examples", type=int, default=None)
+    conformance.add_argument("--seed", type=int, default=None)
+    sessions_cli.add_parser(commands)
+    acp_cli.add_parser(commands)
+    chat_cli.add_parser(commands)
+    args = parser.parse_args(argv)
+    if args.command == "sessions":
+        return sessions_cli.run(args)
+    if args.command == "acp":
+        return acp_cli.run(args)
+    if args.command == "chat":
+        return chat_cli.run(args)
+    return _conformance(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

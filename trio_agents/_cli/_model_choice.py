@@ -1,0 +1,29 @@
+"""The models the command-line front ends (`trio-agents acp`, `trio-agents chat`) offer by
+name, and which of them `--model auto` prefers.
+
+Factories, not instances: each session gets its own model. The OpenAI-compatible model reads
+its endpoint from the environment when a session is made, so a missing `OPENAI_MODEL` is an
+error that says which variable to set, at the moment it matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .._model import Model
+from .._model_offline import OfflineModel
+from .._model_openai import OpenAICompatibleModel
+
+__all__ = ["AUTO_MODELS", "MODELS"]
+
+MODELS: dict[str, Callable[[], Model]] = {
+    "offline": OfflineModel,
+    "openai": OpenAICompatibleModel.from_env,
+}
+"""Model names `--model` accepts, each with the factory that makes one model per session."""
+
+AUTO_MODELS: list[tuple[str, Callable[[], bool]]] = [
+    ("openai", OpenAICompatibleModel.is_configured),
+]
+"""The models `--model auto` prefers, in order, each with a check of whether its endpoint is
+configured; the first configured one is used, else `offline`."""

@@ -1,0 +1,116 @@
+"""`trio-agents sessions`: look at the sessions stored in a SQLite store file.
+
+`list` prints one line per session; `show` prints one session's records, in order, exactly as
+stored. Both only read: `show` uses `SessionStore.load`, not `restore`, so looking at a
+session a crash left open does not append the closers that resuming it would. A store path
+that does not exist is an error, not an empty store: opening it would create the file, and
+a mistyped `--store` should not quietly leave a new database behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import trio
+
+from .._errors import TrioAgentsError
+from .._store import SessionInfo, SessionNotFoundError, StoredSession
+from .._store_sqlite import SqliteStore, default_store_path
+
+__all__ = ["add_parser", "format_info", "format_record", "run"]
+
+T = TypeVar("T")
+
+
+def add_parser(commands: Any) -> None:
+    """Add the `sessions` command to the `trio-agents` subcommands (`commands` is what
+    `ArgumentParser.add_subparsers` returned)."""
+    sessions = commands.add_parser("sessions", help="list and show stored sessions")
+    actions = sessions.add_subparsers(dest="action", required=True)
+    store_help = f"the SQLite store file (default: {default_store_path()})"
+
+    listing = actions.add_parser("list", help="one line per stored session, oldest first")
+    listing.add_argument("--store", type=Path, default=None, help=store_help)
+
+    show = actions.add_parser("show", help="the records of one session, in order")
+    show.add_argument("session_id", metavar="SESSION_ID")
+    show.add_argument("--store", type=Path, default=None, help=store_help)
+    show.add_argument("--json", action="store_true", help="one JSON object per record")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `sessions list` or `sessions show`; the exit code."""
+    out, err = sys.stdout, sys.stderr
+    path: Path = args.store if args.store is not None else default_store_path()
+    if not path.exists():
+        print(f"trio-agents sessions: no store at {path}", file=err)
+        return 1
+    if not path.is_file():
+        print(f"trio-agents sessions: {path} is not a file", file=err)
+        return 1
+    try:
+        if args.action == "list":
+            infos: list[SessionInfo] = trio.run(_list, path)
+            _print_list(infos, path, out, err)
+            return 0
+        sid: str = args.session_id
+        try:
+            stored: StoredSession = trio.run(_load, path, sid)
+        except SessionNotFoundError:
+            print(f"trio-agents sessions: no session {sid!r} in {path}", file=err)
+            return 1
+        for seq, record in enumerate(stored.records):
+            print(format_record(seq, record.type, record.to_json()["data"], args.json), file=out)
+        return 0
+    except (TrioAgentsError, sqlite3.Error) as exc:
+        # Not a store, another format version, or corrupt records: say which file.
+        print(f"trio-agents sessions: cannot read {path}: {exc}", file=err)
+        return 1
+
+
+def format_info(info: SessionInfo) -> tuple[str, str, str, str, str]:
+    """The columns of one `list` line."""
+    created = datetime.fromtimestamp(info.created_at, tz=UTC).isoformat(timespec="seconds")
+    return info.id, created, str(info.records), str(info.turns), info.last_end or "-"
+
+
+def format_record(seq: int, type: str, data: Any, as_json: bool = False) -> str:
+    """One `show` line: `seq  type  data` with the data as compact JSON, or a JSON object."""
+    if as_json:
+        return json.dumps({"seq": seq, "type": type, "data": data}, ensure_ascii=False)
+    return f"{seq}  {type}  {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}"
+
+
+def _print_list(infos: Sequence[SessionInfo], path: Path, out: TextIO, err: TextIO) -> None:
+    if not infos:
+        # On stderr, so that a script reading stdout sees no sessions, not a message.
+        print(f"trio-agents sessions: no sessions in {path}", file=err)
+        return
+    header = ("SESSION", "CREATED (UTC)", "RECORDS", "TURNS", "LAST END")
+    rows = [header, *(format_info(info) for info in infos)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]), file=out)
+
+
+async def _list(path: Path) -> list[SessionInfo]:
+    return await _reading(path, lambda store: store.list_sessions())
+
+
+async def _load(path: Path, session_id: str) -> StoredSession:
+    return await _reading(path, lambda store: store.load(session_id))
+
+
+async def _reading(path: Path, read: Callable[[SqliteStore], Awaitable[T]]) -> T:
+    """`await read(store)` on the store opened read-only: looking never changes the file."""
+    store = SqliteStore(path, readonly=True)
+    async with store.running():
+        return await read(store)

@@ -1,0 +1,167 @@
+"""Live events and the bus that delivers them. Pure; no trio import.
+
+Listeners are synchronous and are observers: a listener that raises is logged and skipped, so
+it can never break a turn, a cancel or a close (rule A11). Delivery is synchronous, in
+connection order, inside the call that caused the event; a listener may call back into the
+agent (send, cancel) and the agent is in a consistent state when it does.
+
+Delivery is not re-entrant: an event emitted while another is being delivered (a listener
+that sends, say) is queued and delivered once the current event has reached every listener.
+So every listener sees the same events in the same order, the order they happened in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._status import AgentStatus
+
+__all__ = [
+    "AgentClosed",
+    "AgentCreated",
+    "CancelRequested",
+    "Event",
+    "EventBus",
+    "Listener",
+    "SessionClosed",
+    "SessionCreated",
+    "StatusChanged",
+    "StepEnded",
+    "StepStarted",
+    "TextStreamed",
+    "TurnEnded",
+    "TurnStarted",
+]
+
+logger = logging.getLogger("trio_agents.events")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChanged:
+    agent_id: str
+    status: AgentStatus
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    agent_id: str
+    cause: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCreated:
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentClosed:
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCreated:
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionClosed:
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    agent_id: str
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    agent_id: str
+    turn: int
+    reason: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    agent_id: str
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnded:
+    agent_id: str
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class TextStreamed:
+    """A piece of assistant text as it streams, before the step records the whole message."""
+
+    agent_id: str
+    turn: int
+    step: int
+    text: str
+
+
+Event = (
+    StatusChanged
+    | CancelRequested
+    | AgentCreated
+    | AgentClosed
+    | SessionCreated
+    | SessionClosed
+    | TurnStarted
+    | TurnEnded
+    | StepStarted
+    | StepEnded
+    | TextStreamed
+)
+Listener = Callable[[Event], object]
+
+
+class EventBus:
+    """Synchronous fan-out of events to listeners, each failure contained and logged."""
+
+    __slots__ = ("_delivering", "_listeners", "_queue")
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._queue: deque[Event] = deque()
+        self._delivering = False
+
+    def connect(self, listener: Listener) -> Callable[[], None]:
+        """Deliver every later event to `listener`; returns a function that disconnects it."""
+        self._listeners.append(listener)
+
+        def disconnect() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return disconnect
+
+    def emit(self, event: Event) -> None:
+        self._queue.append(event)
+        if self._delivering:
+            return  # delivered by the emit already under way, after the current event
+        self._delivering = True
+        try:
+            while self._queue:
+                current = self._queue.popleft()
+                # A copy: a listener may connect or disconnect others while we deliver.
+                for listener in tuple(self._listeners):
+                    try:
+                        listener(current)
+                    except Exception:
+                        logger.exception(
+                            "event listener %r raised on %r; ignored", listener, current
+                        )
+        finally:
+            self._delivering = False

@@ -1,0 +1,336 @@
+"""Fibers: nursery-owning scopes that own tasks, resources, agents and child fibers.
+
+A fiber stands in for the harness's cordis fiber. It is served by one task in its parent's
+nursery; that task opens the fiber's nursery and, when the fiber is closed, unwinds it:
+child fibers first (newest first), then the fiber's own disposers strictly LIFO, one after
+another, continuing past failures, which are collected into one ExceptionGroup (rule F1).
+
+Cancellation is not disposal: the serving task is shielded, so cancelling the scope around
+a runtime does not tear fibers down in the middle of their disposers; only `aclose()` does.
+A context manager entered with `enter_async_context` is held by its own task inside the
+fiber, so it is entered and exited by the same task even when it opens nurseries or cancel
+scopes, whoever calls `aclose()`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
+import trio
+
+from ._errors import TrioAgentsError
+from ._nursery import report_started, runs_inside, start_service
+
+if TYPE_CHECKING:
+    from ._registry import AgentRegistry
+    from ._runtime import Runtime
+
+__all__ = ["Fiber", "FiberClosedError", "Plugin"]
+
+logger = logging.getLogger("trio_agents.fiber")
+
+T = TypeVar("T")
+Disposer = Callable[[], Awaitable[object]]
+FiberState = Literal["new", "open", "closing", "closed"]
+_disposer_keys = itertools.count()
+
+
+class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
+    """Something was attached to a fiber that is closing or closed."""
+
+
+class Plugin:
+    """A plugin is any object with `async def apply(self, fiber) -> None` (rule F2).
+
+    Everything `apply` starts or registers through `fiber` belongs to that fiber and goes
+    away when it closes. This class is only documentation; no subclassing is needed.
+    """
+
+    async def apply(self, fiber: Fiber) -> None:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class Fiber:
+    """A scope that owns a nursery, an exit stack, child fibers and agents."""
+
+    __slots__ = (
+        "_agents",
+        "_children",
+        "_close_requested",
+        "_closed",
+        "_disposers",
+        "_errors",
+        "_nursery",
+        "_parent",
+        "_runtime",
+        "_state",
+        "_task",
+        "name",
+    )
+
+    def __init__(self, name: str, runtime: Runtime, parent: Fiber | None) -> None:
+        self._init_state(name, runtime, parent)
+        self._close_requested = trio.Event()
+        self._closed = trio.Event()
+
+    def _init_state(self, name: str, runtime: Runtime, parent: Fiber | None) -> None:
+        self.name = name
+        self._runtime = runtime
+        self._parent = parent
+        self._state: FiberState = "new"
+        self._children: list[Fiber] = []
+        # Keyed, in push order: unwinding pops the newest (LIFO), and an agent closed by its
+        # handle forgets its entry in O(1) however many agents its owner holds.
+        self._disposers: dict[int, tuple[str, Disposer]] = {}
+        self._nursery: trio.Nursery | None = None
+        self._errors: list[Exception] = []
+        self._agents: AgentRegistry | None = None
+        self._task: trio.lowlevel.Task | None = None
+
+    def __repr__(self) -> str:
+        return f"<Fiber {self.name!r} {self._state}>"
+
+    # -- what a fiber offers ------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    @property
+    def state(self) -> FiberState:
+        return self._state
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """The fiber's nursery: tasks started here are cancelled when the fiber closes,
+        after its disposers have run."""
+        self._check_open("use the nursery of")
+        assert self._nursery is not None
+        return self._nursery
+
+    @property
+    def agents(self) -> AgentRegistry:
+        """The agent registry, with this fiber as the owner of the agents it creates."""
+        if self._agents is None:
+            from ._registry import AgentRegistry
+
+            self._agents = AgentRegistry(self._runtime, self)
+        return self._agents
+
+    async def enter_async_context(self, cm: AbstractAsyncContextManager[T]) -> T:
+        """Enter `cm` now; exit it when the fiber unwinds (LIFO with its other disposers)."""
+        self._check_open("enter a context in")
+        holder = _Holder(cm)
+        # Registered first: if this call is cancelled while the holder is still entering,
+        # the fiber's unwinding still releases it (and does not wait forever for it).
+        self._push(f"exit {cm!r}", holder.release)
+        return cast(T, await start_service(self.nursery, holder.hold))
+
+    def push_async_callback(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
+        """Await `fn(*args)` when the fiber unwinds."""
+        self._check_open("register a callback on")
+        self._push(getattr(fn, "__qualname__", repr(fn)), lambda: fn(*args))
+
+    def callback(self, fn: Callable[..., object], *args: Any) -> None:
+        """Call `fn(*args)` when the fiber unwinds."""
+        self._check_open("register a callback on")
+
+        async def call() -> None:
+            fn(*args)
+
+        self._push(getattr(fn, "__qualname__", repr(fn)), call)
+
+    @asynccontextmanager
+    async def fiber(self, name: str) -> AsyncGenerator[Fiber, None]:
+        """A child fiber for the duration of the block; it closes before this fiber's own
+        disposers if this fiber closes first."""
+        child = await self.open_child(name)
+        try:
+            yield child
+        finally:
+            await child.aclose()
+
+    async def open_child(self, name: str) -> Fiber:
+        """Open a child fiber that lives until it, or this fiber, is closed."""
+        self._check_open("open a child of")
+        child = Fiber(name, self._runtime, self)
+        # Registered before the await: a close of this fiber that lands meanwhile closes the
+        # child too, instead of leaving it open behind a parent that has gone.
+        self._children.append(child)
+        try:
+            await start_service(self.nursery, child.serve)
+        except BaseException:
+            if child.state == "new":  # its task never ran: nothing to close
+                self._children.remove(child)
+                child._state = "closed"
+                child._closed.set()
+            raise
+        return child
+
+    async def aclose(self) -> None:
+        """Close the fiber and wait until it has unwound. Idempotent: every caller waits for
+        the same unwinding and sees the same errors. Shielded: a cancelled caller still
+        waits, and the unwinding goes on in the fiber's own task regardless."""
+        self._close_requested.set()
+        if self._task is not None and runs_inside(self._task):
+            # Called from one of this fiber's own tasks: it cannot wait for its own end.
+            # The unwinding goes on; the caller is cancelled when the nursery is.
+            await trio.lowlevel.checkpoint()
+            return
+        with trio.CancelScope(shield=True):
+            await self._closed.wait()
+        if self._errors:
+            raise ExceptionGroup(f"errors while closing fiber {self.name!r}", self._errors)
+
+    # -- serving and unwinding ------------------------------------------------------------
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The fiber's task. Its parent starts it with `await nursery.start(fiber.serve)`."""
+        if self._state != "new":
+            raise RuntimeError(f"{self!r} is already served")
+        self._task = trio.lowlevel.current_task()
+        try:
+            with trio.CancelScope(shield=True):
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    self._state = "open"
+                    if not report_started(task_status, self):
+                        self._close_requested.set()  # nobody got this fiber: close it
+                    try:
+                        await self._close_requested.wait()
+                    finally:
+                        # Reached on close, or if a task of this fiber crashed: unwind anyway.
+                        self._state = "closing"
+                        with trio.CancelScope(shield=True):
+                            await self._unwind()
+                        nursery.cancel_scope.cancel(reason=f"fiber {self.name!r} closed")
+        finally:
+            self._state = "closed"
+            if self._parent is not None and self in self._parent._children:
+                self._parent._children.remove(self)
+            self._closed.set()
+
+    async def _unwind(self) -> None:
+        while self._children:  # a child removes itself from the list once it has closed
+            child = self._children[-1]
+            try:
+                await child.aclose()
+            except Exception as exc:
+                self._errors.append(exc)
+            if self._children and self._children[-1] is child:
+                self._children.pop()
+        while self._disposers:
+            _, (label, disposer) = self._disposers.popitem()
+            try:
+                await disposer()
+            except Exception as exc:
+                logger.debug("fiber %r: disposer %s raised %r", self.name, label, exc)
+                self._errors.append(exc)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _push(self, label: str, disposer: Disposer) -> int:
+        """Register a disposer; returns the key that `_discard` forgets it by."""
+        key = next(_disposer_keys)
+        self._disposers[key] = (label, disposer)
+        return key
+
+    def _discard(self, key: int) -> None:
+        """Forget a disposer that already ran elsewhere (an agent closed by its handle)."""
+        self._disposers.pop(key, None)
+
+    def _check_open(self, verb: str) -> None:
+        if self._state != "open":
+            raise FiberClosedError(
+                f"cannot {verb} fiber {self.name!r}: it is {self._state}; "
+                "use a fiber that is still open"
+            )
+
+
+class AgentFiber(Fiber):
+    """An agent's own fiber. It has no task of its own: the agent's lifecycle task opens
+    its nursery, runs the agent's loop in it, and unwinds it last in the teardown. One task
+    per agent instead of three keeps an idle agent small (D46).
+
+    Closing it is closing its agent: `aclose()` asks the lifecycle, which unwinds this
+    fiber at the end of the agent's teardown (rule L1).
+    """
+
+    __slots__ = ("_close_owner",)
+
+    def __init__(self, name: str, runtime: Runtime, close_owner: Disposer) -> None:
+        # No events of its own (its closing is its lifecycle's), unlike a served fiber.
+        self._init_state(name, runtime, None)
+        self._close_owner = close_owner
+
+    def host(self, nursery: trio.Nursery, task: trio.lowlevel.Task) -> None:
+        self._nursery, self._task = nursery, task
+        self._state = "open"
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        raise RuntimeError(f"{self!r} is hosted by its agent's lifecycle task; it has no serve")
+
+    async def aclose(self) -> None:
+        await self._close_owner()
+
+    def release_owner(self, report: Disposer) -> None:
+        """The agent's teardown is complete: `aclose()` now only runs `report`, and this
+        fiber no longer holds on to its lifecycle."""
+        self._close_owner = report
+
+    async def unwind_hosted(self) -> list[Exception]:
+        """Unwind children and disposers, then cancel the nursery's other tasks. Called by
+        the hosting task, shielded; returns the errors instead of raising them."""
+        if self._state == "open":
+            self._state = "closing"
+            try:
+                await self._unwind()
+            finally:
+                if self._nursery is not None:
+                    self._nursery.cancel_scope.cancel(reason=f"fiber {self.name!r} closed")
+        self._state = "closed"
+        return self._errors
+
+
+class _Holder:
+    """Holds an async context manager open in a task of its own, so that it is entered and
+    exited by the same task, and reports an error from its exit to whoever releases it."""
+
+    def __init__(self, cm: AbstractAsyncContextManager[Any]) -> None:
+        self._cm = cm
+        self._began = False
+        self._release = trio.Event()
+        self._done = trio.Event()
+        self._error: BaseException | None = None
+
+    async def hold(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        self._began = True
+        try:
+            with trio.CancelScope(shield=True):
+                async with self._cm as value:
+                    if report_started(task_status, value):
+                        await self._release.wait()
+        except Exception as exc:
+            if not self._release.is_set():
+                raise  # failed while entering: `start` re-raises it to the caller
+            self._error = exc
+        finally:
+            self._done.set()
+
+    async def release(self) -> None:
+        self._release.set()
+        if not self._began:
+            # The holder task never ran (starting it failed): nothing was entered.
+            await trio.lowlevel.checkpoint()
+            return
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error

@@ -1,0 +1,100 @@
+"""A model that needs no network: it echoes, and runs commands you spell out through the bash
+tools. It says plainly what it is, so nobody mistakes it for a language model.
+
+Prompts it understands (anything else is echoed back):
+
+    !COMMAND          run COMMAND with `bash` and report its output
+    !&COMMAND         start COMMAND as a background job (`bash` with run_in_background)
+    /output JOB       read a background job's new output (`bash_output`)
+    /kill JOB         stop a background job (`bash_kill`)
+    /hold             start answering, then wait until the turn is cancelled
+    /loop             call `bash true` forever (until the agent's max_steps ends the turn)
+    /fail             fail the model call (the turn ends with an error)
+
+It decides from the last user message of the request, so it is deterministic: the front ends
+(`trio-agents acp`, `trio-agents chat`) and their tests use it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import trio
+
+from ._model import Finish, ModelChunk, ModelRequest, TextDelta, ToolCall
+
+__all__ = ["OfflineModel"]
+
+INTRO = "[offline model: no language model is configured; I echo, and run !commands] "
+
+
+class OfflineModel:
+    """The built-in model for when no endpoint is configured."""
+
+    def __init__(self) -> None:
+        self._calls = itertools.count(1)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        prompt, answers = _last_prompt_and_tool_results(request)
+        if prompt == "/loop":
+            await trio.lowlevel.checkpoint()
+            yield self._call("bash", {"command": "true", "description": "loop once more"})
+            yield Finish("tool_calls")
+            return
+        if answers:
+            # Its call was answered: report the result (context that arrived since, such
+            # as a job-done notice, does not make it call again).
+            await trio.lowlevel.checkpoint()
+            for chunk in _pieces(f"tool said:\n{answers[-1]}"):
+                yield TextDelta(chunk)
+            yield Finish("stop")
+            return
+        call = self._command(prompt)
+        if call is not None:
+            await trio.lowlevel.checkpoint()
+            yield call
+            yield Finish("tool_calls")
+            return
+        if prompt == "/fail":
+            await trio.lowlevel.checkpoint()
+            raise RuntimeError("the offline model was asked to fail (/fail)")
+        if prompt == "/hold":
+            yield TextDelta("holding until you cancel...")
+            await trio.sleep_forever()
+        # The whole reply is at hand at once, as when one network read holds several
+        # events: its pieces go out without a checkpoint between them.
+        await trio.lowlevel.checkpoint()
+        for chunk in _pieces(f"{INTRO}echo: {prompt}"):
+            yield TextDelta(chunk)
+        yield Finish("stop")
+
+    def _command(self, prompt: str) -> ToolCall | None:
+        if prompt.startswith("!&") and prompt[2:].strip():
+            arguments = {"command": prompt[2:].strip(), "description": "start a background job"}
+            return self._call("bash", {**arguments, "run_in_background": True})
+        if prompt.startswith("!") and prompt[1:].strip():
+            return self._call("bash", {"command": prompt[1:].strip(), "description": "run it"})
+        for verb, tool in (("/output ", "bash_output"), ("/kill ", "bash_kill")):
+            if prompt.startswith(verb) and prompt[len(verb) :].strip():
+                return self._call(tool, {"job_id": prompt[len(verb) :].strip()})
+        return None
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> ToolCall:
+        return ToolCall(f"offline-{next(self._calls)}", name, dict(arguments))
+
+
+def _last_prompt_and_tool_results(request: ModelRequest) -> tuple[str, list[str]]:
+    """The last prompt (or steering) and the tool results that came after it."""
+    results: list[str] = []
+    for message in reversed(request.messages):
+        if message.role == "tool":
+            results.append(message.content)
+        elif message.role == "user" and message.source in (None, "prompt", "steering"):
+            return message.content.strip(), results[::-1]
+    return "", results[::-1]
+
+
+def _pieces(text: str, size: int = 16) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]

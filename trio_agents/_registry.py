@@ -1,0 +1,409 @@
+"""The agent registry, agent handles, and the one teardown every owner of an agent joins.
+
+Creating or resuming an agent is a transaction (rule L3): prepare privately, enter the
+session (the store rejects a duplicate live id), enter the agent, announce. A loser, or a
+create that races its owner's close (L4), runs the same teardown as a normal close and
+leaves nothing behind.
+
+Each agent has one task, its lifecycle task, in its owner fiber's nursery. That task opens
+the agent's own fiber's nursery, runs the agent's loop in it, and when the loop has exited
+performs the teardown of rule L1:
+
+    stop the loop (turn ends `closed`)  ->  its exit  ->  kill and reap its shell jobs
+    ->  flush the session  ->  unregister the agent (AgentClosed)
+    ->  detach the session (SessionClosed)  ->  unwind the agent's own fiber
+
+The handle holder, the owner fiber and the runtime all reach it through `_Lifecycle.aclose`,
+which is memoized: the first call starts it, every call waits for the same end (L2).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import trio
+
+from ._agent import Agent
+from ._errors import DuplicateSessionError
+from ._events import AgentClosed, AgentCreated, SessionClosed, SessionCreated
+from ._fiber import AgentFiber, Fiber, FiberClosedError
+from ._model import Model
+from ._nursery import report_started, runs_inside, start_service
+from ._options import AgentOptions
+from ._session import Session
+from ._store import new_header
+from ._tool import Tool
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._runtime import Runtime
+
+__all__ = ["AgentHandle", "AgentRegistry"]
+
+logger = logging.getLogger("trio_agents.registry")
+
+Phase = Literal["preparing", "live", "closing", "closed"]
+
+
+class AgentHandle:
+    """The capability to close one agent. `async with handle:` closes it on exit."""
+
+    __slots__ = ("_life",)
+
+    def __init__(self, life: _Lifecycle) -> None:
+        self._life = life
+
+    @property
+    def agent(self) -> Agent:
+        return self._life.agent
+
+    @property
+    def closed(self) -> bool:
+        return self._life.phase == "closed"
+
+    @property
+    def fiber(self) -> Fiber:
+        """The agent's own fiber: what it owns (its loop, whatever its tools attach to it)
+        unwinds last in its teardown, after the session has detached."""
+        return self._life.fiber
+
+    async def aclose(self) -> None:
+        """Close the agent and wait until its teardown is complete. Memoized: every caller,
+        however many and in whatever order, waits for the same teardown. Shielded: a
+        cancelled caller still waits (the teardown is bounded by `close_grace`)."""
+        await self._life.aclose()
+
+    async def __aenter__(self) -> AgentHandle:
+        await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<AgentHandle {self.agent.id!r} {self._life.phase}>"
+
+
+class _Lifecycle:
+    """One agent's resources, publication state and memoized teardown."""
+
+    __slots__ = (
+        "_agent_announced",
+        "_close_requested",
+        "_detach_session",
+        "_done",
+        "_errors",
+        "_loop_exited",
+        "_nursery",
+        "_registered",
+        "_serving",
+        "_session_announced",
+        "_task",
+        "agent",
+        "disposer_key",
+        "fiber",
+        "owner",
+        "phase",
+        "runtime",
+        "session",
+    )
+
+    def __init__(self, runtime: Runtime, owner: Fiber, agent: Agent) -> None:
+        self.runtime = runtime
+        self.owner = owner
+        self.agent = agent
+        self.session = agent.session
+        self.phase: Phase = "preparing"
+        self.fiber = AgentFiber(f"agent {agent.id}", runtime, self.aclose)
+        self._serving = False
+        self._task: trio.lowlevel.Task | None = None
+        self._nursery: trio.Nursery | None = None
+        self._close_requested = False
+        self._loop_exited = False
+        self._done = trio.Event()
+        self._errors: list[Exception] = []
+        self.disposer_key: int | None = None  # its entry in the owner's disposers
+        self._detach_session: Callable[[], None] | None = None
+        self._registered = False
+        self._session_announced = False
+        self._agent_announced = False
+
+    # -- the lifecycle task -------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The agent's one task: it hosts the agent's fiber, runs the loop in it, and tears
+        down when the loop has exited, so the teardown cannot start before that exit."""
+        self._task = trio.lowlevel.current_task()
+        try:
+            async with trio.open_nursery() as nursery:
+                # Only aclose() ends an agent: the owner's cancellation does not reach here.
+                nursery.cancel_scope.shield = True
+                self._nursery = nursery
+                self.fiber.host(nursery, self._task)
+                if not report_started(task_status, None):
+                    self._close_requested = True  # the create was cancelled: roll back
+                if self._close_requested:
+                    self._stop_loop()
+                try:
+                    await self.agent.run()
+                finally:
+                    # Also when a task of the agent's fiber crashed: unregister and detach
+                    # anyway, so nothing is left half-closed (rule L5).
+                    self._loop_ended(nursery)
+                    with trio.CancelScope(shield=True):
+                        await self._teardown()
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.phase = "closed"
+        self._done.set()
+        # The agent's fiber closes the agent through this lifecycle; closed, it only reports
+        # how the close went. Letting go of the lifecycle breaks the cycle lifecycle ->
+        # fiber -> lifecycle, so a closed agent is freed without the cycle collector.
+        self.fiber.release_owner(functools.partial(_report_closed, self.agent.id, self._errors))
+
+    def _request_close(self) -> None:
+        """Stop the loop (its turn ends `closed`) and bound how long it may take."""
+        if self._close_requested:
+            return
+        self._close_requested = True
+        if self._nursery is not None:
+            self._stop_loop()
+        # else the lifecycle task has not run yet: it stops the loop when it does.
+
+    def _stop_loop(self) -> None:
+        self.agent._begin_close()  # pyright: ignore[reportPrivateUsage]
+        # Past close_grace (a tool ignores cancellation) every task of the agent's fiber is
+        # cancelled; the teardown still waits for the loop, or its closing turn/end would
+        # miss the store (rule L1).
+        if self._nursery is not None and not self._loop_exited:
+            scope = self._nursery.cancel_scope
+            scope.deadline = min(
+                scope.deadline, trio.current_time() + self.agent.options.close_grace
+            )
+
+    def _loop_ended(self, nursery: trio.Nursery) -> None:
+        self._loop_exited = True
+        scope = nursery.cancel_scope
+        if not scope.cancel_called:
+            scope.deadline = math.inf  # the fiber's own tasks end after its disposers
+        elif self._close_requested and trio.current_time() >= scope.deadline:
+            logger.error(
+                "agent %r did not stop within close_grace=%ss; a tool is ignoring cancellation",
+                self.agent.id,
+                self.agent.options.close_grace,
+            )
+
+    async def _teardown(self) -> None:
+        self.phase = "closing"
+        self._close_requested = True
+        grace = self.agent.options.close_grace
+        try:
+            # Its jobs die while its id is still live, so a same-id successor (which can
+            # only appear after the detach below) never loses a job to this teardown. An
+            # agent that never went live (a create that lost a same-id race) owns no job:
+            # the jobs of that id belong to the winner.
+            if self._registered:
+                await self.runtime.shell.kill_owned(self.agent.id)
+            if self._detach_session is not None:
+                with trio.move_on_after(grace) as flush_scope:
+                    await self.runtime.sessions.flush(self.session)
+                if flush_scope.cancelled_caught:
+                    raise TimeoutError(
+                        f"agent {self.agent.id!r}: the session was not flushed within {grace}s"
+                    )
+        except Exception as exc:
+            self._errors.append(exc)
+        finally:
+            self._unregister()
+            self._detach()
+            self._errors.extend(await self.fiber.unwind_hosted())
+            if self.disposer_key is not None:
+                self.owner._discard(self.disposer_key)  # pyright: ignore[reportPrivateUsage]
+
+    async def aclose(self) -> None:
+        self._request_close()
+        if not self._serving:
+            self._finish()
+        if self._task is not None and runs_inside(self._task):
+            # Called from inside the agent (a tool closing its own agent): it cannot wait
+            # for its own end. The teardown goes on; the caller is cancelled with its turn.
+            await trio.lowlevel.checkpoint()
+            return
+        with trio.CancelScope(shield=True):
+            await self._done.wait()
+        _raise_close_errors(self.agent.id, self._errors)
+
+    # -- publication --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._serving = True
+        try:
+            await start_service(self.owner.nursery, self.serve)
+        except BaseException:
+            # Its task may have started before the start failed (its creator was cancelled
+            # as it started): then the teardown is under way, and closing must wait for it.
+            if self._task is None:
+                self._serving = False
+            raise
+
+    def check_live(self) -> None:
+        if self._close_requested:
+            raise FiberClosedError(
+                f"agent {self.agent.id!r} was closed while it was being created "
+                f"(owner fiber {self.owner.name!r} is {self.owner.state})"
+            )
+
+    def publish(self) -> None:
+        """Enter the session, enter the agent, announce. Synchronous, so nothing can observe
+        a half-published agent; a duplicate id raises before anything became visible."""
+        self._detach_session = self.runtime.sessions.enter(self.session)
+        live = self.runtime._live_agents  # pyright: ignore[reportPrivateUsage]
+        assert self.agent.id not in live, "the store admitted a session whose agent is live"
+        live[self.agent.id] = self
+        self._registered = True
+        self.phase = "live"
+        self._session_announced = True
+        self.runtime.events.emit(SessionCreated(self.session.id))
+        self._agent_announced = True
+        self.runtime.events.emit(AgentCreated(self.agent.id))
+
+    def _unregister(self) -> None:
+        if self._registered:
+            live = self.runtime._live_agents  # pyright: ignore[reportPrivateUsage]
+            if live.get(self.agent.id) is self:
+                del live[self.agent.id]
+            self._registered = False
+            if self._agent_announced:
+                self.runtime.events.emit(AgentClosed(self.agent.id))
+
+    def _detach(self) -> None:
+        if self._detach_session is not None:
+            self._detach_session()
+            self._detach_session = None
+            if self._session_announced:
+                self.runtime.events.emit(SessionClosed(self.session.id))
+
+
+async def _report_closed(agent_id: str, errors: list[Exception]) -> None:
+    """`aclose()` of an agent whose teardown is complete: a checkpoint, then its errors."""
+    with trio.CancelScope(shield=True):
+        await trio.lowlevel.checkpoint()
+    _raise_close_errors(agent_id, errors)
+
+
+def _raise_close_errors(agent_id: str, errors: list[Exception]) -> None:
+    if errors:
+        raise ExceptionGroup(f"errors while closing agent {agent_id!r}", errors)
+
+
+class AgentRegistry:
+    """Creates, resumes and finds agents. `rt.agents` and `fiber.agents` are registries
+    over the same live agents; an agent created through `fiber.agents` is owned by `fiber`
+    (closing the fiber closes it), one created through `rt.agents` by the runtime."""
+
+    __slots__ = ("_owner", "_runtime")
+
+    def __init__(self, runtime: Runtime, owner: Fiber) -> None:
+        self._runtime = runtime
+        self._owner = owner
+
+    @property
+    def owner(self) -> Fiber:
+        return self._owner
+
+    def get(self, agent_id: str) -> Agent | None:
+        life = self._runtime._live_agents.get(agent_id)  # pyright: ignore[reportPrivateUsage]
+        return life.agent if life is not None else None
+
+    def list(self) -> list[Agent]:
+        return [life.agent for life in self._runtime._live_agents.values()]  # pyright: ignore[reportPrivateUsage]
+
+    async def create(
+        self,
+        *,
+        model: Model,
+        tools: Sequence[Tool] = (),
+        session_id: str | None = None,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> AgentHandle:
+        """Create an agent with a new session (`session_id`, or a fresh UUID).
+
+        Raises DuplicateSessionError if the id is live or already stored (resume a stored
+        session instead), and FiberClosedError if the owner closes meanwhile.
+        """
+        self._owner._check_open("create an agent in")  # pyright: ignore[reportPrivateUsage]
+        sid = session_id if session_id is not None else str(uuid.uuid4())
+        store = self._runtime.sessions
+        self._reject_live(sid)
+        if await store.exists(sid):
+            raise DuplicateSessionError(
+                f"session {sid!r} already exists in {store!r}; resume it with "
+                "agents.resume(session_id, ...) or choose another id"
+            )
+        session = Session(sid, new_header(meta))
+        return await self._publish(session, model, tools, options)
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        model: Model,
+        tools: Sequence[Tool] = (),
+        options: AgentOptions | None = None,
+    ) -> AgentHandle:
+        """Resume a stored session. A turn a crash left open is closed `interrupted` first
+        (rule L6). Raises SessionNotFoundError, or DuplicateSessionError if it is live."""
+        self._owner._check_open("resume an agent in")  # pyright: ignore[reportPrivateUsage]
+        self._reject_live(session_id)
+        stored = await self._runtime.sessions.restore(session_id)
+        session = Session(session_id, stored.header, stored.records)
+        return await self._publish(session, model, tools, options)
+
+    def _reject_live(self, sid: str) -> None:
+        if sid in self._runtime.sessions.live_ids:
+            raise DuplicateSessionError(
+                f"session {sid!r} is live; close its agent before creating or resuming it again"
+            )
+
+    async def _publish(
+        self,
+        session: Session,
+        model: Model,
+        tools: Sequence[Tool],
+        options: AgentOptions | None,
+    ) -> AgentHandle:
+        owner = self._owner
+        owner._check_open("create an agent in")  # pyright: ignore[reportPrivateUsage]
+        agent = Agent(
+            session=session, model=model, tools=tools, options=options, events=self._runtime.events
+        )
+        life = self._runtime.lifecycle_class(self._runtime, owner, agent)
+        # The owner co-owns the teardown before any resource exists, so an owner close that
+        # lands anywhere below also tears down what was prepared (rule L4).
+        life.disposer_key = owner._push(f"agent {agent.id}", life.aclose)  # pyright: ignore[reportPrivateUsage]
+        try:
+            await life.start()
+            life.check_live()
+            life.publish()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                try:
+                    await life.aclose()
+                except Exception:
+                    logger.exception("rolling back agent %r failed", agent.id)
+            raise
+        return AgentHandle(life)

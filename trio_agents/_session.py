@@ -1,0 +1,89 @@
+"""A session: the durable, append-only record of one agent's conversation. Pure; no trio.
+
+The agent appends synchronously, so a record is in the session the moment the loop decides
+it; a store that persists it observes appends and writes them behind (see `SessionStore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from ._errors import PersistenceError
+from ._model import Message
+from ._records import Record
+from ._transcript import Transcript
+
+__all__ = ["Session"]
+
+RecordObserver = Callable[[Record], None]
+
+
+class Session:
+    """`id`, a `header` fixed at creation, and `records`, which only grow."""
+
+    __slots__ = ("_observers", "_records", "_transcript", "header", "id")
+
+    def __init__(
+        self,
+        id: str,
+        header: Mapping[str, Any] | None = None,
+        records: Iterable[Record] = (),
+    ) -> None:
+        if not isinstance(id, str) or not id:  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError(f"a session id must be a non-empty str, got {id!r}")
+        self.id = id
+        self.header: Mapping[str, Any] = MappingProxyType(dict(header or {}))
+        self._records: list[Record] = list(records)
+        self._transcript = Transcript(self._records)
+        self._observers: list[RecordObserver] = []
+
+    @property
+    def records(self) -> Sequence[Record]:
+        return tuple(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def records_since(self, start: int) -> Sequence[Record]:
+        """The records from index `start` on (a copy): a reader that remembers where it
+        stopped need not copy the whole history again."""
+        return tuple(self._records[start:])
+
+    def messages(self) -> list[Message]:
+        """The conversation as the model sees it (a copy)."""
+        return list(self._transcript.messages)
+
+    def message_snapshot(self) -> tuple[Message, ...]:
+        """The conversation as the model sees it, frozen: what one model request holds."""
+        return tuple(self._transcript.messages)
+
+    def append(self, type: str, data: Mapping[str, Any]) -> Record:
+        record = Record.of(type, data)
+        self._records.append(record)
+        self._transcript.add(record)
+        for observer in tuple(self._observers):
+            try:
+                observer(record)
+            except Exception as exc:
+                raise PersistenceError(
+                    f"session {self.id!r}: observer {observer!r} failed on record "
+                    f"{len(self._records) - 1} ({type})"
+                ) from exc
+        return record
+
+    def observe(self, observer: RecordObserver) -> Callable[[], None]:
+        """Call `observer` with every later record; returns a function that stops it.
+
+        Observers are the persistence path: unlike event listeners, an observer that raises
+        is not contained (it raises PersistenceError from `append`, which stops the agent's
+        loop), because a record that cannot be made durable must not pass silently.
+        """
+        self._observers.append(observer)
+        return lambda: self.unobserve(observer)
+
+    def unobserve(self, observer: RecordObserver) -> None:
+        """Stop calling `observer`; nothing happens if it is not observing."""
+        if observer in self._observers:
+            self._observers.remove(observer)

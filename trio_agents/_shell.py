@@ -1,0 +1,536 @@
+"""The shell executor: commands as `bash -c` in their own process group, on trio subprocesses.
+
+Every command runs in a new session (so its own process group), with stdin closed and an
+environment scrubbed of names that look like credentials (KEY, SECRET, TOKEN, PASSWORD). A
+timeout or a cancellation kills the whole group: SIGTERM, a grace period, SIGKILL. When a
+foreground command's leader exits, whatever it left running in its group is killed the same
+way, so a foreground call never leaves a process behind (the most reported defect in peer
+agents is orphaned processes).
+
+Outcome fields are independent: a command that traps TERM and exits 0 after its timeout
+reports `timed_out=True, exit_code=0, signal=None`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import math
+import os
+import re
+import signal
+import subprocess
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+
+import trio
+
+from ._shell_output import OutputCollector, StreamOutput
+
+__all__ = [
+    "JobOutput",
+    "RunResult",
+    "ShellExecutor",
+    "ShellRequest",
+    "ShellSpec",
+    "group_has_live_members",
+    "live_group_members",
+    "scrubbed_environment",
+]
+
+logger = logging.getLogger("trio_agents.shell")
+
+SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
+QUIET_TOOLS: Mapping[str, str] = {
+    "NO_COLOR": "1",
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+}
+
+
+def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) without credential-like names, plus
+    settings that keep tools from paging or colouring their output."""
+    source = os.environ if base is None else base
+    env = {name: value for name, value in source.items() if not SECRET_NAME.search(name)}
+    env.update(QUIET_TOOLS)
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class ShellRequest:
+    """What a caller asks for; `ShellExecutor.resolve` fills in every default."""
+
+    command: str
+    workdir: str | None = None
+    timeout: float | None = None
+    owner: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShellSpec:
+    """A fully resolved command. `owner` is required but may be None: a forgotten owner is
+    a visible None, never a missing field. The executor stores it and never interprets it."""
+
+    command: str
+    workdir: str
+    timeout: float
+    owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    exit_code: int | None  # None when a signal ended the process
+    signal: str | None  # e.g. "SIGTERM"
+    timed_out: bool
+    cancelled: bool
+    timeout: float
+    stdout: StreamOutput
+    stderr: StreamOutput
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutput:
+    """Output of a background job since given offsets (stdout, stderr), and its state.
+
+    `lossy` means part of the output since the offsets was dropped from memory; the complete
+    streams are in `spill_paths`. `result` is set once the job is `done`."""
+
+    text: str
+    next_offsets: tuple[int, int]
+    lossy: bool
+    spill_paths: tuple[str, ...]
+    done: bool
+    result: RunResult | None
+
+
+class _FromSpec(enum.Enum):
+    FROM_SPEC = enum.auto()
+
+
+FROM_SPEC = _FromSpec.FROM_SPEC
+
+
+class _Job:
+    __slots__ = (
+        "cancelled",
+        "cursor",
+        "done",
+        "err",
+        "id",
+        "kill_requested",
+        "out",
+        "owner",
+        "process",
+        "result",
+        "silent",
+        "spec",
+    )
+
+    def __init__(
+        self, job_id: str, spec: ShellSpec, owner: str | None, process: trio.Process, max_bytes: int
+    ) -> None:
+        self.id = job_id
+        self.spec = spec
+        self.owner = owner
+        self.process = process
+        self.out = OutputCollector(max_bytes, f"{job_id}-stdout")
+        self.err = OutputCollector(max_bytes, f"{job_id}-stderr")
+        self.done = trio.Event()
+        self.kill_requested = trio.Event()
+        self.result: RunResult | None = None
+        self.cancelled = False  # killed by us (kill, kill_owned, close), not by itself
+        self.silent = False  # send no job-done notice (the killer reports the outcome)
+        self.cursor: tuple[int, int] = (0, 0)  # where the next consuming read starts
+
+
+JobListener = Callable[[str, "str | None", RunResult], object]
+
+
+class ShellExecutor:
+    """Runs commands. `timeout`, `max_timeout` and `grace` are seconds."""
+
+    def __init__(
+        self,
+        *,
+        cwd: str | None = None,
+        timeout: float = 120.0,
+        max_timeout: float = 600.0,
+        max_output_bytes: int = 64_000,
+        grace: float = 3.0,
+    ) -> None:
+        for name, value in (
+            ("timeout", timeout),
+            ("max_timeout", max_timeout),
+            ("max_output_bytes", max_output_bytes),
+            ("grace", grace),
+        ):
+            if not (0 < value < math.inf):
+                raise ValueError(f"{name} must be positive and finite, got {value!r}")
+        self.cwd = cwd
+        self.timeout = timeout
+        self.max_timeout = max_timeout
+        self.max_output_bytes = max_output_bytes
+        self.grace = grace
+        self._jobs: dict[str, _Job] = {}
+        self._job_numbers = itertools.count(1)
+        self._nursery: trio.Nursery | None = None
+        self._listeners: list[JobListener] = []
+        self._silenced = False
+
+    # -- background jobs ------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[ShellExecutor, None]:
+        """Hold the nursery background jobs run in. Leaving it closes the executor: notices
+        are silenced first, then every job is killed and reaped."""
+        if self._nursery is not None:
+            raise RuntimeError("this shell executor is already running; one runtime at a time")
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._silenced = False
+            try:
+                yield self
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.close_jobs()
+                self._nursery = None
+
+    def on_job_done(self, listener: JobListener) -> Callable[[], None]:
+        """Call `listener(job_id, owner, result)` when a job finishes by itself or is killed
+        (not after the executor is closing). Listeners are contained."""
+        self._listeners.append(listener)
+
+        def disconnect() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return disconnect
+
+    async def start(self, spec: ShellSpec, *, owner: str | _FromSpec | None = FROM_SPEC) -> str:
+        """Start `spec` in the background (its timeout does not apply) and return the job's
+        id (`bash-1`, `bash-2`, ...: not secret; the owner check is the fence).
+
+        `owner` (default: `spec.owner`) is stored with the job and never interpreted.
+        Raises OSError when the command cannot be started (a bad workdir, no bash)."""
+        if not self._accepting():
+            raise RuntimeError(
+                "the shell executor is not running; start jobs inside `running()` "
+                "(open_runtime enters it for `rt.shell`)"
+            )
+        if isinstance(owner, _FromSpec):
+            owner = spec.owner
+        elif spec.owner is not None and owner != spec.owner:
+            raise ValueError(
+                f"owner={owner!r} contradicts spec.owner={spec.owner!r}; pass one of them"
+            )
+        process = await _spawn(spec)
+        if not self._accepting():
+            # The executor began closing while the process was being spawned: close_jobs
+            # has already taken its list, so this process would be nobody's.
+            with trio.CancelScope(shield=True):
+                await self.kill_group(process)
+            raise RuntimeError("the shell executor closed while the job was starting")
+        job = _Job(f"bash-{next(self._job_numbers)}", spec, owner, process, self.max_output_bytes)
+        self._jobs[job.id] = job
+        assert self._nursery is not None
+        self._nursery.start_soon(self._watch, job)
+        return job.id
+
+    def _accepting(self) -> bool:
+        return self._nursery is not None and not self._silenced
+
+    def owner_of(self, job_id: str) -> str | None:
+        """The owner token the job was started with, or None (also for an unknown job)."""
+        job = self._jobs.get(job_id)
+        return job.owner if job is not None else None
+
+    def pgid(self, job_id: str) -> int:
+        """The job's process group id (its leader's pid): every process it starts is in it."""
+        return self._job(job_id).process.pid
+
+    def jobs(self, owner: str | None = None) -> list[str]:
+        return [j.id for j in self._jobs.values() if owner is None or j.owner == owner]
+
+    def read_output(self, job_id: str, offsets: tuple[int, int] | None = None) -> JobOutput:
+        """Output since `offsets` (stdout, stderr byte offsets), merged as stdout, then
+        `[stderr]` and stderr. Without offsets the read is consuming: it starts where the
+        previous consuming read of this job stopped, so consecutive reads never repeat."""
+        job = self._job(job_id)
+        start = job.cursor if offsets is None else offsets
+        out, next_out, lossy_out = job.out.read_from(start[0])
+        err, next_err, lossy_err = job.err.read_from(start[1])
+        if offsets is None:
+            job.cursor = (next_out, next_err)
+        text = out
+        if out and err and not out.endswith("\n"):
+            text += "\n"
+        if err:
+            text += "[stderr]\n" + err
+        spills = tuple(p for p in (job.out.spill_path, job.err.spill_path) if p is not None)
+        return JobOutput(
+            text,
+            (next_out, next_err),
+            lossy_out or lossy_err,
+            spills,
+            job.done.is_set(),
+            job.result,
+        )
+
+    def has_job(self, job_id: str) -> bool:
+        return job_id in self._jobs
+
+    def result(self, job_id: str) -> RunResult | None:
+        """The job's result once it has ended, None while it runs."""
+        return self._job(job_id).result
+
+    async def wait(self, job_id: str) -> RunResult:
+        """Wait until the job has ended and been reaped; return its result."""
+        job = self._job(job_id)
+        await job.done.wait()
+        assert job.result is not None
+        return job.result
+
+    async def kill(self, job_id: str, *, notify: bool = True) -> RunResult:
+        """Kill the job's whole process group and wait until it is reaped; return its result
+        (at once if it had already ended). `notify=False` sends no job-done notice for it
+        (the caller reports the outcome itself)."""
+        job = self._job(job_id)
+        if not job.done.is_set() and job.process.poll() is None:
+            # Only a job whose leader is still running is killed by us; one that already
+            # exited by itself (its watcher is reaping the rest) keeps its own outcome.
+            job.cancelled = True
+            job.silent = job.silent or not notify
+            # The job's own watcher kills it, so a cancelled caller cannot stop the
+            # escalation half-way (TERM sent, KILL never).
+            job.kill_requested.set()
+        await job.done.wait()
+        assert job.result is not None
+        return job.result
+
+    async def kill_owned(self, owner: str | None) -> None:
+        """Kill every running job of `owner` (its agent is closing) and wait until they are
+        reaped. No notice is sent for them: their owner is going away."""
+        async with trio.open_nursery() as nursery:
+            for job in list(self._jobs.values()):
+                if job.owner == owner and not job.done.is_set():
+                    nursery.start_soon(partial(self.kill, job.id, notify=False))
+
+    async def close_jobs(self) -> None:
+        """Silence notices, then kill and reap every job."""
+        self._silenced = True
+        async with trio.open_nursery() as nursery:
+            for job in list(self._jobs.values()):
+                if not job.done.is_set():
+                    nursery.start_soon(self.kill, job.id)
+
+    def _job(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise KeyError(f"no job {job_id!r}; known jobs: {', '.join(self._jobs) or 'none'}")
+        return job
+
+    async def _watch(self, job: _Job) -> None:
+        process = job.process
+        assert process.stdout is not None
+        assert process.stderr is not None
+        with trio.CancelScope(shield=True):  # only kill() and close_jobs() end a job
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_pump, process.stdout, job.out)
+                    nursery.start_soon(_pump, process.stderr, job.err)
+                    async with trio.open_nursery() as waiter:
+                        waiter.start_soon(self._kill_when_asked, job)
+                        await process.wait()
+                        if not job.kill_requested.is_set():
+                            waiter.cancel_scope.cancel()
+                    await self.kill_group(process)  # nothing of the job outlives its leader
+                    nursery.cancel_scope.deadline = trio.current_time() + self.grace
+            finally:
+                # Whatever failed above, the group dies, the pipes close, the job ends.
+                await self.kill_group(process)
+                await process.stdout.aclose()
+                await process.stderr.aclose()
+                self._end(job)
+
+    def _end(self, job: _Job) -> None:
+        job.result = _result(
+            job.process,
+            timed_out=False,
+            cancelled=job.cancelled,
+            timeout=job.spec.timeout,
+            stdout=job.out.finish(),
+            stderr=job.err.finish(),
+        )
+        job.done.set()
+        if not (self._silenced or job.silent):
+            for listener in tuple(self._listeners):
+                try:
+                    listener(job.id, job.owner, job.result)
+                except Exception:
+                    logger.exception("job-done listener %r raised; ignored", listener)
+
+    async def _kill_when_asked(self, job: _Job) -> None:
+        await job.kill_requested.wait()
+        await self.kill_group(job.process)
+
+    # -- foreground -------------------------------------------------------------------------
+
+    def resolve(self, request: ShellRequest) -> ShellSpec:
+        """Fill every default: workdir, the timeout (capped at `max_timeout`), the owner."""
+        if request.timeout is not None and not (0 < request.timeout < math.inf):
+            raise ValueError(
+                f"request.timeout must be a positive number of seconds, got {request.timeout!r}"
+            )
+        timeout = min(request.timeout or self.timeout, self.max_timeout)
+        base = self.cwd or os.getcwd()
+        workdir = os.path.join(base, request.workdir) if request.workdir else base
+        return ShellSpec(request.command, workdir, timeout, request.owner)
+
+    async def run(self, spec: ShellSpec) -> RunResult:
+        """Run `spec` in the foreground. Returns for any exit, timeout included; raises only
+        when the command cannot be started (a bad workdir, no bash). If the caller is
+        cancelled, the group is killed (shielded, bounded by the grace) and Cancelled
+        propagates."""
+        process = await _spawn(spec)
+        out = OutputCollector(self.max_output_bytes, "stdout")
+        err = OutputCollector(self.max_output_bytes, "stderr")
+        timed_out = False
+        try:
+            async with trio.open_nursery() as nursery:
+                assert process.stdout is not None
+                assert process.stderr is not None
+                nursery.start_soon(_pump, process.stdout, out)
+                nursery.start_soon(_pump, process.stderr, err)
+                with trio.move_on_after(spec.timeout) as timer:
+                    await process.wait()
+                timed_out = timer.cancelled_caught
+                # Timed out, or the leader exited: nothing of this group may outlive the call.
+                await self.kill_group(process)
+                # A process that escaped the group could hold the pipes open forever.
+                nursery.cancel_scope.deadline = trio.current_time() + self.grace
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.kill_group(process)
+            raise
+        finally:
+            stdout, stderr = out.finish(), err.finish()
+        return _result(
+            process,
+            timed_out=timed_out,
+            cancelled=False,
+            timeout=spec.timeout,
+            stdout=stdout,
+            stderr=stderr,
+        )
+
+    async def kill_group(self, process: trio.Process) -> None:
+        """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL
+        whatever of the group is left. Idempotent; errors for a group already gone are
+        ignored."""
+        if process.returncode is not None and not group_has_live_members(process.pid):
+            return  # all gone: do not signal a group id the kernel may have reused
+        _signal_group(process.pid, signal.SIGTERM)
+        # The grace is for the whole group, not only the leader: a grandchild that cleans
+        # up on TERM gets its chance too.
+        with trio.move_on_after(self.grace):
+            await process.wait()
+            await _group_gone(process.pid)
+        _signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+        # A signal is delivered asynchronously: only return once the kernel has removed
+        # every member of the group (init reaps the reparented ones), or the grace is over.
+        # No event tells us that processes which are not our children have exited (and the
+        # group's members are unknown), so this is a bounded poll.
+        with trio.move_on_after(self.grace):
+            await _group_gone(process.pid)
+
+
+async def _spawn(spec: ShellSpec) -> trio.Process:
+    """`bash -c` in a new session (its own process group), stdin closed, env scrubbed."""
+    return await trio.lowlevel.open_process(
+        ["bash", "-c", spec.command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=spec.workdir,
+        env=scrubbed_environment(),
+        start_new_session=True,
+    )
+
+
+def _result(
+    process: trio.Process,
+    *,
+    timed_out: bool,
+    cancelled: bool,
+    timeout: float,
+    stdout: StreamOutput,
+    stderr: StreamOutput,
+) -> RunResult:
+    code = process.returncode
+    assert code is not None, "the process has not exited"
+    return RunResult(
+        exit_code=code if code >= 0 else None,
+        signal=signal.Signals(-code).name if code < 0 else None,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        timeout=timeout,
+        stdout=stdout,
+        stderr=stderr,
+    )
+
+
+GROUP_POLL = 0.005  # seconds between checks that a killed group is gone
+
+
+async def _group_gone(pgid: int) -> None:
+    while group_has_live_members(pgid):  # noqa: ASYNC110 - no event exists for this
+        await trio.sleep(GROUP_POLL)
+
+
+def group_has_live_members(pgid: int) -> bool:
+    """Whether any process of group `pgid` is still alive (zombies are dead: they only wait
+    for whoever adopted them, init in the end, to reap them)."""
+    try:
+        return bool(live_group_members(pgid))
+    except OSError:
+        return _signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """The live (not zombie) pids of group `pgid`, read from /proc. Raises OSError if /proc
+    cannot be listed."""
+    members: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        # After the command name: state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            members.append(int(entry))
+    return members
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to the group; False if the group no longer exists (or is not ours)."""
+    if pgid <= 0:
+        return False
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:
+    async for chunk in stream:
+        collector.feed(bytes(chunk))

@@ -1,0 +1,255 @@
+"""Session stores: where sessions live while open and where their records are kept.
+
+A store has two jobs. It keeps the live set: a session enters when its agent is published and
+detaches when the agent closes, and an id that is live cannot enter again (rule L3). And it
+keeps records: appends are observed as they happen and made durable by `flush`, and a stored
+session can be restored, with a turn a crash left open closed first (rule L6).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from ._errors import DuplicateSessionError, TrioAgentsError
+from ._records import TURN_END, TURN_START, Record
+from ._repair import closers
+from ._session import Session
+
+__all__ = ["MemoryStore", "SessionInfo", "SessionNotFoundError", "SessionStore", "StoredSession"]
+
+
+class SessionNotFoundError(TrioAgentsError, KeyError):
+    """No session with that id is stored."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    id: str
+    header: Mapping[str, Any]
+    records: Sequence[Record]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A stored session at a glance."""
+
+    id: str
+    created_at: float
+    records: int
+    turns: int
+    last_end: str | None  # the kind of the last turn/end, or None if no turn ended
+
+
+def new_header(meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {"version": 1, "created_at": time.time(), **(meta or {})}
+
+
+def summarize(session_id: str, header: Mapping[str, Any], records: Sequence[Record]) -> SessionInfo:
+    turns = sum(1 for record in records if record.type == TURN_START)
+    ends = [record for record in records if record.type == TURN_END]
+    last = str(ends[-1].data["reason"]["kind"]) if ends else None
+    return SessionInfo(session_id, float(header.get("created_at", 0.0)), len(records), turns, last)
+
+
+class SessionStore(abc.ABC):
+    """The live set plus durable records. Subclasses provide the record backend."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, Session] = {}
+        self._restoring: dict[str, trio.Lock] = {}
+
+    # -- the live set -------------------------------------------------------------------
+
+    @property
+    def live_ids(self) -> frozenset[str]:
+        return frozenset(self._live)
+
+    def get(self, session_id: str) -> Session | None:
+        return self._live.get(session_id)
+
+    def enter(self, session: Session) -> Callable[[], None]:
+        """Make `session` live and persist its appends; returns its exact detach.
+
+        Raises DuplicateSessionError if a session with that id is live. The detach is
+        idempotent and only ever removes this exact entry, so a stale detach can never remove
+        a later session that reuses the id.
+        """
+        if session.id in self._live:
+            raise DuplicateSessionError(
+                f"session {session.id!r} is already live in this store; close its agent "
+                "first, or use another id"
+            )
+        self._check_running()
+        self._claim(session.id)
+        self._live[session.id] = session
+        self._attach(session)
+        entry = _LiveEntry(self, session)
+        session.observe(entry)
+        return entry.detach
+
+    def _leave(self, entry: _LiveEntry) -> None:
+        session = entry.session
+        session.unobserve(entry)
+        if self._live.get(session.id) is session:
+            del self._live[session.id]
+            self._detached(session)
+            self._release(session.id)
+
+    # -- records ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[None, None]:
+        """Keep the store's background machinery (if any) running for the block."""
+        await trio.lowlevel.checkpoint()
+        yield
+
+    async def restore(self, session_id: str) -> StoredSession:
+        """Load a stored session for resuming it. If its last turn is open (a crash), the
+        closers of rule L6 are appended durably first. Raises SessionNotFoundError."""
+        # Two concurrent restores of one id must not both append closers: serialize them,
+        # and let the second read the first one's repair.
+        lock = self._restoring.setdefault(session_id, trio.Lock())
+        try:
+            async with lock:
+                if session_id in self._live:
+                    raise DuplicateSessionError(
+                        f"session {session_id!r} became live while it was being restored; "
+                        "close its agent before resuming it again"
+                    )
+                # Held while the repair is appended, so another process cannot be using the
+                # session meanwhile; released again unless the session went live.
+                self._claim(session_id)
+                try:
+                    stored = await self.load(session_id)
+                    repair = closers(stored.records)
+                    if repair:
+                        await self._append_durably(stored, repair)
+                        records = [*stored.records, *repair]
+                        stored = StoredSession(stored.id, stored.header, records)
+                finally:
+                    if session_id not in self._live:
+                        self._release(session_id)
+                return stored
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._restoring.pop(session_id, None)
+
+    async def load(self, session_id: str) -> StoredSession:
+        """The stored header and records (no repair). Raises SessionNotFoundError."""
+        stored = await self._read(session_id)
+        if stored is None:
+            raise SessionNotFoundError(f"no session {session_id!r} is stored in {self!r}")
+        return stored
+
+    async def exists(self, session_id: str) -> bool:
+        return await self._read(session_id) is not None
+
+    @abc.abstractmethod
+    async def flush(self, session: Session) -> None:
+        """Return once every record appended to `session` so far is durable."""
+
+    @abc.abstractmethod
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every stored session, oldest first."""
+
+    @abc.abstractmethod
+    def _attach(self, session: Session) -> None:
+        """A session entered: remember its header for its first write."""
+
+    def _claim(self, session_id: str) -> None:  # noqa: B027 - optional hook
+        """Claim the session against other processes sharing the backend; raise
+        DuplicateSessionError if one of them has it live. Idempotent within a process."""
+
+    def _release(self, session_id: str) -> None:  # noqa: B027 - optional hook
+        """Give up the claim of `_claim`."""
+
+    def _detached(self, session: Session) -> None:  # noqa: B027 - optional hook
+        """A session left the live set: forget per-session bookkeeping."""
+
+    @abc.abstractmethod
+    def _appended(self, session: Session, record: Record) -> None:
+        """A record was appended to a live session (synchronously, in the agent's task)."""
+
+    @abc.abstractmethod
+    async def _read(self, session_id: str) -> StoredSession | None: ...
+
+    @abc.abstractmethod
+    async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None: ...
+
+    def _check_running(self) -> None:  # noqa: B027 - a hook with a do-nothing default
+        """Raise if sessions cannot be entered now (a store that needs `running()`)."""
+
+
+class MemoryStore(SessionStore):
+    """Keeps everything in memory: nothing touches the disk, and a session can be resumed
+    for as long as the store object lives. As in every store, a session is stored from its
+    first record on: one that never recorded anything leaves no trace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._data: dict[str, tuple[Mapping[str, Any], list[Record]]] = {}
+        self._headers: dict[str, Mapping[str, Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore {len(self._data)} sessions>"
+
+    def _attach(self, session: Session) -> None:
+        if session.id not in self._data:
+            self._headers[session.id] = session.header
+
+    def _detached(self, session: Session) -> None:
+        self._headers.pop(session.id, None)
+
+    def _appended(self, session: Session, record: Record) -> None:
+        stored = self._data.get(session.id)
+        if stored is None:
+            stored = self._data[session.id] = (self._headers.pop(session.id), [])
+        stored[1].append(record)
+
+    async def flush(self, session: Session) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def _read(self, session_id: str) -> StoredSession | None:
+        await trio.lowlevel.checkpoint()
+        stored = self._data.get(session_id)
+        if stored is None:
+            return None
+        return StoredSession(session_id, stored[0], tuple(stored[1]))
+
+    async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
+        await trio.lowlevel.checkpoint()
+        self._data[stored.id][1].extend(records)
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        await trio.lowlevel.checkpoint()
+        infos = [summarize(sid, header, recs) for sid, (header, recs) in self._data.items()]
+        return sorted(infos, key=lambda info: info.created_at)
+
+
+class _LiveEntry:
+    """A live session's link to its store: the observer that persists its appends, and
+    its exact detach. One small object rather than three closures per live session."""
+
+    __slots__ = ("session", "store")
+
+    def __init__(self, store: SessionStore, session: Session) -> None:
+        self.store, self.session = store, session
+
+    def __call__(self, record: Record) -> None:
+        self.store._appended(self.session, record)  # pyright: ignore[reportPrivateUsage]
+
+    def detach(self) -> None:
+        self.store._leave(self)  # pyright: ignore[reportPrivateUsage]
+
+    def __repr__(self) -> str:
+        return f"<persistence of session {self.session.id!r} in {self.store!r}>"

@@ -1,0 +1,442 @@
+"""The ACP server: the Agent Client Protocol over a byte stream pair (stdio), on trio.
+
+One `AcpServer` serves one connection. Each ACP session is a registry agent whose id is the
+session id, created (or resumed by `session/load`) with the `BashTools`, so its background
+jobs are owned by that session. The framing (`jsonrpc`) and the mapping between records and
+ACP messages (`acp_mapping`) are pure; this module only moves bytes and owns tasks:
+
+    reader (this task)  ── requests ──► one handler task each, in the connection nursery
+                        ── notifications (session/cancel) handled inline, so a cancel
+                           overtakes the prompt it cancels
+    agents' records and text deltas ──► updates, queued in order ──► writer task ──► stdout
+
+Every frame goes through one unbounded queue drained by one writer, in the order it was
+queued. A prompt's response is queued after its agent has settled, so every update of that
+turn is written before it. End of input closes every session's agent through its handle
+(the store keeps the sessions), answers the prompts still pending (`cancelled`), and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from .._errors import AgentClosedError, DuplicateSessionError
+from .._events import Event, TextStreamed
+from .._model import Model
+from .._options import AgentOptions
+from .._records import Record
+from .._registry import AgentHandle
+from .._runtime import Runtime
+from .._shell_tools import BashTools
+from .._store import SessionNotFoundError
+from . import _jsonrpc as rpc
+from . import _mapping as m
+
+__all__ = ["AcpServer"]
+
+logger = logging.getLogger("trio_agents.acp")
+
+READ_SIZE = 65536
+
+
+@dataclass(slots=True)
+class _Text:
+    """Streamed text not yet encoded: the writer merges a run of these for one session."""
+
+    session_id: str
+    text: str
+
+
+_Outgoing = bytes | _Text
+
+
+@dataclass
+class _Prompt:
+    first_record: int  # the session's length when it was sent: its turn's records follow
+    cancel_requested: bool = False
+
+
+class _Session:
+    __slots__ = ("handle", "id", "prompt", "stop_observing")
+
+    def __init__(self, handle: AgentHandle, stop_observing: Callable[[], None]) -> None:
+        self.handle = handle
+        self.id = handle.agent.id
+        self.prompt: _Prompt | None = None
+        self.stop_observing = stop_observing
+
+
+class AcpServer:
+    """Serve ACP for one connection. `model_factory()` makes each new or loaded session's
+    model; `bash` (loaded into `runtime` by the caller) gives the sessions their tools."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        model_factory: Callable[[], Model],
+        *,
+        bash: BashTools | None = None,
+        options: AgentOptions | None = None,
+        version: str = "0",
+        max_line: int = 8 * 1024 * 1024,
+    ) -> None:
+        self._runtime = runtime
+        self._model_factory = model_factory
+        self._tools = bash.tools if bash is not None else ()
+        self._options = options
+        self._version = version
+        self._max_line = max_line
+        self._sessions: dict[str, _Session] = {}
+        self._loading: set[str] = set()
+        self._closed = False
+        self._out, self._out_receive = trio.open_memory_channel[_Outgoing](math.inf)
+        self._teardown_done: trio.Event | None = None
+
+    # -- the connection ---------------------------------------------------------------------
+
+    async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
+        """Read frames until end of input, then close every session and return once every
+        answer has been written."""
+        disconnect = self._runtime.events.connect(self._on_event)
+        try:
+            async with trio.open_nursery() as connection:
+                connection.start_soon(self._write_all, send)
+                async with trio.open_nursery() as prompts:
+                    # Requests read before the end of input are answered before the
+                    # teardown: all but prompts, which may wait for ever, finish first.
+                    async with trio.open_nursery() as others:
+                        await self._read_all(receive, prompts, others)
+                    await self.aclose()
+                self._out.close()
+        finally:
+            disconnect()
+
+    async def aclose(self) -> None:
+        """Close every session's agent (memoized; every caller waits for the same end). The
+        pending prompts answer `cancelled`; later session requests are refused."""
+        if self._teardown_done is not None:
+            await self._teardown_done.wait()
+            return
+        self._teardown_done = done = trio.Event()
+        self._closed = True
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            if session.prompt is not None:
+                # Its turn ends `closed` with the agent; the client is told `cancelled`.
+                session.prompt.cancel_requested = True
+        try:
+            async with trio.open_nursery() as nursery:
+                for session in sessions:
+                    nursery.start_soon(self._close_session, session)
+        finally:
+            done.set()
+
+    async def _close_session(self, session: _Session) -> None:
+        try:
+            await session.handle.aclose()
+        except Exception:
+            logger.exception("closing ACP session %s failed", session.id)
+        finally:
+            session.stop_observing()
+
+    async def _read_all(
+        self, receive: trio.abc.ReceiveStream, prompts: trio.Nursery, others: trio.Nursery
+    ) -> None:
+        splitter = rpc.LineSplitter(self._max_line)
+        while True:
+            try:
+                data = await receive.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""  # a broken input is an end of input
+            lines = list(splitter.feed(data)) if data else list(splitter.end())
+            for line in lines:
+                if line is None:
+                    self._send(
+                        rpc.encode_error(
+                            None, rpc.INVALID_REQUEST, f"line longer than {self._max_line} bytes"
+                        )
+                    )
+                    continue
+                self._dispatch(rpc.parse(line), prompts, others)
+            if not data:
+                return
+
+    def _dispatch(
+        self, message: rpc.Message | None, prompts: trio.Nursery, others: trio.Nursery
+    ) -> None:
+        if message is None:
+            return
+        if isinstance(message, rpc.Invalid):
+            logger.warning("bad frame: %s", message.detail)
+            if message.answer:
+                self._send(rpc.encode_error(message.id, message.code, message.detail))
+        elif isinstance(message, rpc.Request) and message.method == "session/prompt":
+            # Admitted here, synchronously, so a session/cancel read right after it (even in
+            # the same read) finds the prompt in flight and its turn started.
+            try:
+                session, prompt, message_id = self._admit(message.params)
+            except rpc.JsonRpcError as exc:
+                self._send(rpc.encode_error(message.id, exc.code, exc.detail))
+            else:
+                prompts.start_soon(self._settle, message.id, session, prompt, message_id)
+        elif isinstance(message, rpc.Request):
+            others.start_soon(self._answer, message)
+        elif isinstance(message, rpc.Notification):
+            self._notification(message)
+        else:
+            logger.warning("a response to nothing was ignored (id %r)", message.id)
+
+    async def _write_all(self, send: trio.abc.SendStream) -> None:
+        broken = False
+        async for first in self._out_receive:
+            # Everything queued meanwhile goes out in the same write: one system call for
+            # a burst of updates instead of one per frame. The order is the queue's.
+            frames = [first]
+            while True:
+                try:
+                    frames.append(self._out_receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            if broken:
+                continue  # keep draining, so nothing blocks on a queue nobody reads
+            try:
+                await send.send_all(_encode(frames))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                logger.warning("the client stopped reading; dropping further frames")
+                broken = True
+
+    def _send(self, frame: _Outgoing) -> None:
+        try:
+            self._out.send_nowait(frame)
+        except trio.ClosedResourceError:
+            logger.debug(
+                "frame after the connection closed, dropped: %r",
+                frame if isinstance(frame, _Text) else frame[:200],
+            )
+
+    def _update(self, session_id: str, update: Mapping[str, Any]) -> None:
+        self._send(_update_frame(session_id, update))
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def _answer(self, request: rpc.Request) -> None:
+        try:
+            result = await self._request(request.method, request.params)
+        except rpc.JsonRpcError as exc:
+            self._send(rpc.encode_error(request.id, exc.code, exc.detail))
+        except Exception as exc:
+            logger.exception("%s failed", request.method)
+            self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, _describe(exc)))
+        else:
+            self._send_result(request.id, result)
+
+    def _send_result(self, request_id: rpc.RequestId, result: Any) -> None:
+        try:
+            frame = rpc.encode_result(request_id, result)
+        except ValueError as exc:  # not strict JSON (NaN): answer, never crash the server
+            logger.exception("the answer to %r could not be encoded", request_id)
+            frame = rpc.encode_error(request_id, rpc.INTERNAL_ERROR, _describe(exc))
+        self._send(frame)
+
+    async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
+        if method == "initialize":
+            await trio.lowlevel.checkpoint()
+            return m.initialize_result(self._version)
+        if method == "authenticate":
+            await trio.lowlevel.checkpoint()
+            return {}
+        if method == "session/new":
+            return await self._new_session(params)
+        if method == "session/load":
+            return await self._load_session(params)
+        await trio.lowlevel.checkpoint()
+        raise rpc.JsonRpcError(rpc.METHOD_NOT_FOUND, f"this agent does not implement {method!r}")
+
+    def _notification(self, message: rpc.Notification) -> None:
+        if message.method == "session/cancel":
+            self._cancel(message.params)
+        else:
+            logger.info("notification %s ignored", message.method)
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise rpc.JsonRpcError.internal(f"the connection is closing; {method} refused")
+
+    def _require(self, params: Mapping[str, Any]) -> _Session:
+        sid = m.require_session_id(params)
+        session = self._sessions.get(sid)
+        if session is None:
+            raise rpc.JsonRpcError.invalid_params(f"unknown session: {sid}")
+        return session
+
+    async def _new_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        self._check_open("session/new")
+        cwd = m.require_cwd(params)
+        handle = await self._runtime.agents.create(
+            model=self._model_factory(),
+            tools=self._tools,
+            session_id=str(uuid.uuid4()),
+            options=self._options,
+            meta={"cwd": cwd},
+        )
+        try:
+            self._check_not_closed("session/new")
+        except rpc.JsonRpcError:
+            with trio.CancelScope(shield=True):
+                await handle.aclose()
+            raise
+        self._install(handle)
+        return {"sessionId": handle.agent.id}
+
+    async def _load_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        self._check_open("session/load")
+        sid = m.require_session_id(params)
+        cwd = m.require_cwd(params)
+        if sid in self._sessions or sid in self._loading:
+            raise rpc.JsonRpcError.invalid_params(f"session {sid} is already loaded")
+        self._loading.add(sid)
+        try:
+            try:
+                stored = await self._runtime.sessions.load(sid)
+            except SessionNotFoundError:
+                raise rpc.JsonRpcError.invalid_params(f"no session {sid} is stored") from None
+            persisted = stored.header.get("cwd")
+            if isinstance(persisted, str) and persisted != cwd:
+                raise rpc.JsonRpcError.invalid_params(
+                    f"session {sid} cwd mismatch: persisted {persisted}, requested {cwd}"
+                )
+            try:
+                handle = await self._runtime.agents.resume(
+                    sid, model=self._model_factory(), tools=self._tools, options=self._options
+                )
+            except DuplicateSessionError as exc:
+                raise rpc.JsonRpcError.invalid_params(str(exc)) from None
+            try:
+                self._check_not_closed("session/load")
+                # The history first, then the live updates: no await between the two.
+                for record in handle.agent.session.records:
+                    for update in m.updates_for_record(record, replay=True):
+                        self._update(sid, update)
+                self._install(handle)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await handle.aclose()  # whatever went wrong, no agent is left behind
+                raise
+            await trio.lowlevel.checkpoint()
+        finally:
+            self._loading.discard(sid)
+        return {}
+
+    def _check_not_closed(self, method: str) -> None:
+        if self._closed:
+            # The connection closed while the agent was being made: the caller closes it,
+            # since the teardown never saw it.
+            raise rpc.JsonRpcError.internal(f"connection closed during {method}")
+
+    def _install(self, handle: AgentHandle) -> None:
+        sid = handle.agent.id
+        stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
+        self._sessions[sid] = _Session(handle, stop)
+
+    def _admit(self, params: Mapping[str, Any]) -> tuple[_Session, _Prompt, str]:
+        """Check a prompt, take the session's one slot and send it to the agent."""
+        self._check_open("session/prompt")
+        session = self._require(params)
+        if session.prompt is not None:
+            raise rpc.JsonRpcError.invalid_params(
+                f"a prompt is already in flight for session {session.id}"
+            )
+        text = m.prompt_text(params)
+        agent = session.handle.agent
+        first_record = len(agent.session)
+        try:
+            message_id = agent.send(text)
+        except AgentClosedError as exc:
+            raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
+        session.prompt = prompt = _Prompt(first_record)
+        return session, prompt, message_id
+
+    async def _settle(
+        self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt, message_id: str
+    ) -> None:
+        """Answer the prompt once its agent has settled (every update is queued by then)."""
+        agent = session.handle.agent
+        try:
+            await agent.wait_idle()
+        finally:
+            session.prompt = None
+        outcome = m.stop_reason(
+            agent.session.records_since(prompt.first_record),
+            message_id,
+            cancel_requested=prompt.cancel_requested,
+        )
+        if isinstance(outcome, rpc.JsonRpcError):
+            self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
+        else:
+            self._send_result(request_id, {"stopReason": outcome})
+
+    def _cancel(self, params: Mapping[str, Any]) -> None:
+        sid = params.get("sessionId")
+        session = self._sessions.get(sid) if isinstance(sid, str) else None
+        if session is None:
+            return  # an unknown session: nothing to cancel, and nothing to answer
+        if session.prompt is not None:
+            session.prompt.cancel_requested = True
+        session.handle.agent.cancel("session/cancel", cause="user")
+
+    # -- agent output -------------------------------------------------------------------------
+
+    def _on_record(self, session_id: str, record: Record) -> None:
+        # A session observer must not raise (observers are the persistence path).
+        try:
+            for update in m.updates_for_record(record, replay=False):
+                self._update(session_id, update)
+        except Exception:
+            logger.exception("mapping %s of session %s failed", record.type, session_id)
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
+            self._send(_Text(event.agent_id, event.text))
+
+
+def _encode(frames: list[_Outgoing]) -> bytes:
+    """The frames as one write. A run of text chunks of one session becomes one update:
+    a model that streams faster than the client reads costs one frame, not one per chunk."""
+    out: list[bytes] = []
+    run: list[str] = []
+    run_session: str | None = None
+
+    def flush_run() -> None:
+        if run_session is not None:
+            out.append(_update_frame(run_session, m.agent_text_update("".join(run))))
+        run.clear()
+
+    for frame in frames:
+        if isinstance(frame, _Text):
+            if frame.session_id != run_session:
+                flush_run()
+                run_session = frame.session_id
+            run.append(frame.text)
+        else:
+            flush_run()
+            run_session = None
+            out.append(frame)
+    flush_run()
+    return b"".join(out)
+
+
+def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
+    return rpc.encode_notification("session/update", {"sessionId": session_id, "update": update})
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,47 @@
+"""`serve_stdio`: one ACP connection on this process's stdin and stdout, with its own
+runtime, for the whole life of the process."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import trio
+
+from .._model import Model
+from .._options import AgentOptions
+from .._runtime import open_runtime
+from .._shell_tools import BashTools
+from .._store import SessionStore
+from ._server import AcpServer
+
+__all__ = ["serve_stdio"]
+
+
+async def serve_stdio(
+    store: SessionStore | Path | None,
+    model_factory: Callable[[], Model],
+    options: AgentOptions | None = None,
+) -> None:
+    """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
+    SQLite path, or None for the default path), each session an agent with the bash tools
+    and a model from `model_factory()`. Stdout carries frames only. Returns after every
+    session's agent is closed and every answer written."""
+    # Duplicates: trio makes the descriptors non-blocking and closes them when done.
+    receive = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+    send = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
+    bash = BashTools()
+    async with open_runtime(store) as rt, receive, send:
+        await rt.load(bash)
+        server = AcpServer(rt, model_factory, bash=bash, options=options, version=_version())
+        await server.serve(receive, send)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("trio-agents")
+    except metadata.PackageNotFoundError:
+        return "0"
