@@ -13,7 +13,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .acp_peer import acp_peer
+from .support.acp_peer import acp_peer
 
 MAX_LINE = 16384  # deep-nesting frames (5,000 levels) still fit
 METHODS = ["initialize", "session/new", "session/load", "session/prompt", "authenticate"]

@@ -39,7 +39,7 @@ def test_the_node_client_runs_the_echo_and_cancel_scenario(
     sdk_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
     agent = [str(BIN / "trio-agents"), "acp", "--store", str(tmp_path / "s.sqlite3")]
-    driver = pathlib.Path(__file__).with_name("acp_node_client.mjs")
+    driver = pathlib.Path(__file__).parent / "support" / "acp_node_client.mjs"
     result = subprocess.run(
         ["node", str(driver), str(sdk_dir), str(tmp_path), *agent],
         capture_output=True,

@@ -17,7 +17,7 @@ from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
 from trio_agents._store import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
-from .acp_peer import AcpPeer, acp_peer
+from .support.acp_peer import AcpPeer, acp_peer
 
 
 def text(value: str) -> list[dict[str, Any]]:

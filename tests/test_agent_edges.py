@@ -38,7 +38,7 @@ from trio_agents import (
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
 from trio_agents.testing._history import history_problems
 
-from .helpers import delivered, of_type, turn_ends
+from .support.helpers import delivered, of_type, turn_ends
 
 STEP_TIMEOUT = {"kind": "aborted", "reason": "step-timeout", "cause": "timeout"}
 

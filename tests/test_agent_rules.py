@@ -26,7 +26,7 @@ from trio_agents import (
 )
 from trio_agents.testing import GateTool, ScriptedModel, reply, tool_step
 
-from .helpers import Recorder, delivered, of_type, turn_ends, types
+from .support.helpers import Recorder, delivered, of_type, turn_ends, types
 
 
 async def test_A1_send_from_idle_is_running_before_send_returns() -> None:

@@ -19,7 +19,7 @@ from trio_agents import (
 )
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
-from .helpers import bash_runtime, of_type
+from .support.helpers import bash_runtime, of_type
 
 pytestmark = pytest.mark.subprocess
 

@@ -24,7 +24,7 @@ from trio_agents import (
 )
 from trio_agents.testing import HOLD, GateTool, ScriptedModel, ScriptedStep, reply, tool_step
 
-from .helpers import Recorder, delivered, of_type, turn_ends, types
+from .support.helpers import Recorder, delivered, of_type, turn_ends, types
 
 ABORTED_USER = {"kind": "aborted", "reason": "cancelled", "cause": "user"}
 

@@ -28,7 +28,7 @@ def test_conformance_passes_on_the_builtin_runtime(capsys: pytest.CaptureFixture
 def test_conformance_fails_on_a_known_bad_shell_executor(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code = main(["conformance", "--shell-target", "tests.known_bad:leader_only_kill"])
+    code = main(["conformance", "--shell-target", "tests.support.known_bad:leader_only_kill"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert "shell machine: FAILED" in out
@@ -38,7 +38,13 @@ def test_conformance_fails_on_a_known_bad_shell_executor(
 
 def test_conformance_fails_on_a_known_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
-        ["conformance", "--target", "tests.known_bad:idle_cancel_emits", "--max-examples", "300"]
+        [
+            "conformance",
+            "--target",
+            "tests.support.known_bad:idle_cancel_emits",
+            "--max-examples",
+            "300",
+        ]
     )
     out = capsys.readouterr().out
     assert code == 1, out
@@ -81,7 +87,7 @@ def test_a_failure_prints_a_seed_and_a_reproduction_that_fails_the_same_way(
         str(BIN / "trio-agents"),
         "conformance",
         "--target",
-        "tests.known_bad:idle_cancel_emits",
+        "tests.support.known_bad:idle_cancel_emits",
         "--seed",
         "7",
     ]

@@ -19,7 +19,7 @@ from trio_agents import (
 from trio_agents._configured import AgentConfig, ConfiguredAgents
 from trio_agents.testing import ScriptedModel, reply
 
-from .helpers import of_type, turn_ends, types
+from .support.helpers import of_type, turn_ends, types
 
 
 def two_agents() -> ConfiguredAgents:

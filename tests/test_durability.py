@@ -1,4 +1,4 @@
-"""Durability against a real process death: a child (tests/crash_child.py) is SIGKILLed and
+"""Durability against a real process death: a child (tests/support/crash_child.py) is SIGKILLed and
 the parent reopens its SQLite file.
 
 - After `handle.aclose()` returns, the closing `turn/end` is durable: the child prints a
@@ -104,7 +104,7 @@ async def spawn(mode: str, db: Path, *args: str) -> Child:
     stderr = db.with_suffix(".stderr")
     with stderr.open("wb") as err:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "tests.crash_child", mode, str(db), *args],
+            [sys.executable, "-m", "tests.support.crash_child", mode, str(db), *args],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

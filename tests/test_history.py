@@ -11,7 +11,7 @@ from trio_agents import Record, open_agent
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
 from trio_agents.testing._history import history_problems
 
-from .helpers import of_type
+from .support.helpers import of_type
 
 
 def script() -> ScriptedModel:

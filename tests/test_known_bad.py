@@ -13,7 +13,7 @@ from trio_agents.testing._agent_machine import AgentMachine, check_agent_conform
 from trio_agents.testing._lifecycle_machine import check_lifecycle_conformance
 from trio_agents.testing._shell_machine import check_shell_conformance, shell_settings
 
-from .known_bad import (
+from .support.known_bad import (
     aclose_before_loop_exit,
     detach_before_flush,
     idle_cancel_emits,

@@ -31,7 +31,7 @@ from trio_agents._store import StoredSession
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
 from trio_agents.testing._history import history_problems
 
-from .helpers import all_tasks, of_type, turn_ends
+from .support.helpers import all_tasks, of_type, turn_ends
 
 
 class GatedStore(MemoryStore):

@@ -25,9 +25,8 @@ from trio_agents import (
 )
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
-from .helpers import bash_runtime, of_type
-from .test_shell_jobs import live_group_members
-from .test_shell_run import gone
+from .support.helpers import bash_runtime, of_type
+from .support.processes import gone, live_group_members
 
 pytestmark = pytest.mark.subprocess
 

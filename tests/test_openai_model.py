@@ -1,6 +1,6 @@
 """OpenAICompatibleModel against a real HTTP server on loopback, and its pure SSE core.
 
-The server (`tests/sse_server.py`) runs in the test's own trio run on 127.0.0.1, so these
+The server (`tests/support/sse_server.py`) runs in the test's own trio run on 127.0.0.1, so these
 tests keep the autojump MockClock: the backoff and Retry-After waits are virtual (and
 measured exactly), and a hang is caught by the deadlock guard. Where a test needs the
 network to split the stream at a given point, the server holds on an event the test
@@ -48,8 +48,8 @@ from trio_agents import (
 from trio_agents._model_sse import ChatStream, ChatStreamError, ServerSentEvent, SSEParser
 from trio_agents.testing import EchoTool
 
-from .helpers import of_type, turn_ends
-from .sse_server import (
+from .support.helpers import of_type, turn_ends
+from .support.sse_server import (
     DONE,
     DROP,
     Hold,

@@ -11,23 +11,9 @@ import trio
 
 from trio_agents._shell import RunResult, ShellExecutor, ShellRequest
 
-from .test_shell_run import gone
+from .support.processes import gone, live_group_members
 
 pytestmark = pytest.mark.subprocess
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in group `pgid` that are not zombies, from /proc (independent of the library)."""
-    members: list[int] = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[2]) == pgid and stat[0] not in ("Z", "X"):
-                members.append(int(entry))
-    return members
 
 
 def executor() -> ShellExecutor:

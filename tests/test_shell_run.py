@@ -12,16 +12,9 @@ import trio
 
 from trio_agents._shell import ShellExecutor, ShellRequest
 
+from .support.processes import gone
+
 pytestmark = pytest.mark.subprocess
-
-
-def gone(pid: int) -> bool:
-    """Dead: absent from the process table, or a zombie waiting for init to reap it."""
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return True
-    return fields[0] in ("Z", "X")
 
 
 def executor(**kwargs: object) -> ShellExecutor:

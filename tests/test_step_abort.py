@@ -8,7 +8,7 @@ import trio.testing
 from trio_agents import AgentOptions, open_agent
 from trio_agents.testing import GateTool, ScriptedModel, reply, tool_step
 
-from .helpers import delivered, of_type, turn_ends, types
+from .support.helpers import delivered, of_type, turn_ends, types
 
 STEP_TIMEOUT = {"kind": "aborted", "reason": "step-timeout", "cause": "timeout"}
 

@@ -1,6 +1,6 @@
 """A real process for tests/test_durability.py to SIGKILL.
 
-Run from the repository root as `python -m tests.crash_child <mode> <db_path>`:
+Run from the repository root as `python -m tests.support.crash_child <mode> <db_path>`:
 
 close
     Create an agent on a SqliteStore at `db_path`, start a turn whose model is held open,
@@ -175,7 +175,9 @@ def main(argv: list[str]) -> None:
         case ["crash", path, hold]:
             trio.run(crash_mode, Path(path), hold)
         case _:
-            sys.exit("usage: python -m tests.crash_child close DB_PATH | crash DB_PATH [CALL_ID]")
+            sys.exit(
+                "usage: python -m tests.support.crash_child close DB_PATH | crash DB_PATH [CALL_ID]"
+            )
 
 
 if __name__ == "__main__":

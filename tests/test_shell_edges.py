@@ -23,9 +23,8 @@ from trio_agents import (
 from trio_agents._shell_output import OutputCollector
 from trio_agents.testing import ScriptedModel
 
-from .helpers import bash_runtime, of_type
-from .test_shell_jobs import live_group_members
-from .test_shell_run import gone
+from .support.helpers import bash_runtime, of_type
+from .support.processes import gone, live_group_members
 
 pytestmark = pytest.mark.subprocess
 

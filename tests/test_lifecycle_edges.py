@@ -31,7 +31,7 @@ from trio_agents._fiber import AgentFiber
 from trio_agents._registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
 from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
-from .helpers import all_tasks
+from .support.helpers import all_tasks
 
 
 async def test_a_task_of_a_fiber_can_close_its_own_fiber() -> None:
