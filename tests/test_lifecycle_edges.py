@@ -28,7 +28,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._fiber import AgentFiber
-from trio_agents._registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+from trio_agents._registry import Lifecycle
 from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
 from .support.helpers import all_tasks
@@ -166,14 +166,14 @@ async def test_a_closed_agent_is_freed_without_the_cycle_collector() -> None:
         gc.collect()
         gc.disable()
         try:
-            before = (_count(_Lifecycle), _count(Agent), _count(AgentFiber))
+            before = (_count(Lifecycle), _count(Agent), _count(AgentFiber))
             handle = await rt.agents.create(model=ScriptedModel([reply("hi")]))
             handle.fiber.callback(lambda: None)
             handle.agent.send("go")
             await handle.agent.wait_idle()
             await handle.aclose()
             del handle
-            assert (_count(_Lifecycle), _count(Agent), _count(AgentFiber)) == before
+            assert (_count(Lifecycle), _count(Agent), _count(AgentFiber)) == before
         finally:
             gc.enable()
 
@@ -192,7 +192,7 @@ async def test_a_closed_agents_fiber_still_reports_the_errors_of_its_close() -> 
             await handle.fiber.aclose()  # memoized: the same outcome, after the close
 
 
-class _SlowTeardown(_Lifecycle):
+class _SlowTeardown(Lifecycle):
     """A teardown that takes a (virtual) second, as a slow store or shell would."""
 
     async def _teardown(self) -> None:
@@ -212,7 +212,7 @@ class _CancelOnceStarted(trio.abc.Instrument):
         self.scope = scope
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("_Lifecycle.serve"):
+        if task.name.endswith("Lifecycle.serve"):
             self.scope.cancel()
 
 

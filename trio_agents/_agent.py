@@ -70,8 +70,29 @@ logger = logging.getLogger("trio_agents.agent")
 
 MessageId = NewType("MessageId", str)
 CancelCause = Literal["user", "parent"]
-Closer = Callable[[], Awaitable[bool]]
-"""Closes an agent and reports whether its loop exited within the grace period."""
+
+
+class Closer:
+    """The capability to close one agent's loop, handed to whoever starts `Agent.run()`
+    (`close = await nursery.start(agent.run)`): only the loop's owner may close it."""
+
+    __slots__ = ("_begin", "_wait")
+
+    def __init__(self, begin: Callable[[], None], wait: Callable[[], Awaitable[bool]]) -> None:
+        self._begin = begin
+        self._wait = wait
+
+    def begin(self) -> None:
+        """Start closing: refuse new messages, drop queued work, end the running turn
+        `closed` and wake the loop so it exits. Synchronous and idempotent; never blocks."""
+        self._begin()
+
+    async def __call__(self) -> bool:
+        """`begin()`, then wait, shielded and bounded by `close_grace`, for the loop to exit.
+        Returns whether it exited in time. Always a checkpoint."""
+        return await self._wait()
+
+
 _PUBLIC_CAUSES: Final = ("user", "parent")
 _CLOSED_CAUSE: Final = "closed"
 
@@ -294,7 +315,7 @@ class Agent:
         if self._loop_started:
             raise RuntimeError(f"agent {self.id!r} is already running its loop")
         self._loop_started = True
-        task_status.started(self._aclose)
+        task_status.started(Closer(self._begin_close, self._aclose))
         self._loop_task = trio.lowlevel.current_task()
         try:
             while not self._closing:

@@ -14,11 +14,12 @@ scopes, whoever calls `aclose()`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import trio
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ._registry import AgentRegistry
     from ._runtime import Runtime
 
-__all__ = ["Fiber", "FiberClosedError", "Plugin"]
+__all__ = ["AgentFiber", "Fiber", "FiberClosedError", "Plugin", "Root", "require_open"]
 
 logger = logging.getLogger("trio_agents.fiber")
 
@@ -43,15 +44,36 @@ class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
     """Something was attached to a fiber that is closing or closed."""
 
 
-class Plugin:
-    """A plugin is any object with `async def apply(self, fiber) -> None` (rule F2).
+class Plugin(Protocol):
+    """What `Runtime.load` and `Runtime.reload` take: any object with
+    `async def apply(self, fiber) -> None` (rule F2). No subclassing is needed.
 
     Everything `apply` starts or registers through `fiber` belongs to that fiber and goes
-    away when it closes. This class is only documentation; no subclassing is needed.
+    away when it closes. If `apply` raises, the fiber is closed and the error propagates.
     """
 
-    async def apply(self, fiber: Fiber) -> None:  # pragma: no cover - protocol
-        raise NotImplementedError
+    async def apply(self, fiber: Fiber, /) -> None:
+        """Start or register what the plugin provides, through `fiber`."""
+        ...
+
+
+class Root(Protocol):
+    """What a fiber asks of its root (the runtime, which implements it): the agent registry
+    that gives agents to an owner. Declared here so a fiber never imports the registry."""
+
+    def agents_for(self, owner: Fiber, /) -> AgentRegistry:
+        """The registry whose agents are owned by `owner`."""
+        ...
+
+
+def require_open(fiber: Fiber, verb: str) -> None:
+    """Raise FiberClosedError unless `fiber` is open; `verb` says what was refused, e.g.
+    "create an agent in"."""
+    if fiber.state != "open":
+        raise FiberClosedError(
+            f"cannot {verb} fiber {fiber.name!r}: it is {fiber.state}; "
+            "use a fiber that is still open"
+        )
 
 
 class Fiber:
@@ -116,9 +138,8 @@ class Fiber:
     def agents(self) -> AgentRegistry:
         """The agent registry, with this fiber as the owner of the agents it creates."""
         if self._agents is None:
-            from ._registry import AgentRegistry
-
-            self._agents = AgentRegistry(self._runtime, self)
+            root: Root = self._runtime
+            self._agents = root.agents_for(self)
         return self._agents
 
     async def enter_async_context(self, cm: AbstractAsyncContextManager[T]) -> T:
@@ -130,19 +151,26 @@ class Fiber:
         self._push(f"exit {cm!r}", holder.release)
         return cast(T, await start_service(self.nursery, holder.hold))
 
-    def push_async_callback(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
-        """Await `fn(*args)` when the fiber unwinds."""
+    def push_async_callback(self, fn: Callable[..., Awaitable[object]], *args: Any) -> int:
+        """Await `fn(*args)` when the fiber unwinds. Returns a key for `discard`."""
         self._check_open("register a callback on")
-        self._push(getattr(fn, "__qualname__", repr(fn)), lambda: fn(*args))
+        disposer = functools.partial(fn, *args) if args else fn
+        return self._push(getattr(fn, "__qualname__", repr(fn)), disposer)
 
-    def callback(self, fn: Callable[..., object], *args: Any) -> None:
-        """Call `fn(*args)` when the fiber unwinds."""
+    def callback(self, fn: Callable[..., object], *args: Any) -> int:
+        """Call `fn(*args)` when the fiber unwinds. Returns a key for `discard`."""
         self._check_open("register a callback on")
 
         async def call() -> None:
             fn(*args)
 
-        self._push(getattr(fn, "__qualname__", repr(fn)), call)
+        return self._push(getattr(fn, "__qualname__", repr(fn)), call)
+
+    def discard(self, key: int) -> None:
+        """Forget a callback that has not run yet (its resource was released some other way,
+        e.g. an agent closed by its handle), so it does not pile up until the fiber closes.
+        An unknown or already-run key is ignored. Never blocks."""
+        self._disposers.pop(key, None)
 
     @asynccontextmanager
     async def fiber(self, name: str) -> AsyncGenerator[Fiber, None]:
@@ -236,21 +264,13 @@ class Fiber:
     # -- helpers ------------------------------------------------------------------------
 
     def _push(self, label: str, disposer: Disposer) -> int:
-        """Register a disposer; returns the key that `_discard` forgets it by."""
+        """Register a disposer; returns the key that `discard` forgets it by."""
         key = next(_disposer_keys)
         self._disposers[key] = (label, disposer)
         return key
 
-    def _discard(self, key: int) -> None:
-        """Forget a disposer that already ran elsewhere (an agent closed by its handle)."""
-        self._disposers.pop(key, None)
-
     def _check_open(self, verb: str) -> None:
-        if self._state != "open":
-            raise FiberClosedError(
-                f"cannot {verb} fiber {self.name!r}: it is {self._state}; "
-                "use a fiber that is still open"
-            )
+        require_open(self, verb)
 
 
 class AgentFiber(Fiber):

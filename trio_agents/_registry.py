@@ -13,8 +13,12 @@ performs the teardown of rule L1:
     ->  flush the session  ->  unregister the agent (AgentClosed)
     ->  detach the session (SessionClosed)  ->  unwind the agent's own fiber
 
-The handle holder, the owner fiber and the runtime all reach it through `_Lifecycle.aclose`,
+The handle holder, the owner fiber and the runtime all reach it through `Lifecycle.aclose`,
 which is memoized: the first call starts it, every call waits for the same end (L2).
+
+The registry does not know the runtime: the runtime builds one `Services` (the live-agent
+table and the store, shell and event bus every lifecycle uses) and hands it to each
+registry, so imports run one way (fiber -> registry -> runtime).
 """
 
 from __future__ import annotations
@@ -28,23 +32,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from ._agent import Agent
+from ._agent import Agent, Closer
 from ._errors import DuplicateSessionError
-from ._events import AgentClosed, AgentCreated, SessionClosed, SessionCreated
-from ._fiber import AgentFiber, Fiber, FiberClosedError
+from ._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
+from ._fiber import AgentFiber, Fiber, FiberClosedError, require_open
 from ._model import Model
 from ._nursery import report_started, runs_inside, start_service
 from ._options import AgentOptions
 from ._session import Session
-from ._store import new_header
+from ._shell import ShellExecutor
+from ._store import SessionStore, new_header
 from ._tool import Tool
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._runtime import Runtime
-
-__all__ = ["AgentHandle", "AgentRegistry"]
+__all__ = ["AgentHandle", "AgentRegistry", "Lifecycle", "Services"]
 
 logger = logging.getLogger("trio_agents.registry")
 
@@ -56,7 +59,7 @@ class AgentHandle:
 
     __slots__ = ("_life",)
 
-    def __init__(self, life: _Lifecycle) -> None:
+    def __init__(self, life: Lifecycle) -> None:
         self._life = life
 
     @property
@@ -95,12 +98,44 @@ class AgentHandle:
         return f"<AgentHandle {self.agent.id!r} {self._life.phase}>"
 
 
-class _Lifecycle:
-    """One agent's resources, publication state and memoized teardown."""
+class Services:
+    """What every registry of one runtime shares: the live agents by id, and the services
+    their lifecycles use (rule F3: plain typed attributes). Built by the runtime."""
+
+    __slots__ = ("events", "lifecycle_class", "live", "sessions", "shell")
+
+    def __init__(
+        self,
+        sessions: SessionStore,
+        events: EventBus,
+        shell: ShellExecutor,
+        lifecycle_class: type[Lifecycle],
+    ) -> None:
+        self.sessions = sessions
+        self.events = events
+        self.shell = shell
+        # How one agent is published and torn down: a seam for test doubles of the runtime
+        # (the conformance suite's known-bad runtimes replace single steps of it).
+        self.lifecycle_class = lifecycle_class
+        # Invariant: an id is here exactly while its agent is published and not yet
+        # unregistered by its teardown (rules L3, L5).
+        self.live: dict[str, Lifecycle] = {}
+
+
+class Lifecycle:
+    """One agent's resources, publication state and memoized teardown.
+
+    Invariants: `phase` only moves forward (preparing -> live -> closing -> closed);
+    `_close_requested` never goes back to False, and once True the loop has been told to stop
+    or will be as soon as it starts; `_registered` is True exactly while `services.live`
+    maps the agent's id to this lifecycle; `_detach_session` is set exactly while the session
+    is entered in the store; `_done` is set once, when the teardown is complete.
+    """
 
     __slots__ = (
         "_agent_announced",
         "_close_requested",
+        "_closer",
         "_detach_session",
         "_done",
         "_errors",
@@ -115,21 +150,22 @@ class _Lifecycle:
         "fiber",
         "owner",
         "phase",
-        "runtime",
+        "services",
         "session",
     )
 
-    def __init__(self, runtime: Runtime, owner: Fiber, agent: Agent) -> None:
-        self.runtime = runtime
+    def __init__(self, services: Services, owner: Fiber, agent: Agent) -> None:
+        self.services = services
         self.owner = owner
         self.agent = agent
         self.session = agent.session
         self.phase: Phase = "preparing"
-        self.fiber = AgentFiber(f"agent {agent.id}", runtime, self.aclose)
+        self.fiber = AgentFiber(f"agent {agent.id}", owner.runtime, self.aclose)
         self._serving = False
         self._task: trio.lowlevel.Task | None = None
         self._nursery: trio.Nursery | None = None
         self._close_requested = False
+        self._closer: Closer | None = None  # the loop's, once it has started
         self._loop_exited = False
         self._done = trio.Event()
         self._errors: list[Exception] = []
@@ -153,10 +189,8 @@ class _Lifecycle:
                 self.fiber.host(nursery, self._task)
                 if not report_started(task_status, None):
                     self._close_requested = True  # the create was cancelled: roll back
-                if self._close_requested:
-                    self._stop_loop()
                 try:
-                    await self.agent.run()
+                    await self.agent.run(task_status=self)
                 finally:
                     # Also when a task of the agent's fiber crashed: unregister and detach
                     # anyway, so nothing is left half-closed (rule L5).
@@ -165,6 +199,14 @@ class _Lifecycle:
                         await self._teardown()
         finally:
             self._finish()
+
+    def started(self, value: Closer | None = None) -> None:
+        """The agent's loop hands over its closer as it starts (the `task_status` protocol
+        of `Agent.run`), before its first checkpoint: a close requested earlier stops it
+        now."""
+        self._closer = value
+        if self._close_requested:
+            self._stop_loop()
 
     def _finish(self) -> None:
         self.phase = "closed"
@@ -179,12 +221,13 @@ class _Lifecycle:
         if self._close_requested:
             return
         self._close_requested = True
-        if self._nursery is not None:
+        if self._closer is not None:
             self._stop_loop()
-        # else the lifecycle task has not run yet: it stops the loop when it does.
+        # else the loop has not started yet: it is stopped as it starts (`started`).
 
     def _stop_loop(self) -> None:
-        self.agent._begin_close()  # pyright: ignore[reportPrivateUsage]
+        assert self._closer is not None
+        self._closer.begin()
         # Past close_grace (a tool ignores cancellation) every task of the agent's fiber is
         # cancelled; the teardown still waits for the loop, or its closing turn/end would
         # miss the store (rule L1).
@@ -216,10 +259,10 @@ class _Lifecycle:
             # agent that never went live (a create that lost a same-id race) owns no job:
             # the jobs of that id belong to the winner.
             if self._registered:
-                await self.runtime.shell.kill_owned(self.agent.id)
+                await self.services.shell.kill_owned(self.agent.id)
             if self._detach_session is not None:
                 with trio.move_on_after(grace) as flush_scope:
-                    await self.runtime.sessions.flush(self.session)
+                    await self.services.sessions.flush(self.session)
                 if flush_scope.cancelled_caught:
                     raise TimeoutError(
                         f"agent {self.agent.id!r}: the session was not flushed within {grace}s"
@@ -231,7 +274,7 @@ class _Lifecycle:
             self._detach()
             self._errors.extend(await self.fiber.unwind_hosted())
             if self.disposer_key is not None:
-                self.owner._discard(self.disposer_key)  # pyright: ignore[reportPrivateUsage]
+                self.owner.discard(self.disposer_key)
 
     async def aclose(self) -> None:
         self._request_close()
@@ -269,32 +312,32 @@ class _Lifecycle:
     def publish(self) -> None:
         """Enter the session, enter the agent, announce. Synchronous, so nothing can observe
         a half-published agent; a duplicate id raises before anything became visible."""
-        self._detach_session = self.runtime.sessions.enter(self.session)
-        live = self.runtime._live_agents  # pyright: ignore[reportPrivateUsage]
+        self._detach_session = self.services.sessions.enter(self.session)
+        live = self.services.live
         assert self.agent.id not in live, "the store admitted a session whose agent is live"
         live[self.agent.id] = self
         self._registered = True
         self.phase = "live"
         self._session_announced = True
-        self.runtime.events.emit(SessionCreated(self.session.id))
+        self.services.events.emit(SessionCreated(self.session.id))
         self._agent_announced = True
-        self.runtime.events.emit(AgentCreated(self.agent.id))
+        self.services.events.emit(AgentCreated(self.agent.id))
 
     def _unregister(self) -> None:
         if self._registered:
-            live = self.runtime._live_agents  # pyright: ignore[reportPrivateUsage]
+            live = self.services.live
             if live.get(self.agent.id) is self:
                 del live[self.agent.id]
             self._registered = False
             if self._agent_announced:
-                self.runtime.events.emit(AgentClosed(self.agent.id))
+                self.services.events.emit(AgentClosed(self.agent.id))
 
     def _detach(self) -> None:
         if self._detach_session is not None:
             self._detach_session()
             self._detach_session = None
             if self._session_announced:
-                self.runtime.events.emit(SessionClosed(self.session.id))
+                self.services.events.emit(SessionClosed(self.session.id))
 
 
 async def _report_closed(agent_id: str, errors: list[Exception]) -> None:
@@ -314,10 +357,10 @@ class AgentRegistry:
     over the same live agents; an agent created through `fiber.agents` is owned by `fiber`
     (closing the fiber closes it), one created through `rt.agents` by the runtime."""
 
-    __slots__ = ("_owner", "_runtime")
+    __slots__ = ("_owner", "_services")
 
-    def __init__(self, runtime: Runtime, owner: Fiber) -> None:
-        self._runtime = runtime
+    def __init__(self, services: Services, owner: Fiber) -> None:
+        self._services = services
         self._owner = owner
 
     @property
@@ -325,11 +368,11 @@ class AgentRegistry:
         return self._owner
 
     def get(self, agent_id: str) -> Agent | None:
-        life = self._runtime._live_agents.get(agent_id)  # pyright: ignore[reportPrivateUsage]
+        life = self._services.live.get(agent_id)
         return life.agent if life is not None else None
 
     def list(self) -> list[Agent]:
-        return [life.agent for life in self._runtime._live_agents.values()]  # pyright: ignore[reportPrivateUsage]
+        return [life.agent for life in self._services.live.values()]
 
     async def create(
         self,
@@ -345,9 +388,9 @@ class AgentRegistry:
         Raises DuplicateSessionError if the id is live or already stored (resume a stored
         session instead), and FiberClosedError if the owner closes meanwhile.
         """
-        self._owner._check_open("create an agent in")  # pyright: ignore[reportPrivateUsage]
+        require_open(self._owner, "create an agent in")
         sid = session_id if session_id is not None else str(uuid.uuid4())
-        store = self._runtime.sessions
+        store = self._services.sessions
         self._reject_live(sid)
         if await store.exists(sid):
             raise DuplicateSessionError(
@@ -367,14 +410,14 @@ class AgentRegistry:
     ) -> AgentHandle:
         """Resume a stored session. A turn a crash left open is closed `interrupted` first
         (rule L6). Raises SessionNotFoundError, or DuplicateSessionError if it is live."""
-        self._owner._check_open("resume an agent in")  # pyright: ignore[reportPrivateUsage]
+        require_open(self._owner, "resume an agent in")
         self._reject_live(session_id)
-        stored = await self._runtime.sessions.restore(session_id)
+        stored = await self._services.sessions.restore(session_id)
         session = Session(session_id, stored.header, stored.records)
         return await self._publish(session, model, tools, options)
 
     def _reject_live(self, sid: str) -> None:
-        if sid in self._runtime.sessions.live_ids:
+        if sid in self._services.sessions.live_ids:
             raise DuplicateSessionError(
                 f"session {sid!r} is live; close its agent before creating or resuming it again"
             )
@@ -387,14 +430,15 @@ class AgentRegistry:
         options: AgentOptions | None,
     ) -> AgentHandle:
         owner = self._owner
-        owner._check_open("create an agent in")  # pyright: ignore[reportPrivateUsage]
+        require_open(owner, "create an agent in")
+        services = self._services
         agent = Agent(
-            session=session, model=model, tools=tools, options=options, events=self._runtime.events
+            session=session, model=model, tools=tools, options=options, events=services.events
         )
-        life = self._runtime.lifecycle_class(self._runtime, owner, agent)
+        life = services.lifecycle_class(services, owner, agent)
         # The owner co-owns the teardown before any resource exists, so an owner close that
         # lands anywhere below also tears down what was prepared (rule L4).
-        life.disposer_key = owner._push(f"agent {agent.id}", life.aclose)  # pyright: ignore[reportPrivateUsage]
+        life.disposer_key = owner.push_async_callback(life.aclose)
         try:
             await life.start()
             life.check_live()

@@ -7,14 +7,13 @@ import logging
 import os
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 
 from ._events import EventBus
-from ._fiber import Fiber
+from ._fiber import Fiber, Plugin
 from ._nursery import service_nursery, start_service
-from ._registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+from ._registry import AgentRegistry, Lifecycle, Services
 from ._shell import ShellExecutor
 from ._store import SessionStore
 from ._store_sqlite import SqliteStore, default_store_path
@@ -29,7 +28,7 @@ class Runtime(Fiber):
 
     # How one agent is published and torn down; a seam for test doubles of the runtime
     # (the conformance suite's known-bad runtimes replace single steps of it).
-    lifecycle_class: type[_Lifecycle]
+    lifecycle_class: type[Lifecycle] = Lifecycle
 
     def __init__(
         self, sessions: SessionStore, events: EventBus, shell: ShellExecutor | None = None
@@ -38,10 +37,15 @@ class Runtime(Fiber):
         self.sessions = sessions
         self.events = events
         self.shell = shell if shell is not None else ShellExecutor()
-        self._live_agents: dict[str, _Lifecycle] = {}
-        self._plugins: dict[int, tuple[Any, Fiber]] = {}
+        self._services = Services(sessions, events, self.shell, type(self).lifecycle_class)
+        self._plugins: dict[int, tuple[Plugin, Fiber]] = {}
 
-    async def load(self, plugin: Any, *, name: str | None = None) -> Fiber:
+    def agents_for(self, owner: Fiber) -> AgentRegistry:
+        """The registry whose agents are owned by `owner` (a fiber of this runtime):
+        `owner.agents` is this registry. Never blocks."""
+        return AgentRegistry(self._services, owner)
+
+    async def load(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
         """Apply `plugin` in a child fiber of its own (rule F2) and return that fiber.
 
         If `apply` raises, the fiber is closed (undoing whatever apply did) and the error
@@ -62,18 +66,18 @@ class Runtime(Fiber):
         fiber.callback(self._forget, plugin, fiber)
         return fiber
 
-    async def reload(self, plugin: Any, *, name: str | None = None) -> Fiber:
+    async def reload(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
         """Close the plugin's fiber, awaiting its complete unwinding, then apply it again."""
         entry = self._plugins.get(id(plugin))
         if entry is not None:
             await entry[1].aclose()
         return await self.load(plugin, name=name)
 
-    def plugin_fiber(self, plugin: Any) -> Fiber | None:
+    def plugin_fiber(self, plugin: Plugin) -> Fiber | None:
         entry = self._plugins.get(id(plugin))
         return entry[1] if entry is not None else None
 
-    def _forget(self, plugin: Any, fiber: Fiber) -> None:
+    def _forget(self, plugin: Plugin, fiber: Fiber) -> None:
         entry = self._plugins.get(id(plugin))
         if entry is not None and entry[1] is fiber:
             del self._plugins[id(plugin)]
@@ -121,6 +125,3 @@ async def open_runtime(
         except BaseException as exc:
             body.exception = exc
             raise
-
-
-Runtime.lifecycle_class = _Lifecycle

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -43,10 +43,11 @@ class BashTools:
 
     def __init__(self) -> None:
         self._runtime: Runtime | None = None
+        # Each tool asks for the runtime the plugin is bound to now (None while unloaded).
         self.tools: tuple[Tool, ...] = (
-            _Bash(self),
-            _BashOutput(self),
-            _BashKill(self),
+            _Bash(self._bound),
+            _BashOutput(self._bound),
+            _BashKill(self._bound),
         )
 
     async def apply(self, fiber: Fiber) -> None:
@@ -65,9 +66,7 @@ class BashTools:
     def _unbind(self) -> None:
         self._runtime = None
 
-    def _bound(self) -> Runtime:
-        if self._runtime is None:
-            raise _Unavailable
+    def _bound(self) -> Runtime | None:
         return self._runtime
 
     def _on_job_done(self, job_id: str, owner: str | None, result: RunResult) -> None:
@@ -87,10 +86,6 @@ class BashTools:
             )
 
 
-class _Unavailable(Exception):
-    pass
-
-
 UNAVAILABLE = ToolResult(
     "the bash tools are not loaded right now (their plugin is closed or being reloaded); "
     "try again later",
@@ -107,13 +102,12 @@ class _BashToolBase:
     description = ""
     parameters: Mapping[str, Any] = {}
 
-    def __init__(self, plugin: BashTools) -> None:
-        self._plugin = plugin
+    def __init__(self, bound: Callable[[], Runtime | None]) -> None:
+        self._bound = bound
 
     async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            runtime = self._plugin._bound()  # pyright: ignore[reportPrivateUsage]
-        except _Unavailable:
+        runtime = self._bound()
+        if runtime is None:
             await trio.lowlevel.checkpoint()
             return UNAVAILABLE
         return await self.run(runtime, arguments, context)

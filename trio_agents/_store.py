@@ -64,6 +64,25 @@ def summarize(session_id: str, header: Mapping[str, Any], records: Sequence[Reco
 class SessionStore(abc.ABC):
     """The live set plus durable records. Subclasses provide the record backend."""
 
+    class _LiveEntry:
+        """A live session's link to its store: the observer that persists its appends, and
+        its exact detach. One small object rather than three closures per live session.
+        Nested in the store, whose protected hooks it calls."""
+
+        __slots__ = ("session", "store")
+
+        def __init__(self, store: SessionStore, session: Session) -> None:
+            self.store, self.session = store, session
+
+        def __call__(self, record: Record) -> None:
+            self.store._appended(self.session, record)
+
+        def detach(self) -> None:
+            self.store._leave(self)
+
+        def __repr__(self) -> str:
+            return f"<persistence of session {self.session.id!r} in {self.store!r}>"
+
     def __init__(self) -> None:
         self._live: dict[str, Session] = {}
         self._restoring: dict[str, trio.Lock] = {}
@@ -93,11 +112,11 @@ class SessionStore(abc.ABC):
         self._claim(session.id)
         self._live[session.id] = session
         self._attach(session)
-        entry = _LiveEntry(self, session)
+        entry = SessionStore._LiveEntry(self, session)
         session.observe(entry)
         return entry.detach
 
-    def _leave(self, entry: _LiveEntry) -> None:
+    def _leave(self, entry: SessionStore._LiveEntry) -> None:
         session = entry.session
         session.unobserve(entry)
         if self._live.get(session.id) is session:
@@ -234,22 +253,3 @@ class MemoryStore(SessionStore):
         await trio.lowlevel.checkpoint()
         infos = [summarize(sid, header, recs) for sid, (header, recs) in self._data.items()]
         return sorted(infos, key=lambda info: info.created_at)
-
-
-class _LiveEntry:
-    """A live session's link to its store: the observer that persists its appends, and
-    its exact detach. One small object rather than three closures per live session."""
-
-    __slots__ = ("session", "store")
-
-    def __init__(self, store: SessionStore, session: Session) -> None:
-        self.store, self.session = store, session
-
-    def __call__(self, record: Record) -> None:
-        self.store._appended(self.session, record)  # pyright: ignore[reportPrivateUsage]
-
-    def detach(self) -> None:
-        self.store._leave(self)  # pyright: ignore[reportPrivateUsage]
-
-    def __repr__(self) -> str:
-        return f"<persistence of session {self.session.id!r} in {self.store!r}>"

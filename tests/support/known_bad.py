@@ -28,7 +28,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._inbox import Inbox, InboxMessage
-from trio_agents._registry import _Lifecycle  # pyright: ignore[reportPrivateUsage]
+from trio_agents._registry import Lifecycle
 
 
 class _ForgetfulInbox(Inbox):
@@ -131,7 +131,7 @@ tool_result_missing_after_cancel = factory_for(ToolResultMissingAfterCancel)
 # -- runtimes with one defect in publication or teardown -----------------------------------
 
 
-class _AcloseBeforeLoopExit(_Lifecycle):
+class _AcloseBeforeLoopExit(Lifecycle):
     """(c) Closing unregisters and detaches at once, without waiting for the loop to exit."""
 
     def _request_close(self) -> None:
@@ -140,7 +140,7 @@ class _AcloseBeforeLoopExit(_Lifecycle):
         self._detach()  # the loop writes its turn/end after the detach
 
 
-class _DetachBeforeFlush(_Lifecycle):
+class _DetachBeforeFlush(Lifecycle):
     """(d) The session is detached before the loop's closing turn/end is flushed."""
 
     async def _teardown(self) -> None:
@@ -148,12 +148,12 @@ class _DetachBeforeFlush(_Lifecycle):
         await super()._teardown()
 
 
-class _LoserLeftRegistered(_Lifecycle):
+class _LoserLeftRegistered(Lifecycle):
     """(g) The agent is registered before the session enters the store, and a loser of a
     same-id race is not unregistered."""
 
     def publish(self) -> None:
-        self.runtime._live_agents[self.agent.id] = self  # pyright: ignore[reportPrivateUsage]
+        self.services.live[self.agent.id] = self
         super().publish()
 
     def _unregister(self) -> None:
@@ -161,7 +161,7 @@ class _LoserLeftRegistered(_Lifecycle):
             super()._unregister()
 
 
-def runtime_factory_for(lifecycle: type[_Lifecycle]):  # type: ignore[no-untyped-def] # pyright: ignore
+def runtime_factory_for(lifecycle: type[Lifecycle]):  # type: ignore[no-untyped-def] # pyright: ignore
     class BadRuntime(Runtime):
         lifecycle_class = lifecycle
 

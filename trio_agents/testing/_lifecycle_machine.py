@@ -74,9 +74,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.stored: set[str] = set()  # ids whose session has at least one record
         self.ever_live: set[str] = set()
         self.fibers: dict[str, Fiber] = {}
-        self.plugin = ConfiguredAgents(
-            AgentConfig("plugin", ScriptedModel(hold_all=True), session_id=PLUGIN_ID)
-        )
+        plugin_model = ScriptedModel(hold_all=True)
+        # The model each live id's agent was made with (the machine made them all).
+        self.models: dict[str, ScriptedModel] = {PLUGIN_ID: plugin_model}
+        self.plugin = ConfiguredAgents(AgentConfig("plugin", plugin_model, session_id=PLUGIN_ID))
         self.rt: Runtime | None = None
         self._stop: trio.Event | None = None
         self._consistent = False
@@ -163,6 +164,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         except SessionNotFoundError:
             return "not found"
         self.handles[sid] = handle
+        self.models[sid] = model
         self.owner_of[sid] = owner
         self.ever_live.add(sid)
         return "ok"
@@ -208,8 +210,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
             return
-        model = agent._model  # pyright: ignore[reportPrivateUsage]
-        if isinstance(model, ScriptedModel) and model.held:
+        model = self.models[sid]
+        if model.held:
             self.host.run_sync(model.release)
             self.host.settle()
 
