@@ -1,54 +1,72 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
-from ._agent import Agent, CancelCause, Closer, MessageId, open_agent
-from ._configured import AgentConfig, ConfiguredAgents
-from ._errors import (
-    AgentClosedError,
-    CorruptSessionError,
-    DuplicateSessionError,
-    PersistenceError,
-    TrioAgentsError,
-)
-from ._events import (
-    AgentClosed,
-    AgentCreated,
-    CancelRequested,
-    Event,
-    EventBus,
-    Listener,
-    SessionClosed,
-    SessionCreated,
-    StatusChanged,
-    StepEnded,
-    StepStarted,
-    TextStreamed,
-    TurnEnded,
-    TurnStarted,
-)
-from ._fiber import Fiber, FiberClosedError, Plugin
-from ._model import (
-    Finish,
-    Message,
-    Model,
-    ModelChunk,
-    ModelRequest,
-    TextDelta,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-from ._model_openai import ModelEndpointError, OpenAICompatibleModel
-from ._options import AgentOptions
-from ._records import Record
-from ._registry import AgentHandle, AgentRegistry
-from ._runtime import Runtime, open_runtime
-from ._session import Session
-from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest, ShellSpec
-from ._shell_tools import BashTools
-from ._status import AgentStatus
-from ._store import MemoryStore, SessionInfo, SessionNotFoundError, SessionStore
-from ._store_sqlite import SqliteStore
-from ._tool import Tool, ToolContext, ToolResult
+from ._agent import Agent as Agent
+from ._agent import CancelCause as CancelCause
+from ._agent import Closer as Closer
+from ._agent import MessageId as MessageId
+from ._agent import open_agent as open_agent
+from ._configured import AgentConfig as AgentConfig
+from ._configured import ConfiguredAgents as ConfiguredAgents
+from ._errors import AgentClosedError as AgentClosedError
+from ._errors import CorruptSessionError as CorruptSessionError
+from ._errors import DuplicateSessionError as DuplicateSessionError
+from ._errors import PersistenceError as PersistenceError
+from ._errors import TrioAgentsError as TrioAgentsError
+from ._events import AgentClosed as AgentClosed
+from ._events import AgentCreated as AgentCreated
+from ._events import CancelRequested as CancelRequested
+from ._events import Event as Event
+from ._events import EventBus as EventBus
+from ._events import Listener as Listener
+from ._events import SessionClosed as SessionClosed
+from ._events import SessionCreated as SessionCreated
+from ._events import StatusChanged as StatusChanged
+from ._events import StepEnded as StepEnded
+from ._events import StepStarted as StepStarted
+from ._events import TextStreamed as TextStreamed
+from ._events import TurnEnded as TurnEnded
+from ._events import TurnStarted as TurnStarted
+from ._fiber import Fiber as Fiber
+from ._fiber import FiberClosedError as FiberClosedError
+from ._fiber import Plugin as Plugin
+from ._model import Finish as Finish
+from ._model import Message as Message
+from ._model import Model as Model
+from ._model import ModelChunk as ModelChunk
+from ._model import ModelRequest as ModelRequest
+from ._model import TextDelta as TextDelta
+from ._model import ToolCall as ToolCall
+from ._model import ToolSpec as ToolSpec
+from ._model import Usage as Usage
+from ._model_offline import OfflineModel as OfflineModel
+from ._model_openai import ModelEndpointError as ModelEndpointError
+from ._model_openai import OpenAICompatibleModel as OpenAICompatibleModel
+from ._options import AgentOptions as AgentOptions
+from ._records import Record as Record
+from ._records import TurnEndReason as TurnEndReason
+from ._registry import AgentHandle as AgentHandle
+from ._registry import AgentRegistry as AgentRegistry
+from ._runtime import Runtime as Runtime
+from ._runtime import open_runtime as open_runtime
+from ._session import Session as Session
+from ._shell import JobOutput as JobOutput
+from ._shell import RunResult as RunResult
+from ._shell import ShellExecutor as ShellExecutor
+from ._shell import ShellRequest as ShellRequest
+from ._shell import ShellSpec as ShellSpec
+from ._shell_tools import BashTools as BashTools
+from ._status import AgentStatus as AgentStatus
+from ._store import MemoryStore as MemoryStore
+from ._store import SessionInfo as SessionInfo
+from ._store import SessionNotFoundError as SessionNotFoundError
+from ._store import SessionStore as SessionStore
+from ._store import StoredSession as StoredSession
+from ._store_sqlite import SqliteStore as SqliteStore
+from ._store_sqlite import default_store_path as default_store_path
+from ._tool import Tool as Tool
+from ._tool import ToolContext as ToolContext
+from ._tool import ToolResult as ToolResult
+from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
     "Agent",
@@ -81,6 +99,7 @@ __all__ = [
     "ModelChunk",
     "ModelEndpointError",
     "ModelRequest",
+    "OfflineModel",
     "OpenAICompatibleModel",
     "PersistenceError",
     "Plugin",
@@ -100,6 +119,7 @@ __all__ = [
     "StatusChanged",
     "StepEnded",
     "StepStarted",
+    "StoredSession",
     "TextDelta",
     "TextStreamed",
     "Tool",
@@ -108,9 +128,13 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "TrioAgentsError",
+    "TurnEndReason",
     "TurnEnded",
     "TurnStarted",
     "Usage",
+    "default_store_path",
     "open_agent",
     "open_runtime",
 ]
+
+_fixup_module_metadata(__name__, [globals()[name] for name in __all__])

@@ -19,7 +19,7 @@ import math
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Final, Literal, NewType, cast
+from typing import Final, Literal, NewType
 
 import trio
 
@@ -63,6 +63,7 @@ from ._records import (
 from ._session import Session
 from ._status import AgentStatus
 from ._tool import Tool, ToolContext, ToolResult
+from ._util import describe
 
 __all__ = ["Agent", "CancelCause", "Closer", "MessageId", "open_agent"]
 
@@ -355,7 +356,7 @@ class Agent:
                 end = closed()
             else:
                 logger.warning("agent %r turn %d failed: %r", self.id, turn.number, exc)
-                end = errored(_describe(exc))
+                end = errored(describe(exc))
         finally:
             if turn.cause is not None:
                 # A cancel that reached the turn before it ended wins over how it ended.
@@ -503,7 +504,7 @@ class Agent:
                 raw = await tool(thaw(call.arguments), context)
             except Exception as exc:
                 # A failing tool is an answer the model can react to, not a failed turn.
-                result = ToolResult(_describe(exc), is_error=True)
+                result = ToolResult(describe(exc), is_error=True)
             else:
                 result = raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
         del unanswered[index]
@@ -612,14 +613,6 @@ class Agent:
 
     def _emit(self, event: Event) -> None:
         self._events.emit(event)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        group = cast("BaseExceptionGroup[BaseException]", exc)
-        return "; ".join(_describe(leaf) for leaf in group.exceptions)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _holds(exc: BaseException, kind: type[BaseException]) -> bool:

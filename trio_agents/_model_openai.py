@@ -195,6 +195,7 @@ class OpenAICompatibleModel:
     # -- the Model seam -----------------------------------------------------------------
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        # Lazy: httpx loads on first use, not with trio_agents (D45).
         import httpx
 
         body = self.request_body(request)
@@ -292,6 +293,7 @@ class OpenAICompatibleModel:
         return headers
 
     def _new_client(self) -> httpx.AsyncClient:
+        # Lazy: httpx loads on first use, not with trio_agents (D45).
         import httpx
 
         if self._ssl is None:
@@ -305,6 +307,7 @@ class OpenAICompatibleModel:
 
     async def _open(self, client: httpx.AsyncClient, body: Mapping[str, Any]) -> httpx.Response:
         """Send the request, retrying what may be retried; return a 2xx streaming response."""
+        # Lazy: httpx loads on first use, not with trio_agents (D45).
         import httpx
 
         attempts = self._max_retries + 1

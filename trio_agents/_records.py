@@ -1,7 +1,7 @@
 """Durable session records and the turn-end reasons they carry. Pure data; no trio import.
 
 A session is an append-only sequence of `Record`s. The record types and their data keys are
-part of the public contract (API.md §3.2); everything the loop does is visible here.
+part of the public contract (docs/contract.md); everything the loop does is visible here.
 """
 
 from __future__ import annotations
@@ -9,15 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal, TypedDict
 
 __all__ = [
     "MESSAGE_RECORD_TYPES",
+    "Aborted",
+    "Closed",
+    "Completed",
+    "Errored",
+    "Interrupted",
+    "MaxSteps",
     "Record",
     "TurnEndReason",
     "aborted",
     "closed",
     "completed",
+    "decode_turn_end",
     "errored",
     "freeze",
     "interrupted",
@@ -88,7 +95,48 @@ def _plain(value: Any) -> Any:
     return value
 
 
-TurnEndReason = Mapping[str, str]
+class Completed(TypedDict):
+    """The turn's last step returned no tool calls and no steering was pending."""
+
+    kind: Literal["completed"]
+
+
+class Aborted(TypedDict):
+    """The turn was cancelled (`cause` "user" or "parent") or its step was aborted
+    ("step", "timeout"); `reason` is the text the canceller gave."""
+
+    kind: Literal["aborted"]
+    reason: str
+    cause: str
+
+
+class Errored(TypedDict):
+    """The model or the loop raised; `message` says what, in one line."""
+
+    kind: Literal["error"]
+    message: str
+
+
+class MaxSteps(TypedDict):
+    """The turn reached `AgentOptions.max_steps` model calls."""
+
+    kind: Literal["max_steps"]
+
+
+class Closed(TypedDict):
+    """The agent was closed while the turn ran."""
+
+    kind: Literal["closed"]
+
+
+class Interrupted(TypedDict):
+    """Written on resume for a turn a crash left open (rule L6)."""
+
+    kind: Literal["interrupted"]
+
+
+TurnEndReason = Completed | Aborted | Errored | MaxSteps | Closed | Interrupted
+"""How a turn ended: the `reason` of its `turn/end` record, a closed union on `kind`."""
 
 
 def completed() -> TurnEndReason:
@@ -113,3 +161,28 @@ def closed() -> TurnEndReason:
 
 def interrupted() -> TurnEndReason:
     return {"kind": "interrupted"}
+
+
+def decode_turn_end(value: Mapping[str, Any]) -> TurnEndReason | None:
+    """The `reason` of a `turn/end` record (as stored or sent, possibly frozen) as a typed
+    `TurnEndReason`, or None when its kind is not one this version knows (a newer writer)
+    or a field it needs is missing. Never raises."""
+    match value.get("kind"):
+        case "completed":
+            return completed()
+        case "max_steps":
+            return max_steps()
+        case "closed":
+            return closed()
+        case "interrupted":
+            return interrupted()
+        case "aborted":
+            reason, cause = value.get("reason"), value.get("cause")
+            if isinstance(reason, str) and isinstance(cause, str):
+                return aborted(reason, cause)
+            return None
+        case "error":
+            message = value.get("message")
+            return errored(message) if isinstance(message, str) else None
+        case _:
+            return None

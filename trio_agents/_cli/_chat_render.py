@@ -25,6 +25,7 @@ from .._records import (
     TURN_START,
     USER_MESSAGE,
     Record,
+    decode_turn_end,
     thaw,
 )
 
@@ -102,27 +103,30 @@ def describe_result(
 
 def describe_end(reason: Mapping[str, Any]) -> str | None:
     """How a turn ended, when that is worth a line: None for `completed`."""
-    kind = reason.get("kind")
-    if kind == "completed":
-        return None
-    if kind == "aborted":
-        cause = reason.get("cause")
-        if cause == "user":
-            return "[cancelled]"
-        if cause == "parent":
-            return "[cancelled by its parent]"
-        if cause == "timeout":
-            return "[step timed out]"
-        return _visible(f"[aborted: {reason.get('reason', '')}]")
-    if kind == "error":
-        return _visible(f"[error: {reason.get('message', '')}]")
-    if kind == "max_steps":
-        return "[max steps]"
-    if kind == "closed":
-        return "[closed]"
-    if kind == "interrupted":
-        return "[interrupted: the process stopped during this turn]"
-    return _visible(f"[ended: {kind}]")
+    end = decode_turn_end(reason)
+    if end is None:
+        return _visible(f"[ended: {reason.get('kind')}]")
+    match end["kind"]:
+        case "completed":
+            return None
+        case "aborted":
+            match end["cause"]:
+                case "user":
+                    return "[cancelled]"
+                case "parent":
+                    return "[cancelled by its parent]"
+                case "timeout":
+                    return "[step timed out]"
+                case _:
+                    return _visible(f"[aborted: {end['reason']}]")
+        case "error":
+            return _visible(f"[error: {end['message']}]")
+        case "max_steps":
+            return "[max steps]"
+        case "closed":
+            return "[closed]"
+        case "interrupted":
+            return "[interrupted: the process stopped during this turn]"
 
 
 class Renderer:

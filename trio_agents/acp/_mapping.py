@@ -25,6 +25,7 @@ from .._records import (
     TURN_START,
     USER_MESSAGE,
     Record,
+    decode_turn_end,
     thaw,
 )
 from ._jsonrpc import JsonRpcError
@@ -226,13 +227,17 @@ def stop_reason(
                 break
     if cancel_requested or end is None:
         return "cancelled"
-    kind = end.get("kind")
-    if kind == "error":
-        return JsonRpcError.internal(f"turn failed: {end.get('message', '')}")
-    if kind == "max_steps":
-        return "max_turn_requests"
-    if kind in ("closed", "interrupted"):
-        return "cancelled"
-    if kind == "completed" and finish == "length":
-        return "max_tokens"
-    return "end_turn"  # completed; aborted by something other than this client
+    reason = decode_turn_end(end)
+    if reason is None:
+        return "end_turn"  # a kind from a newer writer: the turn is over, nothing failed
+    match reason["kind"]:
+        case "error":
+            return JsonRpcError.internal(f"turn failed: {reason['message']}")
+        case "max_steps":
+            return "max_turn_requests"
+        case "closed" | "interrupted":
+            return "cancelled"
+        case "completed":
+            return "max_tokens" if finish == "length" else "end_turn"
+        case "aborted":
+            return "end_turn"  # aborted by something other than this client

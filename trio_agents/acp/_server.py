@@ -36,6 +36,7 @@ from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell_tools import BashTools
 from .._store import SessionNotFoundError
+from .._util import describe
 from . import _jsonrpc as rpc
 from . import _mapping as m
 
@@ -234,7 +235,7 @@ class AcpServer:
             self._send(rpc.encode_error(request.id, exc.code, exc.detail))
         except Exception as exc:
             logger.exception("%s failed", request.method)
-            self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, _describe(exc)))
+            self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, describe(exc)))
         else:
             self._send_result(request.id, result)
 
@@ -243,7 +244,7 @@ class AcpServer:
             frame = rpc.encode_result(request_id, result)
         except ValueError as exc:  # not strict JSON (NaN): answer, never crash the server
             logger.exception("the answer to %r could not be encoded", request_id)
-            frame = rpc.encode_error(request_id, rpc.INTERNAL_ERROR, _describe(exc))
+            frame = rpc.encode_error(request_id, rpc.INTERNAL_ERROR, describe(exc))
         self._send(frame)
 
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
@@ -435,8 +436,3 @@ def _encode(frames: list[_Outgoing]) -> bytes:
 
 def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
     return rpc.encode_notification("session/update", {"sessionId": session_id, "update": update})
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,273 @@
+"""The layout, pinned: what each public namespace exports, that everything else is private by
+name, and that imports run one way (issue 13; docs/design.md, "Layout").
+
+The import graph is built from the source, not from `sys.modules`: an edge is an import that
+runs (module level or inside a function), not one under `if TYPE_CHECKING:`, which may point
+anywhere. Each module belongs to a layer; an import may only point to its own layer or a lower
+one, and the graph may have no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+import trio_agents
+
+PACKAGE = pathlib.Path(trio_agents.__file__).parent
+TESTS = pathlib.Path(__file__).parent
+
+# Lowest first. A module's layer is the first entry whose pattern matches its dotted name
+# (without the `trio_agents.` prefix); `*` ends a pattern.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "pure cores and helpers",
+        (
+            "_errors", "_util", "_nursery", "_options", "_model", "_tool", "_records",
+            "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
+            "_model_sse", "_shell_output", "acp._jsonrpc", "acp._mapping",
+            "_cli._chat_render", "testing._reference", "testing._history",
+        ),
+    ),
+    (
+        "stores, shell and models",
+        ("_store", "_store_sqlite", "_shell", "_model_openai", "_model_offline"),
+    ),
+    ("agent", ("_agent",)),
+    ("fiber", ("_fiber",)),
+    ("registry", ("_registry",)),
+    ("runtime", ("_runtime",)),
+    ("plugins", ("_configured", "_shell_tools")),
+    ("the trio_agents namespace", ("",)),
+    ("acp", ("acp", "acp.*")),
+    ("testing", ("testing", "testing.*")),
+    ("cli", ("_cli", "_cli.*")),
+]  # fmt: skip
+
+NAMESPACES = ("trio_agents", "trio_agents.acp", "trio_agents.testing")
+
+EXPORTS = {
+    "trio_agents": {
+        "Agent", "AgentClosed", "AgentClosedError", "AgentConfig", "AgentCreated",
+        "AgentHandle", "AgentOptions", "AgentRegistry", "AgentStatus", "BashTools",
+        "CancelCause", "CancelRequested", "Closer", "ConfiguredAgents", "CorruptSessionError",
+        "DuplicateSessionError", "Event", "EventBus", "Fiber", "FiberClosedError", "Finish",
+        "JobOutput", "Listener", "MemoryStore", "Message", "MessageId", "Model", "ModelChunk",
+        "ModelEndpointError", "ModelRequest", "OfflineModel", "OpenAICompatibleModel",
+        "PersistenceError", "Plugin", "Record", "RunResult", "Runtime", "Session",
+        "SessionClosed", "SessionCreated", "SessionInfo", "SessionNotFoundError",
+        "SessionStore", "ShellExecutor", "ShellRequest", "ShellSpec", "SqliteStore",
+        "StatusChanged", "StepEnded", "StepStarted", "StoredSession", "TextDelta",
+        "TextStreamed", "Tool", "ToolCall", "ToolContext", "ToolResult", "ToolSpec",
+        "TrioAgentsError", "TurnEnded", "TurnEndReason", "TurnStarted", "Usage",
+        "default_store_path", "open_agent", "open_runtime",
+    },
+    "trio_agents.acp": {"AcpServer", "serve_stdio"},
+    "trio_agents.testing": {
+        "HOLD", "AgentMachine", "AgentReference", "EchoTool", "GateTool", "LifecycleMachine",
+        "RandomSeeder", "ScriptedModel", "ScriptedStep", "ShellMachine", "TrioHost",
+        "WallClock", "check_agent_conformance", "check_lifecycle_conformance",
+        "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
+    },
+}  # fmt: skip
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, pathlib.Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer_of(name: str) -> int:
+    for index, (_, patterns) in enumerate(LAYERS):
+        for pattern in patterns:
+            if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
+                return index
+    raise AssertionError(f"trio_agents.{name} has no layer: add it to LAYERS in {__file__}")
+
+
+def _under_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and ast.unparse(node.test) in (
+            "TYPE_CHECKING",
+            "typing.TYPE_CHECKING",
+        ):
+            return True
+    return False
+
+
+def _in_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return True
+    return False
+
+
+def imports(name: str, path: pathlib.Path) -> Iterator[tuple[str, int, bool]]:
+    """(imported module within the package, line, inside a function) for every run-time
+    import of the package's own modules."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    known = modules()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    package = [p for p in package if p]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom) or _under_type_checking(node, parents):
+            continue
+        local = _in_function(node, parents)
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif node.level == 0:
+            targets = [node.module or ""]
+            targets += [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            stem = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            targets = [f"trio_agents.{stem}".rstrip(".")]
+            targets += [f"trio_agents.{stem}.{a.name}".replace("..", ".") for a in node.names]
+        for target in targets:
+            if target == "trio_agents" or target.startswith("trio_agents."):
+                inner = target.removeprefix("trio_agents").removeprefix(".")
+                if inner in known:
+                    yield inner, node.lineno, local
+
+
+def graph() -> dict[str, set[str]]:
+    return {
+        name: {target for target, _, _ in imports(name, path) if target != name}
+        for name, path in modules().items()
+    }
+
+
+def test_every_module_outside_the_namespaces_is_private_by_name() -> None:
+    public = {ns.removeprefix("trio_agents").removeprefix(".") for ns in NAMESPACES}
+    offenders = [
+        f"trio_agents.{name}"
+        for name in modules()
+        if name not in public and not any(part.startswith("_") for part in name.split("."))
+    ]
+    assert offenders == [], f"public by name but not a namespace: {offenders}"
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_each_namespace_exports_exactly_its_pinned_names(namespace: str) -> None:
+    module = importlib.import_module(namespace)
+    assert sorted(module.__all__) == sorted(EXPORTS[namespace])
+    assert len(set(module.__all__)) == len(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_public_classes_and_functions_show_their_namespace(namespace: str) -> None:
+    module = importlib.import_module(namespace)
+    wrong = {
+        name: obj.__module__
+        for name in module.__all__
+        if (isinstance(obj := getattr(module, name), type) or callable(obj))
+        and isinstance(getattr(obj, "__module__", None), str)
+        and obj.__module__.startswith("trio_agents")
+        and obj.__module__ != namespace
+    }
+    assert wrong == {}
+
+
+def test_namespace_init_files_only_re_export() -> None:
+    for name, path in modules().items():
+        if path.name != "__init__.py" or name.startswith("_cli"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module:
+                bad = [a.name for a in node.names if a.asname not in (a.name, f"_{a.name}")]
+                assert not bad, f"{path}:{node.lineno}: re-export as `X as X`: {bad}"
+
+
+def test_imports_never_point_up() -> None:
+    upward = [
+        f"trio_agents.{name} ({LAYERS[layer_of(name)][0]}) imports trio_agents.{target} "
+        f"({LAYERS[layer_of(target)][0]})"
+        for name, targets in graph().items()
+        for target in targets
+        if layer_of(target) > layer_of(name)
+    ]
+    assert upward == []
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    edges = graph()
+    state: dict[str, str] = {}
+    cycles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(edges.get(name, ())):
+            # A package's own __init__ is imported before its modules: not an edge back.
+            if name.startswith(target + ".") or (target == "" and name):
+                continue
+            if state.get(target) == "open":
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_nothing_in_the_library_imports_the_cli() -> None:
+    importers = sorted(
+        name
+        for name, targets in graph().items()
+        if not name.startswith("_cli")
+        and any(t == "_cli" or t.startswith("_cli.") for t in targets)
+    )
+    assert importers == []
+
+
+def test_function_local_imports_say_why() -> None:
+    """Only for lazy loading, each with its reason in a comment on or just above it."""
+    silent: list[str] = []
+    for path in modules().values():
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Import | ast.ImportFrom)
+                and _in_function(node, parents)
+                and not _under_type_checking(node, parents)
+            ):
+                around = lines[max(0, node.lineno - 3) : node.lineno]
+                if not any("#" in line for line in around):
+                    silent.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert silent == []
+
+
+def test_no_test_module_imports_another() -> None:
+    found: list[str] = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                names = [module.rsplit(".", 1)[-1], *(a.name for a in node.names)]
+                if any(n.startswith("test_") for n in names):
+                    found.append(f"{path.relative_to(TESTS)}:{node.lineno}")
+            elif isinstance(node, ast.Import) and any(
+                a.name.rsplit(".", 1)[-1].startswith("test_") for a in node.names
+            ):
+                found.append(f"{path.relative_to(TESTS)}:{node.lineno}")
+    assert found == []

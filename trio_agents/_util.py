@@ -1,0 +1,33 @@
+"""Small helpers the modules share. Pure: no trio import."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import cast
+
+__all__ = ["describe", "fixup_module_metadata"]
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message` (or just `Type`), every leaf of an exception group joined by `; `:
+    one line a person can read, for a turn's `error` reason or a protocol error."""
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        return "; ".join(describe(leaf) for leaf in group.exceptions)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def fixup_module_metadata(namespace: str, objects: Iterable[object]) -> None:
+    """Make the classes and functions a public namespace re-exports show that namespace in
+    `__module__` (so reprs, tracebacks and docs say `trio_agents.Agent`, the name users
+    import, not the private module it lives in). Objects from elsewhere are left alone."""
+    for obj in objects:
+        module = getattr(obj, "__module__", None)
+        if not (isinstance(obj, type) or callable(obj)) or not isinstance(module, str):
+            continue
+        if module.startswith(namespace + "._") or module == namespace:
+            try:
+                obj.__module__ = namespace
+            except (AttributeError, TypeError):  # a builtin or a slot-less callable
+                continue
