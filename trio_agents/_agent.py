@@ -250,9 +250,25 @@ class Agent:
             self._wake_driver()
         return MessageId(message.id)
 
-    def inject(self, content: str) -> MessageId:
-        """Add context to the next step, whichever turn it belongs to. Never starts a turn."""
-        return MessageId(self._accept("inject", content, "context").id)
+    def inject(self, message: Message | str) -> MessageId:
+        """Add context to the next step, whichever turn it belongs to. Never starts a turn.
+
+        `message` is a `Message` of role "user" or "system" (how the model should read it),
+        or a plain `str`, shorthand for user-role context. Raises ValueError for another
+        role or a message carrying tool calls, TypeError for anything else, and
+        AgentClosedError on a closed agent. Never blocks.
+        """
+        if isinstance(message, str):
+            return MessageId(self._accept("inject", message, "context").id)
+        if not isinstance(message, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"inject() takes a Message or a str, got {type(message).__name__}")
+        if message.role not in ("user", "system") or message.tool_calls or message.call_id:
+            raise ValueError(
+                f"inject() takes context as a 'user' or 'system' message without tool calls, "
+                f"got role {message.role!r}; send model or tool turns through the model instead"
+            )
+        system = message.role == "system"
+        return MessageId(self._accept("inject", message.content, "context", system=system).id)
 
     def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
         """Stop the running turn and drop queued prompts and steering.
@@ -390,7 +406,10 @@ class Agent:
         await trio.lowlevel.checkpoint()
         for message in self._inbox.claim_step_input():
             kind = STEERING_MESSAGE if message.kind == "steering" else CONTEXT_MESSAGE
-            self._append(kind, {"id": message.id, "content": message.content})
+            data = {"id": message.id, "content": message.content}
+            if message.system:
+                data["role"] = "system"
+            self._append(kind, data)
         self._append(STEP_START, {"turn": turn.number, "step": step})
         self._emit(StepStarted(self.id, turn.number, step))
         text: list[str] = []
@@ -565,7 +584,9 @@ class Agent:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _accept(self, verb: str, content: str, kind: MessageKind) -> InboxMessage:
+    def _accept(
+        self, verb: str, content: str, kind: MessageKind, *, system: bool = False
+    ) -> InboxMessage:
         if self._closing:
             raise AgentClosedError(
                 f"cannot {verb} to agent {self.id!r}: it is {self._status.value}; "
@@ -573,7 +594,7 @@ class Agent:
             )
         if not isinstance(content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"{verb}() takes a str, got {type(content).__name__}")
-        message = InboxMessage(f"m{next(self._message_ids)}", content, kind)
+        message = InboxMessage(f"m{next(self._message_ids)}", content, kind, system)
         self._inbox.push(message)
         return message
 

@@ -27,6 +27,7 @@ class InboxMessage:
     id: str
     content: str
     kind: MessageKind
+    system: bool = False  # injected context that reaches the model as a system message
 
 
 class Inbox:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._model import Message, ToolCall
+from ._model import Message, Role, ToolCall
 from ._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
@@ -47,7 +47,10 @@ class Transcript:
         data = record.data
         source = _SOURCES.get(record.type)
         if source is not None:
-            self._messages.append(Message("user", str(data["content"]), source=source))
+            # Injected context may be meant as a system message (`agent.inject(message)`).
+            system = data.get("role") == "system"
+            role: Role = "system" if system else "user"
+            self._messages.append(Message(role, str(data["content"]), source=source))
         elif record.type == ASSISTANT_MESSAGE:
             # An interrupted prefix is kept: the model should see what the user saw.
             self._messages.append(Message("assistant", str(data["content"])))
