@@ -1,4 +1,4 @@
-"""API.md §3, rules A1-A11: one or more tests per rule, each named after it."""
+"""The agent rules A1-A11 of docs/contract.md: one or more tests per rule, each named after it."""
 
 from __future__ import annotations
 

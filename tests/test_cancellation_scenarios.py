@@ -1,4 +1,4 @@
-"""The cancellation scenarios of spec agent-core.md §4.3 and §6.1 that apply to API.md.
+"""Cancellation at every point of a turn (rules A5-A8 of docs/contract.md), scenario by scenario.
 
 Each test is named after its window or scenario. A cancel is landed at an exact point either
 from a synchronous listener (which runs inside the driver, at that point) or while the model

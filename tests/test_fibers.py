@@ -1,4 +1,4 @@
-"""Fibers and plugins: rules F1-F3 of API.md §2."""
+"""Fibers and plugins: rules F1-F3 of docs/contract.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Handles, registry transactions and the store: rules L1-L6 of API.md §4, and the races of
+"""Handles, registry transactions and the store: rules L1-L6 of docs/contract.md, and the races of
 issue 3's acceptance 2 (deterministic: gates and the autojump clock, no sleeps to wait)."""
 
 from __future__ import annotations

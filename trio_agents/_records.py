@@ -1,7 +1,8 @@
 """Durable session records and the turn-end reasons they carry. Pure data; no trio import.
 
 A session is an append-only sequence of `Record`s. The record types and their data keys are
-part of the public contract (docs/contract.md); everything the loop does is visible here.
+part of the public contract (docs/contract.md, Records); everything the loop does is
+visible here.
 """
 
 from __future__ import annotations
