@@ -183,6 +183,14 @@ class Agent:
         self._options = options if options is not None else AgentOptions()
         self._events = events if events is not None else EventBus()
         self._inbox = Inbox()
+        # Invariants of the agent's state, kept by every method:
+        # - status is RUNNING while a turn runs or a prompt is queued, IDLE otherwise, and
+        #   CLOSED from `_begin_close` on (CLOSED is final);
+        # - `_turn` is the running turn, None between turns;
+        # - `_closing` goes True once and never back; from then on nothing is accepted;
+        # - `_loop_started` goes True once, when `run()` starts; `_exited` goes True once,
+        #   when the loop has exited or, closed before it started, never will run;
+        # - `_cancelling` is True only while `cancel()` delivers its CancelRequested.
         self._status = AgentStatus.IDLE
         self._turn: _Turn | None = None
         self._turns, last_message = _resume_counters(session)

@@ -100,6 +100,9 @@ class Fiber:
         self._closed = trio.Event()
 
     def _init_state(self, name: str, runtime: Runtime, parent: Fiber | None) -> None:
+        # Invariants: `_state` only moves forward (new -> open -> closing -> closed); the
+        # nursery exists exactly from "open" on; `_children` holds the child fibers not yet
+        # closed, oldest first; `_disposers` only shrinks once the state is "closing".
         self.name = name
         self._runtime = runtime
         self._parent = parent
