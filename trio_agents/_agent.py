@@ -70,7 +70,12 @@ __all__ = ["Agent", "CancelCause", "Closer", "MessageId", "open_agent"]
 logger = logging.getLogger("trio_agents.agent")
 
 MessageId = NewType("MessageId", str)
+"""The id `send`, `steer` and `inject` return: `m1`, `m2`, ... per agent, continuing after
+the highest id of a resumed session. The message's record carries it as `id`."""
 CancelCause = Literal["user", "parent"]
+"""Who asked `Agent.cancel` to stop a turn: `"user"` (a person: Ctrl-C, ACP's
+`session/cancel`) or `"parent"` (the program or agent driving this one). The agent treats
+both alike; the turn's `aborted` end records which it was."""
 
 
 class Closer:
@@ -138,6 +143,7 @@ class Agent:
     Delivery (`send`, `steer`, `inject`) and `cancel` are synchronous: they change state at
     once and never block. `wait_idle` is the one awaitable. The loop itself runs in `run()`,
     which the agent's owner (`open_agent`, the registry) starts in a nursery it owns.
+    Constructing one raises ValueError if two of its tools have the same name.
     """
 
     __slots__ = (
@@ -211,18 +217,22 @@ class Agent:
 
     @property
     def id(self) -> str:
+        """The agent's id, which is its session's id."""
         return self._session.id
 
     @property
     def session(self) -> Session:
+        """The session the agent records its turns in."""
         return self._session
 
     @property
     def options(self) -> AgentOptions:
+        """The agent's options, fixed at construction."""
         return self._options
 
     @property
     def status(self) -> AgentStatus:
+        """IDLE, RUNNING or CLOSED; each change is announced as `StatusChanged`."""
         return self._status
 
     @property
@@ -239,7 +249,10 @@ class Agent:
         """Queue a prompt. Each prompt is one turn, in the order sent.
 
         From IDLE the status is RUNNING before this returns, so `await wait_idle()` right
-        after waits for this prompt's turn.
+        after waits for this prompt's turn. Never blocks.
+
+        Raises AgentClosedError once the agent is closing or closed, TypeError if `content`
+        is not a str.
         """
         message = self._accept("send", content, "prompt")
         self._wake_driver()
@@ -249,7 +262,12 @@ class Agent:
         """Deliver `content` before the next model call of the running turn.
 
         With no live turn (IDLE, or the turn is already cancelled) it is queued as a prompt,
-        exactly like `send`: steering never joins a cancelled turn.
+        exactly like `send`: steering never joins a cancelled turn. Steering the turn does
+        not take (it ends first) becomes the next prompts; a cancel or a close drops it. Never
+        blocks.
+
+        Raises AgentClosedError once the agent is closing or closed, TypeError if `content`
+        is not a str.
         """
         turn = self._turn
         kind: MessageKind = "steering" if turn is not None and not turn.cancelled else "prompt"
@@ -262,9 +280,9 @@ class Agent:
         """Add context to the next step, whichever turn it belongs to. Never starts a turn.
 
         `message` is a `Message` of role "user" or "system" (how the model should read it),
-        or a plain `str`, shorthand for user-role context. Raises ValueError for another
-        role or a message carrying tool calls, TypeError for anything else, and
-        AgentClosedError on a closed agent. Never blocks.
+        or a plain `str`, shorthand for user-role context. A cancel keeps it. Raises
+        ValueError for another role or a message carrying tool calls, TypeError for anything
+        else, and AgentClosedError once the agent is closing or closed. Never blocks.
         """
         if isinstance(message, str):
             return MessageId(self._accept("inject", message, "context").id)
@@ -286,6 +304,10 @@ class Agent:
         Otherwise emits `CancelRequested`, clears the queue and the steering, cancels the
         turn's scope, and returns True. Injected context is kept: it is information for the
         next step, not work. The first cause given to a turn is the one it records.
+
+        On a closed agent it returns False. Never blocks: the turn unwinds in the agent's loop
+        (`wait_idle` waits for that). Raises ValueError if `cause` is not `"user"` or
+        `"parent"`, TypeError if `reason` is not a str.
         """
         if cause not in _PUBLIC_CAUSES:
             raise ValueError(f"cause must be 'user' or 'parent', got {cause!r}")
@@ -336,6 +358,11 @@ class Agent:
         `closed`) and waits, shielded and bounded by `close_grace`, for it to exit. Only the
         loop's owner holds that capability; `open_agent` owns it for you. (The registry runs
         the loop in the agent's one task and bounds its close itself, design D46.)
+
+        Always a checkpoint, except for an agent closed before its loop started: then it
+        returns at once. A failing turn does not end the loop (the turn ends `error`); a
+        PersistenceError does, and propagates. Raises RuntimeError if the loop was started
+        before.
         """
         if self._loop_started:
             raise RuntimeError(f"agent {self.id!r} is already running its loop")
@@ -707,7 +734,13 @@ async def open_agent(
 
     Leaving the block closes the agent: the running turn ends `closed` and the loop has
     exited before the block is left. `agent_class` is for subclasses of `Agent` (test
-    doubles).
+    doubles). `session` is a Session, a new session's id, or None for a fresh UUID.
+
+    Entering and leaving are checkpoints. A loop that does not stop within the agent's
+    `close_grace` (a tool ignoring cancellation) is cancelled. An exception from the block
+    propagates as itself; one from the loop (a PersistenceError) propagates in an
+    ExceptionGroup. Entering raises ValueError for two tools of one name or an empty session
+    id.
     """
     if session is None:
         session = Session(str(uuid.uuid4()))

@@ -33,6 +33,11 @@ class AgentConfig:
         finds the agent again (`ConfiguredAgents.agent(label)`), across reloads.
     session_id: the session to resume or create. Without one, a fresh id is minted on the
         first apply and kept by the plugin, so a reload resumes that session.
+    model: the agent's model.
+    tools: the agent's tools.
+    options: the agent's options (None: the defaults).
+
+    Raises ValueError for an empty label, or a `session_id` that is not a non-empty str.
     """
 
     label: str
@@ -61,6 +66,10 @@ class ConfiguredAgents:
     Load it with `await rt.load(plugin)`. The handles stay inside the fiber: close the agents
     by closing or reloading the plugin, and find them with `agent(label)`, which always
     answers with the agent that is live now, whichever apply created it.
+
+    name: the plugin's name; `Runtime.load` names the plugin's fiber after it.
+
+    Raises ValueError if two configs have the same label.
     """
 
     name = "configured-agents"
@@ -84,6 +93,7 @@ class ConfiguredAgents:
 
     @property
     def configs(self) -> tuple[AgentConfig, ...]:
+        """The configs, in the order given."""
         return self._configs
 
     async def apply(self, fiber: Fiber) -> None:
@@ -92,6 +102,10 @@ class ConfiguredAgents:
 
         If a create or resume fails (the id is live elsewhere, say), the error propagates and
         `Runtime.load` closes the fiber, which closes the agents created before it.
+
+        Always a checkpoint, except with no configs: then it returns at once. Raises
+        ValueError if the plugin is applied to another fiber that is still open, and what
+        `AgentRegistry.create` and `resume` raise (DuplicateSessionError, FiberClosedError).
         """
         if self._fiber is not None and self._fiber is not fiber and self._fiber.state == "open":
             # Two fibers would race for the same session ids and `agent()` could not say

@@ -43,12 +43,25 @@ logger = logging.getLogger("trio_agents.events")
 
 @dataclass(frozen=True, slots=True)
 class StatusChanged:
+    """An agent's status changed.
+
+    agent_id: the agent's id.
+    status: its new status.
+    """
+
     agent_id: str
     status: AgentStatus
 
 
 @dataclass(frozen=True, slots=True)
 class CancelRequested:
+    """An effective `Agent.cancel`, emitted before it clears the queue and cancels the turn.
+
+    agent_id: the agent's id.
+    cause: `"user"` or `"parent"`, as given to `cancel`.
+    reason: the reason given to `cancel`.
+    """
+
     agent_id: str
     cause: str
     reason: str
@@ -56,32 +69,66 @@ class CancelRequested:
 
 @dataclass(frozen=True, slots=True)
 class AgentCreated:
+    """The registry published an agent, right after its `SessionCreated`.
+
+    agent_id: the agent's id.
+    """
+
     agent_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class AgentClosed:
+    """The registry unregistered a closing agent; its `SessionClosed` follows.
+
+    agent_id: the agent's id.
+    """
+
     agent_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class SessionCreated:
+    """A session went live in the runtime's store as its agent was published.
+
+    session_id: the session's id.
+    """
+
     session_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class SessionClosed:
+    """A closing agent's session detached from the store's live set: its id may go live
+    again.
+
+    session_id: the session's id.
+    """
+
     session_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
+    """A turn began: its `turn/start` and `user/message` are recorded.
+
+    agent_id: the agent's id.
+    turn: the turn's number.
+    """
+
     agent_id: str
     turn: int
 
 
 @dataclass(frozen=True, slots=True)
 class TurnEnded:
+    """A turn ended: its `turn/end` is recorded.
+
+    agent_id: the agent's id.
+    turn: the turn's number.
+    reason: the `turn/end` reason, e.g. `{"kind": "completed"}`.
+    """
+
     agent_id: str
     turn: int
     reason: Mapping[str, str]
@@ -89,6 +136,13 @@ class TurnEnded:
 
 @dataclass(frozen=True, slots=True)
 class StepStarted:
+    """A step began: its `step/start` is recorded, and no model call has started yet.
+
+    agent_id: the agent's id.
+    turn: the turn's number.
+    step: the step's number within the turn.
+    """
+
     agent_id: str
     turn: int
     step: int
@@ -96,6 +150,13 @@ class StepStarted:
 
 @dataclass(frozen=True, slots=True)
 class StepEnded:
+    """A step ended: its `step/end` is recorded.
+
+    agent_id: the agent's id.
+    turn: the turn's number.
+    step: the step's number within the turn.
+    """
+
     agent_id: str
     turn: int
     step: int
@@ -103,7 +164,13 @@ class StepEnded:
 
 @dataclass(frozen=True, slots=True)
 class TextStreamed:
-    """A piece of assistant text as it streams, before the step records the whole message."""
+    """A piece of assistant text as it streams, before the step records the whole message.
+
+    agent_id: the agent's id.
+    turn: the turn's number.
+    step: the step's number within the turn.
+    text: the piece, never empty.
+    """
 
     agent_id: str
     turn: int
@@ -124,7 +191,10 @@ Event = (
     | StepEnded
     | TextStreamed
 )
+"""Every event an `EventBus` delivers."""
 Listener = Callable[[Event], object]
+"""A synchronous callable that `EventBus.connect` delivers events to; its return value is
+ignored, and an exception it raises is logged and skipped."""
 
 
 class EventBus:
@@ -148,6 +218,12 @@ class EventBus:
         return disconnect
 
     def emit(self, event: Event) -> None:
+        """Deliver `event` to every listener, in connection order, before returning. An
+        Exception a listener raises is logged and skipped. Never blocks.
+
+        Called from a listener, it queues `event` and returns at once: the event is
+        delivered once the current one has reached every listener.
+        """
         self._queue.append(event)
         if self._delivering:
             return  # delivered by the emit already under way, after the current event

@@ -53,7 +53,15 @@ class Plugin(Protocol):
     """
 
     async def apply(self, fiber: Fiber, /) -> None:
-        """Start or register what the plugin provides, through `fiber`."""
+        """Set the plugin up in `fiber`: start its tasks in `fiber.nursery`, register its
+        cleanups (`callback`, `push_async_callback`, `enter_async_context`), create its
+        agents through `fiber.agents`. What it does not attach to `fiber` outlives it.
+
+        `Runtime.load` calls it in a fresh child fiber; `Runtime.reload` calls it again after
+        the old fiber has unwound, so it must cope with being applied more than once. If it
+        raises, the fiber is closed (undoing what it attached) and the error propagates.
+        Like every async function here it must always checkpoint.
+        """
         ...
 
 
@@ -77,7 +85,10 @@ def require_open(fiber: Fiber, verb: str) -> None:
 
 
 class Fiber:
-    """A scope that owns a nursery, an exit stack, child fibers and agents."""
+    """A scope that owns a nursery, an exit stack, child fibers and agents.
+
+    name: labels the fiber in reprs, logs and error messages.
+    """
 
     __slots__ = (
         "_agents",
@@ -123,16 +134,20 @@ class Fiber:
 
     @property
     def runtime(self) -> Runtime:
+        """The runtime this fiber belongs to (the runtime's own is itself)."""
         return self._runtime
 
     @property
     def state(self) -> FiberState:
+        """`new`, `open`, `closing` or `closed`. Only an open fiber accepts tasks, disposers,
+        children and agents."""
         return self._state
 
     @property
     def nursery(self) -> trio.Nursery:
         """The fiber's nursery: tasks started here are cancelled when the fiber closes,
-        after its disposers have run."""
+        after its disposers have run. A task that crashes makes the fiber unwind. Raises
+        FiberClosedError unless the fiber is open."""
         self._check_open("use the nursery of")
         assert self._nursery is not None
         return self._nursery
@@ -146,7 +161,13 @@ class Fiber:
         return self._agents
 
     async def enter_async_context(self, cm: AbstractAsyncContextManager[T]) -> T:
-        """Enter `cm` now; exit it when the fiber unwinds (LIFO with its other disposers)."""
+        """Enter `cm` now; exit it when the fiber unwinds (LIFO with its other disposers).
+
+        `cm` is entered and exited by a task of its own in the fiber, so it may open
+        nurseries or cancel scopes. Always a checkpoint. Raises FiberClosedError unless the
+        fiber is open; an error from entering `cm` propagates here, one from exiting it is
+        among the errors of `aclose`.
+        """
         self._check_open("enter a context in")
         holder = _Holder(cm)
         # Registered first: if this call is cancelled while the holder is still entering,
@@ -155,13 +176,17 @@ class Fiber:
         return cast(T, await start_service(self.nursery, holder.hold))
 
     def push_async_callback(self, fn: Callable[..., Awaitable[object]], *args: Any) -> int:
-        """Await `fn(*args)` when the fiber unwinds. Returns a key for `discard`."""
+        """Await `fn(*args)` when the fiber unwinds (LIFO with its other disposers); an error
+        it raises is among the errors of `aclose`. Returns a key for `discard`. Never blocks.
+        Raises FiberClosedError unless the fiber is open."""
         self._check_open("register a callback on")
         disposer = functools.partial(fn, *args) if args else fn
         return self._push(getattr(fn, "__qualname__", repr(fn)), disposer)
 
     def callback(self, fn: Callable[..., object], *args: Any) -> int:
-        """Call `fn(*args)` when the fiber unwinds. Returns a key for `discard`."""
+        """Call `fn(*args)` when the fiber unwinds (LIFO with its other disposers); an error
+        it raises is among the errors of `aclose`. Returns a key for `discard`. Never blocks.
+        Raises FiberClosedError unless the fiber is open."""
         self._check_open("register a callback on")
 
         async def call() -> None:
@@ -178,7 +203,12 @@ class Fiber:
     @asynccontextmanager
     async def fiber(self, name: str) -> AsyncGenerator[Fiber, None]:
         """A child fiber for the duration of the block; it closes before this fiber's own
-        disposers if this fiber closes first."""
+        disposers if this fiber closes first.
+
+        Entering is a checkpoint. Leaving closes the child as `aclose` does (a cancel-shielded
+        checkpoint), and raises what that raises. Entering raises FiberClosedError unless this
+        fiber is open.
+        """
         child = await self.open_child(name)
         try:
             yield child
@@ -186,7 +216,9 @@ class Fiber:
             await child.aclose()
 
     async def open_child(self, name: str) -> Fiber:
-        """Open a child fiber that lives until it, or this fiber, is closed."""
+        """Open a child fiber that lives until it, or this fiber, is closed. Children close
+        newest first, before this fiber's own disposers. Always a checkpoint. Raises
+        FiberClosedError unless this fiber is open."""
         self._check_open("open a child of")
         child = Fiber(name, self._runtime, self)
         # Registered before the await: a close of this fiber that lands meanwhile closes the
@@ -205,7 +237,13 @@ class Fiber:
     async def aclose(self) -> None:
         """Close the fiber and wait until it has unwound. Idempotent: every caller waits for
         the same unwinding and sees the same errors. Shielded: a cancelled caller still
-        waits, and the unwinding goes on in the fiber's own task regardless."""
+        waits, and the unwinding goes on in the fiber's own task regardless.
+
+        Always a checkpoint (a cancel-shielded one). Called from one of the fiber's own
+        tasks, it cannot wait for its own end: it returns after a plain checkpoint, and the
+        unwinding goes on. Raises an ExceptionGroup of the errors the unwinding collected
+        from children and disposers (each runs even when an earlier one failed).
+        """
         self._close_requested.set()
         if self._task is not None and runs_inside(self._task):
             # Called from one of this fiber's own tasks: it cannot wait for its own end.
@@ -222,7 +260,12 @@ class Fiber:
     async def serve(
         self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """The fiber's task. Its parent starts it with `await nursery.start(fiber.serve)`."""
+        """The fiber's task. Its parent starts it with `await nursery.start(fiber.serve)`.
+
+        It runs, shielded, until the fiber is closed and unwound: cancelling the parent's
+        scope does not unwind it, only `aclose` does. Always a checkpoint (a cancel-shielded
+        one). Raises RuntimeError if the fiber was served before.
+        """
         if self._state != "new":
             raise RuntimeError(f"{self!r} is already served")
         self._task = trio.lowlevel.current_task()

@@ -32,7 +32,12 @@ FinishReason = Literal["stop", "tool_calls", "length"]
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A complete tool call requested by the model."""
+    """A complete tool call requested by the model.
+
+    call_id: the model's id for the call; the agent makes empty or repeated ids unique.
+    name: the tool to call.
+    arguments: the call's arguments, a JSON object.
+    """
 
     call_id: str
     name: str
@@ -46,6 +51,11 @@ class Message:
     Steering and injected context reach the model as `user` messages; `source` says which
     path they came by (`prompt`, `steering`, `context`), for adapters that want to render
     them differently.
+
+    role: `system`, `user`, `assistant` or `tool`.
+    content: the text; empty for an assistant message that only calls tools.
+    tool_calls: on an assistant message, the tool calls it made.
+    call_id: on a tool message, the id of the call it answers.
     """
 
     role: Role
@@ -57,7 +67,12 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """How a tool is described to the model: name, description, JSON schema."""
+    """How a tool is described to the model: name, description, JSON schema.
+
+    name: the tool's name.
+    description: what it does, for the model.
+    parameters: the JSON schema of its arguments.
+    """
 
     name: str
     description: str
@@ -66,7 +81,13 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """Everything one model call sees."""
+    """Everything one model call sees.
+
+    messages: the conversation so far as the model sees it, after the system prompt if the
+        options have one; a snapshot the model may keep.
+    tools: the agent's tools.
+    options: the agent's options.
+    """
 
     messages: Sequence[Message]
     tools: Sequence[ToolSpec]
@@ -75,29 +96,60 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
-    """A piece of streamed assistant text."""
+    """A piece of streamed assistant text.
+
+    text: the piece; an empty one is ignored.
+    """
 
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens one model call used, as the endpoint reported them.
+
+    input_tokens: tokens of the request.
+    output_tokens: tokens of the reply.
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The end of a model stream. `length` means the output was cut at the token limit."""
+    """The end of a model stream. `length` means the output was cut at the token limit.
+
+    reason: `stop` (the reply is complete), `tool_calls` (the reply asks for tool calls) or
+        `length`; the tool calls of a `length` reply are never run.
+    usage: the tokens used, or None if the model did not say.
+    """
 
     reason: FinishReason
     usage: Usage | None = field(default=None)
 
 
 ModelChunk = TextDelta | ToolCall | Finish
+"""What a model's stream yields."""
 
 
 class Model(Protocol):
     """A language model: one `stream` call is one step's model call."""
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Stream the reply to `request`: text deltas and tool calls, then one `Finish`.
+
+        The contract an implementation meets (an async generator method is the usual one):
+
+        - Calling `stream` must not block; the work happens as the agent iterates.
+        - The agent reads up to the `Finish` and no further. A stream that just ends counts
+          as `Finish("tool_calls")` if it yielded calls, else `Finish("stop")`.
+        - Tool calls must be complete when yielded; the agent runs them after the stream.
+        - When the step ends, however it ends, the agent closes the iterator (`aclose`, if
+          it has one): release connections in `finally`.
+        - A cancel, a step timeout or a close arrives as `trio.Cancelled` at the iterator's
+          checkpoints: wait only at trio checkpoints, and let `Cancelled` propagate. Chunks
+          already at hand may be yielded without a checkpoint between them.
+        - An exception ends the turn with reason `error` (`"ExcType: message"`).
+        """
+        ...

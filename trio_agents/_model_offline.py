@@ -37,6 +37,9 @@ class OfflineModel:
         self._calls = itertools.count(1)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Answer the last prompt as `Model.stream` describes: echo it, or call the bash
+        tools for `!command`, `!&command`, `/output JOB` and `/kill JOB`. Needs no network.
+        Always a checkpoint (`/loop` and `/hold` wait until the turn is cancelled)."""
         prompt, answers = _last_prompt_and_tool_results(request)
         if prompt == "/loop":
             await trio.lowlevel.checkpoint()

@@ -82,6 +82,13 @@ class OpenAICompatibleModel:
         for anything else, e.g. the gap between two streamed chunks. With an injected
         client, None leaves the client's own timeout in force.
     extra_body: more request fields, e.g. `{"max_tokens": 1024, "temperature": 0}`.
+
+    model: the model name sent in every request.
+    endpoint: the chat-completions URL as errors and logs show it: no credentials, no query.
+
+    Raises ValueError for an empty model, a base URL that is not http(s), a negative or
+    non-int `max_retries`, a negative or infinite `backoff` or `max_wait`, an API key with
+    characters an HTTP header cannot hold, or `extra_body` setting a field the model sets.
     """
 
     def __init__(
@@ -156,7 +163,8 @@ class OpenAICompatibleModel:
     ) -> OpenAICompatibleModel:
         """A model configured by `OPENAI_MODEL` (required), `OPENAI_BASE_URL` (default the
         OpenAI API) and `OPENAI_API_KEY` (optional: local servers often need none), read from
-        `env` (default `os.environ`)."""
+        `env` (default `os.environ`). Raises ValueError if `OPENAI_MODEL` is not set, if
+        `OPENAI_BASE_URL` is not an http(s) URL, or for what the constructor refuses."""
         env = os.environ if env is None else env
         base_url = env.get("OPENAI_BASE_URL", "").strip() or DEFAULT_BASE_URL
         if not _is_http_url(base_url):
@@ -195,6 +203,15 @@ class OpenAICompatibleModel:
     # -- the Model seam -----------------------------------------------------------------
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        """Stream one chat-completions call for `request`, as `Model.stream` describes.
+
+        Text deltas come as they arrive; the reassembled tool calls and the `Finish` come
+        at the end. Waiting for the network is a checkpoint; chunks parsed from one read are
+        yielded without one between them. Raises ModelEndpointError when the endpoint cannot
+        be reached, answers an error status or something other than an event stream, or
+        the stream breaks or ends before the model finished (only failures before the first
+        chunk are retried).
+        """
         # Lazy: httpx loads on first use, not with trio_agents (D45).
         import httpx
 

@@ -17,6 +17,9 @@ class AgentOptions:
         aborted and the turn ends `aborted` with reason `step-timeout`.
     system_prompt: sent as the first message of every request.
     close_grace: seconds `aclose` waits for the loop to unwind before giving up on it.
+
+    Raises ValueError unless `max_steps` is a positive int or None, `step_timeout` a
+    positive finite number or None, and `close_grace` a positive finite number.
     """
 
     max_steps: int | None = None

@@ -50,7 +50,12 @@ MESSAGE_RECORD_TYPES: Final = frozenset({USER_MESSAGE, STEERING_MESSAGE, CONTEXT
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One durable entry of a session: a type such as `turn/start` and its data."""
+    """One durable entry of a session: a type such as `turn/start` and its data.
+
+    type: the record type: `turn/start`, `user/message`, `tool/call`, ... (see the contract).
+    data: its fields. Made by `of`, as every record of a session is, it is a deep read-only
+        copy: mappings are read-only and lists are tuples.
+    """
 
     type: str
     data: Mapping[str, Any]
@@ -62,6 +67,8 @@ class Record:
         return cls(type, freeze(data))
 
     def to_json(self) -> dict[str, Any]:
+        """`{"type": ..., "data": ...}`, with `data` as plain dicts and lists (a deep mutable
+        copy): the shape a store serializes."""
         return {"type": self.type, "data": _plain(self.data)}
 
 

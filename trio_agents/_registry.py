@@ -64,10 +64,12 @@ class AgentHandle:
 
     @property
     def agent(self) -> Agent:
+        """The agent this handle closes."""
         return self._life.agent
 
     @property
     def closed(self) -> bool:
+        """Whether the agent's teardown is complete."""
         return self._life.phase == "closed"
 
     @property
@@ -79,10 +81,18 @@ class AgentHandle:
     async def aclose(self) -> None:
         """Close the agent and wait until its teardown is complete. Memoized: every caller,
         however many and in whatever order, waits for the same teardown. Shielded: a
-        cancelled caller still waits (the teardown is bounded by `close_grace`)."""
+        cancelled caller still waits (the teardown is bounded by `close_grace`).
+
+        Always a checkpoint (a cancel-shielded one). Called from inside the agent (a tool
+        closing its own agent) it cannot wait for its own end: it starts the close and
+        returns after a plain checkpoint. Raises an ExceptionGroup of what failed in the
+        teardown (e.g. a TimeoutError when the session was not flushed within `close_grace`);
+        every later step of the teardown ran regardless.
+        """
         await self._life.aclose()
 
     async def __aenter__(self) -> AgentHandle:
+        """The handle itself. Always a checkpoint."""
         await trio.lowlevel.checkpoint()
         return self
 
@@ -92,6 +102,7 @@ class AgentHandle:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """`await self.aclose()`, whatever the block raised; see `aclose` (a checkpoint)."""
         await self.aclose()
 
     def __repr__(self) -> str:
@@ -365,13 +376,19 @@ class AgentRegistry:
 
     @property
     def owner(self) -> Fiber:
+        """The fiber that owns the agents created or resumed through this registry."""
         return self._owner
 
     def get(self, agent_id: str) -> Agent | None:
+        """The live agent with that id, whoever owns it, or None. An agent is found from its
+        publication (`SessionCreated`, `AgentCreated`) until its teardown unregisters it
+        (`AgentClosed`). Never blocks."""
         life = self._services.live.get(agent_id)
         return life.agent if life is not None else None
 
     def list(self) -> list[Agent]:
+        """Every live agent of the runtime, whoever owns it, in the order they went live (a
+        new list). Never blocks."""
         return [life.agent for life in self._services.live.values()]
 
     async def create(
@@ -385,8 +402,14 @@ class AgentRegistry:
     ) -> AgentHandle:
         """Create an agent with a new session (`session_id`, or a fresh UUID).
 
+        `meta` is added to the session's header (e.g. `{"cwd": ...}`). The agent is owned by
+        this registry's owner and live, with its loop running, when this returns; close it
+        with the handle, or by closing its owner. Always a checkpoint.
+
         Raises DuplicateSessionError if the id is live or already stored (resume a stored
-        session instead), and FiberClosedError if the owner closes meanwhile.
+        session instead), and FiberClosedError if the owner is not open or closes meanwhile
+        (nothing of the agent is left behind then). ValueError for two tools of one name or
+        an empty `session_id`.
         """
         require_open(self._owner, "create an agent in")
         sid = session_id if session_id is not None else str(uuid.uuid4())
@@ -409,7 +432,12 @@ class AgentRegistry:
         options: AgentOptions | None = None,
     ) -> AgentHandle:
         """Resume a stored session. A turn a crash left open is closed `interrupted` first
-        (rule L6). Raises SessionNotFoundError, or DuplicateSessionError if it is live."""
+        (rule L6). Raises SessionNotFoundError, or DuplicateSessionError if it is live.
+
+        Like `create` otherwise: the agent is owned by this registry's owner and live when
+        this returns. Always a checkpoint. Also raises FiberClosedError if the owner is not
+        open or closes meanwhile, CorruptSessionError for a damaged stored session.
+        """
         require_open(self._owner, "resume an agent in")
         self._reject_live(session_id)
         stored = await self._services.sessions.restore(session_id)

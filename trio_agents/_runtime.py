@@ -24,7 +24,15 @@ logger = logging.getLogger("trio_agents.runtime")
 
 
 class Runtime(Fiber):
-    """The root fiber. Closing it closes every fiber and every agent (the provider, L2)."""
+    """The root fiber. Closing it closes every fiber and every agent (the provider, L2).
+
+    `open_runtime` makes one. Its services are plain attributes (rule F3):
+
+    sessions: the `SessionStore` every agent's session lives in.
+    events: the `EventBus` every agent and the registry emit on.
+    shell: the `ShellExecutor` background jobs run in (the bash tools use it).
+    lifecycle_class: how one agent is published and torn down; a seam for test doubles.
+    """
 
     # How one agent is published and torn down; a seam for test doubles of the runtime
     # (the conformance suite's known-bad runtimes replace single steps of it).
@@ -49,7 +57,9 @@ class Runtime(Fiber):
         """Apply `plugin` in a child fiber of its own (rule F2) and return that fiber.
 
         If `apply` raises, the fiber is closed (undoing whatever apply did) and the error
-        propagates.
+        propagates. The fiber is named after `name`, else the plugin's `name` attribute, else
+        its class. Always a checkpoint. Raises ValueError if `plugin` is already loaded, and
+        FiberClosedError unless the runtime is open.
         """
         if id(plugin) in self._plugins:
             raise ValueError(f"plugin {plugin!r} is already loaded; use reload() to apply it again")
@@ -67,13 +77,20 @@ class Runtime(Fiber):
         return fiber
 
     async def reload(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
-        """Close the plugin's fiber, awaiting its complete unwinding, then apply it again."""
+        """Close the plugin's fiber, awaiting its complete unwinding, then apply it again.
+
+        A plugin that is not loaded is just loaded. Always a checkpoint. Raises what closing
+        the old fiber (`Fiber.aclose`) or `load` raises; if the close fails, the plugin is
+        not applied again.
+        """
         entry = self._plugins.get(id(plugin))
         if entry is not None:
             await entry[1].aclose()
         return await self.load(plugin, name=name)
 
     def plugin_fiber(self, plugin: Plugin) -> Fiber | None:
+        """The fiber `plugin` is loaded in, or None if it is not loaded (or its fiber has
+        closed). Never blocks."""
         entry = self._plugins.get(id(plugin))
         return entry[1] if entry is not None else None
 
@@ -98,6 +115,12 @@ async def open_runtime(
     order, shielded from cancellation, then the shell executor (silencing its notices, then
     killing and reaping every job left), then the store. `runtime_class` is for subclasses of
     `Runtime` (test doubles).
+
+    Entering is a checkpoint, leaving a cancel-shielded one. Entering raises what opening the
+    store or the shell executor raises: TrioAgentsError for a file that is not a session store
+    or a store already running, RuntimeError for a shell executor already running. Leaving
+    raises an ExceptionGroup of what failed while closing; if the block raised, that
+    exception propagates as itself and closing errors are logged instead.
     """
     if isinstance(store, SessionStore):
         sessions = store

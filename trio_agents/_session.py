@@ -21,7 +21,12 @@ RecordObserver = Callable[[Record], None]
 
 
 class Session:
-    """`id`, a `header` fixed at creation, and `records`, which only grow."""
+    """`id`, a `header` fixed at creation, and `records`, which only grow.
+
+    The header is a read-only copy; a session the registry creates holds `version`,
+    `created_at` and the `meta` given to `create`. Constructing one raises ValueError unless
+    `id` is a non-empty str.
+    """
 
     __slots__ = ("_observers", "_records", "_transcript", "header", "id")
 
@@ -41,9 +46,11 @@ class Session:
 
     @property
     def records(self) -> Sequence[Record]:
+        """Every record so far, oldest first (a copy)."""
         return tuple(self._records)
 
     def __len__(self) -> int:
+        """How many records the session holds (without copying them)."""
         return len(self._records)
 
     def records_since(self, start: int) -> Sequence[Record]:
@@ -60,6 +67,12 @@ class Session:
         return tuple(self._transcript.messages)
 
     def append(self, type: str, data: Mapping[str, Any]) -> Record:
+        """Append a record holding a deep, read-only copy of `data`, hand it to every
+        observer, and return it. Never blocks: a store writes behind (see `SessionStore`).
+
+        Raises PersistenceError, chained to the observer's error, if an observer raises; the
+        record is in the session by then, and later observers are not called.
+        """
         record = Record.of(type, data)
         self._records.append(record)
         self._transcript.add(record)

@@ -63,7 +63,14 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
 
 @dataclass(frozen=True, slots=True)
 class ShellRequest:
-    """What a caller asks for; `ShellExecutor.resolve` fills in every default."""
+    """What a caller asks for; `ShellExecutor.resolve` fills in every default.
+
+    command: run as `bash -c command`.
+    workdir: where to run it; a relative one is taken from the executor's `cwd` (None: `cwd`
+        itself).
+    timeout: seconds the command may run in the foreground (None: the executor's default).
+    owner: the token a background job is stored with (None: unowned).
+    """
 
     command: str
     workdir: str | None = None
@@ -74,7 +81,12 @@ class ShellRequest:
 @dataclass(frozen=True, slots=True)
 class ShellSpec:
     """A fully resolved command. `owner` is required but may be None: a forgotten owner is
-    a visible None, never a missing field. The executor stores it and never interprets it."""
+    a visible None, never a missing field. The executor stores it and never interprets it.
+
+    command: run as `bash -c command`.
+    workdir: the directory to run it in.
+    timeout: seconds it may run in the foreground (`run`); a background job has none.
+    """
 
     command: str
     workdir: str
@@ -84,6 +96,19 @@ class ShellSpec:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
+    """How a command ended, and what it printed. The fields are independent: a command
+    that traps TERM and exits 0 after its timeout has `timed_out=True, exit_code=0`.
+
+    exit_code: the leader's exit status, None when a signal ended it.
+    signal: the signal that ended the leader (e.g. `"SIGTERM"`), None when it exited.
+    timed_out: whether the foreground timeout expired (never for a background job).
+    cancelled: whether the executor killed it (`kill`, an owner closing, the executor
+        closing) rather than it ending by itself.
+    timeout: the spec's timeout in seconds (a background job's was not applied).
+    stdout: what it wrote to stdout: the retained tail, and the spill file past the cap.
+    stderr: the same for stderr.
+    """
+
     exit_code: int | None  # None when a signal ended the process
     signal: str | None  # e.g. "SIGTERM"
     timed_out: bool
@@ -98,7 +123,11 @@ class JobOutput:
     """Output of a background job since given offsets (stdout, stderr), and its state.
 
     `lossy` means part of the output since the offsets was dropped from memory; the complete
-    streams are in `spill_paths`. `result` is set once the job is `done`."""
+    streams are in `spill_paths`. `result` is set once the job is `done`.
+
+    text: the output since the offsets: stdout, then `[stderr]` and stderr.
+    next_offsets: the (stdout, stderr) offsets the next read starts from.
+    """
 
     text: str
     next_offsets: tuple[int, int]
@@ -152,7 +181,19 @@ JobListener = Callable[[str, "str | None", RunResult], object]
 
 
 class ShellExecutor:
-    """Runs commands. `timeout`, `max_timeout` and `grace` are seconds."""
+    """Runs commands. `timeout`, `max_timeout` and `grace` are seconds.
+
+    cwd: the default working directory (None: this process's, when a command is resolved).
+    timeout: the default foreground timeout.
+    max_timeout: the cap on every foreground timeout, requested or default.
+    max_output_bytes: how much of each output stream is kept in memory; past it the whole
+        stream goes to a private spill file.
+    grace: how long a killed process group has between SIGTERM and SIGKILL.
+
+    Foreground commands (`run`) need nothing more; background jobs (`start`) run inside
+    `running()`, which `open_runtime` enters. Raises ValueError unless every number is
+    positive and finite.
+    """
 
     def __init__(
         self,
@@ -187,7 +228,11 @@ class ShellExecutor:
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[ShellExecutor, None]:
         """Hold the nursery background jobs run in. Leaving it closes the executor: notices
-        are silenced first, then every job is killed and reaped."""
+        are silenced first, then every job is killed and reaped.
+
+        Entering is not a checkpoint; leaving is a cancel-shielded one. Raises RuntimeError
+        if the executor is already running.
+        """
         if self._nursery is not None:
             raise RuntimeError("this shell executor is already running; one runtime at a time")
         async with trio.open_nursery() as nursery:
@@ -202,7 +247,11 @@ class ShellExecutor:
 
     def on_job_done(self, listener: JobListener) -> Callable[[], None]:
         """Call `listener(job_id, owner, result)` when a job finishes by itself or is killed
-        (not after the executor is closing). Listeners are contained."""
+        (not after the executor is closing). Listeners are contained: one that raises is
+        logged and skipped. Returns a function that disconnects it. Never blocks.
+
+        A kill with `notify=False`, and `kill_owned`, send no notice for the jobs they kill.
+        """
         self._listeners.append(listener)
 
         def disconnect() -> None:
@@ -216,7 +265,11 @@ class ShellExecutor:
         id (`bash-1`, `bash-2`, ...: not secret; the owner check is the fence).
 
         `owner` (default: `spec.owner`) is stored with the job and never interpreted.
-        Raises OSError when the command cannot be started (a bad workdir, no bash)."""
+        Raises OSError when the command cannot be started (a bad workdir, no bash).
+
+        Always a checkpoint. Also raises RuntimeError unless the executor is running (inside
+        `running()`, and not closing), and ValueError if `owner` contradicts `spec.owner`.
+        """
         if not self._accepting():
             raise RuntimeError(
                 "the shell executor is not running; start jobs inside `running()` "
@@ -245,21 +298,26 @@ class ShellExecutor:
         return self._nursery is not None and not self._silenced
 
     def owner_of(self, job_id: str) -> str | None:
-        """The owner token the job was started with, or None (also for an unknown job)."""
+        """The owner token the job was started with, or None (also for an unknown job).
+        Never blocks."""
         job = self._jobs.get(job_id)
         return job.owner if job is not None else None
 
     def pgid(self, job_id: str) -> int:
-        """The job's process group id (its leader's pid): every process it starts is in it."""
+        """The job's process group id (its leader's pid): every process it starts is in it.
+        Raises KeyError for an unknown job."""
         return self._job(job_id).process.pid
 
     def jobs(self, owner: str | None = None) -> list[str]:
+        """The ids of the jobs started so far (ended ones too), oldest first; with `owner`,
+        only that owner's. Never blocks."""
         return [j.id for j in self._jobs.values() if owner is None or j.owner == owner]
 
     def read_output(self, job_id: str, offsets: tuple[int, int] | None = None) -> JobOutput:
         """Output since `offsets` (stdout, stderr byte offsets), merged as stdout, then
         `[stderr]` and stderr. Without offsets the read is consuming: it starts where the
-        previous consuming read of this job stopped, so consecutive reads never repeat."""
+        previous consuming read of this job stopped, so consecutive reads never repeat.
+        Never blocks. Raises KeyError for an unknown job."""
         job = self._job(job_id)
         start = job.cursor if offsets is None else offsets
         out, next_out, lossy_out = job.out.read_from(start[0])
@@ -282,14 +340,20 @@ class ShellExecutor:
         )
 
     def has_job(self, job_id: str) -> bool:
+        """Whether a job with that id was started here (it may have ended)."""
         return job_id in self._jobs
 
     def result(self, job_id: str) -> RunResult | None:
-        """The job's result once it has ended, None while it runs."""
+        """The job's result once it has ended, None while it runs. Raises KeyError for an
+        unknown job."""
         return self._job(job_id).result
 
     async def wait(self, job_id: str) -> RunResult:
-        """Wait until the job has ended and been reaped; return its result."""
+        """Wait until the job has ended and been reaped; return its result.
+
+        Always a checkpoint. A cancelled wait leaves the job running. Raises KeyError for an
+        unknown job.
+        """
         job = self._job(job_id)
         await job.done.wait()
         assert job.result is not None
@@ -298,7 +362,11 @@ class ShellExecutor:
     async def kill(self, job_id: str, *, notify: bool = True) -> RunResult:
         """Kill the job's whole process group and wait until it is reaped; return its result
         (at once if it had already ended). `notify=False` sends no job-done notice for it
-        (the caller reports the outcome itself)."""
+        (the caller reports the outcome itself).
+
+        Always a checkpoint. The job's own watcher does the killing, so a caller cancelled
+        meanwhile does not stop it half-way. Raises KeyError for an unknown job.
+        """
         job = self._job(job_id)
         if not job.done.is_set() and job.process.poll() is None:
             # Only a job whose leader is still running is killed by us; one that already
@@ -314,14 +382,18 @@ class ShellExecutor:
 
     async def kill_owned(self, owner: str | None) -> None:
         """Kill every running job of `owner` (its agent is closing) and wait until they are
-        reaped. No notice is sent for them: their owner is going away."""
+        reaped. No notice is sent for them: their owner is going away.
+
+        A checkpoint when there is a job to kill; with none, only a schedule point.
+        """
         async with trio.open_nursery() as nursery:
             for job in list(self._jobs.values()):
                 if job.owner == owner and not job.done.is_set():
                     nursery.start_soon(partial(self.kill, job.id, notify=False))
 
     async def close_jobs(self) -> None:
-        """Silence notices, then kill and reap every job."""
+        """Silence notices, then kill and reap every job. Afterwards `start` refuses new
+        jobs. A checkpoint when there is a job to kill; with none, only a schedule point."""
         self._silenced = True
         async with trio.open_nursery() as nursery:
             for job in list(self._jobs.values()):
@@ -381,7 +453,8 @@ class ShellExecutor:
     # -- foreground -------------------------------------------------------------------------
 
     def resolve(self, request: ShellRequest) -> ShellSpec:
-        """Fill every default: workdir, the timeout (capped at `max_timeout`), the owner."""
+        """Fill every default: workdir, the timeout (capped at `max_timeout`), the owner.
+        Never blocks. Raises ValueError for a timeout that is not a positive finite number."""
         if request.timeout is not None and not (0 < request.timeout < math.inf):
             raise ValueError(
                 f"request.timeout must be a positive number of seconds, got {request.timeout!r}"
@@ -395,7 +468,10 @@ class ShellExecutor:
         """Run `spec` in the foreground. Returns for any exit, timeout included; raises only
         when the command cannot be started (a bad workdir, no bash). If the caller is
         cancelled, the group is killed (shielded, bounded by the grace) and Cancelled
-        propagates."""
+        propagates.
+
+        Always a checkpoint. Needs no `running()`: the command is the caller's task's.
+        """
         process = await _spawn(spec)
         out = OutputCollector(self.max_output_bytes, "stdout")
         err = OutputCollector(self.max_output_bytes, "stderr")
@@ -431,7 +507,10 @@ class ShellExecutor:
     async def kill_group(self, process: trio.Process) -> None:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL
         whatever of the group is left. Idempotent; errors for a group already gone are
-        ignored."""
+        ignored.
+
+        A checkpoint, except when the whole group is already gone: then it returns at once.
+        """
         if process.returncode is not None and not group_has_live_members(process.pid):
             return  # all gone: do not signal a group id the kernel may have reused
         _signal_group(process.pid, signal.SIGTERM)

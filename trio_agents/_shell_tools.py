@@ -37,7 +37,12 @@ class BashTools:
     """A plugin (`await rt.load(bash_tools)`) providing `bash`, `bash_output`, `bash_kill`.
 
     Give `bash_tools.tools` to the agents that may use a shell. Load one instance per
-    runtime; `rt.reload(bash_tools)` re-binds the same tool objects."""
+    runtime; `rt.reload(bash_tools)` re-binds the same tool objects.
+
+    name: the plugin's name; `Runtime.load` names the plugin's fiber after it.
+    tools: the `bash`, `bash_output` and `bash_kill` tools, the same objects for the life of
+        the instance; while the plugin is not loaded they answer with an error result.
+    """
 
     name = "bash-tools"
 
@@ -51,6 +56,9 @@ class BashTools:
         )
 
     async def apply(self, fiber: Fiber) -> None:
+        """Bind the tools to `fiber`'s runtime and route finished jobs' notices to their
+        owners, until `fiber` closes. Always a checkpoint. Raises ValueError if this
+        instance is loaded already (in this runtime or another)."""
         if self._runtime is not None:
             raise ValueError(
                 "this BashTools is already loaded in a runtime; use rt.reload() to apply it "

@@ -34,6 +34,13 @@ class SessionNotFoundError(TrioAgentsError, KeyError):
 
 @dataclass(frozen=True, slots=True)
 class StoredSession:
+    """A session as its store holds it, from `SessionStore.restore`.
+
+    id: the session's id.
+    header: its header (`created_at`, and the `meta` it was created with).
+    records: every record, in order (after crash repair, when `restore` did one).
+    """
+
     id: str
     header: Mapping[str, Any]
     records: Sequence[Record]
@@ -41,7 +48,15 @@ class StoredSession:
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """A stored session at a glance."""
+    """A stored session at a glance.
+
+    id: the session's id.
+    created_at: when it was created (`time.time()`; 0.0 if its header does not say).
+    records: how many records it holds.
+    turns: how many turns it started.
+    last_end: the kind of its last `turn/end` (`completed`, `aborted`, ...), None if no turn
+        ended.
+    """
 
     id: str
     created_at: float
@@ -62,7 +77,13 @@ def summarize(session_id: str, header: Mapping[str, Any], records: Sequence[Reco
 
 
 class SessionStore(abc.ABC):
-    """The live set plus durable records. Subclasses provide the record backend."""
+    """The live set plus durable records. Subclasses provide the record backend.
+
+    A subclass implements `flush` and `list_sessions` and the private `_attach`,
+    `_appended`, `_read` and `_append_durably`; `running`, `_claim`, `_release`,
+    `_detached` and `_check_running` are hooks with do-nothing defaults. A session is
+    stored from its first record on: one that never recorded anything leaves no trace.
+    """
 
     class _LiveEntry:
         """A live session's link to its store: the observer that persists its appends, and
@@ -91,9 +112,11 @@ class SessionStore(abc.ABC):
 
     @property
     def live_ids(self) -> frozenset[str]:
+        """The ids of the sessions live in this store now (a snapshot)."""
         return frozenset(self._live)
 
     def get(self, session_id: str) -> Session | None:
+        """The live session with that id, or None. Never blocks."""
         return self._live.get(session_id)
 
     def enter(self, session: Session) -> Callable[[], None]:
@@ -101,7 +124,11 @@ class SessionStore(abc.ABC):
 
         Raises DuplicateSessionError if a session with that id is live. The detach is
         idempotent and only ever removes this exact entry, so a stale detach can never remove
-        a later session that reuses the id.
+        a later session that reuses the id. Never blocks.
+
+        Also raises what `_check_running` raises (a SqliteStore that is not running or is
+        read-only: TrioAgentsError) and what `_claim` raises (DuplicateSessionError when
+        another process has the session live).
         """
         if session.id in self._live:
             raise DuplicateSessionError(
@@ -128,13 +155,24 @@ class SessionStore(abc.ABC):
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None, None]:
-        """Keep the store's background machinery (if any) running for the block."""
+        """Keep the store's background machinery (if any) running for the block.
+
+        `open_runtime` enters it before anything else and leaves it last. This default has
+        no machinery: entering is a checkpoint, leaving is not. A store that needs a
+        connection or a writer task overrides it.
+        """
         await trio.lowlevel.checkpoint()
         yield
 
     async def restore(self, session_id: str) -> StoredSession:
         """Load a stored session for resuming it. If its last turn is open (a crash), the
-        closers of rule L6 are appended durably first. Raises SessionNotFoundError."""
+        closers of rule L6 are appended durably first. Raises SessionNotFoundError.
+
+        Concurrent restores of one id are serialized, so the repair is appended once.
+        Always a checkpoint. Also raises DuplicateSessionError if the session is live, here
+        or (a store that claims sessions) in another process, and CorruptSessionError for
+        damaged records (a store that validates them).
+        """
         # Two concurrent restores of one id must not both append closers: serialize them,
         # and let the second read the first one's repair.
         lock = self._restoring.setdefault(session_id, trio.Lock())
@@ -164,22 +202,30 @@ class SessionStore(abc.ABC):
                 self._restoring.pop(session_id, None)
 
     async def load(self, session_id: str) -> StoredSession:
-        """The stored header and records (no repair). Raises SessionNotFoundError."""
+        """The stored header and records (no repair). Raises SessionNotFoundError, and
+        CorruptSessionError for damaged records (a store that validates them). Always a
+        checkpoint."""
         stored = await self._read(session_id)
         if stored is None:
             raise SessionNotFoundError(f"no session {session_id!r} is stored in {self!r}")
         return stored
 
     async def exists(self, session_id: str) -> bool:
+        """Whether the session is stored (it has a record). Always a checkpoint. Raises
+        CorruptSessionError for damaged records (a store that validates them)."""
         return await self._read(session_id) is not None
 
     @abc.abstractmethod
     async def flush(self, session: Session) -> None:
-        """Return once every record appended to `session` so far is durable."""
+        """Return once every record appended to `session` so far is durable.
+
+        The contract: always checkpoint, and raise (rather than return) if the records
+        cannot be made durable. An agent's teardown calls it, bounded by `close_grace`.
+        """
 
     @abc.abstractmethod
     async def list_sessions(self) -> list[SessionInfo]:
-        """Every stored session, oldest first."""
+        """Every stored session, oldest first. The contract: always checkpoint."""
 
     @abc.abstractmethod
     def _attach(self, session: Session) -> None:
@@ -200,10 +246,14 @@ class SessionStore(abc.ABC):
         """A record was appended to a live session (synchronously, in the agent's task)."""
 
     @abc.abstractmethod
-    async def _read(self, session_id: str) -> StoredSession | None: ...
+    async def _read(self, session_id: str) -> StoredSession | None:
+        """The stored header and records of `session_id`, or None if it is not stored.
+        Always checkpoints."""
 
     @abc.abstractmethod
-    async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None: ...
+    async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
+        """Append `records` after `stored`'s and return once they are durable (the repair
+        `restore` makes). Always checkpoints."""
 
     def _check_running(self) -> None:  # noqa: B027 - a hook with a do-nothing default
         """Raise if sessions cannot be entered now (a store that needs `running()`)."""
@@ -236,6 +286,7 @@ class MemoryStore(SessionStore):
         stored[1].append(record)
 
     async def flush(self, session: Session) -> None:
+        """Nothing to wait for: a record is stored as it is appended. Always a checkpoint."""
         await trio.lowlevel.checkpoint()
 
     async def _read(self, session_id: str) -> StoredSession | None:
@@ -250,6 +301,7 @@ class MemoryStore(SessionStore):
         self._data[stored.id][1].extend(records)
 
     async def list_sessions(self) -> list[SessionInfo]:
+        """Every stored session, oldest first. Always a checkpoint."""
         await trio.lowlevel.checkpoint()
         infos = [summarize(sid, header, recs) for sid, (header, recs) in self._data.items()]
         return sorted(infos, key=lambda info: info.created_at)

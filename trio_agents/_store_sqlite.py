@@ -80,7 +80,14 @@ def default_store_path() -> Path:
 
 
 class SqliteStore(SessionStore):
-    """Sessions in one SQLite file. Use inside `running()` (the runtime does this)."""
+    """Sessions in one SQLite file. Use inside `running()` (the runtime does this).
+
+    path: the SQLite file.
+    readonly: whether the store was opened for reading only.
+
+    Two processes may share the file: a session live in one cannot be entered or restored
+    in the other (DuplicateSessionError).
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
         """`readonly=True` opens an existing store for reading only (nothing is created,
@@ -106,6 +113,13 @@ class SqliteStore(SessionStore):
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None, None]:
+        """Open the file (creating and initialising it unless read-only) and run the writer
+        for the block. Leaving commits every queued record, shielded, then closes the file.
+
+        Entering and leaving are checkpoints. Raises TrioAgentsError if the store is already
+        running, if the file is not a trio-agents session store of this format, or if a
+        read-only store has no file; a failure of the writer propagates out of the block.
+        """
         if self._conn is not None:
             raise TrioAgentsError(f"{self!r} is already running; one runtime at a time")
         self._conn = await trio.to_thread.run_sync(self._connect)
@@ -244,6 +258,10 @@ class SqliteStore(SessionStore):
             self._wake.set()
 
     async def flush(self, session: Session) -> None:
+        """Have the writer commit now, and return once every record appended to `session`
+        so far is committed. Always a checkpoint. While records remain to commit, raises
+        TrioAgentsError if the writer has failed (chained to its error), or if the store is
+        not running or is read-only."""
         target = len(session)
         while self._committed.get(session.id, target) < target:
             if self._writer_error is not None:
@@ -338,6 +356,9 @@ class SqliteStore(SessionStore):
             )
 
     async def list_sessions(self) -> list[SessionInfo]:
+        """Every stored session, oldest first (by creation time, then id), read in a worker
+        thread. Always a checkpoint. Raises TrioAgentsError unless the store is running,
+        CorruptSessionError if a session's records are damaged."""
         return await self._db(self._list_sync)  # type: ignore[no-any-return]
 
     def _list_sync(self) -> list[SessionInfo]:

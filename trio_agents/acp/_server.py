@@ -76,7 +76,12 @@ class _Session:
 
 class AcpServer:
     """Serve ACP for one connection. `model_factory()` makes each new or loaded session's
-    model; `bash` (loaded into `runtime` by the caller) gives the sessions their tools."""
+    model; `bash` (loaded into `runtime` by the caller) gives the sessions their tools.
+
+    `options` are every session agent's options, `version` the agent version `initialize`
+    reports, and `max_line` the longest frame accepted, in bytes (a longer line is answered
+    with an error and skipped).
+    """
 
     def __init__(
         self,
@@ -104,7 +109,12 @@ class AcpServer:
 
     async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
         """Read frames until end of input, then close every session and return once every
-        answer has been written."""
+        answer has been written.
+
+        Always a checkpoint. A request that fails is answered with a JSON-RPC error, not
+        raised; a broken input counts as its end, and once the client stops reading, later
+        frames are dropped.
+        """
         disconnect = self._runtime.events.connect(self._on_event)
         try:
             async with trio.open_nursery() as connection:
@@ -121,7 +131,12 @@ class AcpServer:
 
     async def aclose(self) -> None:
         """Close every session's agent (memoized; every caller waits for the same end). The
-        pending prompts answer `cancelled`; later session requests are refused."""
+        pending prompts answer `cancelled`; later session requests are refused.
+
+        Always a schedule point. The first call is not cancellable (agents close shielded);
+        a later one waits for it at a checkpoint. A session whose close fails is logged, and
+        the others still close.
+        """
         if self._teardown_done is not None:
             await self._teardown_done.wait()
             return

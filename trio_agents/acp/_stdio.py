@@ -29,7 +29,11 @@ async def serve_stdio(
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
     and a model from `model_factory()`. Stdout carries frames only. Returns after every
-    session's agent is closed and every answer written."""
+    session's agent is closed and every answer written.
+
+    Always a checkpoint. Raises what `open_runtime` raises for the store (TrioAgentsError for
+    a file that is not a session store), and OSError if stdin or stdout cannot be duplicated.
+    """
     # Duplicates: trio makes the descriptors non-blocking and closes them when done.
     receive = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     send = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))

@@ -73,7 +73,10 @@ STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 
 class RandomSeeder:
     """Replays a scheduler seed Hypothesis drew (printed as `RandomSeeder(n)` in a shrunk
-    program): it seeds `random` and trio's scheduler randomness as Hypothesis did."""
+    program): it seeds `random` and trio's scheduler randomness as Hypothesis did.
+
+    seed: the seed.
+    """
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -82,6 +85,7 @@ class RandomSeeder:
         return f"RandomSeeder({self.seed})"
 
     def apply(self) -> None:
+        """Seed `random` and trio's scheduler with `seed`."""
         random.seed(self.seed)
         # trio's batch shuffle draws from this module-level Random, which trio registers
         # with Hypothesis; there is no public handle on it.
@@ -121,7 +125,20 @@ def summarize_turns(records: Sequence[Record]) -> list[TurnSummary]:
 
 
 class AgentMachine(RuleBasedStateMachine):
-    """Subclass and set `factory` to check another implementation."""
+    """Subclass and set `factory` to check another implementation.
+
+    What a subclass's rules and checks can use:
+
+    clock: the run's MockClock; trio time only moves in the `time_passes` rule.
+    host: the TrioHost the agent runs in.
+    model: the agent's ScriptedModel; every call is held until a rule releases it.
+    gate: the agent's one tool, a GateTool.
+    bus: the EventBus the agent emits on.
+    events: every event emitted, in order.
+    waiters: one flag per background wait_idle: whether it has returned.
+    ref: the AgentReference the agent must match.
+    agent: the agent under test (None until `open_agent` has run).
+    """
 
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
@@ -180,6 +197,8 @@ class AgentMachine(RuleBasedStateMachine):
             await self._stop.wait()
 
     def teardown(self) -> None:
+        """Close the agent and check its final history, events and turns (unless a check
+        already failed: that failure must not be masked), then end the trio run."""
         opened: Any = self.agent
         if opened is not None:
             kinds = tuple(record.type for record in opened.session.records)
@@ -202,6 +221,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule()
     def send(self) -> None:
+        """Send a prompt."""
         self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.send, "prompt")
         self.host.settle()
@@ -209,6 +229,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule()
     def steer(self) -> None:
+        """Steer: steering for the running turn, or a prompt without one."""
         self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.steer, "steering")
         self.host.settle()
@@ -216,6 +237,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule()
     def inject(self) -> None:
+        """Inject context for the next step."""
         self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.inject, "context")
         self.host.settle()
@@ -223,6 +245,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule(cause=st.sampled_from(["user", "parent"]), reason=st.sampled_from(["stop", "enough"]))
     def cancel(self, cause: Literal["user", "parent"], reason: str) -> None:
+        """Cancel; `cancel()` must say whether it was effective as the reference does."""
         self._consistent = False  # a rule's own failure must not be masked
         effective = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
         self.host.settle()
@@ -234,6 +257,7 @@ class AgentMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ref.phase == "model")
     @rule(answer=st.sampled_from(["text", "tool"]))
     def release_model(self, answer: Literal["text", "tool"]) -> None:
+        """Let the held model call answer with text, or with a call of the gate tool."""
         self._consistent = False  # a rule's own failure must not be masked
         step = reply("answer") if answer == "text" else tool_step((self.gate.name, {}))
         self.host.run_sync(self.model.release, step)
@@ -243,6 +267,7 @@ class AgentMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ref.phase == "tool")
     @rule()
     def finish_tool(self) -> None:
+        """Let the held tool call return."""
         self._consistent = False  # a rule's own failure must not be masked
         self.host.run_sync(self.gate.release, "tool output")
         self.host.settle()
@@ -258,6 +283,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @rule()
     def wait_idle(self) -> None:
+        """`wait_idle()` must return exactly when the reference is idle."""
         self._consistent = False  # a rule's own failure must not be masked
         returned = self.host.call(self._wait_idle_if_it_returns)
         expected = self.ref.status == "idle"

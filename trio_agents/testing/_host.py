@@ -27,12 +27,15 @@ class WallClock(trio.abc.Clock):
     `TrioHost` is a MockClock)."""
 
     def start_clock(self) -> None:
+        """Nothing to start: real time runs anyway."""
         pass
 
     def current_time(self) -> float:
+        """`time.perf_counter()`, in seconds."""
         return time.perf_counter()
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
+        """The real seconds until `deadline`."""
         return deadline - time.perf_counter()
 
 
@@ -43,6 +46,12 @@ class TrioHost:
     raises). `settle()` pumps until every task is blocked. `close()` cancels whatever is left
     and ends the run. The clock defaults to an autojump `MockClock`, so timeouts cost no
     real time and a rule that would block forever instead reaches its deadline.
+
+    clock: the run's clock: the one given, or the default autojump MockClock.
+
+    `call`, `run_sync`, `settle` and `close` are synchronous and block the calling thread
+    while they pump trio; `start` only schedules. Once the run has ended, `call`, `run_sync`,
+    `settle` and `start` raise RuntimeError.
     """
 
     def __init__(
@@ -99,10 +108,15 @@ class TrioHost:
 
     @property
     def closed(self) -> bool:
+        """Whether the trio run has ended."""
         return self._done is not None
 
     def call(self, afn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run `afn(*args)` as a task of the root nursery; return its result or raise."""
+        """Run `afn(*args)` as a task of the root nursery; return its result or raise.
+
+        Raises TimeoutError if it is still blocked after `call_timeout` trio seconds, or the
+        run shows no sign of life for `stall_timeout` real seconds.
+        """
         assert self._nursery is not None
         assert self._token is not None
         box: list[outcome.Outcome[T]] = []
@@ -146,11 +160,12 @@ class TrioHost:
         self._token.run_sync_soon(self._nursery.start_soon, afn, *args)
 
     def settle(self) -> None:
-        """Pump until every task is blocked."""
+        """Pump until every task is blocked. Raises TimeoutError as `call` does."""
         self.call(trio.testing.wait_all_tasks_blocked)
 
     def close(self) -> None:
-        """Cancel every remaining task and end the run. Idempotent."""
+        """Cancel every remaining task and end the run. Idempotent. Raises the error the run
+        ended with, if it ended with one."""
         if self._done is None:
             assert self._nursery is not None
             assert self._token is not None

@@ -57,7 +57,25 @@ def _event_id(event: Event) -> str:
 
 
 class LifecycleMachine(RuleBasedStateMachine):
-    """Subclass and set `factory` to check another runtime over the same store."""
+    """Subclass and set `factory` to check another runtime over the same store.
+
+    What a subclass's rules and checks can use:
+
+    host: the TrioHost the runtime runs in.
+    store: the MemoryStore every runtime of the example uses, across restarts.
+    events: every event the runtimes emitted, in order.
+    handles: the handles of the live agents the rules created or resumed, by id.
+    owner_of: each live id's owner: `runtime`, a fiber's name, or `plugin`.
+    stored: the ids whose session has at least one record.
+    ever_live: every id that was ever live.
+    fibers: the open child fibers `f1` and `f2`, by name.
+    models: the ScriptedModel each live id's agent was made with, by id.
+    plugin: the ConfiguredAgents plugin, which owns the agent `plugin-agent`.
+    rt: the runtime under test (None while it is restarted).
+
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct event histories produced.
+    """
 
     factory: ClassVar[RuntimeFactory] = staticmethod(builtin_runtime_factory)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
@@ -86,6 +104,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @initialize()
     def start(self) -> None:
+        """Open the runtime, its fibers `f1` and `f2`, and load the plugin."""
         self._start_runtime()
 
     def _start_runtime(self) -> None:
@@ -107,6 +126,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             await self._stop.wait()
 
     def teardown(self) -> None:
+        """Close the runtime and check the end state (unless a check already failed: that
+        failure must not be masked), then end the trio run."""
         type(self).histories.add(hash(tuple((type(e).__name__, _event_id(e)) for e in self.events)))
         try:
             if self._consistent and self._stop is not None and not self.host.closed:
@@ -128,6 +149,8 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(IDS), owner=st.sampled_from(OWNERS))
     def create(self, sid: str, owner: str) -> None:
+        """Create `sid` under `owner`: it must succeed exactly when the id is neither live
+        nor stored."""
         self._consistent = False  # a rule's own failure must not be masked
         expected_ok = sid not in self.owner_of and sid not in self.stored
         outcome = self.host.call(self._attach, "create", sid, owner)
@@ -139,6 +162,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)), owner=st.sampled_from(OWNERS))
     def resume(self, sid: str, owner: str) -> None:
+        """Resume `sid` under `owner`: refused while live, not found unless stored."""
         self._consistent = False  # a rule's own failure must not be masked
         if sid in self.owner_of:
             expected = "duplicate"
@@ -196,6 +220,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def send(self, sid: str) -> None:
+        """Send a prompt to the live agent `sid`, if there is one."""
         self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None:
@@ -206,6 +231,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def release(self, sid: str) -> None:
+        """Let the held model call of a running agent `sid` go on."""
         self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
@@ -217,6 +243,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def cancel(self, sid: str) -> None:
+        """Cancel the live agent `sid`, if there is one."""
         self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is not None:
@@ -225,6 +252,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle(self, sid: str) -> None:
+        """Close `sid` through its handle, twice (the second call is the same teardown)."""
         self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.pop(sid, None)
         if handle is None:
@@ -267,6 +295,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(owner=st.sampled_from(("f1", "f2")))
     def close_fiber(self, owner: str) -> None:
+        """Close the fiber `owner`, which closes its agents, then open it again."""
         self._consistent = False  # a rule's own failure must not be masked
         self.host.call(self.fibers[owner].aclose)
         self._forget_owned_by(owner)
@@ -284,6 +313,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def reload_plugin(self) -> None:
+        """Reload the plugin: its agent closes and resumes the same session."""
         self._consistent = False  # a rule's own failure must not be masked
         assert self.rt is not None
         self.host.call(self.rt.reload, self.plugin)
@@ -292,6 +322,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def restart_runtime(self) -> None:
+        """Close the runtime (every agent), check, and open a new one over the same store."""
         self._consistent = False  # a rule's own failure must not be masked
         self._stop_runtime()
         self.check()
@@ -301,6 +332,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @invariant()
     def check(self) -> None:
+        """The registry, the store's live set and the model agree on what is live; every
+        live agent is registered and not closed; each id's lifecycle events come in whole
+        cycles; every closed session ends, durably, with a valid history."""
         self._consistent = False
         type(self).stats["checks"] += 1
         live = set(self.owner_of)
@@ -348,7 +382,11 @@ class LifecycleMachine(RuleBasedStateMachine):
 def check_lifecycle_conformance(
     factory: RuntimeFactory | None = None, *, settings: Settings | None = None
 ) -> None:
-    """Run the lifecycle machine against `factory` (default: `open_runtime`)."""
+    """Run the lifecycle machine against `factory` (default: `open_runtime`).
+
+    Raises the shrunk failing program's error on the first violation. Plain function, no
+    pytest needed: call it from any test runner.
+    """
     chosen = factory if factory is not None else builtin_runtime_factory
 
     class Machine(LifecycleMachine):

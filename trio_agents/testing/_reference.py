@@ -34,7 +34,29 @@ class TurnSummary:
 
 
 class AgentReference:
-    """Expected status, queues, turns and model-call count of an agent at rest."""
+    """Expected status, queues, turns and model-call count of an agent at rest.
+
+    Each operation mirrors one on the real agent and leaves the reference at rest again.
+    Its state, which a machine compares with the agent's:
+
+    max_steps: the agent's `max_steps` option.
+    step_timeout: the agent's `step_timeout` option.
+    clock: trio time; it only moves in `time_passes`.
+    step_started_at: the clock when the current step called the model.
+    status: `idle`, `running` or `closed`.
+    queue: the ids of the queued prompts, in order.
+    step_input: (id, kind) of the steering and context the next step will claim.
+    turns: every turn so far, the last one open while it runs.
+    phase: where the running turn is held: `model`, `tool`, or None.
+    requests: how many model calls were made.
+    fate: each message id's fate: `pending`, `delivered` or `discarded`.
+    status_trace: every status change, as StatusChanged reports it.
+    cancels: (cause, reason) of each effective cancel.
+    waiting: how many wait_idle calls have not returned yet.
+    armed: the one-shot listeners armed: cancel at the next `TurnStarted`, `StepStarted`
+        or `StepEnded`, or send at the next idle (`Idle`).
+    idle_sends: the ids the sends of armed `Idle` listeners got, in order.
+    """
 
     def __init__(self, *, max_steps: int | None = None, step_timeout: float | None = None) -> None:
         self.max_steps = max_steps
@@ -59,6 +81,7 @@ class AgentReference:
 
     @property
     def turn(self) -> TurnSummary | None:
+        """The running turn, or None."""
         if self.turns and self.turns[-1].end is None:
             return self.turns[-1]
         return None
@@ -66,6 +89,7 @@ class AgentReference:
     # -- operations, each leaving the model at rest -------------------------------------
 
     def send(self, mid: str) -> None:
+        """`Agent.send` returned `mid`: queue it, and let the driver run."""
         self._accept(mid)
         self.queue.append(mid)
         if self.status == "idle":
@@ -89,6 +113,7 @@ class AgentReference:
             self.waiting += 1
 
     def steer(self, mid: str) -> None:
+        """`Agent.steer` returned `mid`: steering for the running turn, or a prompt."""
         if self.turn is None:
             self.send(mid)
             return
@@ -96,6 +121,7 @@ class AgentReference:
         self.step_input.append((mid, "steering"))
 
     def inject(self, mid: str) -> None:
+        """`Agent.inject` returned `mid`: context for the next step."""
         self._accept(mid)
         self.step_input.append((mid, "context"))
 
@@ -125,6 +151,9 @@ class AgentReference:
         return True
 
     def release_model(self, reply: Literal["text", "tool"]) -> None:
+        """The held model call answers with text (the step ends, and the turn too unless
+        steering waits) or with a tool call (the step holds in the tool). Asserts that the
+        model is held."""
         assert self.phase == "model", "the model is not held"
         if reply == "tool":
             self.phase = "tool"
@@ -139,6 +168,8 @@ class AgentReference:
         self._advance()
 
     def finish_tool(self) -> None:
+        """The held tool call returns: the next step starts, or `max_steps` ends the turn.
+        Asserts that a tool is held."""
         assert self.phase == "tool", "no tool is held"
         self.phase = None
         if not self._step_ended():
@@ -159,6 +190,7 @@ class AgentReference:
             self._advance()
 
     def close(self) -> None:
+        """The agent is closed: its turn ends `closed` and queued work is discarded."""
         self.armed.clear()
         if self.turn is not None:
             self._end_turn({"kind": "closed"})

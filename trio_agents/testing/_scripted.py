@@ -45,7 +45,10 @@ StepItem = ModelChunk | _Hold
 
 @dataclass(frozen=True, slots=True)
 class ScriptedStep:
-    """What one model call streams, in order."""
+    """What one model call streams, in order.
+
+    items: the chunks, and `HOLD` markers where the stream waits for a `release()`.
+    """
 
     items: tuple[StepItem, ...]
 
@@ -105,6 +108,8 @@ class ScriptedModel:
 
     `hold_all=True` puts a `HOLD` before every step, so each model call waits for a
     `release()`; `release(step)` also replaces what the held stream sends next.
+
+    requests: every request the model was called with, oldest first.
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class ScriptedModel:
         self.requests: list[ModelRequest] = []
 
     def add(self, *steps: ScriptedStep) -> None:
+        """Append `steps` to the script, after the steps not yet played."""
         self._script.extend(steps)
 
     @property
@@ -130,7 +136,8 @@ class ScriptedModel:
 
     def release(self, then: ScriptedStep | None = None) -> None:
         """Let the oldest held stream go on; with `then`, it streams `then` instead of the
-        rest of its step."""
+        rest of its step. Never blocks: the stream goes on when its task next runs. Raises
+        RuntimeError if no stream is held."""
         if not self._held:
             raise RuntimeError(
                 "ScriptedModel.release(): no stream is held; "
@@ -141,6 +148,9 @@ class ScriptedModel:
         held.event.set()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Record `request`, then stream the next scripted step (or `default(request)` once
+        the script is used up), waiting at each `HOLD` until released. Each chunk comes
+        after a checkpoint."""
         self.requests.append(request)
         step = self._script.popleft() if self._script else self._default(request)
         items = deque(step.items)
@@ -164,7 +174,14 @@ class ScriptedModel:
 
 
 class GateTool:
-    """A tool whose every call blocks until the test calls `release()`."""
+    """A tool whose every call blocks until the test calls `release()`.
+
+    name: the tool's name (`gate` unless given).
+    description: the tool's description, for the model.
+    parameters: an empty object schema: it takes no arguments.
+    calls: the (arguments, context) of every call, oldest first.
+    cancelled: how many calls were cancelled while held.
+    """
 
     description = "Waits until the test releases it, then returns what the test gave."
 
@@ -177,9 +194,12 @@ class GateTool:
 
     @property
     def held(self) -> int:
+        """How many calls are waiting for a `release()`."""
         return len(self._held)
 
     def release(self, result: ToolResult | str = "done") -> None:
+        """Let the oldest held call return `result`. Never blocks: the call returns when its
+        task next runs. Raises RuntimeError if no call is held."""
         if not self._held:
             raise RuntimeError(
                 f"GateTool({self.name!r}).release(): no call is held; "
@@ -192,6 +212,8 @@ class GateTool:
     async def __call__(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> ToolResult | str:
+        """Record the call, then wait until released (always a checkpoint) and return what
+        `release()` gave. A cancelled call counts in `cancelled` and re-raises."""
         self.calls.append((arguments, context))
         entry: tuple[trio.Event, list[ToolResult | str]] = (trio.Event(), [])
         self._held.append(entry)
@@ -207,7 +229,12 @@ class GateTool:
 
 
 class EchoTool:
-    """Returns its `text` argument."""
+    """Returns its `text` argument.
+
+    name: `echo`.
+    description: the tool's description, for the model.
+    parameters: the schema of its one required string argument, `text`.
+    """
 
     name = "echo"
     description = "Returns the text it is given."
@@ -220,6 +247,7 @@ class EchoTool:
     async def __call__(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> ToolResult | str:
+        """`arguments["text"]` as a str ("" without one). Always a checkpoint."""
         await trio.lowlevel.checkpoint()
         return str(arguments.get("text", ""))
 

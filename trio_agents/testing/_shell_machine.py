@@ -91,7 +91,23 @@ class _Job:
 
 
 class ShellMachine(RuleBasedStateMachine):
-    """Subclass and set `factory` to check another executor."""
+    """Subclass and set `factory` to check another executor.
+
+    What a subclass's rules and checks can use:
+
+    host: the TrioHost the runtime runs in, on a WallClock (the jobs are real processes).
+    dir: the example's temporary directory: the executor's cwd, the jobs' FIFOs.
+    bash: the BashTools plugin, loaded in the runtime; the agents use its tools.
+    rt: the runtime (None until `start`).
+    handles: the handles of the agents `A` and `B` while they are open.
+    incarnation: how many times each agent was opened.
+    jobs: the model of every job started, by job id.
+    done_calls: how many job-done notices the executor sent, per job id.
+    trace: what the rules did, for the history fingerprint.
+
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct rule traces produced.
+    """
 
     factory: ClassVar[ShellFactory] = staticmethod(builtin_shell_factory)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
@@ -117,6 +133,7 @@ class ShellMachine(RuleBasedStateMachine):
 
     @initialize()
     def start(self) -> None:
+        """Open the runtime with the executor under test, and the agents `A` and `B`."""
         self.rt = self.host.call(self.host.nursery.start, self._serve)
         for name in AGENTS:
             self._open(name)
@@ -151,6 +168,9 @@ class ShellMachine(RuleBasedStateMachine):
             )
 
     def teardown(self) -> None:
+        """Close the runtime and check that no job left a process (unless a check already
+        failed: that failure must not be masked); then end the trio run, kill whatever a
+        failing executor left behind, and remove the directory."""
         type(self).histories.add(hash(tuple(self.trace)))
         try:
             if self._consistent and self._stop is not None and not self.host.closed:
@@ -171,6 +191,7 @@ class ShellMachine(RuleBasedStateMachine):
 
     @property
     def shell(self) -> ShellExecutor:
+        """The executor under test (`rt.shell`)."""
         assert self.rt is not None
         return self.rt.shell
 
@@ -208,6 +229,8 @@ class ShellMachine(RuleBasedStateMachine):
 
     @rule(caller=st.sampled_from(AGENTS), kind=st.sampled_from(KINDS), code=st.integers(0, 3))
     def start_job(self, caller: str, kind: Kind, code: int) -> None:
+        """`caller` starts a background job with `bash`: quick (it ends within the rule),
+        gated (it waits for its FIFO) or stubborn (also a grandchild that ignores SIGTERM)."""
         self._consistent = False  # a rule's own failure must not be masked
         if caller not in self.handles:
             return
@@ -242,6 +265,8 @@ class ShellMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.jobs))
     @rule(caller=st.sampled_from(AGENTS), data=st.data())
     def read(self, caller: str, data: st.DataObject) -> None:
+        """`caller` reads a job with `bash_output`: refused unless it owns the job; reads
+        never repeat a line, and a job that completed has shown all of its output."""
         self._consistent = False  # a rule's own failure must not be masked
         job_id = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         job = self.jobs[job_id]
@@ -271,6 +296,8 @@ class ShellMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.jobs))
     @rule(caller=st.sampled_from(AGENTS), data=st.data())
     def kill(self, caller: str, data: st.DataObject) -> None:
+        """`caller` kills a job with `bash_kill`: refused unless it owns the job (and the job
+        keeps running then); otherwise killed, or reported as already finished."""
         self._consistent = False  # a rule's own failure must not be masked
         job_id = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         job = self.jobs[job_id]
@@ -310,6 +337,7 @@ class ShellMachine(RuleBasedStateMachine):
 
     @rule()
     def reload_plugin(self) -> None:
+        """Reload the bash tools; a notice of a job running meanwhile may be lost."""
         self._consistent = False  # a rule's own failure must not be masked
         assert self.rt is not None
         for job_id, job in self.jobs.items():
@@ -320,6 +348,7 @@ class ShellMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(AGENTS))
     def close_owner(self, name: str) -> None:
+        """Close the agent `name`: its running jobs are killed and reaped."""
         self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.pop(name, None)
         if handle is None:
@@ -335,6 +364,8 @@ class ShellMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(AGENTS))
     def reopen_owner(self, name: str) -> None:
+        """Open the closed agent `name` again: resume its session, or create it if it was
+        never stored."""
         self._consistent = False  # a rule's own failure must not be masked
         if name in self.handles:
             return
@@ -388,6 +419,9 @@ class ShellMachine(RuleBasedStateMachine):
 
     @invariant()
     def check(self) -> None:
+        """No process of an ended job, or of a closed owner's job, is alive; every outcome
+        is the one expected and never changes; notices are at most one per job, only for a
+        job that completed by itself, and only to its owner."""
         self._consistent = False
         type(self).stats["checks"] += 1
         self._check_processes(everything_closed=False)
@@ -470,7 +504,11 @@ def _open_gate(fifo: str, timeout: float = 30.0) -> None:
 def check_shell_conformance(
     factory: ShellFactory | None = None, *, settings: Settings | None = None
 ) -> None:
-    """Run the shell machine against executors made by `factory` (default: ShellExecutor)."""
+    """Run the shell machine against executors made by `factory` (default: ShellExecutor).
+
+    The jobs are real processes, run in temporary directories. Raises the shrunk failing
+    program's error on the first violation. Plain function, no pytest needed.
+    """
     chosen = factory if factory is not None else builtin_shell_factory
 
     class Machine(ShellMachine):
