@@ -193,13 +193,10 @@ async def open_stdio_terminal(in_fd: int = 0, out_fd: int = 1) -> AsyncGenerator
     """A `StdioTerminal` whose writer runs for the block; leaving it writes what is queued
     (for at most `DRAIN_SECONDS`, in case the terminal is paused)."""
     terminal = StdioTerminal(in_fd, out_fd)
-    async with service_nursery() as (nursery, body):
+    async with service_nursery() as nursery:
         nursery.start_soon(terminal._write_all)  # pyright: ignore[reportPrivateUsage]
         try:
             yield terminal
-        except BaseException as exc:
-            body.exception = exc
-            raise
         finally:
             terminal._send.close()  # pyright: ignore[reportPrivateUsage]
             nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
@@ -403,13 +400,10 @@ async def run_chat(
     """Run a `Chat` on `terminal`; each item of `interrupts` (a SIGINT receiver, in the
     command) is a Ctrl-C. Returns the exit code."""
     chat = Chat(terminal, config)
-    async with service_nursery() as (nursery, body):
+    async with service_nursery() as nursery:
         nursery.start_soon(_forward, interrupts, chat.interrupt)
         try:
             return await chat.run()
-        except BaseException as exc:
-            body.exception = exc
-            raise
         finally:
             nursery.cancel_scope.cancel(reason="the chat is over")
 
