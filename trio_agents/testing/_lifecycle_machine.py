@@ -9,20 +9,14 @@ with a `turn/end` and a valid history.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, Callable, Hashable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, ClassVar
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import initialize, run_state_machine_as_test
 
 from .._configured import AgentConfig, ConfiguredAgents
 from .._errors import DuplicateSessionError
@@ -34,6 +28,7 @@ from .._status import AgentStatus
 from .._store import MemoryStore, SessionNotFoundError, SessionStore
 from ._history import history_problems
 from ._host import TrioHost
+from ._machine import ConformanceMachine, machine_for, rule
 from ._scripted import ScriptedModel
 
 __all__ = ["LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
@@ -56,7 +51,7 @@ def _event_id(event: Event) -> str:
     return str(getattr(event, "agent_id", getattr(event, "session_id", "")))
 
 
-class LifecycleMachine(RuleBasedStateMachine):
+class LifecycleMachine(ConformanceMachine):
     """Subclass and set `factory` to check another runtime over the same store."""
 
     factory: ClassVar[RuntimeFactory] = staticmethod(builtin_runtime_factory)
@@ -64,9 +59,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     histories: ClassVar[set[int]] = set()
 
     def __init__(self) -> None:
-        super().__init__()
-        type(self).stats["examples"] += 1
-        self.host = TrioHost()
+        super().__init__(TrioHost())
         self.store = MemoryStore()
         self.events: list[Event] = []
         self.handles: dict[str, AgentHandle] = {}
@@ -78,8 +71,6 @@ class LifecycleMachine(RuleBasedStateMachine):
             AgentConfig("plugin", ScriptedModel(hold_all=True), session_id=PLUGIN_ID)
         )
         self.rt: Runtime | None = None
-        self._stop: trio.Event | None = None
-        self._consistent = False
 
     # -- runtime service ----------------------------------------------------------------
 
@@ -88,13 +79,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         self._start_runtime()
 
     def _start_runtime(self) -> None:
-        self.rt = self.host.call(self.host.nursery.start, self._serve)
+        self.rt = self._start_service(self._runtime)
         self.host.settle()
 
-    async def _serve(
-        self, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        self._stop = trio.Event()
+    @asynccontextmanager
+    async def _runtime(self) -> AsyncGenerator[Runtime, None]:
         async with type(self).factory(self.store) as rt:
             rt.events.connect(self.events.append)
             for name in ("f1", "f2"):
@@ -102,22 +91,17 @@ class LifecycleMachine(RuleBasedStateMachine):
             await rt.load(self.plugin)
             self.owner_of[PLUGIN_ID] = "plugin"
             self.ever_live.add(PLUGIN_ID)
-            task_status.started(rt)
-            await self._stop.wait()
+            yield rt
 
-    def teardown(self) -> None:
-        type(self).histories.add(hash(tuple((type(e).__name__, _event_id(e)) for e in self.events)))
-        try:
-            if self._consistent and self._stop is not None and not self.host.closed:
-                self._stop_runtime()
-                self.check()
-        finally:
-            self.host.close()
+    def _history(self) -> Hashable:
+        return tuple((type(e).__name__, _event_id(e)) for e in self.events)
+
+    def _check_closing(self) -> None:
+        self._stop_runtime()
+        self.check()
 
     def _stop_runtime(self) -> None:
-        assert self._stop is not None
-        self.host.run_sync(self._stop.set)
-        self.host.settle()
+        self._stop_service()
         self.owner_of.clear()
         self.handles.clear()
         self.fibers.clear()
@@ -127,7 +111,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(IDS), owner=st.sampled_from(OWNERS))
     def create(self, sid: str, owner: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         expected_ok = sid not in self.owner_of and sid not in self.stored
         outcome = self.host.call(self._attach, "create", sid, owner)
         assert outcome == ("ok" if expected_ok else "duplicate"), (
@@ -138,7 +121,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)), owner=st.sampled_from(OWNERS))
     def resume(self, sid: str, owner: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         if sid in self.owner_of:
             expected = "duplicate"
         elif sid in self.stored:
@@ -170,7 +152,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def create_race(self, sid: str) -> None:
         """Two creates of one id in the same scheduler batch: exactly one may win."""
-        self._consistent = False  # a rule's own failure must not be masked
         expected_winner = sid not in self.owner_of and sid not in self.stored
         outcomes = self.host.call(self._race, sid)
         winners = outcomes.count("ok")
@@ -194,7 +175,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def send(self, sid: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None:
             return
@@ -204,7 +184,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def release(self, sid: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
             return
@@ -215,7 +194,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def cancel(self, sid: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is not None:
             self.host.run_sync(agent.cancel)
@@ -223,7 +201,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle(self, sid: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.pop(sid, None)
         if handle is None:
             return
@@ -235,7 +212,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle_and_owner_at_once(self, sid: str) -> None:
         """The handle and the owning fiber close concurrently: one teardown, both return."""
-        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.get(sid)
         owner = self.owner_of.get(sid)
         if handle is None or owner not in ("f1", "f2"):
@@ -265,7 +241,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(owner=st.sampled_from(("f1", "f2")))
     def close_fiber(self, owner: str) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         self.host.call(self.fibers[owner].aclose)
         self._forget_owned_by(owner)
         self.host.call(self._reopen_fiber, owner)
@@ -282,7 +257,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def reload_plugin(self) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         assert self.rt is not None
         self.host.call(self.rt.reload, self.plugin)
         self.owner_of[PLUGIN_ID] = "plugin"
@@ -290,17 +264,13 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def restart_runtime(self) -> None:
-        self._consistent = False  # a rule's own failure must not be masked
         self._stop_runtime()
         self.check()
         self._start_runtime()
 
     # -- invariants ----------------------------------------------------------------------
 
-    @invariant()
-    def check(self) -> None:
-        self._consistent = False
-        type(self).stats["checks"] += 1
+    def _verify(self) -> None:
         live = set(self.owner_of)
         store_live = set(self.store.live_ids)
         registry = {a.id for a in self.rt.agents.list()} if self.rt is not None else set[str]()
@@ -316,7 +286,6 @@ class LifecycleMachine(RuleBasedStateMachine):
                 assert self.store.get(sid) is agent.session, f"{sid}: store holds another session"
         self._check_events(live)
         self._check_closed_sessions(live)
-        self._consistent = True
 
     def _check_events(self, live: set[str]) -> None:
         for sid in self.ever_live:
@@ -347,10 +316,4 @@ def check_lifecycle_conformance(
     factory: RuntimeFactory | None = None, *, settings: Settings | None = None
 ) -> None:
     """Run the lifecycle machine against `factory` (default: `open_runtime`)."""
-    chosen = factory if factory is not None else builtin_runtime_factory
-
-    class Machine(LifecycleMachine):
-        stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-
-    Machine.factory = staticmethod(chosen)
-    run_state_machine_as_test(Machine, settings=settings)
+    run_state_machine_as_test(machine_for(LifecycleMachine, factory), settings=settings)
