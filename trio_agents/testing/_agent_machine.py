@@ -10,7 +10,7 @@ is held, and every message's fate.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Literal
 
@@ -20,7 +20,7 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
-from .._agent import open_agent
+from .._agent import Agent, open_agent
 from .._events import (
     CancelRequested,
     Event,
@@ -47,6 +47,7 @@ from ._host import TrioHost
 from ._machine import ConformanceMachine, machine_for, rule
 from ._reference import AgentReference, StepSummary, TurnSummary
 from ._scripted import GateTool, ScriptedModel, reply, tool_step
+from ._targets import AgentFactory
 
 __all__ = [
     "AgentFactory",
@@ -55,12 +56,6 @@ __all__ = [
     "check_agent_conformance",
     "summarize_turns",
 ]
-
-AgentFactory = Callable[
-    [Model, Sequence[Tool], EventBus, AgentOptions], AbstractAsyncContextManager[Any]
-]
-"""Opens an agent: `factory(model, tools, events, options)` is an async context manager
-yielding an object with the `Agent` surface; leaving it closes the agent."""
 
 STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 
@@ -90,7 +85,7 @@ def _exploring(machine: AgentMachine) -> bool:
 
 def builtin_agent_factory(
     model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
-) -> AbstractAsyncContextManager[Any]:
+) -> AbstractAsyncContextManager[Agent]:
     return open_agent(model, tools=tools, events=events, options=options)
 
 

@@ -30,12 +30,9 @@ from ._history import history_problems
 from ._host import TrioHost
 from ._machine import ConformanceMachine, machine_for, rule
 from ._scripted import ScriptedModel
+from ._targets import RuntimeFactory, RuntimeSurface
 
 __all__ = ["LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
-
-RuntimeFactory = Callable[[SessionStore], AbstractAsyncContextManager[Runtime]]
-"""Opens a runtime over a store: `factory(store)` is an async context manager yielding a
-`Runtime`; leaving it closes every agent."""
 
 IDS = ("a", "b", "c")
 OWNERS = ("runtime", "f1", "f2")
@@ -70,7 +67,7 @@ class LifecycleMachine(ConformanceMachine):
         self.plugin = ConfiguredAgents(
             AgentConfig("plugin", ScriptedModel(hold_all=True), session_id=PLUGIN_ID)
         )
-        self.rt: Runtime | None = None
+        self.rt: RuntimeSurface | None = None
 
     # -- runtime service ----------------------------------------------------------------
 
@@ -83,7 +80,7 @@ class LifecycleMachine(ConformanceMachine):
         self.host.settle()
 
     @asynccontextmanager
-    async def _runtime(self) -> AsyncGenerator[Runtime, None]:
+    async def _runtime(self) -> AsyncGenerator[RuntimeSurface, None]:
         async with type(self).factory(self.store) as rt:
             rt.events.connect(self.events.append)
             for name in ("f1", "f2"):

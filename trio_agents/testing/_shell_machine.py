@@ -25,7 +25,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Callable, Hashable
+from collections.abc import AsyncGenerator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
@@ -44,12 +44,9 @@ from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
 from ._scripted import ScriptedModel
+from ._targets import ShellFactory
 
 __all__ = ["ShellFactory", "ShellMachine", "check_shell_conformance", "shell_settings"]
-
-ShellFactory = Callable[[str], ShellExecutor]
-"""`factory(cwd)` makes the executor under test, with `cwd` as its default working
-directory; the machine runs it as `rt.shell` of a runtime."""
 
 AGENTS = ("A", "B")
 Kind = Literal["quick", "gated", "stubborn"]
