@@ -36,6 +36,7 @@ from typing import Any, Final, Literal, Protocol
 import trio
 
 from .._agent import Agent
+from .._batches import write_in_batches
 from .._errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
 from .._events import Event, TextStreamed
 from .._model import Model
@@ -137,7 +138,6 @@ class StdioTerminal:
         self._buffer = b""
         self._eof = False
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
-        self._broken = False
 
     async def readline(self) -> str | None:
         while b"\n" not in self._buffer and not self._eof:
@@ -165,21 +165,16 @@ class StdioTerminal:
             print(text, file=sys.stderr, flush=True)
 
     async def _write_all(self) -> None:
-        async for first in self._receive:
-            chunks = [first]
-            while True:
-                try:
-                    chunks.append(self._receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            if self._broken:
-                continue  # keep draining, so the queue never grows behind a dead output
-            try:
-                await trio.to_thread.run_sync(
-                    _write_fully, self._out_fd, b"".join(chunks), abandon_on_cancel=True
-                )
-            except OSError:
-                self._broken = True
+        await write_in_batches(self._receive, self._write)
+
+    async def _write(self, chunks: list[bytes]) -> bool:
+        try:
+            await trio.to_thread.run_sync(
+                _write_fully, self._out_fd, b"".join(chunks), abandon_on_cancel=True
+            )
+        except OSError:
+            return False
+        return True
 
 
 def _write_fully(fd: int, data: bytes) -> None:
