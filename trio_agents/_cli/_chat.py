@@ -48,7 +48,7 @@ from .._runtime import Runtime, open_runtime
 from .._shell_tools import BashTools
 from .._store import SessionNotFoundError, SessionStore
 from .._store_sqlite import default_store_path
-from ._args import positive_int
+from ._args import add_max_steps, add_model, add_store, configure_logging
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 
@@ -413,36 +413,20 @@ async def _forward(interrupts: AsyncIterable[object], interrupt: Callable[[], No
 
 def add_parser(commands: Any) -> None:
     chat = commands.add_parser("chat", help="talk to an agent in this terminal")
-    chat.add_argument(
-        "--model",
-        choices=["auto", *sorted(MODELS)],
+    add_model(
+        chat,
+        extra=["auto"],
         default="auto",
         help="the model (default: auto, a configured endpoint if there is one, else offline)",
     )
     chat.add_argument("--session", metavar="ID", default=None, help="resume this stored session")
-    chat.add_argument(
-        "--store",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help=f"the SQLite session store (default: {default_store_path()})",
-    )
-    chat.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="end a turn after this many model calls",
-    )
+    add_store(chat, metavar="PATH")
+    add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        stream=sys.stderr,
-        # Not WARNING: a failed turn is logged as one, and the chat shows it already.
-        level=logging.ERROR,
-        format="trio-agents chat: %(levelname)s %(name)s: %(message)s",
-    )
+    # Not WARNING: a failed turn is logged as one, and the chat shows it already.
+    configure_logging("chat", logging.ERROR)
     name, note = resolve_model(args.model)
     path: Path = args.store if args.store is not None else default_store_path()
     if args.session is not None and not path.is_file():
