@@ -748,13 +748,10 @@ async def open_agent(
         session = Session(session)
     cls = agent_class if agent_class is not None else Agent
     agent = cls(session=session, model=model, tools=tools, options=options, events=events)
-    async with service_nursery() as (nursery, body):
+    async with service_nursery() as nursery:
         close = await nursery.start(agent.run)
         try:
             yield agent
-        except BaseException as exc:
-            body.exception = exc
-            raise
         finally:
             if not await close():
                 nursery.cancel_scope.cancel(reason="agent did not stop within close_grace")

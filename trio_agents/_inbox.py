@@ -55,10 +55,6 @@ class Inbox:
         return claimed
 
     @property
-    def has_prompts(self) -> bool:
-        return bool(self._prompts)
-
-    @property
     def has_steering(self) -> bool:
         return any(m.kind == "steering" for m in self._step_input)
 

@@ -44,27 +44,24 @@ async def start_service(nursery: trio.Nursery, fn: Callable[..., Awaitable[objec
     return value
 
 
-__all__ = ["BodyError", "report_started", "runs_inside", "service_nursery", "start_service"]
-
-
-class BodyError:
-    """Where the block of a `service_nursery` records the exception it raised."""
-
-    __slots__ = ("exception",)
-
-    def __init__(self) -> None:
-        self.exception: BaseException | None = None
+__all__ = ["report_started", "runs_inside", "service_nursery", "start_service"]
 
 
 @asynccontextmanager
-async def service_nursery() -> AsyncGenerator[tuple[trio.Nursery, BodyError], None]:
-    """Yields (nursery, slot); the block stores its exception in `slot.exception`."""
-    slot = BodyError()
+async def service_nursery() -> AsyncGenerator[trio.Nursery, None]:
+    """A nursery for service tasks; an exception the block raises comes out as itself unless
+    a service failed too (then the nursery's group comes out, as always)."""
+    # The block's exception is thrown in at the yield, so it is recorded here, where the
+    # group that trio makes of it can be recognised.
+    body: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            yield nursery, slot
+            try:
+                yield nursery
+            except BaseException as exc:
+                body = exc
+                raise
     except BaseExceptionGroup as group:
-        body = slot.exception
         if body is not None and len(group.exceptions) == 1 and _same(group.exceptions[0], body):
             raise body from None
         raise

@@ -126,7 +126,7 @@ async def open_runtime(
         sessions = store
     else:
         sessions = SqliteStore(store if store is not None else default_store_path())
-    async with service_nursery() as (nursery, body):
+    async with service_nursery() as nursery:
         runtime = runtime_class(sessions, EventBus(), shell)
         await start_service(nursery, runtime.serve)
         try:
@@ -137,14 +137,9 @@ async def open_runtime(
             await runtime.enter_async_context(runtime.shell.running())
             yield runtime
         except BaseException as exc:
-            body.exception = exc
             try:
                 await runtime.aclose()
             except Exception:
                 logger.exception("closing the runtime failed while %r propagated", exc)
             raise
-        try:
-            await runtime.aclose()
-        except BaseException as exc:
-            body.exception = exc
-            raise
+        await runtime.aclose()

@@ -124,14 +124,11 @@ class SqliteStore(SessionStore):
             raise TrioAgentsError(f"{self!r} is already running; one runtime at a time")
         self._conn = await trio.to_thread.run_sync(self._connect)
         try:
-            async with service_nursery() as (nursery, body):
+            async with service_nursery() as nursery:
                 if not self.readonly:
                     nursery.start_soon(self._writer)
                 try:
                     yield
-                except BaseException as exc:
-                    body.exception = exc
-                    raise
                 finally:
                     with trio.CancelScope(shield=True):
                         await self._drain()

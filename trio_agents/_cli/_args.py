@@ -1,10 +1,27 @@
-"""Argument types the `trio-agents` subcommands share."""
+"""The flags and argument types the `trio-agents` subcommands share, and their logging.
+
+Each command keeps its own help text, defaults and choices; what is shared is the flag, its
+type and where its value goes.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["positive_int"]
+from .._store_sqlite import default_store_path
+from ._model_choice import MODELS
+
+__all__ = [
+    "add_max_steps",
+    "add_model",
+    "add_store",
+    "configure_logging",
+    "positive_int",
+]
 
 
 def positive_int(text: str) -> int:
@@ -16,3 +33,42 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def add_store(
+    parser: argparse.ArgumentParser,
+    *,
+    what: str = "the SQLite session store",
+    metavar: str | None = None,
+) -> None:
+    """`--store`: a path, None when not given (meaning `default_store_path()`)."""
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar=metavar,
+        help=f"{what} (default: {default_store_path()})",
+    )
+
+
+def add_model(
+    parser: argparse.ArgumentParser, *, default: str, help: str, extra: Sequence[str] = ()
+) -> None:
+    """`--model`: a name of `MODELS`, or one of `extra` (which the command resolves)."""
+    parser.add_argument("--model", choices=[*extra, *sorted(MODELS)], default=default, help=help)
+
+
+def add_max_steps(
+    parser: argparse.ArgumentParser, *, help: str, metavar: str | None = None
+) -> None:
+    """`--max-steps`: `AgentOptions.max_steps`, None when not given (no limit)."""
+    parser.add_argument("--max-steps", type=positive_int, default=None, metavar=metavar, help=help)
+
+
+def configure_logging(command: str, level: int) -> None:
+    """Log to stderr (stdout may carry a protocol or the chat), each line naming the command."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level,
+        format=f"trio-agents {command}: %(levelname)s %(name)s: %(message)s",
+    )

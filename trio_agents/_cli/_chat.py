@@ -36,6 +36,7 @@ from typing import Any, Final, Literal, Protocol
 import trio
 
 from .._agent import Agent
+from .._batches import write_in_batches
 from .._errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
 from .._events import Event, TextStreamed
 from .._model import Model
@@ -47,7 +48,7 @@ from .._runtime import Runtime, open_runtime
 from .._shell_tools import BashTools
 from .._store import SessionNotFoundError, SessionStore
 from .._store_sqlite import default_store_path
-from ._args import positive_int
+from ._args import add_max_steps, add_model, add_store, configure_logging
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 
@@ -137,7 +138,6 @@ class StdioTerminal:
         self._buffer = b""
         self._eof = False
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
-        self._broken = False
 
     async def readline(self) -> str | None:
         while b"\n" not in self._buffer and not self._eof:
@@ -165,21 +165,16 @@ class StdioTerminal:
             print(text, file=sys.stderr, flush=True)
 
     async def _write_all(self) -> None:
-        async for first in self._receive:
-            chunks = [first]
-            while True:
-                try:
-                    chunks.append(self._receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            if self._broken:
-                continue  # keep draining, so the queue never grows behind a dead output
-            try:
-                await trio.to_thread.run_sync(
-                    _write_fully, self._out_fd, b"".join(chunks), abandon_on_cancel=True
-                )
-            except OSError:
-                self._broken = True
+        await write_in_batches(self._receive, self._write)
+
+    async def _write(self, chunks: list[bytes]) -> bool:
+        try:
+            await trio.to_thread.run_sync(
+                _write_fully, self._out_fd, b"".join(chunks), abandon_on_cancel=True
+            )
+        except OSError:
+            return False
+        return True
 
 
 def _write_fully(fd: int, data: bytes) -> None:
@@ -193,13 +188,10 @@ async def open_stdio_terminal(in_fd: int = 0, out_fd: int = 1) -> AsyncGenerator
     """A `StdioTerminal` whose writer runs for the block; leaving it writes what is queued
     (for at most `DRAIN_SECONDS`, in case the terminal is paused)."""
     terminal = StdioTerminal(in_fd, out_fd)
-    async with service_nursery() as (nursery, body):
+    async with service_nursery() as nursery:
         nursery.start_soon(terminal._write_all)  # pyright: ignore[reportPrivateUsage]
         try:
             yield terminal
-        except BaseException as exc:
-            body.exception = exc
-            raise
         finally:
             terminal._send.close()  # pyright: ignore[reportPrivateUsage]
             nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
@@ -403,13 +395,10 @@ async def run_chat(
     """Run a `Chat` on `terminal`; each item of `interrupts` (a SIGINT receiver, in the
     command) is a Ctrl-C. Returns the exit code."""
     chat = Chat(terminal, config)
-    async with service_nursery() as (nursery, body):
+    async with service_nursery() as nursery:
         nursery.start_soon(_forward, interrupts, chat.interrupt)
         try:
             return await chat.run()
-        except BaseException as exc:
-            body.exception = exc
-            raise
         finally:
             nursery.cancel_scope.cancel(reason="the chat is over")
 
@@ -424,36 +413,20 @@ async def _forward(interrupts: AsyncIterable[object], interrupt: Callable[[], No
 
 def add_parser(commands: Any) -> None:
     chat = commands.add_parser("chat", help="talk to an agent in this terminal")
-    chat.add_argument(
-        "--model",
-        choices=["auto", *sorted(MODELS)],
+    add_model(
+        chat,
+        extra=["auto"],
         default="auto",
         help="the model (default: auto, a configured endpoint if there is one, else offline)",
     )
     chat.add_argument("--session", metavar="ID", default=None, help="resume this stored session")
-    chat.add_argument(
-        "--store",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help=f"the SQLite session store (default: {default_store_path()})",
-    )
-    chat.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="end a turn after this many model calls",
-    )
+    add_store(chat, metavar="PATH")
+    add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        stream=sys.stderr,
-        # Not WARNING: a failed turn is logged as one, and the chat shows it already.
-        level=logging.ERROR,
-        format="trio-agents chat: %(levelname)s %(name)s: %(message)s",
-    )
+    # Not WARNING: a failed turn is logged as one, and the chat shows it already.
+    configure_logging("chat", logging.ERROR)
     name, note = resolve_model(args.model)
     path: Path = args.store if args.store is not None else default_store_path()
     if args.session is not None and not path.is_file():

@@ -23,6 +23,7 @@ import trio
 from .._errors import TrioAgentsError
 from .._store import SessionInfo, SessionNotFoundError, StoredSession
 from .._store_sqlite import SqliteStore, default_store_path
+from ._args import add_store
 
 __all__ = ["add_parser", "format_info", "format_record", "run"]
 
@@ -34,14 +35,13 @@ def add_parser(commands: Any) -> None:
     `ArgumentParser.add_subparsers` returned)."""
     sessions = commands.add_parser("sessions", help="list and show stored sessions")
     actions = sessions.add_subparsers(dest="action", required=True)
-    store_help = f"the SQLite store file (default: {default_store_path()})"
 
     listing = actions.add_parser("list", help="one line per stored session, oldest first")
-    listing.add_argument("--store", type=Path, default=None, help=store_help)
+    add_store(listing, what="the SQLite store file")
 
     show = actions.add_parser("show", help="the records of one session, in order")
     show.add_argument("session_id", metavar="SESSION_ID")
-    show.add_argument("--store", type=Path, default=None, help=store_help)
+    add_store(show, what="the SQLite store file")
     show.add_argument("--json", action="store_true", help="one JSON object per record")
 
 

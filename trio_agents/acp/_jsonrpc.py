@@ -29,7 +29,6 @@ __all__ = [
     "Response",
     "encode_error",
     "encode_notification",
-    "encode_request",
     "encode_result",
     "parse",
 ]
@@ -219,7 +218,3 @@ def encode_error(request_id: RequestId | None, code: int, detail: str | None = N
 
 def encode_notification(method: str, params: Mapping[str, Any]) -> bytes:
     return _line({"jsonrpc": "2.0", "method": method, "params": params})
-
-
-def encode_request(request_id: RequestId, method: str, params: Mapping[str, Any]) -> bytes:
-    return _line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})

@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from .._batches import write_in_batches
 from .._errors import AgentClosedError, DuplicateSessionError
 from .._events import Event, TextStreamed
 from .._model import Model
@@ -211,23 +212,15 @@ class AcpServer:
             logger.warning("a response to nothing was ignored (id %r)", message.id)
 
     async def _write_all(self, send: trio.abc.SendStream) -> None:
-        broken = False
-        async for first in self._out_receive:
-            # Everything queued meanwhile goes out in the same write: one system call for
-            # a burst of updates instead of one per frame. The order is the queue's.
-            frames = [first]
-            while True:
-                try:
-                    frames.append(self._out_receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            if broken:
-                continue  # keep draining, so nothing blocks on a queue nobody reads
+        async def write(frames: list[_Outgoing]) -> bool:
             try:
                 await send.send_all(_encode(frames))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 logger.warning("the client stopped reading; dropping further frames")
-                broken = True
+                return False
+            return True
+
+        await write_in_batches(self._out_receive, write)
 
     def _send(self, frame: _Outgoing) -> None:
         try:

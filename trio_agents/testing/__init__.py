@@ -1,5 +1,5 @@
 """Tools for testing agents: scripted models and tools, a trio host for Hypothesis state
-machines, the pure reference models, and the conformance checks.
+machines, the pure reference models, the conformance checks and the types of their targets.
 
 The state machines and `check_*` functions import Hypothesis; they load on first use, so
 `from trio_agents.testing import ScriptedModel` does not.
@@ -23,6 +23,7 @@ from ._scripted import (
     reply,
     tool_step,
 )
+from ._targets import AgentFactory, AgentSurface, RuntimeFactory, RuntimeSurface, ShellFactory
 
 if TYPE_CHECKING:
     from ._agent_machine import AgentMachine, RandomSeeder, check_agent_conformance
@@ -31,14 +32,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOLD",
+    "AgentFactory",
     "AgentMachine",
     "AgentReference",
+    "AgentSurface",
     "EchoTool",
     "GateTool",
     "LifecycleMachine",
     "RandomSeeder",
+    "RuntimeFactory",
+    "RuntimeSurface",
     "ScriptedModel",
     "ScriptedStep",
+    "ShellFactory",
     "ShellMachine",
     "TrioHost",
     "WallClock",

@@ -10,7 +10,7 @@ is held, and every message's fate.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Literal
 
@@ -18,16 +18,9 @@ import trio
 import trio.testing
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
-from .._agent import open_agent
+from .._agent import Agent, open_agent
 from .._events import (
     CancelRequested,
     Event,
@@ -51,8 +44,10 @@ from .._status import AgentStatus
 from .._tool import Tool
 from ._history import history_problems
 from ._host import TrioHost
+from ._machine import ConformanceMachine, machine_for, rule
 from ._reference import AgentReference, StepSummary, TurnSummary
 from ._scripted import GateTool, ScriptedModel, reply, tool_step
+from ._targets import AgentFactory
 
 __all__ = [
     "AgentFactory",
@@ -61,12 +56,6 @@ __all__ = [
     "check_agent_conformance",
     "summarize_turns",
 ]
-
-AgentFactory = Callable[
-    [Model, Sequence[Tool], EventBus, AgentOptions], AbstractAsyncContextManager[Any]
-]
-"""Opens an agent: `factory(model, tools, events, options)` is an async context manager
-yielding an object with the `Agent` surface; leaving it closes the agent."""
 
 STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 
@@ -100,7 +89,7 @@ def _exploring(machine: AgentMachine) -> bool:
 
 def builtin_agent_factory(
     model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
-) -> AbstractAsyncContextManager[Any]:
+) -> AbstractAsyncContextManager[Agent]:
     return open_agent(model, tools=tools, events=events, options=options)
 
 
@@ -124,7 +113,7 @@ def summarize_turns(records: Sequence[Record]) -> list[TurnSummary]:
     return turns
 
 
-class AgentMachine(RuleBasedStateMachine):
+class AgentMachine(ConformanceMachine):
     """Subclass and set `factory` to check another implementation.
 
     What a subclass's rules and checks can use:
@@ -150,12 +139,10 @@ class AgentMachine(RuleBasedStateMachine):
     Off, every operation runs alone and only the default schedule is ever seen."""
 
     def __init__(self) -> None:
-        super().__init__()
-        type(self).stats["examples"] += 1
         # The clock moves only when a rule says so (`time_passes`): an autojump clock would
         # also leap ahead whenever the agent is at rest, and time steps out at random.
         self.clock = trio.testing.MockClock()
-        self.host = TrioHost(self.clock)
+        super().__init__(TrioHost(self.clock))
         self.model = ScriptedModel(hold_all=True)
         self.gate = GateTool()
         self.bus = EventBus()
@@ -164,10 +151,6 @@ class AgentMachine(RuleBasedStateMachine):
         self.waiters: list[bool] = []  # one flag per background wait_idle: has it returned?
         self.ref = AgentReference()
         self.agent: Any = None
-        self._stop: trio.Event | None = None
-        # True only while the last `check` passed: teardown's own checks must never mask
-        # the failure that ended the example.
-        self._consistent = False
 
     # -- setup and teardown -------------------------------------------------------------
 
@@ -184,45 +167,34 @@ class AgentMachine(RuleBasedStateMachine):
             scheduler.apply()
         self.ref = AgentReference(max_steps=max_steps, step_timeout=step_timeout)
         options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
-        self.agent = self.host.call(self.host.nursery.start, self._serve, options)
+        factory = type(self).factory
+        self.agent = self._start_service(
+            lambda: factory(self.model, [self.gate], self.bus, options)
+        )
         self.host.settle()
 
-    async def _serve(
-        self, options: AgentOptions, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        self._stop = trio.Event()
-        factory = type(self).factory
-        async with factory(self.model, [self.gate], self.bus, options) as agent:
-            task_status.started(agent)
-            await self._stop.wait()
-
-    def teardown(self) -> None:
-        """Close the agent and check its final history, events and turns (unless a check
-        already failed: that failure must not be masked), then end the trio run."""
+    def _history(self) -> Hashable | None:
         opened: Any = self.agent
-        if opened is not None:
-            kinds = tuple(record.type for record in opened.session.records)
-            type(self).histories.add(hash((kinds, tuple(self.ref.status_trace))))
-        try:
-            if self._consistent and self._stop is not None and not self.host.closed:
-                self.host.run_sync(self._stop.set)
-                self.host.settle()
-                self.ref.close()
-                assert self.agent.status is AgentStatus.CLOSED, self.agent.status
-                self._check_events()
-                records = self.agent.session.records
-                problems = history_problems(records, allow_open_turn=False)
-                assert not problems, f"history after close: {problems}"
-                self._compare_turns()
-        finally:
-            self.host.close()
+        if opened is None:
+            return None
+        kinds = tuple(record.type for record in opened.session.records)
+        return (kinds, tuple(self.ref.status_trace))
+
+    def _check_closing(self) -> None:
+        self._stop_service()
+        self.ref.close()
+        assert self.agent.status is AgentStatus.CLOSED, self.agent.status
+        self._check_events()
+        records = self.agent.session.records
+        problems = history_problems(records, allow_open_turn=False)
+        assert not problems, f"history after close: {problems}"
+        self._compare_turns()
 
     # -- rules ---------------------------------------------------------------------------
 
     @rule()
     def send(self) -> None:
         """Send a prompt."""
-        self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.send, "prompt")
         self.host.settle()
         self.ref.send(str(mid))
@@ -230,7 +202,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def steer(self) -> None:
         """Steer: steering for the running turn, or a prompt without one."""
-        self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.steer, "steering")
         self.host.settle()
         self.ref.steer(str(mid))
@@ -238,7 +209,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def inject(self) -> None:
         """Inject context for the next step."""
-        self._consistent = False  # a rule's own failure must not be masked
         mid = self.host.run_sync(self.agent.inject, "context")
         self.host.settle()
         self.ref.inject(str(mid))
@@ -246,7 +216,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule(cause=st.sampled_from(["user", "parent"]), reason=st.sampled_from(["stop", "enough"]))
     def cancel(self, cause: Literal["user", "parent"], reason: str) -> None:
         """Cancel; `cancel()` must say whether it was effective as the reference does."""
-        self._consistent = False  # a rule's own failure must not be masked
         effective = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
         self.host.settle()
         expected = self.ref.cancel(reason, cause)
@@ -258,7 +227,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule(answer=st.sampled_from(["text", "tool"]))
     def release_model(self, answer: Literal["text", "tool"]) -> None:
         """Let the held model call answer with text, or with a call of the gate tool."""
-        self._consistent = False  # a rule's own failure must not be masked
         step = reply("answer") if answer == "text" else tool_step((self.gate.name, {}))
         self.host.run_sync(self.model.release, step)
         self.host.settle()
@@ -268,7 +236,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def finish_tool(self) -> None:
         """Let the held tool call return."""
-        self._consistent = False  # a rule's own failure must not be masked
         self.host.run_sync(self.gate.release, "tool output")
         self.host.settle()
         self.ref.finish_tool()
@@ -276,7 +243,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([30.0, 50.0]))
     def time_passes(self, seconds: float) -> None:
         """Trio time moves on (free with the autojump clock): a held step may time out."""
-        self._consistent = False  # a rule's own failure must not be masked
         self.host.run_sync(self.clock.jump, seconds)
         self.host.settle()
         self.ref.time_passes(seconds)
@@ -284,7 +250,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def wait_idle(self) -> None:
         """`wait_idle()` must return exactly when the reference is idle."""
-        self._consistent = False  # a rule's own failure must not be masked
         returned = self.host.call(self._wait_idle_if_it_returns)
         expected = self.ref.status == "idle"
         assert returned is expected, (
@@ -301,7 +266,6 @@ class AgentMachine(RuleBasedStateMachine):
         runs first is the scheduler's choice. Both are synchronous, so the order they ran in
         is observed exactly and the reference applies them in it, with no driver step in
         between (a task they wake runs in a later batch)."""
-        self._consistent = False  # a rule's own failure must not be masked
         ran: list[tuple[str, object]] = []
 
         async def cancel() -> None:
@@ -332,7 +296,6 @@ class AgentMachine(RuleBasedStateMachine):
         """A one-shot listener: cancel at the next TurnStarted/StepStarted/StepEnded (the
         pre-step, pre-model and continuation windows), or send at the next IDLE (the
         replacement-turn race)."""
-        self._consistent = False  # a rule's own failure must not be masked
         if event in self.ref.armed:
             return
         self.ref.armed.add(event)
@@ -363,7 +326,6 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def start_waiter(self) -> None:
         """A wait_idle that stays parked in the background while later rules run."""
-        self._consistent = False  # a rule's own failure must not be masked
         index = len(self.waiters)
         self.waiters.append(False)
 
@@ -392,13 +354,11 @@ class AgentMachine(RuleBasedStateMachine):
 
     # -- invariants ----------------------------------------------------------------------
 
-    @invariant()
-    def check(self) -> None:
+    def _ready(self) -> bool:
+        return self.agent is not None
+
+    def _verify(self) -> None:
         """Everything the reference determines, after every rule."""
-        self._consistent = False
-        if self.agent is None:
-            return
-        type(self).stats["checks"] += 1
         status = self.agent.status
         assert status.value == self.ref.status, (
             f"status is {status.value}, reference says {self.ref.status} ({self._state()})"
@@ -415,7 +375,6 @@ class AgentMachine(RuleBasedStateMachine):
             f"held (model, tool) = {(self.model.held, self.gate.held)}, expected {held}"
         )
         self._check_events()
-        self._consistent = True
 
     def _check_events(self) -> None:
         statuses = [e.status.value for e in self.events if isinstance(e, StatusChanged)]
@@ -475,11 +434,4 @@ def check_agent_conformance(
     Raises the shrunk failing program's error on the first violation. Plain function, no
     pytest needed: call it from any test runner.
     """
-    chosen = factory if factory is not None else builtin_agent_factory
-
-    class Machine(AgentMachine):
-        stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-
-    Machine.factory = staticmethod(chosen)
-    Machine.__name__ = f"AgentMachine[{getattr(chosen, '__name__', 'factory')}]"
-    run_state_machine_as_test(Machine, settings=settings)
+    run_state_machine_as_test(machine_for(AgentMachine, factory), settings=settings)

@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ._agent_machine import AgentFactory, AgentMachine
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
+from ._machine import ConformanceMachine, machine_for
 from ._profiles import profile
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
 
@@ -72,7 +73,7 @@ def run_conformance(
     if max_examples is not None:
         shell_budget = Settings(shell_budget, max_examples=max_examples)
     plan: list[
-        tuple[str, type[RuleBasedStateMachine], Callable[..., Any] | None, Settings, str | None]
+        tuple[str, type[ConformanceMachine], Callable[..., Any] | None, Settings, str | None]
     ] = [
         ("agent", AgentMachine, factory, budget, factory_spec),
         ("lifecycle", LifecycleMachine, runtime_factory, budget, runtime_spec),
@@ -83,11 +84,7 @@ def run_conformance(
     for name, base, target, settings, spec in plan:
         if not everything and target is None:
             continue
-        # A fresh subclass per run: its own counters, and the target as its factory.
-        namespace: dict[str, Any] = {"stats": {"examples": 0, "checks": 0}, "histories": set()}
-        if target is not None:
-            namespace["factory"] = staticmethod(target)
-        machine = type(base.__name__, (base,), namespace)
+        machine = machine_for(base, target)
         _report_progress(machine, name, progress, progress_every)
         reports.append(_run(name, machine, settings, chosen_seed, spec))
     return reports

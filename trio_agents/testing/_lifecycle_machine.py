@@ -9,20 +9,14 @@ with a `turn/end` and a valid history.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, Callable, Hashable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, ClassVar
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import initialize, run_state_machine_as_test
 
 from .._configured import AgentConfig, ConfiguredAgents
 from .._errors import DuplicateSessionError
@@ -34,13 +28,11 @@ from .._status import AgentStatus
 from .._store import MemoryStore, SessionNotFoundError, SessionStore
 from ._history import history_problems
 from ._host import TrioHost
+from ._machine import ConformanceMachine, machine_for, rule
 from ._scripted import ScriptedModel
+from ._targets import RuntimeFactory, RuntimeSurface
 
 __all__ = ["LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
-
-RuntimeFactory = Callable[[SessionStore], AbstractAsyncContextManager[Runtime]]
-"""Opens a runtime over a store: `factory(store)` is an async context manager yielding a
-`Runtime`; leaving it closes every agent."""
 
 IDS = ("a", "b", "c")
 OWNERS = ("runtime", "f1", "f2")
@@ -56,7 +48,7 @@ def _event_id(event: Event) -> str:
     return str(getattr(event, "agent_id", getattr(event, "session_id", "")))
 
 
-class LifecycleMachine(RuleBasedStateMachine):
+class LifecycleMachine(ConformanceMachine):
     """Subclass and set `factory` to check another runtime over the same store.
 
     What a subclass's rules and checks can use:
@@ -82,9 +74,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     histories: ClassVar[set[int]] = set()
 
     def __init__(self) -> None:
-        super().__init__()
-        type(self).stats["examples"] += 1
-        self.host = TrioHost()
+        super().__init__(TrioHost())
         self.store = MemoryStore()
         self.events: list[Event] = []
         self.handles: dict[str, AgentHandle] = {}
@@ -96,9 +86,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         # The model each live id's agent was made with (the machine made them all).
         self.models: dict[str, ScriptedModel] = {PLUGIN_ID: plugin_model}
         self.plugin = ConfiguredAgents(AgentConfig("plugin", plugin_model, session_id=PLUGIN_ID))
-        self.rt: Runtime | None = None
-        self._stop: trio.Event | None = None
-        self._consistent = False
+        self.rt: RuntimeSurface | None = None
 
     # -- runtime service ----------------------------------------------------------------
 
@@ -108,13 +96,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         self._start_runtime()
 
     def _start_runtime(self) -> None:
-        self.rt = self.host.call(self.host.nursery.start, self._serve)
+        self.rt = self._start_service(self._runtime)
         self.host.settle()
 
-    async def _serve(
-        self, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        self._stop = trio.Event()
+    @asynccontextmanager
+    async def _runtime(self) -> AsyncGenerator[RuntimeSurface, None]:
         async with type(self).factory(self.store) as rt:
             rt.events.connect(self.events.append)
             for name in ("f1", "f2"):
@@ -122,24 +108,17 @@ class LifecycleMachine(RuleBasedStateMachine):
             await rt.load(self.plugin)
             self.owner_of[PLUGIN_ID] = "plugin"
             self.ever_live.add(PLUGIN_ID)
-            task_status.started(rt)
-            await self._stop.wait()
+            yield rt
 
-    def teardown(self) -> None:
-        """Close the runtime and check the end state (unless a check already failed: that
-        failure must not be masked), then end the trio run."""
-        type(self).histories.add(hash(tuple((type(e).__name__, _event_id(e)) for e in self.events)))
-        try:
-            if self._consistent and self._stop is not None and not self.host.closed:
-                self._stop_runtime()
-                self.check()
-        finally:
-            self.host.close()
+    def _history(self) -> Hashable:
+        return tuple((type(e).__name__, _event_id(e)) for e in self.events)
+
+    def _check_closing(self) -> None:
+        self._stop_runtime()
+        self.check()
 
     def _stop_runtime(self) -> None:
-        assert self._stop is not None
-        self.host.run_sync(self._stop.set)
-        self.host.settle()
+        self._stop_service()
         self.owner_of.clear()
         self.handles.clear()
         self.fibers.clear()
@@ -151,7 +130,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     def create(self, sid: str, owner: str) -> None:
         """Create `sid` under `owner`: it must succeed exactly when the id is neither live
         nor stored."""
-        self._consistent = False  # a rule's own failure must not be masked
         expected_ok = sid not in self.owner_of and sid not in self.stored
         outcome = self.host.call(self._attach, "create", sid, owner)
         assert outcome == ("ok" if expected_ok else "duplicate"), (
@@ -163,7 +141,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)), owner=st.sampled_from(OWNERS))
     def resume(self, sid: str, owner: str) -> None:
         """Resume `sid` under `owner`: refused while live, not found unless stored."""
-        self._consistent = False  # a rule's own failure must not be masked
         if sid in self.owner_of:
             expected = "duplicate"
         elif sid in self.stored:
@@ -196,7 +173,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def create_race(self, sid: str) -> None:
         """Two creates of one id in the same scheduler batch: exactly one may win."""
-        self._consistent = False  # a rule's own failure must not be masked
         expected_winner = sid not in self.owner_of and sid not in self.stored
         outcomes = self.host.call(self._race, sid)
         winners = outcomes.count("ok")
@@ -221,7 +197,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def send(self, sid: str) -> None:
         """Send a prompt to the live agent `sid`, if there is one."""
-        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None:
             return
@@ -232,7 +207,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def release(self, sid: str) -> None:
         """Let the held model call of a running agent `sid` go on."""
-        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
             return
@@ -244,7 +218,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def cancel(self, sid: str) -> None:
         """Cancel the live agent `sid`, if there is one."""
-        self._consistent = False  # a rule's own failure must not be masked
         agent = self._live_agent(sid)
         if agent is not None:
             self.host.run_sync(agent.cancel)
@@ -253,7 +226,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle(self, sid: str) -> None:
         """Close `sid` through its handle, twice (the second call is the same teardown)."""
-        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.pop(sid, None)
         if handle is None:
             return
@@ -265,7 +237,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(IDS))
     def close_by_handle_and_owner_at_once(self, sid: str) -> None:
         """The handle and the owning fiber close concurrently: one teardown, both return."""
-        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.get(sid)
         owner = self.owner_of.get(sid)
         if handle is None or owner not in ("f1", "f2"):
@@ -296,7 +267,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(owner=st.sampled_from(("f1", "f2")))
     def close_fiber(self, owner: str) -> None:
         """Close the fiber `owner`, which closes its agents, then open it again."""
-        self._consistent = False  # a rule's own failure must not be masked
         self.host.call(self.fibers[owner].aclose)
         self._forget_owned_by(owner)
         self.host.call(self._reopen_fiber, owner)
@@ -314,7 +284,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule()
     def reload_plugin(self) -> None:
         """Reload the plugin: its agent closes and resumes the same session."""
-        self._consistent = False  # a rule's own failure must not be masked
         assert self.rt is not None
         self.host.call(self.rt.reload, self.plugin)
         self.owner_of[PLUGIN_ID] = "plugin"
@@ -323,20 +292,16 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule()
     def restart_runtime(self) -> None:
         """Close the runtime (every agent), check, and open a new one over the same store."""
-        self._consistent = False  # a rule's own failure must not be masked
         self._stop_runtime()
         self.check()
         self._start_runtime()
 
     # -- invariants ----------------------------------------------------------------------
 
-    @invariant()
-    def check(self) -> None:
+    def _verify(self) -> None:
         """The registry, the store's live set and the model agree on what is live; every
         live agent is registered and not closed; each id's lifecycle events come in whole
         cycles; every closed session ends, durably, with a valid history."""
-        self._consistent = False
-        type(self).stats["checks"] += 1
         live = set(self.owner_of)
         store_live = set(self.store.live_ids)
         registry = {a.id for a in self.rt.agents.list()} if self.rt is not None else set[str]()
@@ -352,7 +317,6 @@ class LifecycleMachine(RuleBasedStateMachine):
                 assert self.store.get(sid) is agent.session, f"{sid}: store holds another session"
         self._check_events(live)
         self._check_closed_sessions(live)
-        self._consistent = True
 
     def _check_events(self, live: set[str]) -> None:
         for sid in self.ever_live:
@@ -387,10 +351,4 @@ def check_lifecycle_conformance(
     Raises the shrunk failing program's error on the first violation. Plain function, no
     pytest needed: call it from any test runner.
     """
-    chosen = factory if factory is not None else builtin_runtime_factory
-
-    class Machine(LifecycleMachine):
-        stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-
-    Machine.factory = staticmethod(chosen)
-    run_state_machine_as_test(Machine, settings=settings)
+    run_state_machine_as_test(machine_for(LifecycleMachine, factory), settings=settings)

@@ -25,21 +25,15 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Hashable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
@@ -48,13 +42,11 @@ from .._shell_tools import BashTools
 from .._store import MemoryStore, SessionNotFoundError
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
+from ._machine import ConformanceMachine, machine_for, rule
 from ._scripted import ScriptedModel
+from ._targets import ShellFactory
 
 __all__ = ["ShellFactory", "ShellMachine", "check_shell_conformance", "shell_settings"]
-
-ShellFactory = Callable[[str], ShellExecutor]
-"""`factory(cwd)` makes the executor under test, with `cwd` as its default working
-directory; the machine runs it as `rt.shell` of a runtime."""
 
 AGENTS = ("A", "B")
 Kind = Literal["quick", "gated", "stubborn"]
@@ -90,7 +82,7 @@ class _Job:
     result: RunResult | None = None
 
 
-class ShellMachine(RuleBasedStateMachine):
+class ShellMachine(ConformanceMachine):
     """Subclass and set `factory` to check another executor.
 
     What a subclass's rules and checks can use:
@@ -114,9 +106,7 @@ class ShellMachine(RuleBasedStateMachine):
     histories: ClassVar[set[int]] = set()
 
     def __init__(self) -> None:
-        super().__init__()
-        type(self).stats["examples"] += 1
-        self.host = TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0)
+        super().__init__(TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0))
         self.dir = tempfile.mkdtemp(prefix="trio-agents-shell-machine-")
         self.bash = BashTools()
         self.rt: Runtime | None = None
@@ -125,29 +115,22 @@ class ShellMachine(RuleBasedStateMachine):
         self.jobs: dict[str, _Job] = {}
         self.done_calls: dict[str, int] = {}
         self.trace: list[str] = []
-        self._stop: trio.Event | None = None
-        self._stopped = trio.Event()
-        self._consistent = False
 
     # -- runtime ----------------------------------------------------------------------------
 
     @initialize()
     def start(self) -> None:
         """Open the runtime with the executor under test, and the agents `A` and `B`."""
-        self.rt = self.host.call(self.host.nursery.start, self._serve)
+        self.rt = self._start_service(self._runtime)
         for name in AGENTS:
             self._open(name)
 
-    async def _serve(
-        self, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        self._stop = trio.Event()
+    @asynccontextmanager
+    async def _runtime(self) -> AsyncGenerator[Runtime, None]:
         async with open_runtime(MemoryStore(), shell=type(self).factory(self.dir)) as rt:
             rt.shell.on_job_done(self._count_done)
             await rt.load(self.bash)
-            task_status.started(rt)
-            await self._stop.wait()
-        self._stopped.set()
+            yield rt
 
     def _count_done(self, job_id: str, owner: str | None, result: RunResult) -> None:
         self.done_calls[job_id] = self.done_calls.get(job_id, 0) + 1
@@ -167,25 +150,23 @@ class ShellMachine(RuleBasedStateMachine):
                 model=ScriptedModel(), tools=self.bash.tools, session_id=name
             )
 
-    def teardown(self) -> None:
-        """Close the runtime and check that no job left a process (unless a check already
-        failed: that failure must not be masked); then end the trio run, kill whatever a
-        failing executor left behind, and remove the directory."""
-        type(self).histories.add(hash(tuple(self.trace)))
-        try:
-            if self._consistent and self._stop is not None and not self.host.closed:
-                self.host.run_sync(self._stop.set)
-                # Real processes take real time to die: wait for the runtime's close itself.
-                self.host.call(self._stopped.wait)
-                self.handles.clear()
-                self._check_processes(everything_closed=True)
-        finally:
-            self.host.close()
-            # A failing implementation may have left processes behind; this suite must not.
-            for job_id in self.jobs:
-                with contextlib.suppress(Exception):
-                    os.killpg(self.shell.pgid(job_id), signal.SIGKILL)
-            shutil.rmtree(self.dir, ignore_errors=True)
+    def _history(self) -> Hashable:
+        return tuple(self.trace)
+
+    def _check_closing(self) -> None:
+        assert self._stop is not None
+        self.host.run_sync(self._stop.set)
+        # Real processes take real time to die: wait for the runtime's close itself.
+        self.host.call(self._stopped.wait)
+        self.handles.clear()
+        self._check_processes(everything_closed=True)
+
+    def _after_close(self) -> None:
+        # A failing implementation may have left processes behind; this suite must not.
+        for job_id in self.jobs:
+            with contextlib.suppress(Exception):
+                os.killpg(self.shell.pgid(job_id), signal.SIGKILL)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -231,7 +212,6 @@ class ShellMachine(RuleBasedStateMachine):
     def start_job(self, caller: str, kind: Kind, code: int) -> None:
         """`caller` starts a background job with `bash`: quick (it ends within the rule),
         gated (it waits for its FIFO) or stubborn (also a grandchild that ignores SIGTERM)."""
-        self._consistent = False  # a rule's own failure must not be masked
         if caller not in self.handles:
             return
         number = len(self.jobs) + 1
@@ -267,7 +247,6 @@ class ShellMachine(RuleBasedStateMachine):
     def read(self, caller: str, data: st.DataObject) -> None:
         """`caller` reads a job with `bash_output`: refused unless it owns the job; reads
         never repeat a line, and a job that completed has shown all of its output."""
-        self._consistent = False  # a rule's own failure must not be masked
         job_id = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         job = self.jobs[job_id]
         answer = self._call_tool("bash_output", caller, job_id=job_id)
@@ -298,7 +277,6 @@ class ShellMachine(RuleBasedStateMachine):
     def kill(self, caller: str, data: st.DataObject) -> None:
         """`caller` kills a job with `bash_kill`: refused unless it owns the job (and the job
         keeps running then); otherwise killed, or reported as already finished."""
-        self._consistent = False  # a rule's own failure must not be masked
         job_id = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         job = self.jobs[job_id]
         was_running = self.shell.result(job_id) is None
@@ -327,7 +305,6 @@ class ShellMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def finish(self, data: st.DataObject) -> None:
         """Open a waiting job's gate and wait for it to end by itself."""
-        self._consistent = False  # a rule's own failure must not be masked
         waiting = self._gated_running()
         job_id = data.draw(st.sampled_from(waiting), label="job")
         _open_gate(self.jobs[job_id].gate)
@@ -338,7 +315,6 @@ class ShellMachine(RuleBasedStateMachine):
     @rule()
     def reload_plugin(self) -> None:
         """Reload the bash tools; a notice of a job running meanwhile may be lost."""
-        self._consistent = False  # a rule's own failure must not be masked
         assert self.rt is not None
         for job_id, job in self.jobs.items():
             if self.shell.result(job_id) is None:
@@ -349,7 +325,6 @@ class ShellMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(AGENTS))
     def close_owner(self, name: str) -> None:
         """Close the agent `name`: its running jobs are killed and reaped."""
-        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.pop(name, None)
         if handle is None:
             return
@@ -366,7 +341,6 @@ class ShellMachine(RuleBasedStateMachine):
     def reopen_owner(self, name: str) -> None:
         """Open the closed agent `name` again: resume its session, or create it if it was
         never stored."""
-        self._consistent = False  # a rule's own failure must not be masked
         if name in self.handles:
             return
         self._open(name)
@@ -375,7 +349,6 @@ class ShellMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(AGENTS))
     def owner_step(self, name: str) -> None:
         """The owner runs a turn: every notice it could not have missed is in its records."""
-        self._consistent = False  # a rule's own failure must not be masked
         handle = self.handles.get(name)
         if handle is None:
             return
@@ -417,17 +390,13 @@ class ShellMachine(RuleBasedStateMachine):
 
     # -- invariants ---------------------------------------------------------------------------
 
-    @invariant()
-    def check(self) -> None:
+    def _verify(self) -> None:
         """No process of an ended job, or of a closed owner's job, is alive; every outcome
         is the one expected and never changes; notices are at most one per job, only for a
         job that completed by itself, and only to its owner."""
-        self._consistent = False
-        type(self).stats["checks"] += 1
         self._check_processes(everything_closed=False)
         self._check_outcomes()
         self._check_notices()
-        self._consistent = True
 
     def _check_processes(self, *, everything_closed: bool) -> None:
         for job_id, job in self.jobs.items():
@@ -509,11 +478,4 @@ def check_shell_conformance(
     The jobs are real processes, run in temporary directories. Raises the shrunk failing
     program's error on the first violation. Plain function, no pytest needed.
     """
-    chosen = factory if factory is not None else builtin_shell_factory
-
-    class Machine(ShellMachine):
-        stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
-        histories: ClassVar[set[int]] = set()
-
-    Machine.factory = staticmethod(chosen)
-    run_state_machine_as_test(Machine, settings=settings)
+    run_state_machine_as_test(machine_for(ShellMachine, factory), settings=settings)
