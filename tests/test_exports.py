@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "pure cores and helpers",
         (
-            "_errors", "_util", "_nursery", "_options", "_model", "_tool", "_records",
+            "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
             "_model_sse", "_shell_output", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
@@ -68,8 +68,9 @@ EXPORTS = {
     },
     "trio_agents.acp": {"AcpServer", "serve_stdio"},
     "trio_agents.testing": {
-        "HOLD", "AgentMachine", "AgentReference", "EchoTool", "GateTool", "LifecycleMachine",
-        "RandomSeeder", "ScriptedModel", "ScriptedStep", "ShellMachine", "TrioHost",
+        "HOLD", "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface", "EchoTool",
+        "GateTool", "LifecycleMachine", "RandomSeeder", "RuntimeFactory", "RuntimeSurface",
+        "ScriptedModel", "ScriptedStep", "ShellFactory", "ShellMachine", "TrioHost",
         "WallClock", "check_agent_conformance", "check_lifecycle_conformance",
         "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
     },

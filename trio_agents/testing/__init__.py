@@ -10,25 +10,33 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._history import history_problems
-from ._host import TrioHost, WallClock
-from ._reference import AgentReference
-from ._scripted import (
-    HOLD,
-    EchoTool,
-    GateTool,
-    ScriptedModel,
-    ScriptedStep,
-    echo_reply,
-    reply,
-    tool_step,
-)
-from ._targets import AgentFactory, AgentSurface, RuntimeFactory, RuntimeSurface, ShellFactory
+from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._history import history_problems as history_problems
+from ._host import TrioHost as TrioHost
+from ._host import WallClock as WallClock
+from ._reference import AgentReference as AgentReference
+from ._scripted import HOLD as HOLD
+from ._scripted import EchoTool as EchoTool
+from ._scripted import GateTool as GateTool
+from ._scripted import ScriptedModel as ScriptedModel
+from ._scripted import ScriptedStep as ScriptedStep
+from ._scripted import echo_reply as echo_reply
+from ._scripted import reply as reply
+from ._scripted import tool_step as tool_step
+from ._targets import AgentFactory as AgentFactory
+from ._targets import AgentSurface as AgentSurface
+from ._targets import RuntimeFactory as RuntimeFactory
+from ._targets import RuntimeSurface as RuntimeSurface
+from ._targets import ShellFactory as ShellFactory
 
 if TYPE_CHECKING:
-    from ._agent_machine import AgentMachine, RandomSeeder, check_agent_conformance
-    from ._lifecycle_machine import LifecycleMachine, check_lifecycle_conformance
-    from ._shell_machine import ShellMachine, check_shell_conformance
+    from ._agent_machine import AgentMachine as AgentMachine
+    from ._agent_machine import RandomSeeder as RandomSeeder
+    from ._agent_machine import check_agent_conformance as check_agent_conformance
+    from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
+    from ._lifecycle_machine import check_lifecycle_conformance as check_lifecycle_conformance
+    from ._shell_machine import ShellMachine as ShellMachine
+    from ._shell_machine import check_shell_conformance as check_shell_conformance
 
 __all__ = [
     "HOLD",
@@ -72,4 +80,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    value = getattr(importlib.import_module(module, __name__), name)
+    _fixup_module_metadata(__name__, [value])
+    return value
+
+
+_fixup_module_metadata(__name__, [globals()[name] for name in __all__ if name not in _LAZY])

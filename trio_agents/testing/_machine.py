@@ -57,7 +57,10 @@ def rule(
 class ConformanceMachine(RuleBasedStateMachine):
     """One example: a `TrioHost`, the service under test started in it by `_start_service`,
     and `check` after every step. A machine sets `factory` (its target) and gives itself
-    `stats` and `histories`, which its own subclasses share unless given their own."""
+    `stats` and `histories`, which its own subclasses share unless given their own.
+
+    host: the TrioHost the example's trio run lives in.
+    """
 
     stats: ClassVar[dict[str, int]]
     """Counts examples and checked steps."""
@@ -100,6 +103,9 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.host.settle()
 
     def teardown(self) -> None:
+        """Record the example's history, close the service and run the closing checks
+        (unless a step already failed: that failure must not be masked), then end the trio
+        run."""
         history = self._history()
         if history is not None:
             type(self).histories.add(hash(history))
