@@ -28,7 +28,7 @@ import sqlite3
 import sys
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
@@ -164,6 +164,17 @@ class StdioTerminal:
         with contextlib.suppress(OSError, ValueError):
             print(text, file=sys.stderr, flush=True)
 
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[StdioTerminal]:
+        """This terminal with its writer running for the block (`open_stdio_terminal`)."""
+        async with service_nursery() as nursery:
+            nursery.start_soon(self._write_all)
+            try:
+                yield self
+            finally:
+                self._send.close()
+                nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
+
     async def _write_all(self) -> None:
         await write_in_batches(self._receive, self._write)
 
@@ -183,18 +194,12 @@ def _write_fully(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-@asynccontextmanager
-async def open_stdio_terminal(in_fd: int = 0, out_fd: int = 1) -> AsyncGenerator[StdioTerminal]:
+def open_stdio_terminal(
+    in_fd: int = 0, out_fd: int = 1
+) -> AbstractAsyncContextManager[StdioTerminal]:
     """A `StdioTerminal` whose writer runs for the block; leaving it writes what is queued
     (for at most `DRAIN_SECONDS`, in case the terminal is paused)."""
-    terminal = StdioTerminal(in_fd, out_fd)
-    async with service_nursery() as nursery:
-        nursery.start_soon(terminal._write_all)  # pyright: ignore[reportPrivateUsage]
-        try:
-            yield terminal
-        finally:
-            terminal._send.close()  # pyright: ignore[reportPrivateUsage]
-            nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
+    return StdioTerminal(in_fd, out_fd).running()
 
 
 # -- the chat --------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def rule(
     def accept(step: Callable[Concatenate[M, P], None]) -> Callable[Concatenate[M, P], None]:
         @functools.wraps(step)
         def inconsistent_until_checked(machine: M, /, *args: P.args, **kwargs: P.kwargs) -> None:
-            machine._consistent = False  # pyright: ignore[reportPrivateUsage]
+            machine.step_begins()
             step(machine, *args, **kwargs)
 
         # Hypothesis builds the rule's proxy from the signature, without following wraps.
@@ -75,6 +75,12 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._stopped = trio.Event()
         # True only while the last `check` passed: teardown's own checks must never mask
         # the failure that ended the example.
+        self._consistent = False
+
+    def step_begins(self) -> None:
+        """A rule is about to act (every `rule` calls this first): until the next check
+        passes, teardown must not run its own checks, which could mask the step's failure.
+        Never blocks."""
         self._consistent = False
 
     # -- the service under test ------------------------------------------------------------
