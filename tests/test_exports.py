@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "stores, shell and models",
         ("_store", "_store_sqlite", "_shell", "_model_openai", "_model_offline"),
     ),
-    ("agent", ("_agent",)),
+    ("agent", ("_turn", "_agent", "_standalone")),
     ("fiber", ("_fiber",)),
     ("registry", ("_registry",)),
     ("runtime", ("_runtime",)),

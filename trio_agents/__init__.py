@@ -2,9 +2,7 @@
 
 from ._agent import Agent as Agent
 from ._agent import CancelCause as CancelCause
-from ._agent import Closer as Closer
 from ._agent import MessageId as MessageId
-from ._agent import open_agent as open_agent
 from ._configured import AgentConfig as AgentConfig
 from ._configured import ConfiguredAgents as ConfiguredAgents
 from ._errors import AgentClosedError as AgentClosedError
@@ -55,6 +53,7 @@ from ._shell import ShellExecutor as ShellExecutor
 from ._shell import ShellRequest as ShellRequest
 from ._shell import ShellSpec as ShellSpec
 from ._shell_tools import BashTools as BashTools
+from ._standalone import open_agent as open_agent
 from ._status import AgentStatus as AgentStatus
 from ._store import MemoryStore as MemoryStore
 from ._store import SessionInfo as SessionInfo
@@ -66,6 +65,7 @@ from ._store_sqlite import default_store_path as default_store_path
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolResult as ToolResult
+from ._turn import Closer as Closer
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [

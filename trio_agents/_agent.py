@@ -16,9 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Final, Literal, NewType
 
 import trio
@@ -36,13 +34,12 @@ from ._events import (
     TurnStarted,
 )
 from ._inbox import Inbox, InboxMessage, MessageKind
-from ._model import Finish, Message, Model, ModelRequest, TextDelta, ToolCall, ToolSpec
-from ._nursery import runs_inside, service_nursery
+from ._model import Finish, Message, Model, ModelRequest, ToolCall, ToolSpec
+from ._nursery import runs_inside
 from ._options import AgentOptions
 from ._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
-    MESSAGE_RECORD_TYPES,
     STEERING_MESSAGE,
     STEP_END,
     STEP_START,
@@ -63,9 +60,20 @@ from ._records import (
 from ._session import Session
 from ._status import AgentStatus
 from ._tool import Tool, ToolContext, ToolResult
+from ._turn import (
+    Closer,
+    StepAborted,
+    Turn,
+    Wakeup,
+    holds,
+    read_reply,
+    replaces_cancellation,
+    resume_counters,
+    unique_call_ids,
+)
 from ._util import describe
 
-__all__ = ["Agent", "CancelCause", "Closer", "MessageId", "open_agent"]
+__all__ = ["Agent", "CancelCause", "MessageId"]
 
 logger = logging.getLogger("trio_agents.agent")
 
@@ -78,63 +86,8 @@ CancelCause = Literal["user", "parent"]
 both alike; the turn's `aborted` end records which it was."""
 
 
-class Closer:
-    """The capability to close one agent's loop, handed to whoever starts `Agent.run()`
-    (`close = await nursery.start(agent.run)`): only the loop's owner may close it."""
-
-    __slots__ = ("_begin", "_wait")
-
-    def __init__(self, begin: Callable[[], None], wait: Callable[[], Awaitable[bool]]) -> None:
-        self._begin = begin
-        self._wait = wait
-
-    def begin(self) -> None:
-        """Start closing: refuse new messages, drop queued work, end the running turn
-        `closed` and wake the loop so it exits. Synchronous and idempotent; never blocks."""
-        self._begin()
-
-    async def __call__(self) -> bool:
-        """`begin()`, then wait, shielded and bounded by `close_grace`, for the loop to exit.
-        Returns whether it exited in time. Always a checkpoint."""
-        return await self._wait()
-
-
 _PUBLIC_CAUSES: Final = ("user", "parent")
 _CLOSED_CAUSE: Final = "closed"
-
-
-class _Turn:
-    """The running turn: its number, its cancel scope, and the first cancel it received."""
-
-    __slots__ = ("cause", "number", "reason", "scope", "step_abort", "step_scope")
-
-    def __init__(self, number: int) -> None:
-        self.number = number
-        self.scope = trio.CancelScope()
-        self.reason: str | None = None
-        self.cause: str | None = None
-        self.step_scope: trio.CancelScope | None = None
-        self.step_abort: str | None = None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cause is not None
-
-    def claim(self, reason: str, cause: str) -> None:
-        """Record the turn's cancel cause (the first one wins) without cancelling yet."""
-        if self.cause is None:
-            self.reason, self.cause = reason, cause
-
-    def cancel(self, reason: str, cause: str) -> None:
-        self.claim(reason, cause)
-        self.scope.cancel(reason=f"{self.cause}: {self.reason}")
-
-
-class _StepAborted:
-    __slots__ = ("cause", "reason")
-
-    def __init__(self, reason: str, cause: str) -> None:
-        self.reason, self.cause = reason, cause
 
 
 class Agent:
@@ -198,8 +151,8 @@ class Agent:
         #   when the loop has exited or, closed before it started, never will run;
         # - `_cancelling` is True only while `cancel()` delivers its CancelRequested.
         self._status = AgentStatus.IDLE
-        self._turn: _Turn | None = None
-        self._turns, last_message = _resume_counters(session)
+        self._turn: Turn | None = None
+        self._turns, last_message = resume_counters(session)
         self._message_ids = itertools.count(last_message + 1)
         self._closing = False
         self._cancelling = False
@@ -207,7 +160,7 @@ class Agent:
         self._loop_task: trio.lowlevel.Task | None = None
         # The loop is the only task that waits to be woken: it parks itself here, which is
         # what a ParkingLot would do, without a lot and its dict per idle agent.
-        self._wake: trio.lowlevel.Task | None = None
+        self._wake = Wakeup()
         self._settled = trio.lowlevel.ParkingLot()
         # Whether the loop has exited (or will never run). Waiters park on `_settled`: an
         # Event per agent would cost more than the bool at ten thousand idle agents.
@@ -381,7 +334,7 @@ class Agent:
                 self._settle()
                 # A status listener may have sent during the settle: only park if still idle.
                 if self._status is AgentStatus.IDLE:
-                    await self._park()
+                    await self._wake.park()
         finally:
             self._closing = True
             self._set_status(AgentStatus.CLOSED)
@@ -390,7 +343,7 @@ class Agent:
 
     async def _run_turn(self, prompt: InboxMessage) -> None:
         self._turns += 1
-        turn = _Turn(self._turns)
+        turn = Turn(self._turns)
         self._turn = turn
         self._append(TURN_START, {"turn": turn.number})
         self._append(USER_MESSAGE, {"id": prompt.id, "content": prompt.content})
@@ -400,9 +353,9 @@ class Agent:
             with turn.scope:
                 end = await self._run_steps(turn)
         except Exception as exc:
-            if _holds(exc, PersistenceError):
+            if holds(exc, PersistenceError):
                 raise  # a record that cannot be made durable must not pass as a failed turn
-            if _replaces_cancellation(exc):
+            if replaces_cancellation(exc):
                 # A model or tool turned our own cancellation into an error: it was a close.
                 end = closed()
             else:
@@ -421,7 +374,7 @@ class Agent:
             self._inbox.requeue_steering()
             self._emit(TurnEnded(self.id, turn.number, record.data["reason"]))
 
-    async def _run_steps(self, turn: _Turn) -> TurnEndReason:
+    async def _run_steps(self, turn: Turn) -> TurnEndReason:
         limit = self._options.max_steps
         step = 0
         while True:
@@ -429,12 +382,12 @@ class Agent:
                 return max_steps()
             step += 1
             outcome = await self._run_step(turn, step)
-            if isinstance(outcome, _StepAborted):
+            if isinstance(outcome, StepAborted):
                 return aborted(outcome.reason, outcome.cause)
             if not outcome and not self._inbox.has_steering:
                 return completed()
 
-    async def _run_step(self, turn: _Turn, step: int) -> bool | _StepAborted:
+    async def _run_step(self, turn: Turn, step: int) -> bool | StepAborted:
         """One model call and its tools. True if the turn should continue."""
         # The pre-step (or continuation) window: a cancel landing here ends the turn before
         # anything of this step is claimed or recorded.
@@ -461,7 +414,7 @@ class Agent:
                 # listener); nothing runs between this checkpoint and the call.
                 await trio.lowlevel.checkpoint()
                 calls, finish = await self._stream(turn, step, text)
-                calls = _unique_call_ids(calls)
+                calls = unique_call_ids(calls)
                 streamed = True
                 assistant: dict[str, object] = {"content": "".join(text), "finish": finish.reason}
                 if finish.usage is not None:
@@ -510,42 +463,27 @@ class Agent:
         # at whether it caught the exception.
         if scope.cancelled_caught or (scope.cancel_called and not turn.cancelled):
             if turn.step_abort is not None:
-                return _StepAborted(turn.step_abort, "step")
-            return _StepAborted("step-timeout", "timeout")
+                return StepAborted(turn.step_abort, "step")
+            return StepAborted("step-timeout", "timeout")
         return dispatched
 
     async def _stream(
-        self, turn: _Turn, step: int, text: list[str]
+        self, turn: Turn, step: int, text: list[str]
     ) -> tuple[list[ToolCall], Finish]:
         # One copy of the history per step (the request is a snapshot a model may keep).
         messages = self._session.message_snapshot()
         if self._options.system_prompt is not None:
             messages = (Message("system", self._options.system_prompt), *messages)
         request = ModelRequest(messages, self._tool_specs, self._options)
-        calls: list[ToolCall] = []
-        finish: Finish | None = None
-        stream = self._model.stream(request)
-        try:
-            async for chunk in stream:
-                if isinstance(chunk, TextDelta):
-                    if chunk.text:
-                        text.append(chunk.text)
-                        self._emit(TextStreamed(self.id, turn.number, step, chunk.text))
-                elif isinstance(chunk, ToolCall):
-                    calls.append(chunk)
-                else:
-                    finish = chunk
-                    break
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        if finish is None:  # a stream that just ends is a normal finish
-            finish = Finish("tool_calls" if calls else "stop")
-        return calls, finish
+
+        def streamed(piece: str) -> None:
+            text.append(piece)
+            self._emit(TextStreamed(self.id, turn.number, step, piece))
+
+        return await read_reply(self._model.stream(request), streamed)
 
     async def _call_tool(
-        self, turn: _Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
+        self, turn: Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
     ) -> None:
         tool = self._tools.get(call.name)
         if tool is None:
@@ -591,7 +529,7 @@ class Agent:
         self._set_status(AgentStatus.CLOSED)
         if not self._loop_started:
             self._exited = True
-        self._unpark_loop()
+        self._wake.ring()
         self._settled.unpark_all()
 
     async def _aclose(self) -> bool:
@@ -636,23 +574,7 @@ class Agent:
     def _wake_driver(self) -> None:
         if self._status is AgentStatus.IDLE:
             self._set_status(AgentStatus.RUNNING)
-            self._unpark_loop()
-
-    async def _park(self) -> None:
-        task = trio.lowlevel.current_task()
-        self._wake = task
-
-        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-            if self._wake is task:
-                self._wake = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
-
-    def _unpark_loop(self) -> None:
-        task, self._wake = self._wake, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
+            self._wake.ring()
 
     def _settle(self) -> None:
         if self._status is AgentStatus.RUNNING:
@@ -669,89 +591,3 @@ class Agent:
 
     def _emit(self, event: Event) -> None:
         self._events.emit(event)
-
-
-def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
-    """Whether `exc` is a `kind`, or a group (at any depth) that contains one."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(kind)[0] is not None  # pyright: ignore[reportUnknownMemberType]
-    return isinstance(exc, kind)
-
-
-def _replaces_cancellation(exc: BaseException) -> bool:
-    """Whether `exc` was raised while a trio.Cancelled was being handled."""
-    seen: set[int] = set()
-    link: BaseException | None = exc.__context__
-    while link is not None and id(link) not in seen:
-        if isinstance(link, trio.Cancelled):
-            return True
-        seen.add(id(link))
-        link = link.__context__
-    return False
-
-
-def _unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
-    """Tool results are matched to calls by id, but some servers send empty or repeated
-    ids: make every id in the step unique (and non-empty) before anything is recorded."""
-    seen: set[str] = set()
-    out: list[ToolCall] = []
-    for index, call in enumerate(calls):
-        call_id = call.call_id or f"call-{index + 1}"
-        while call_id in seen:
-            call_id = f"{call_id}#{index + 1}"
-        seen.add(call_id)
-        out.append(
-            call if call_id == call.call_id else ToolCall(call_id, call.name, call.arguments)
-        )
-    return out
-
-
-def _resume_counters(session: Session) -> tuple[int, int]:
-    """The last turn number and the highest `m<N>` message id already in `session`."""
-    last_turn = 0
-    last_message = 0
-    for record in session.records:
-        if record.type == TURN_START:
-            last_turn = max(last_turn, int(record.data["turn"]))
-        elif record.type in MESSAGE_RECORD_TYPES:
-            mid = str(record.data.get("id", ""))
-            if mid.startswith("m") and mid[1:].isdigit():
-                last_message = max(last_message, int(mid[1:]))
-    return last_turn, last_message
-
-
-@asynccontextmanager
-async def open_agent(
-    model: Model,
-    *,
-    tools: Sequence[Tool] = (),
-    options: AgentOptions | None = None,
-    session: Session | str | None = None,
-    events: EventBus | None = None,
-    agent_class: type[Agent] | None = None,
-) -> AsyncGenerator[Agent, None]:
-    """A standalone agent whose loop runs in a nursery owned by this context.
-
-    Leaving the block closes the agent: the running turn ends `closed` and the loop has
-    exited before the block is left. `agent_class` is for subclasses of `Agent` (test
-    doubles). `session` is a Session, a new session's id, or None for a fresh UUID.
-
-    Entering and leaving are checkpoints. A loop that does not stop within the agent's
-    `close_grace` (a tool ignoring cancellation) is cancelled. An exception from the block
-    propagates as itself; one from the loop (a PersistenceError) propagates in an
-    ExceptionGroup. Entering raises ValueError for two tools of one name or an empty session
-    id.
-    """
-    if session is None:
-        session = Session(str(uuid.uuid4()))
-    elif isinstance(session, str):
-        session = Session(session)
-    cls = agent_class if agent_class is not None else Agent
-    agent = cls(session=session, model=model, tools=tools, options=options, events=events)
-    async with service_nursery() as nursery:
-        close = await nursery.start(agent.run)
-        try:
-            yield agent
-        finally:
-            if not await close():
-                nursery.cancel_scope.cancel(reason="agent did not stop within close_grace")

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from ._agent import Agent, Closer
+from ._agent import Agent
 from ._errors import DuplicateSessionError
 from ._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
 from ._fiber import AgentFiber, Fiber, FiberClosedError, require_open
@@ -43,6 +43,7 @@ from ._session import Session
 from ._shell import ShellExecutor
 from ._store import SessionStore, new_header
 from ._tool import Tool
+from ._turn import Closer
 
 if TYPE_CHECKING:
     from types import TracebackType

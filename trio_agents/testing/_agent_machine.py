@@ -20,7 +20,7 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
-from .._agent import Agent, open_agent
+from .._agent import Agent
 from .._events import (
     CancelRequested,
     Event,
@@ -40,6 +40,7 @@ from .._records import (
     USER_MESSAGE,
     Record,
 )
+from .._standalone import open_agent
 from .._status import AgentStatus
 from .._tool import Tool
 from ._history import history_problems

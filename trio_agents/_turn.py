@@ -1,0 +1,185 @@
+"""The pieces of a turn that are not the loop: the running turn's state (its cancel scope and
+the first cause it received), the closer a loop hands its owner, and what the loop decides
+from its records and its exceptions. No state of the agent lives here."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import trio
+
+from ._model import Finish, ModelChunk, TextDelta, ToolCall
+from ._records import MESSAGE_RECORD_TYPES, TURN_START
+from ._session import Session
+
+__all__ = [
+    "Closer",
+    "StepAborted",
+    "Turn",
+    "Wakeup",
+    "holds",
+    "read_reply",
+    "replaces_cancellation",
+    "resume_counters",
+    "unique_call_ids",
+]
+
+
+class Closer:
+    """The capability to close one agent's loop, handed to whoever starts `Agent.run()`
+    (`close = await nursery.start(agent.run)`): only the loop's owner may close it."""
+
+    __slots__ = ("_begin", "_wait")
+
+    def __init__(self, begin: Callable[[], None], wait: Callable[[], Awaitable[bool]]) -> None:
+        self._begin = begin
+        self._wait = wait
+
+    def begin(self) -> None:
+        """Start closing: refuse new messages, drop queued work, end the running turn
+        `closed` and wake the loop so it exits. Synchronous and idempotent; never blocks."""
+        self._begin()
+
+    async def __call__(self) -> bool:
+        """`begin()`, then wait, shielded and bounded by `close_grace`, for the loop to exit.
+        Returns whether it exited in time. Always a checkpoint."""
+        return await self._wait()
+
+
+class Turn:
+    """The running turn: its number, its cancel scope, and the first cancel it received."""
+
+    __slots__ = ("cause", "number", "reason", "scope", "step_abort", "step_scope")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.scope = trio.CancelScope()
+        self.reason: str | None = None
+        self.cause: str | None = None
+        self.step_scope: trio.CancelScope | None = None
+        self.step_abort: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cause is not None
+
+    def claim(self, reason: str, cause: str) -> None:
+        """Record the turn's cancel cause (the first one wins) without cancelling yet."""
+        if self.cause is None:
+            self.reason, self.cause = reason, cause
+
+    def cancel(self, reason: str, cause: str) -> None:
+        self.claim(reason, cause)
+        self.scope.cancel(reason=f"{self.cause}: {self.reason}")
+
+
+class StepAborted:
+    __slots__ = ("cause", "reason")
+
+    def __init__(self, reason: str, cause: str) -> None:
+        self.reason, self.cause = reason, cause
+
+
+def holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is a `kind`, or a group (at any depth) that contains one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(kind)[0] is not None  # pyright: ignore[reportUnknownMemberType]
+    return isinstance(exc, kind)
+
+
+def replaces_cancellation(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a trio.Cancelled was being handled."""
+    seen: set[int] = set()
+    link: BaseException | None = exc.__context__
+    while link is not None and id(link) not in seen:
+        if isinstance(link, trio.Cancelled):
+            return True
+        seen.add(id(link))
+        link = link.__context__
+    return False
+
+
+def unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Tool results are matched to calls by id, but some servers send empty or repeated
+    ids: make every id in the step unique (and non-empty) before anything is recorded."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        call_id = call.call_id or f"call-{index + 1}"
+        while call_id in seen:
+            call_id = f"{call_id}#{index + 1}"
+        seen.add(call_id)
+        out.append(
+            call if call_id == call.call_id else ToolCall(call_id, call.name, call.arguments)
+        )
+    return out
+
+
+def resume_counters(session: Session) -> tuple[int, int]:
+    """The last turn number and the highest `m<N>` message id already in `session`."""
+    last_turn = 0
+    last_message = 0
+    for record in session.records:
+        if record.type == TURN_START:
+            last_turn = max(last_turn, int(record.data["turn"]))
+        elif record.type in MESSAGE_RECORD_TYPES:
+            mid = str(record.data.get("id", ""))
+            if mid.startswith("m") and mid[1:].isdigit():
+                last_message = max(last_message, int(mid[1:]))
+    return last_turn, last_message
+
+
+async def read_reply(
+    stream: AsyncIterator[ModelChunk], on_text: Callable[[str], None]
+) -> tuple[list[ToolCall], Finish]:
+    """Read one model reply up to its `Finish`: each non-empty text delta goes to `on_text`
+    as it arrives, the tool calls are collected. The stream is closed on every path, so a
+    cancelled step closes its model call (an HTTP response, say) at once. A stream that just
+    ends is a normal finish."""
+    calls: list[ToolCall] = []
+    finish: Finish | None = None
+    try:
+        async for chunk in stream:
+            if isinstance(chunk, TextDelta):
+                if chunk.text:
+                    on_text(chunk.text)
+            elif isinstance(chunk, ToolCall):
+                calls.append(chunk)
+            else:
+                finish = chunk
+                break
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if finish is None:
+        finish = Finish("tool_calls" if calls else "stop")
+    return calls, finish
+
+
+class Wakeup:
+    """Where the agent's loop, the one task that waits to be woken, parks while idle: what a
+    ParkingLot would do for one task, without a lot and its dict per idle agent."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self) -> None:
+        self._task: trio.lowlevel.Task | None = None
+
+    async def park(self) -> None:
+        """Wait until `ring()` (or a cancel). A checkpoint: it always blocks first."""
+        task = trio.lowlevel.current_task()
+        self._task = task
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if self._task is task:
+                self._task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def ring(self) -> None:
+        """Wake the parked task, if there is one. Never blocks."""
+        task, self._task = self._task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
