@@ -100,8 +100,11 @@ def test_a_failure_prints_a_seed_and_a_reproduction_that_fails_the_same_way(
     assert program, result.stdout
     script = tmp_path / "repro.py"
     script.write_text("\n".join(line[6:] for line in program.group(1).splitlines()) + "\n")
+    # From a fresh directory, as a user who saved it would run it.
+    fresh = tmp_path / "elsewhere"
+    fresh.mkdir()
     replay = subprocess.run(
-        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, check=False
+        [sys.executable, str(script)], cwd=fresh, capture_output=True, text=True, check=False
     )
     assert replay.returncode == 1
     # The replay fails with the very violation the report printed.

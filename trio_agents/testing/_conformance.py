@@ -7,6 +7,7 @@ into a runnable Python script.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
@@ -173,12 +174,11 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
         machine
     ]
     lines = [
-        f"# Replays the shrunk failing program of the {machine} machine; run it with python",
-        "# from the directory the conformance command ran in.",
-        "import os",
+        f"# Replays the shrunk failing program of the {machine} machine; run it with python,",
+        "# from any directory: the target is imported from where the conformance command ran.",
         "import sys",
         "",
-        "sys.path.insert(0, os.getcwd())",
+        f"sys.path.insert(0, {os.getcwd()!r})",
         "",
         f"from trio_agents.testing import {base}  # noqa: E402",
     ]
