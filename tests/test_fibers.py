@@ -296,3 +296,10 @@ async def test_cancelling_open_child_during_start_up_closes_the_orphan() -> None
         assert scope.cancelled_caught
         await trio.testing.wait_all_tasks_blocked()
         assert rt._children == []  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_runtime_refuses_a_registry_for_a_fiber_of_another_runtime() -> None:
+    async with open_runtime(MemoryStore()) as one, open_runtime(MemoryStore()) as other:
+        with pytest.raises(ValueError, match="belongs to another runtime"):
+            one.agents_for(other)
+        assert one.agents_for(one).owner is one

@@ -3,10 +3,13 @@ str being shorthand for user-role context; what the model is sent, and what is s
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
+from trio.testing import wait_all_tasks_blocked
 
 from trio_agents import AgentClosedError, MemoryStore, Message, open_agent, open_runtime
-from trio_agents.testing import ScriptedModel, reply
+from trio_agents.testing import EchoTool, ScriptedModel, reply, tool_step
 
 
 def _context(model: ScriptedModel) -> list[Message]:
@@ -42,18 +45,18 @@ async def test_a_str_and_a_user_message_are_the_same_user_context() -> None:
 
 
 @pytest.mark.parametrize(
-    "message",
+    ("message", "says"),
     [
-        Message("assistant", "I did it"),
-        Message("tool", "result", call_id="c1"),
-        Message("user", "with a call id", call_id="c1"),
+        (Message("assistant", "I did it"), "got role 'assistant'"),
+        (Message("tool", "result", call_id="c1"), "got role 'tool'"),
+        (Message("user", "with a call id", call_id="c1"), "without tool calls or a call_id"),
     ],
 )
 async def test_a_message_that_is_not_context_is_refused_and_changes_nothing(
-    message: Message,
+    message: Message, says: str
 ) -> None:
     async with open_agent(ScriptedModel([])) as agent:
-        with pytest.raises(ValueError, match="'user' or 'system'"):
+        with pytest.raises(ValueError, match=says):
             agent.inject(message)
         assert agent.pending == ()
         assert len(agent.session.records) == 0
@@ -63,7 +66,42 @@ async def test_something_that_is_not_a_message_is_a_type_error() -> None:
     async with open_agent(ScriptedModel([])) as agent:
         with pytest.raises(TypeError, match="takes a Message or a str, got int"):
             agent.inject(3)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+        with pytest.raises(TypeError, match="content is a str, got int"):
+            agent.inject(Message("system", 3))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         assert agent.pending == ()
+
+
+async def test_system_context_injected_during_a_turn_rides_into_its_next_step() -> None:
+    model = ScriptedModel([tool_step(("echo", {"text": "x"})), reply("done")], hold_all=True)
+    async with open_agent(model, tools=[EchoTool()]) as agent:
+        agent.send("go")
+        await wait_all_tasks_blocked()
+        agent.inject(Message("system", "the user is watching"))
+        model.release()
+        await wait_all_tasks_blocked()
+        model.release()
+        await agent.wait_idle()
+    first, second = model.requests
+    assert [m for m in first.messages if m.source == "context"] == []
+    assert [m for m in second.messages if m.source == "context"] == [
+        Message("system", "the user is watching", source="context")
+    ]
+
+
+@pytest.mark.realtime  # SQLite writes in a worker thread
+async def test_system_context_survives_a_sqlite_store(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    async with open_runtime(path) as rt:
+        handle = await rt.agents.create(model=ScriptedModel([reply("a")]), session_id="s")
+        async with handle:
+            handle.agent.inject(Message("system", "be brief"))
+            handle.agent.send("one")
+            await handle.agent.wait_idle()
+    model = ScriptedModel([reply("b")])
+    async with open_runtime(path) as rt, await rt.agents.resume("s", model=model) as h:
+        h.agent.send("two")
+        await h.agent.wait_idle()
+    assert _context(model) == [Message("system", "be brief", source="context")]
 
 
 async def test_injecting_a_message_into_a_closed_agent_raises_agent_closed() -> None:

@@ -12,8 +12,12 @@ import pytest
 
 import trio_agents
 from trio_agents import AgentOptions, Record
+from trio_agents._cli._chat_render import describe_end
 from trio_agents._inbox import Inbox, InboxMessage
+from trio_agents._records import decode_turn_end
 from trio_agents._transcript import Transcript
+from trio_agents.acp._jsonrpc import JsonRpcError
+from trio_agents.acp._mapping import stop_reason
 from trio_agents.testing._reference import AgentReference
 
 PURE_MODULES = [
@@ -178,3 +182,31 @@ def test_testing_exports_resolve_and_hypothesis_loads_only_for_the_machines() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("reason", "decoded"),
+    [
+        ({"kind": "completed"}, {"kind": "completed"}),
+        ({"kind": "error"}, {"kind": "error", "message": ""}),
+        ({"kind": "aborted", "cause": "user"}, {"kind": "aborted", "reason": "", "cause": "user"}),
+        ({"kind": "error", "message": 3}, {"kind": "error", "message": "3"}),
+        ({"kind": "from-a-newer-version"}, None),
+        ({}, None),
+    ],
+)
+def test_a_turn_end_reason_decodes_whatever_fields_it_lacks(
+    reason: dict[str, object], decoded: object
+) -> None:
+    assert decode_turn_end(reason) == decoded
+
+
+def test_partial_reasons_still_say_how_the_turn_ended() -> None:
+    assert describe_end({"kind": "error"}) == "[error: ]"
+    assert describe_end({"kind": "aborted", "cause": "user"}) == "[cancelled]"
+    assert describe_end({"kind": "from-a-newer-version"}) == "[ended: from-a-newer-version]"
+    end = Record.of("turn/end", {"turn": 1, "reason": {"kind": "error"}})
+    start = [Record.of("turn/start", {"turn": 1}), Record.of("user/message", {"id": "m1"})]
+    answer = stop_reason([*start, end], "m1", cancel_requested=False)
+    assert isinstance(answer, JsonRpcError)
+    assert answer.detail == "turn failed: "

@@ -241,10 +241,20 @@ class Agent:
             return MessageId(self._accept("inject", message, "context").id)
         if not isinstance(message, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"inject() takes a Message or a str, got {type(message).__name__}")
-        if message.role not in ("user", "system") or message.tool_calls or message.call_id:
+        if message.role not in ("user", "system"):
             raise ValueError(
-                f"inject() takes context as a 'user' or 'system' message without tool calls, "
-                f"got role {message.role!r}; send model or tool turns through the model instead"
+                f"inject() takes context as a 'user' or 'system' message, got role "
+                f"{message.role!r}; model and tool turns come from the model and the tools"
+            )
+        if message.tool_calls or message.call_id is not None:
+            raise ValueError(
+                "inject() takes context without tool calls or a call_id; "
+                "model and tool turns come from the model and the tools"
+            )
+        if not isinstance(message.content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"inject() takes a Message whose content is a str, "
+                f"got {type(message.content).__name__}"
             )
         system = message.role == "system"
         return MessageId(self._accept("inject", message.content, "context", system=system).id)

@@ -173,8 +173,14 @@ def interrupted() -> TurnEndReason:
 
 def decode_turn_end(value: Mapping[str, Any]) -> TurnEndReason | None:
     """The `reason` of a `turn/end` record (as stored or sent, possibly frozen) as a typed
-    `TurnEndReason`, or None when its kind is not one this version knows (a newer writer)
-    or a field it needs is missing. Never raises."""
+    `TurnEndReason`, or None when its kind is not one this version knows (a newer writer).
+    A field a known kind lacks reads as "" (text of another type as its `str`), so a reader
+    still tells how the turn ended. Never raises."""
+
+    def text(key: str) -> str:
+        field = value.get(key)
+        return "" if field is None else field if isinstance(field, str) else str(field)
+
     match value.get("kind"):
         case "completed":
             return completed()
@@ -185,12 +191,8 @@ def decode_turn_end(value: Mapping[str, Any]) -> TurnEndReason | None:
         case "interrupted":
             return interrupted()
         case "aborted":
-            reason, cause = value.get("reason"), value.get("cause")
-            if isinstance(reason, str) and isinstance(cause, str):
-                return aborted(reason, cause)
-            return None
+            return aborted(text("reason"), text("cause"))
         case "error":
-            message = value.get("message")
-            return errored(message) if isinstance(message, str) else None
+            return errored(text("message"))
         case _:
             return None

@@ -238,7 +238,8 @@ class Lifecycle:
         # else the loop has not started yet: it is stopped as it starts (`started`).
 
     def _stop_loop(self) -> None:
-        assert self._closer is not None
+        if self._closer is None:
+            return  # the loop has not started: `started` stops it as it does
         self._closer.begin()
         # Past close_grace (a tool ignores cancellation) every task of the agent's fiber is
         # cancelled; the teardown still waits for the loop, or its closing turn/end would

@@ -42,15 +42,35 @@ class Runtime(Fiber):
         self, sessions: SessionStore, events: EventBus, shell: ShellExecutor | None = None
     ) -> None:
         super().__init__("runtime", self, None)
-        self.sessions = sessions
-        self.events = events
-        self.shell = shell if shell is not None else ShellExecutor()
-        self._services = Services(sessions, events, self.shell, type(self).lifecycle_class)
+        executor = shell if shell is not None else ShellExecutor()
+        # The one place the services live: the registries read them from here too, so the
+        # runtime and its registries can never disagree on them.
+        self._services = Services(sessions, events, executor, type(self).lifecycle_class)
         self._plugins: dict[int, tuple[Plugin, Fiber]] = {}
 
+    @property
+    def sessions(self) -> SessionStore:
+        """The session store every agent of this runtime is kept in."""
+        return self._services.sessions
+
+    @property
+    def events(self) -> EventBus:
+        """The bus every agent and lifecycle event of this runtime is emitted on."""
+        return self._services.events
+
+    @property
+    def shell(self) -> ShellExecutor:
+        """The shell executor the agents' bash tools run in (rules S1-S5)."""
+        return self._services.shell
+
     def agents_for(self, owner: Fiber) -> AgentRegistry:
-        """The registry whose agents are owned by `owner` (a fiber of this runtime):
-        `owner.agents` is this registry. Never blocks."""
+        """The registry whose agents are owned by `owner`, a fiber of this runtime:
+        `owner.agents` is this registry. Raises ValueError for a fiber of another runtime.
+        Never blocks."""
+        if owner.runtime is not self:
+            raise ValueError(
+                f"{owner!r} belongs to another runtime; use that runtime's registry (owner.agents)"
+            )
         return AgentRegistry(self._services, owner)
 
     async def load(self, plugin: Plugin, *, name: str | None = None) -> Fiber:

@@ -48,7 +48,7 @@ class Transcript:
         source = _SOURCES.get(record.type)
         if source is not None:
             # Injected context may be meant as a system message (`agent.inject(message)`).
-            system = data.get("role") == "system"
+            system = record.type == CONTEXT_MESSAGE and data.get("role") == "system"
             role: Role = "system" if system else "user"
             self._messages.append(Message(role, str(data["content"]), source=source))
         elif record.type == ASSISTANT_MESSAGE:

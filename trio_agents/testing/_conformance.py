@@ -175,10 +175,12 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
     ]
     lines = [
         f"# Replays the shrunk failing program of the {machine} machine; run it with python,",
-        "# from any directory: the target is imported from where the conformance command ran.",
+        "# from any directory: the target is imported from the directory you run it in, else",
+        "# from the one the conformance command ran in.",
+        "import os",
         "import sys",
         "",
-        f"sys.path.insert(0, {os.getcwd()!r})",
+        f"sys.path[:0] = [os.getcwd(), {os.getcwd()!r}]",
         "",
         f"from trio_agents.testing import {base}  # noqa: E402",
     ]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .._agent import CancelCause
 from .._events import EventBus
-from .._fiber import Fiber
+from .._fiber import Fiber, Plugin
 from .._model import Model
 from .._options import AgentOptions
 from .._registry import AgentRegistry
@@ -55,7 +55,8 @@ class AgentSurface(Protocol):
         ...
 
     def inject(self, content: str, /) -> str:
-        """Context for the next step; never starts a turn (A4). Never blocks."""
+        """Context for the next step; never starts a turn (A4). Never blocks. The machine
+        injects plain strings (user-role context); `Message` context is not checked yet."""
         ...
 
     def cancel(self, reason: str, *, cause: CancelCause) -> bool:
@@ -93,11 +94,11 @@ class RuntimeSurface(Protocol):
         checkpoint."""
         ...
 
-    async def load(self, plugin: Any, *, name: str | None = None) -> Fiber:
+    async def load(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
         """Apply `plugin` in a fiber of its own (F2). Always a checkpoint."""
         ...
 
-    async def reload(self, plugin: Any, *, name: str | None = None) -> Fiber:
+    async def reload(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
         """Close the plugin's fiber, then apply it again (F2). Always a checkpoint."""
         ...
 
