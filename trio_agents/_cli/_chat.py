@@ -6,7 +6,7 @@
     SIGINT (trio.open_signal_receiver) ──► Chat.interrupt(): cancel the running turn, or
                                            leave (at the prompt, or while starting)
 
-The rendering (`chat_render`) is pure: records and text in, text out. `Chat` is the loop,
+The rendering (`_chat_render`) is pure: records and text in, text out. `Chat` is the loop,
 written against a small `Terminal` (read a line, write text, report an error) and any async
 iterable of interrupts, so tests drive it in process; the real terminal
 (`open_stdio_terminal`) and the SIGINT receiver are wired in by `run`.

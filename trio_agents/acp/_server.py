@@ -2,8 +2,8 @@
 
 One `AcpServer` serves one connection. Each ACP session is a registry agent whose id is the
 session id, created (or resumed by `session/load`) with the `BashTools`, so its background
-jobs are owned by that session. The framing (`jsonrpc`) and the mapping between records and
-ACP messages (`acp_mapping`) are pure; this module only moves bytes and owns tasks:
+jobs are owned by that session. The framing (`_jsonrpc`) and the mapping between records and
+ACP messages (`_mapping`) are pure; this module only moves bytes and owns tasks:
 
     reader (this task)  ── requests ──► one handler task each, in the connection nursery
                         ── notifications (session/cancel) handled inline, so a cancel
