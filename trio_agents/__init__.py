@@ -4,10 +4,29 @@ from ._agent import Agent, CancelCause, Closer, MessageId, open_agent
 from ._configured import AgentConfig, ConfiguredAgents
 from ._errors import (
     AgentClosedError,
+    AlreadyLoadedError,
+    AlreadyRunningError,
+    ChatStreamError,
     CorruptSessionError,
     DuplicateSessionError,
+    FiberClosedError,
+    FlushTimeoutError,
+    JobNotFoundError,
+    LabelNotFoundError,
+    ModelEndpointError,
+    NotAStoreError,
     PersistenceError,
+    ReadOnlyStoreError,
+    SessionExistsError,
+    SessionLiveElsewhereError,
+    SessionLiveError,
+    SessionNotFoundError,
+    ShellClosedError,
+    StoreBrokenError,
+    StoreClosedError,
+    StoreNotFoundError,
     TrioAgentsError,
+    UnknownStoreVersionError,
 )
 from ._events import (
     AgentClosed,
@@ -25,7 +44,7 @@ from ._events import (
     TurnEnded,
     TurnStarted,
 )
-from ._fiber import Fiber, FiberClosedError, Plugin
+from ._fiber import Fiber, Plugin
 from ._model import (
     Finish,
     Message,
@@ -37,7 +56,7 @@ from ._model import (
     ToolSpec,
     Usage,
 )
-from ._model_openai import ModelEndpointError, OpenAICompatibleModel
+from ._model_openai import OpenAICompatibleModel
 from ._options import AgentOptions
 from ._records import Record
 from ._registry import AgentHandle, AgentRegistry
@@ -46,7 +65,7 @@ from ._session import Session
 from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest, ShellSpec
 from ._shell_tools import BashTools
 from ._status import AgentStatus
-from ._store import MemoryStore, SessionInfo, SessionNotFoundError, SessionStore
+from ._store import MemoryStore, SessionInfo, SessionStore
 from ._store_sqlite import SqliteStore
 from ._tool import Tool, ToolContext, ToolResult
 
@@ -60,9 +79,12 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentStatus",
+    "AlreadyLoadedError",
+    "AlreadyRunningError",
     "BashTools",
     "CancelCause",
     "CancelRequested",
+    "ChatStreamError",
     "Closer",
     "ConfiguredAgents",
     "CorruptSessionError",
@@ -72,7 +94,10 @@ __all__ = [
     "Fiber",
     "FiberClosedError",
     "Finish",
+    "FlushTimeoutError",
+    "JobNotFoundError",
     "JobOutput",
+    "LabelNotFoundError",
     "Listener",
     "MemoryStore",
     "Message",
@@ -81,18 +106,24 @@ __all__ = [
     "ModelChunk",
     "ModelEndpointError",
     "ModelRequest",
+    "NotAStoreError",
     "OpenAICompatibleModel",
     "PersistenceError",
     "Plugin",
+    "ReadOnlyStoreError",
     "Record",
     "RunResult",
     "Runtime",
     "Session",
     "SessionClosed",
     "SessionCreated",
+    "SessionExistsError",
     "SessionInfo",
+    "SessionLiveElsewhereError",
+    "SessionLiveError",
     "SessionNotFoundError",
     "SessionStore",
+    "ShellClosedError",
     "ShellExecutor",
     "ShellRequest",
     "ShellSpec",
@@ -100,6 +131,9 @@ __all__ = [
     "StatusChanged",
     "StepEnded",
     "StepStarted",
+    "StoreBrokenError",
+    "StoreClosedError",
+    "StoreNotFoundError",
     "TextDelta",
     "TextStreamed",
     "Tool",
@@ -110,6 +144,7 @@ __all__ = [
     "TrioAgentsError",
     "TurnEnded",
     "TurnStarted",
+    "UnknownStoreVersionError",
     "Usage",
     "open_agent",
     "open_runtime",

@@ -23,7 +23,7 @@ from typing import Final, Literal, NewType, cast
 
 import trio
 
-from ._errors import AgentClosedError, PersistenceError
+from ._errors import AgentClosedError, AlreadyRunningError, PersistenceError
 from ._events import (
     CancelRequested,
     Event,
@@ -292,7 +292,9 @@ class Agent:
         the loop in the agent's one task and bounds its close itself, design D46.)
         """
         if self._loop_started:
-            raise RuntimeError(f"agent {self.id!r} is already running its loop")
+            raise AlreadyRunningError(
+                f"agent {self.id!r} is already running its loop; start run() once per agent"
+            )
         self._loop_started = True
         task_status.started(self._aclose)
         self._loop_task = trio.lowlevel.current_task()

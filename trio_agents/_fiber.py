@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import trio
 
-from ._errors import TrioAgentsError
+from ._errors import AlreadyRunningError, FiberClosedError
 from ._nursery import report_started, runs_inside, start_service
 
 if TYPE_CHECKING:
     from ._registry import AgentRegistry
     from ._runtime import Runtime
 
-__all__ = ["Fiber", "FiberClosedError", "Plugin"]
+__all__ = ["Fiber", "Plugin"]
 
 logger = logging.getLogger("trio_agents.fiber")
 
@@ -37,10 +37,6 @@ T = TypeVar("T")
 Disposer = Callable[[], Awaitable[object]]
 FiberState = Literal["new", "open", "closing", "closed"]
 _disposer_keys = itertools.count()
-
-
-class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
-    """Something was attached to a fiber that is closing or closed."""
 
 
 class Plugin:
@@ -193,7 +189,9 @@ class Fiber:
     ) -> None:
         """The fiber's task. Its parent starts it with `await nursery.start(fiber.serve)`."""
         if self._state != "new":
-            raise RuntimeError(f"{self!r} is already served")
+            raise AlreadyRunningError(
+                f"{self!r} is already served; start a fiber's serve() once, or open a new one"
+            )
         self._task = trio.lowlevel.current_task()
         try:
             with trio.CancelScope(shield=True):
@@ -276,7 +274,9 @@ class AgentFiber(Fiber):
     async def serve(
         self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        raise RuntimeError(f"{self!r} is hosted by its agent's lifecycle task; it has no serve")
+        raise AlreadyRunningError(
+            f"{self!r} is already served by its agent's lifecycle task; do not serve it"
+        )
 
     async def aclose(self) -> None:
         await self._close_owner()

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from ._agent import Agent
-from ._errors import DuplicateSessionError
+from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
 from ._events import AgentClosed, AgentCreated, SessionClosed, SessionCreated
-from ._fiber import AgentFiber, Fiber, FiberClosedError
+from ._fiber import AgentFiber, Fiber
 from ._model import Model
 from ._nursery import report_started, runs_inside, start_service
 from ._options import AgentOptions
@@ -221,8 +221,9 @@ class _Lifecycle:
                 with trio.move_on_after(grace) as flush_scope:
                     await self.runtime.sessions.flush(self.session)
                 if flush_scope.cancelled_caught:
-                    raise TimeoutError(
-                        f"agent {self.agent.id!r}: the session was not flushed within {grace}s"
+                    raise FlushTimeoutError(
+                        f"agent {self.agent.id!r}: the session was not flushed within "
+                        f"close_grace={grace}s; check the store, or give a longer close_grace"
                     )
         except Exception as exc:
             self._errors.append(exc)
@@ -342,15 +343,16 @@ class AgentRegistry:
     ) -> AgentHandle:
         """Create an agent with a new session (`session_id`, or a fresh UUID).
 
-        Raises DuplicateSessionError if the id is live or already stored (resume a stored
-        session instead), and FiberClosedError if the owner closes meanwhile.
+        Raises SessionLiveError if the id is live, SessionExistsError if it is stored (resume
+        it instead), both DuplicateSessionErrors, and FiberClosedError if the owner closes
+        meanwhile.
         """
         self._owner._check_open("create an agent in")  # pyright: ignore[reportPrivateUsage]
         sid = session_id if session_id is not None else str(uuid.uuid4())
         store = self._runtime.sessions
         self._reject_live(sid)
         if await store.exists(sid):
-            raise DuplicateSessionError(
+            raise SessionExistsError(
                 f"session {sid!r} already exists in {store!r}; resume it with "
                 "agents.resume(session_id, ...) or choose another id"
             )
@@ -366,7 +368,7 @@ class AgentRegistry:
         options: AgentOptions | None = None,
     ) -> AgentHandle:
         """Resume a stored session. A turn a crash left open is closed `interrupted` first
-        (rule L6). Raises SessionNotFoundError, or DuplicateSessionError if it is live."""
+        (rule L6). Raises SessionNotFoundError, or SessionLiveError if it is live."""
         self._owner._check_open("resume an agent in")  # pyright: ignore[reportPrivateUsage]
         self._reject_live(session_id)
         stored = await self._runtime.sessions.restore(session_id)
@@ -375,7 +377,7 @@ class AgentRegistry:
 
     def _reject_live(self, sid: str) -> None:
         if sid in self._runtime.sessions.live_ids:
-            raise DuplicateSessionError(
+            raise SessionLiveError(
                 f"session {sid!r} is live; close its agent before creating or resuming it again"
             )
 

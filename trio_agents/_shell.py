@@ -28,6 +28,7 @@ from functools import partial
 
 import trio
 
+from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
 from ._shell_output import OutputCollector, StreamOutput
 
 __all__ = [
@@ -189,7 +190,9 @@ class ShellExecutor:
         """Hold the nursery background jobs run in. Leaving it closes the executor: notices
         are silenced first, then every job is killed and reaped."""
         if self._nursery is not None:
-            raise RuntimeError("this shell executor is already running; one runtime at a time")
+            raise AlreadyRunningError(
+                "this shell executor is already running; one runtime at a time"
+            )
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
@@ -216,9 +219,10 @@ class ShellExecutor:
         id (`bash-1`, `bash-2`, ...: not secret; the owner check is the fence).
 
         `owner` (default: `spec.owner`) is stored with the job and never interpreted.
-        Raises OSError when the command cannot be started (a bad workdir, no bash)."""
+        Raises OSError when the command cannot be started (a bad workdir, no bash), and
+        ShellClosedError when the executor is not running."""
         if not self._accepting():
-            raise RuntimeError(
+            raise ShellClosedError(
                 "the shell executor is not running; start jobs inside `running()` "
                 "(open_runtime enters it for `rt.shell`)"
             )
@@ -234,7 +238,10 @@ class ShellExecutor:
             # has already taken its list, so this process would be nobody's.
             with trio.CancelScope(shield=True):
                 await self.kill_group(process)
-            raise RuntimeError("the shell executor closed while the job was starting")
+            raise ShellClosedError(
+                "the shell executor closed while the job was starting; the job was killed: "
+                "start jobs while `running()` is open"
+            )
         job = _Job(f"bash-{next(self._job_numbers)}", spec, owner, process, self.max_output_bytes)
         self._jobs[job.id] = job
         assert self._nursery is not None
@@ -331,7 +338,8 @@ class ShellExecutor:
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)
         if job is None:
-            raise KeyError(f"no job {job_id!r}; known jobs: {', '.join(self._jobs) or 'none'}")
+            known = ", ".join(self._jobs) or "none"
+            raise JobNotFoundError(f"no job {job_id!r}; known jobs: {known}")
         return job
 
     async def _watch(self, job: _Job) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._errors import AgentClosedError
+from ._errors import AgentClosedError, AlreadyLoadedError, ShellClosedError
 from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest
 from ._tool import Tool, ToolContext, ToolResult
 
@@ -51,7 +51,7 @@ class BashTools:
 
     async def apply(self, fiber: Fiber) -> None:
         if self._runtime is not None:
-            raise ValueError(
+            raise AlreadyLoadedError(
                 "this BashTools is already loaded in a runtime; use rt.reload() to apply it "
                 "again, or make another instance for another runtime"
             )
@@ -64,11 +64,6 @@ class BashTools:
 
     def _unbind(self) -> None:
         self._runtime = None
-
-    def _bound(self) -> Runtime:
-        if self._runtime is None:
-            raise _Unavailable
-        return self._runtime
 
     def _on_job_done(self, job_id: str, owner: str | None, result: RunResult) -> None:
         """Route a finished job's notice to the live agent whose id is its owner; drop it
@@ -85,10 +80,6 @@ class BashTools:
                 f"background job {job_id} finished {status_line(result)}. "
                 "Read its output with bash_output."
             )
-
-
-class _Unavailable(Exception):
-    pass
 
 
 UNAVAILABLE = ToolResult(
@@ -111,9 +102,8 @@ class _BashToolBase:
         self._plugin = plugin
 
     async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            runtime = self._plugin._bound()  # pyright: ignore[reportPrivateUsage]
-        except _Unavailable:
+        runtime = self._plugin._runtime  # pyright: ignore[reportPrivateUsage]
+        if runtime is None:
             await trio.lowlevel.checkpoint()
             return UNAVAILABLE
         return await self.run(runtime, arguments, context)
@@ -198,7 +188,7 @@ class _Bash(_BashToolBase):
             result = await shell.run(spec)
         except OSError as exc:
             return _error(f"cannot run the command in {spec.workdir!r}: {exc}")
-        except RuntimeError as exc:  # the executor is not running (or closing)
+        except ShellClosedError as exc:
             return _error(f"cannot start a job now: {exc}")
         return ToolResult(render_result(result))
 

@@ -17,19 +17,12 @@ from typing import Any
 
 import trio
 
-from ._errors import DuplicateSessionError, TrioAgentsError
+from ._errors import SessionLiveError, SessionNotFoundError
 from ._records import TURN_END, TURN_START, Record
 from ._repair import closers
 from ._session import Session
 
-__all__ = ["MemoryStore", "SessionInfo", "SessionNotFoundError", "SessionStore", "StoredSession"]
-
-
-class SessionNotFoundError(TrioAgentsError, KeyError):
-    """No session with that id is stored."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+__all__ = ["MemoryStore", "SessionInfo", "SessionStore", "StoredSession"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +73,12 @@ class SessionStore(abc.ABC):
     def enter(self, session: Session) -> Callable[[], None]:
         """Make `session` live and persist its appends; returns its exact detach.
 
-        Raises DuplicateSessionError if a session with that id is live. The detach is
-        idempotent and only ever removes this exact entry, so a stale detach can never remove
-        a later session that reuses the id.
+        Raises SessionLiveError (a DuplicateSessionError) if a session with that id is live.
+        The detach is idempotent and only ever removes this exact entry, so a stale detach can
+        never remove a later session that reuses the id.
         """
         if session.id in self._live:
-            raise DuplicateSessionError(
+            raise SessionLiveError(
                 f"session {session.id!r} is already live in this store; close its agent "
                 "first, or use another id"
             )
@@ -122,7 +115,7 @@ class SessionStore(abc.ABC):
         try:
             async with lock:
                 if session_id in self._live:
-                    raise DuplicateSessionError(
+                    raise SessionLiveError(
                         f"session {session_id!r} became live while it was being restored; "
                         "close its agent before resuming it again"
                     )
@@ -168,7 +161,7 @@ class SessionStore(abc.ABC):
 
     def _claim(self, session_id: str) -> None:  # noqa: B027 - optional hook
         """Claim the session against other processes sharing the backend; raise
-        DuplicateSessionError if one of them has it live. Idempotent within a process."""
+        SessionLiveElsewhereError if one of them has it live. Idempotent within a process."""
 
     def _release(self, session_id: str) -> None:  # noqa: B027 - optional hook
         """Give up the claim of `_claim`."""

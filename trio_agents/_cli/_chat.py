@@ -36,7 +36,12 @@ from typing import Any, Final, Literal, Protocol
 import trio
 
 from .._agent import Agent
-from .._errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
+from .._errors import (
+    AgentClosedError,
+    DuplicateSessionError,
+    SessionNotFoundError,
+    TrioAgentsError,
+)
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._nursery import service_nursery
@@ -45,7 +50,7 @@ from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._shell_tools import BashTools
-from .._store import SessionNotFoundError, SessionStore
+from .._store import SessionStore
 from .._store_sqlite import default_store_path
 from ._args import positive_int
 from ._chat_render import PROMPT, Renderer, replay_summary

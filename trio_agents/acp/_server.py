@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from .._errors import AgentClosedError, DuplicateSessionError
+from .._errors import AgentClosedError, DuplicateSessionError, SessionNotFoundError
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._options import AgentOptions
@@ -35,7 +35,6 @@ from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell_tools import BashTools
-from .._store import SessionNotFoundError
 from . import _jsonrpc as rpc
 from . import _mapping as m
 

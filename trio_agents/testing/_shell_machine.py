@@ -41,11 +41,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._shell import RunResult, ShellExecutor, live_group_members
 from .._shell_tools import BashTools
-from .._store import MemoryStore, SessionNotFoundError
+from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
 from ._scripted import ScriptedModel
