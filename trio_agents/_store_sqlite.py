@@ -157,7 +157,13 @@ class SqliteStore(SessionStore):
         try:
             # Check and initialise in one write transaction: two processes opening a new
             # file at once must not see each other's half-made schema.
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                # Writing reads the header first: this is where a non-SQLite file shows.
+                if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
+                    raise
+                raise self._not_sqlite(exc) from exc
             try:
                 self._check_format(conn, allow_empty=True)
                 for statement in SCHEMA.split(";"):
@@ -182,9 +188,7 @@ class SqliteStore(SessionStore):
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         except sqlite3.DatabaseError as exc:
-            raise NotAStoreError(
-                f"{self.path} is not an SQLite database ({exc}); use another path"
-            ) from exc
+            raise self._not_sqlite(exc) from exc
         if version == FORMAT_VERSION and {"sessions", "records"} <= tables:
             return
         if version == 0 and not tables and allow_empty:
@@ -199,6 +203,9 @@ class SqliteStore(SessionStore):
             f"{self.path} is not a trio-agents session store (user_version {version}, "
             f"tables {sorted(tables)}); use another path"
         )
+
+    def _not_sqlite(self, exc: sqlite3.DatabaseError) -> NotAStoreError:
+        return NotAStoreError(f"{self.path} is not an SQLite database ({exc}); use another path")
 
     def _check_running(self) -> None:
         if self._conn is None:
