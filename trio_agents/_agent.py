@@ -532,6 +532,12 @@ class Agent:
         if self._loop_task is not None and runs_inside(self._loop_task):
             await trio.lowlevel.checkpoint()
             return False
+        if self._exited:
+            # Closed before (or never run): nothing to wait for, but still a checkpoint,
+            # shielded like the wait it stands for.
+            with trio.CancelScope(shield=True):
+                await trio.lowlevel.checkpoint()
+            return True
         with trio.move_on_after(self._options.close_grace, shield=True):
             while not self._exited:
                 await self._settled.park()

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import trio
+
 from ._agent import Agent
 from ._errors import AlreadyLoadedError, LabelNotFoundError
 from ._model import Model
@@ -103,6 +105,8 @@ class ConfiguredAgents:
             )
         self._fiber = fiber
         self._agents = {}
+        if not self._configs:
+            await trio.lowlevel.checkpoint()  # nothing to create, still a checkpoint
         store = fiber.runtime.sessions
         for config in self._configs:
             sid = config.session_id or self._minted.get(config.label)

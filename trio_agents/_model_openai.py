@@ -185,6 +185,9 @@ class OpenAICompatibleModel:
         import httpx
 
         body = self.request_body(request)
+        # A client whose transport never blocks (an in-memory one) would make the whole
+        # stream pass without a checkpoint.
+        await trio.lowlevel.checkpoint()
         async with contextlib.AsyncExitStack() as stack:
             client = self._client
             if client is None:

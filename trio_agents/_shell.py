@@ -193,6 +193,7 @@ class ShellExecutor:
             raise AlreadyRunningError(
                 "this shell executor is already running; one runtime at a time"
             )
+        await trio.lowlevel.checkpoint()  # entering a nursery is not one
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
@@ -322,18 +323,24 @@ class ShellExecutor:
     async def kill_owned(self, owner: str | None) -> None:
         """Kill every running job of `owner` (its agent is closing) and wait until they are
         reaped. No notice is sent for them: their owner is going away."""
-        async with trio.open_nursery() as nursery:
-            for job in list(self._jobs.values()):
-                if job.owner == owner and not job.done.is_set():
-                    nursery.start_soon(partial(self.kill, job.id, notify=False))
+        await self._kill_all(
+            [j for j in self._jobs.values() if j.owner == owner and not j.done.is_set()],
+            notify=False,
+        )
 
     async def close_jobs(self) -> None:
         """Silence notices, then kill and reap every job."""
         self._silenced = True
+        await self._kill_all([j for j in self._jobs.values() if not j.done.is_set()])
+
+    async def _kill_all(self, jobs: list[_Job], *, notify: bool = True) -> None:
+        if not jobs:
+            # An empty nursery's exit is only a schedule point, not a cancellation point.
+            await trio.lowlevel.checkpoint()
+            return
         async with trio.open_nursery() as nursery:
-            for job in list(self._jobs.values()):
-                if not job.done.is_set():
-                    nursery.start_soon(self.kill, job.id)
+            for job in jobs:
+                nursery.start_soon(partial(self.kill, job.id, notify=notify))
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)
@@ -441,7 +448,9 @@ class ShellExecutor:
         whatever of the group is left. Idempotent; errors for a group already gone are
         ignored."""
         if process.returncode is not None and not group_has_live_members(process.pid):
-            return  # all gone: do not signal a group id the kernel may have reused
+            # All gone: do not signal a group id the kernel may have reused.
+            await trio.lowlevel.checkpoint()
+            return
         _signal_group(process.pid, signal.SIGTERM)
         # The grace is for the whole group, not only the leader: a grandchild that cleans
         # up on TERM gets its chance too.

@@ -105,6 +105,7 @@ class SessionStore(abc.ABC):
         """Keep the store's background machinery (if any) running for the block."""
         await trio.lowlevel.checkpoint()
         yield
+        await trio.lowlevel.checkpoint()  # leaving is a checkpoint too
 
     async def restore(self, session_id: str) -> StoredSession:
         """Load a stored session for resuming it. If its last turn is open (a crash), the

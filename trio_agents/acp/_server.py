@@ -132,6 +132,9 @@ class AcpServer:
                 # Its turn ends `closed` with the agent; the client is told `cancelled`.
                 session.prompt.cancel_requested = True
         try:
+            if not sessions:
+                # An empty nursery's exit is only a schedule point, not a cancellation point.
+                await trio.lowlevel.checkpoint()
             async with trio.open_nursery() as nursery:
                 for session in sessions:
                     nursery.start_soon(self._close_session, session)
