@@ -193,7 +193,7 @@ class ShellExecutor:
             raise AlreadyRunningError(
                 "this shell executor is already running; one runtime at a time"
             )
-        await trio.lowlevel.checkpoint()  # entering a nursery is not one
+        await trio.lowlevel.checkpoint()  # entering a nursery is not a checkpoint
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
