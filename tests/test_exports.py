@@ -66,6 +66,12 @@ EXPORTS = {
         "TextStreamed", "Tool", "ToolCall", "ToolContext", "ToolResult", "ToolSpec",
         "TrioAgentsError", "TurnEnded", "TurnEndReason", "TurnStarted", "Usage",
         "default_store_path", "open_agent", "open_runtime",
+        # the errors, one class per reason (D58)
+        "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
+        "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ReadOnlyStoreError",
+        "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
+        "ShellClosedError", "StoreBrokenError", "StoreClosedError", "StoreNotFoundError",
+        "UnknownStoreVersionError",
     },
     "trio_agents.acp": {"AcpServer", "serve_stdio"},
     "trio_agents.testing": {

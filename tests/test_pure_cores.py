@@ -21,7 +21,7 @@ from trio_agents.acp._mapping import stop_reason
 from trio_agents.testing._reference import AgentReference
 
 PURE_MODULES = [
-    "_errors",  # subclasses trio.ClosedResourceError by contract; checked separately below
+    "_errors",  # subclasses trio exceptions by contract; tests/test_errors.py checks it
     "acp/_mapping",
     "_cli/_chat_render",
     "_shell_output",

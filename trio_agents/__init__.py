@@ -6,10 +6,29 @@ from ._agent import MessageId as MessageId
 from ._configured import AgentConfig as AgentConfig
 from ._configured import ConfiguredAgents as ConfiguredAgents
 from ._errors import AgentClosedError as AgentClosedError
+from ._errors import AlreadyLoadedError as AlreadyLoadedError
+from ._errors import AlreadyRunningError as AlreadyRunningError
+from ._errors import ChatStreamError as ChatStreamError
 from ._errors import CorruptSessionError as CorruptSessionError
 from ._errors import DuplicateSessionError as DuplicateSessionError
+from ._errors import FiberClosedError as FiberClosedError
+from ._errors import FlushTimeoutError as FlushTimeoutError
+from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import LabelNotFoundError as LabelNotFoundError
+from ._errors import ModelEndpointError as ModelEndpointError
+from ._errors import NotAStoreError as NotAStoreError
 from ._errors import PersistenceError as PersistenceError
+from ._errors import ReadOnlyStoreError as ReadOnlyStoreError
+from ._errors import SessionExistsError as SessionExistsError
+from ._errors import SessionLiveElsewhereError as SessionLiveElsewhereError
+from ._errors import SessionLiveError as SessionLiveError
+from ._errors import SessionNotFoundError as SessionNotFoundError
+from ._errors import ShellClosedError as ShellClosedError
+from ._errors import StoreBrokenError as StoreBrokenError
+from ._errors import StoreClosedError as StoreClosedError
+from ._errors import StoreNotFoundError as StoreNotFoundError
 from ._errors import TrioAgentsError as TrioAgentsError
+from ._errors import UnknownStoreVersionError as UnknownStoreVersionError
 from ._events import AgentClosed as AgentClosed
 from ._events import AgentCreated as AgentCreated
 from ._events import CancelRequested as CancelRequested
@@ -25,7 +44,6 @@ from ._events import TextStreamed as TextStreamed
 from ._events import TurnEnded as TurnEnded
 from ._events import TurnStarted as TurnStarted
 from ._fiber import Fiber as Fiber
-from ._fiber import FiberClosedError as FiberClosedError
 from ._fiber import Plugin as Plugin
 from ._model import Finish as Finish
 from ._model import Message as Message
@@ -37,7 +55,6 @@ from ._model import ToolCall as ToolCall
 from ._model import ToolSpec as ToolSpec
 from ._model import Usage as Usage
 from ._model_offline import OfflineModel as OfflineModel
-from ._model_openai import ModelEndpointError as ModelEndpointError
 from ._model_openai import OpenAICompatibleModel as OpenAICompatibleModel
 from ._options import AgentOptions as AgentOptions
 from ._records import Record as Record
@@ -57,7 +74,6 @@ from ._standalone import open_agent as open_agent
 from ._status import AgentStatus as AgentStatus
 from ._store import MemoryStore as MemoryStore
 from ._store import SessionInfo as SessionInfo
-from ._store import SessionNotFoundError as SessionNotFoundError
 from ._store import SessionStore as SessionStore
 from ._store import StoredSession as StoredSession
 from ._store_sqlite import SqliteStore as SqliteStore
@@ -78,9 +94,12 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentStatus",
+    "AlreadyLoadedError",
+    "AlreadyRunningError",
     "BashTools",
     "CancelCause",
     "CancelRequested",
+    "ChatStreamError",
     "Closer",
     "ConfiguredAgents",
     "CorruptSessionError",
@@ -90,7 +109,10 @@ __all__ = [
     "Fiber",
     "FiberClosedError",
     "Finish",
+    "FlushTimeoutError",
+    "JobNotFoundError",
     "JobOutput",
+    "LabelNotFoundError",
     "Listener",
     "MemoryStore",
     "Message",
@@ -99,19 +121,25 @@ __all__ = [
     "ModelChunk",
     "ModelEndpointError",
     "ModelRequest",
+    "NotAStoreError",
     "OfflineModel",
     "OpenAICompatibleModel",
     "PersistenceError",
     "Plugin",
+    "ReadOnlyStoreError",
     "Record",
     "RunResult",
     "Runtime",
     "Session",
     "SessionClosed",
     "SessionCreated",
+    "SessionExistsError",
     "SessionInfo",
+    "SessionLiveElsewhereError",
+    "SessionLiveError",
     "SessionNotFoundError",
     "SessionStore",
+    "ShellClosedError",
     "ShellExecutor",
     "ShellRequest",
     "ShellSpec",
@@ -119,6 +147,9 @@ __all__ = [
     "StatusChanged",
     "StepEnded",
     "StepStarted",
+    "StoreBrokenError",
+    "StoreClosedError",
+    "StoreNotFoundError",
     "StoredSession",
     "TextDelta",
     "TextStreamed",
@@ -131,6 +162,7 @@ __all__ = [
     "TurnEndReason",
     "TurnEnded",
     "TurnStarted",
+    "UnknownStoreVersionError",
     "Usage",
     "default_store_path",
     "open_agent",

@@ -21,7 +21,7 @@ from typing import Final, Literal, NewType
 
 import trio
 
-from ._errors import AgentClosedError, PersistenceError
+from ._errors import AgentClosedError, AlreadyRunningError, PersistenceError
 from ._events import (
     CancelRequested,
     Event,
@@ -322,17 +322,20 @@ class Agent:
         loop's owner holds that capability; `open_agent` owns it for you. (The registry runs
         the loop in the agent's one task and bounds its close itself, design D46.)
 
-        Always a checkpoint, except for an agent closed before its loop started: then it
-        returns at once. A failing turn does not end the loop (the turn ends `error`); a
-        PersistenceError does, and propagates. Raises RuntimeError if the loop was started
-        before.
+        Always a checkpoint (also for an agent closed before its loop started). A failing turn does
+        not end the loop (the turn ends `error`); a PersistenceError does, and propagates. Raises
+        RuntimeError if the loop was started before.
         """
         if self._loop_started:
-            raise RuntimeError(f"agent {self.id!r} is already running its loop")
+            raise AlreadyRunningError(
+                f"agent {self.id!r} is already running its loop; start run() once per agent"
+            )
         self._loop_started = True
         task_status.started(Closer(self._begin_close, self._aclose))
         self._loop_task = trio.lowlevel.current_task()
         try:
+            if self._closing:  # closed before it started: no turn, but still a checkpoint
+                await trio.lowlevel.checkpoint()
             while not self._closing:
                 # An outer cancellation that a model or tool swallowed must still stop us
                 # before the next prompt is taken.
@@ -554,6 +557,12 @@ class Agent:
         if self._loop_task is not None and runs_inside(self._loop_task):
             await trio.lowlevel.checkpoint()
             return False
+        if self._exited:
+            # Closed before (or never run): nothing to wait for, but still a checkpoint,
+            # shielded like the wait it stands for.
+            with trio.CancelScope(shield=True):
+                await trio.lowlevel.checkpoint()
+            return True
         with trio.move_on_after(self._options.close_grace, shield=True):
             while not self._exited:
                 await self._settled.park()

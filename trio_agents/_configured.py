@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import trio
+
 from ._agent import Agent
+from ._errors import AlreadyLoadedError, LabelNotFoundError
 from ._model import Model
 from ._options import AgentOptions
 from ._tool import Tool
@@ -103,19 +106,21 @@ class ConfiguredAgents:
         If a create or resume fails (the id is live elsewhere, say), the error propagates and
         `Runtime.load` closes the fiber, which closes the agents created before it.
 
-        Always a checkpoint, except with no configs: then it returns at once. Raises
+        Always a checkpoint. Raises
         ValueError if the plugin is applied to another fiber that is still open, and what
         `AgentRegistry.create` and `resume` raise (DuplicateSessionError, FiberClosedError).
         """
         if self._fiber is not None and self._fiber is not fiber and self._fiber.state == "open":
             # Two fibers would race for the same session ids and `agent()` could not say
             # which agent is meant.
-            raise ValueError(
+            raise AlreadyLoadedError(
                 f"{self!r} is already applied to the open fiber {self._fiber.name!r}; "
                 "close or reload it there instead of applying it twice"
             )
         self._fiber = fiber
         self._agents = {}
+        if not self._configs:
+            await trio.lowlevel.checkpoint()  # nothing to create, still a checkpoint
         store = fiber.runtime.sessions
         for config in self._configs:
             sid = config.session_id or self._minted.get(config.label)
@@ -137,8 +142,8 @@ class ConfiguredAgents:
 
     def agent(self, label: str) -> Agent | None:
         """The live agent for `label`, or None while the plugin is not loaded (or is being
-        closed). Raises KeyError for a label no config has, so a typo is not mistaken for
-        an agent that is merely down."""
+        closed). Raises LabelNotFoundError (a KeyError) for a label no config has, so a typo
+        is not mistaken for an agent that is merely down."""
         sid = self.session_id(label)
         fiber = self._fiber
         if sid is None or fiber is None or fiber.state != "open":
@@ -148,9 +153,9 @@ class ConfiguredAgents:
 
     def session_id(self, label: str) -> str | None:
         """The session id of `label`: the configured one, or the one minted on the first
-        apply (None before it). Raises KeyError for a label no config has."""
+        apply (None before it). Raises LabelNotFoundError for a label no config has."""
         for config in self._configs:
             if config.label == label:
                 return config.session_id or self._minted.get(label)
         known = ", ".join(repr(c.label) for c in self._configs) or "none"
-        raise KeyError(f"no agent is labelled {label!r}; the labels are: {known}")
+        raise LabelNotFoundError(f"no agent is labelled {label!r}; the labels are: {known}")

@@ -1,24 +1,91 @@
-"""The library's exceptions.
+"""The library's exceptions, all of them, in one tree.
 
-Every error the library raises on purpose derives from `TrioAgentsError`, so callers can catch
-the library's refusals without catching their own bugs.
+Every error trio-agents raises on purpose is a `TrioAgentsError`, so a caller can catch the
+library's refusals without catching its own bugs. Each is also the trio or stdlib exception
+it means (in brackets), so `except trio.ClosedResourceError` or `except KeyError` catch it as
+they would for any other resource or mapping. There is one class per reason; the message
+names the value and what to do.
+
+    TrioAgentsError
+     +-- AgentClosedError ............ [trio.ClosedResourceError]
+     +-- FiberClosedError ............ [trio.ClosedResourceError]
+     +-- ShellClosedError ............ [trio.ClosedResourceError, RuntimeError]
+     +-- StoreClosedError ............ [trio.ClosedResourceError]
+     +-- StoreBrokenError ............ [trio.BrokenResourceError]
+     +-- AlreadyRunningError ......... [RuntimeError]
+     +-- AlreadyLoadedError .......... [ValueError]
+     +-- DuplicateSessionError
+     |    +-- SessionExistsError ..... [FileExistsError]
+     |    +-- SessionLiveError ....... [trio.BusyResourceError]
+     |         +-- SessionLiveElsewhereError
+     +-- SessionNotFoundError ........ [KeyError]
+     +-- JobNotFoundError ............ [KeyError]
+     +-- LabelNotFoundError .......... [KeyError]
+     +-- CorruptSessionError ......... [ValueError]
+     +-- PersistenceError
+     +-- FlushTimeoutError ........... [TimeoutError]
+     +-- StoreNotFoundError .......... [FileNotFoundError]
+     +-- NotAStoreError .............. [ValueError]
+     +-- UnknownStoreVersionError .... [ValueError]
+     +-- ReadOnlyStoreError .......... [io.UnsupportedOperation]
+     +-- ChatStreamError ............. [ValueError]
+     +-- ModelEndpointError .......... [RuntimeError]
+
+Kept in their own modules, outside the tree, because no caller ever sees them:
+`acp._jsonrpc.JsonRpcError` is the value an ACP request handler raises to answer with a
+JSON-RPC error; the server turns it into the error frame it sends.
+
+A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
+`ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal
+to handle. Stand-ins in `trio_agents.testing` raise plain errors too.
+
+This module imports only trio and the stdlib, so every other module can import it.
 """
 
 from __future__ import annotations
+
+import io
 
 import trio
 
 __all__ = [
     "AgentClosedError",
+    "AlreadyLoadedError",
+    "AlreadyRunningError",
+    "ChatStreamError",
     "CorruptSessionError",
     "DuplicateSessionError",
+    "FiberClosedError",
+    "FlushTimeoutError",
+    "JobNotFoundError",
+    "LabelNotFoundError",
+    "ModelEndpointError",
+    "NotAStoreError",
     "PersistenceError",
+    "ReadOnlyStoreError",
+    "SessionExistsError",
+    "SessionLiveElsewhereError",
+    "SessionLiveError",
+    "SessionNotFoundError",
+    "ShellClosedError",
+    "StoreBrokenError",
+    "StoreClosedError",
+    "StoreNotFoundError",
     "TrioAgentsError",
+    "UnknownStoreVersionError",
 ]
+
+
+def _message(self: BaseException) -> str:
+    # KeyError's own __str__ quotes its argument as if it were a key: print the sentence.
+    return str(self.args[0]) if self.args else ""
 
 
 class TrioAgentsError(Exception):
     """Base class of every error trio-agents raises deliberately."""
+
+
+# -- closed and broken resources ------------------------------------------------------------
 
 
 class AgentClosedError(TrioAgentsError, trio.ClosedResourceError):
@@ -28,8 +95,69 @@ class AgentClosedError(TrioAgentsError, trio.ClosedResourceError):
     """
 
 
+class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
+    """Something was attached to a fiber that is closing or closed."""
+
+
+class ShellClosedError(TrioAgentsError, trio.ClosedResourceError, RuntimeError):
+    """A job was started on a shell executor that is not running: `running()` was not
+    entered yet, or it is closing or closed (also when it began closing while the job was
+    being spawned; that process is killed). A RuntimeError too, as it was before it had a
+    class of its own."""
+
+
+class StoreClosedError(TrioAgentsError, trio.ClosedResourceError):
+    """A store that needs `running()` was used outside it (not yet entered, or left)."""
+
+
+class StoreBrokenError(TrioAgentsError, trio.BrokenResourceError):
+    """The store's writer failed (its error is the cause): the store cannot make records
+    durable any more."""
+
+
+# -- used twice -------------------------------------------------------------------------------
+
+
+class AlreadyRunningError(TrioAgentsError, RuntimeError):
+    """A task was asked to run something that already runs: a second `running()` of a shell
+    executor or a store, a second `run()` of an agent, a second `serve()` of a fiber."""
+
+
+class AlreadyLoadedError(TrioAgentsError, ValueError):
+    """A plugin was applied where it is already applied: `Runtime.load` of a loaded plugin,
+    a `BashTools` loaded in another runtime, a `ConfiguredAgents` applied to a second open
+    fiber. Reload it instead."""
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
 class DuplicateSessionError(TrioAgentsError):
-    """A session id is already live: it lost a same-id race or names a session still open."""
+    """A session id is taken: it is stored already, or live. Catch this for any of them."""
+
+
+class SessionExistsError(DuplicateSessionError, FileExistsError):
+    """`create` was given the id of a stored session: resume it, or choose another id."""
+
+
+class SessionLiveError(DuplicateSessionError, trio.BusyResourceError):
+    """The session is live (its agent is open), or became live while it was being restored;
+    it lost a same-id race or names a session still open."""
+
+
+class SessionLiveElsewhereError(SessionLiveError):
+    """The session is live in another process sharing the store file."""
+
+
+class SessionNotFoundError(TrioAgentsError, KeyError):
+    """No session with that id is stored."""
+
+    __str__ = _message
+
+
+class CorruptSessionError(TrioAgentsError, ValueError):
+    """A stored session is damaged beyond what crash repair may fix (a record is missing in
+    the middle). It is never repaired silently."""
 
 
 class PersistenceError(TrioAgentsError):
@@ -38,6 +166,63 @@ class PersistenceError(TrioAgentsError):
     pass silently."""
 
 
-class CorruptSessionError(TrioAgentsError, ValueError):
-    """A stored session is damaged beyond what crash repair may fix (a record is missing in
-    the middle). It is never repaired silently."""
+class FlushTimeoutError(TrioAgentsError, TimeoutError):
+    """A closing agent's session was not flushed to its store within `close_grace`."""
+
+
+# -- lookups --------------------------------------------------------------------------------
+
+
+class JobNotFoundError(TrioAgentsError, KeyError):
+    """The shell executor has no job with that id."""
+
+    __str__ = _message
+
+
+class LabelNotFoundError(TrioAgentsError, KeyError):
+    """A `ConfiguredAgents` has no config with that label (a typo, not an agent that is
+    down)."""
+
+    __str__ = _message
+
+
+# -- store files ----------------------------------------------------------------------------
+
+
+class StoreNotFoundError(TrioAgentsError, FileNotFoundError):
+    """A store opened read-only does not exist (read-only never creates one)."""
+
+
+class NotAStoreError(TrioAgentsError, ValueError):
+    """The file is not a trio-agents session store: not SQLite, or someone else's database.
+    It is refused rather than given our tables."""
+
+
+class UnknownStoreVersionError(TrioAgentsError, ValueError):
+    """The file is a trio-agents session store of a format this version does not read."""
+
+
+class ReadOnlyStoreError(TrioAgentsError, io.UnsupportedOperation):
+    """A session was entered into a store opened with `readonly=True`: like writing to a
+    file opened for reading."""
+
+
+# -- models ---------------------------------------------------------------------------------
+
+
+class ChatStreamError(TrioAgentsError, ValueError):
+    """The event stream broke the protocol, or the server reported an error inside it. The
+    OpenAI-compatible model reports it as a `ModelEndpointError` naming the endpoint."""
+
+
+class ModelEndpointError(TrioAgentsError, RuntimeError):
+    """The endpoint answered an error status, broke the streaming protocol, or could not be
+    reached. The message names the URL and the HTTP status; it never holds the API key.
+
+    `status` is the HTTP status when there was one; `url` the endpoint (no credentials).
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import trio
 
-from ._errors import TrioAgentsError
+from ._errors import AlreadyRunningError, FiberClosedError
 from ._nursery import report_started, runs_inside, start_service
 
 if TYPE_CHECKING:
     from ._registry import AgentRegistry
     from ._runtime import Runtime
 
-__all__ = ["AgentFiber", "Fiber", "FiberClosedError", "Plugin", "Root", "require_open"]
+__all__ = ["AgentFiber", "Fiber", "Plugin", "Root", "require_open"]
 
 logger = logging.getLogger("trio_agents.fiber")
 
@@ -38,10 +38,6 @@ T = TypeVar("T")
 Disposer = Callable[[], Awaitable[object]]
 FiberState = Literal["new", "open", "closing", "closed"]
 _disposer_keys = itertools.count()
-
-
-class FiberClosedError(TrioAgentsError, trio.ClosedResourceError):
-    """Something was attached to a fiber that is closing or closed."""
 
 
 class Plugin(Protocol):
@@ -267,7 +263,9 @@ class Fiber:
         one). Raises RuntimeError if the fiber was served before.
         """
         if self._state != "new":
-            raise RuntimeError(f"{self!r} is already served")
+            raise AlreadyRunningError(
+                f"{self!r} is already served; start a fiber's serve() once, or open a new one"
+            )
         self._task = trio.lowlevel.current_task()
         try:
             with trio.CancelScope(shield=True):
@@ -342,7 +340,9 @@ class AgentFiber(Fiber):
     async def serve(
         self, *, task_status: trio.TaskStatus[Fiber] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        raise RuntimeError(f"{self!r} is hosted by its agent's lifecycle task; it has no serve")
+        raise AlreadyRunningError(
+            f"{self!r} is already served by its agent's lifecycle task; do not serve it"
+        )
 
     async def aclose(self) -> None:
         await self._close_owner()

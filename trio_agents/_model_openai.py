@@ -26,15 +26,15 @@ from urllib.parse import urlsplit
 
 import trio
 
-from ._errors import TrioAgentsError
+from ._errors import ChatStreamError, ModelEndpointError
 from ._model import Finish, Message, ModelChunk, ModelRequest, ToolSpec
-from ._model_sse import ChatStream, ChatStreamError, SSEParser, describe, snippet
+from ._model_sse import ChatStream, SSEParser, describe, snippet
 from ._records import thaw
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["DEFAULT_BASE_URL", "ModelEndpointError", "OpenAICompatibleModel"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAICompatibleModel"]
 
 logger = logging.getLogger("trio_agents.openai_model")
 
@@ -51,19 +51,6 @@ _HINTS: Final[Mapping[int, str]] = {
     404: "check OPENAI_BASE_URL (it should end in /v1 or the like) and OPENAI_MODEL",
     429: "the endpoint is rate-limiting or out of quota; wait, or raise the limit",
 }
-
-
-class ModelEndpointError(TrioAgentsError, RuntimeError):
-    """The endpoint answered an error status, broke the streaming protocol, or could not be
-    reached. The message names the URL and the HTTP status; it never holds the API key.
-
-    `status` is the HTTP status when there was one; `url` the endpoint (no credentials).
-    """
-
-    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.url = url
-        self.status = status
 
 
 class OpenAICompatibleModel:
@@ -216,6 +203,9 @@ class OpenAICompatibleModel:
         import httpx
 
         body = self.request_body(request)
+        # A client whose transport never blocks (an in-memory one) would make the whole
+        # stream pass without a checkpoint.
+        await trio.lowlevel.checkpoint()
         async with contextlib.AsyncExitStack() as stack:
             client = self._client
             if client is None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
+from ._errors import ChatStreamError
 from ._model import Finish, FinishReason, ModelChunk, TextDelta, ToolCall, Usage
 
 __all__ = ["ChatStream", "ChatStreamError", "SSEParser", "ServerSentEvent", "describe", "snippet"]
@@ -31,10 +32,6 @@ _FINISH_REASONS: Final[Mapping[str, FinishReason]] = {
     "function_call": "tool_calls",
     "length": "length",
 }
-
-
-class ChatStreamError(ValueError):
-    """The event stream broke the protocol, or the server reported an error inside it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from ._agent import Agent
-from ._errors import DuplicateSessionError
+from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
 from ._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
-from ._fiber import AgentFiber, Fiber, FiberClosedError, require_open
+from ._fiber import AgentFiber, Fiber, require_open
 from ._model import Model
 from ._nursery import report_started, runs_inside, start_service
 from ._options import AgentOptions
@@ -277,8 +277,9 @@ class Lifecycle:
                 with trio.move_on_after(grace) as flush_scope:
                     await self.services.sessions.flush(self.session)
                 if flush_scope.cancelled_caught:
-                    raise TimeoutError(
-                        f"agent {self.agent.id!r}: the session was not flushed within {grace}s"
+                    raise FlushTimeoutError(
+                        f"agent {self.agent.id!r}: the session was not flushed within "
+                        f"close_grace={grace}s; check the store, or give a longer close_grace"
                     )
         except Exception as exc:
             self._errors.append(exc)
@@ -408,17 +409,17 @@ class AgentRegistry:
         this registry's owner and live, with its loop running, when this returns; close it
         with the handle, or by closing its owner. Always a checkpoint.
 
-        Raises DuplicateSessionError if the id is live or already stored (resume a stored
-        session instead), and FiberClosedError if the owner is not open or closes meanwhile
-        (nothing of the agent is left behind then). ValueError for two tools of one name or
-        an empty `session_id`.
+        Raises SessionLiveError if the id is live, SessionExistsError if it is stored (resume it
+        instead), both DuplicateSessionErrors, and FiberClosedError if the owner is not open or
+        closes meanwhile (nothing of the agent is left behind then). ValueError for two tools of one
+        name or an empty `session_id`.
         """
         require_open(self._owner, "create an agent in")
         sid = session_id if session_id is not None else str(uuid.uuid4())
         store = self._services.sessions
         self._reject_live(sid)
         if await store.exists(sid):
-            raise DuplicateSessionError(
+            raise SessionExistsError(
                 f"session {sid!r} already exists in {store!r}; resume it with "
                 "agents.resume(session_id, ...) or choose another id"
             )
@@ -434,7 +435,7 @@ class AgentRegistry:
         options: AgentOptions | None = None,
     ) -> AgentHandle:
         """Resume a stored session. A turn a crash left open is closed `interrupted` first
-        (rule L6). Raises SessionNotFoundError, or DuplicateSessionError if it is live.
+        (rule L6). Raises SessionNotFoundError, or SessionLiveError if it is live.
 
         Like `create` otherwise: the agent is owned by this registry's owner and live when
         this returns. Always a checkpoint. Also raises FiberClosedError if the owner is not
@@ -448,7 +449,7 @@ class AgentRegistry:
 
     def _reject_live(self, sid: str) -> None:
         if sid in self._services.sessions.live_ids:
-            raise DuplicateSessionError(
+            raise SessionLiveError(
                 f"session {sid!r} is live; close its agent before creating or resuming it again"
             )
 

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ._errors import AlreadyLoadedError
 from ._events import EventBus
 from ._fiber import Fiber, Plugin
 from ._nursery import service_nursery, start_service
@@ -82,7 +83,9 @@ class Runtime(Fiber):
         FiberClosedError unless the runtime is open.
         """
         if id(plugin) in self._plugins:
-            raise ValueError(f"plugin {plugin!r} is already loaded; use reload() to apply it again")
+            raise AlreadyLoadedError(
+                f"plugin {plugin!r} is already loaded; use reload() to apply it again"
+            )
         label = name or getattr(plugin, "name", None) or type(plugin).__name__
         fiber = await self.open_child(f"plugin {label}")
         try:

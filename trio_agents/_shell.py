@@ -28,6 +28,7 @@ from functools import partial
 
 import trio
 
+from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
 from ._shell_output import OutputCollector, StreamOutput
 
 __all__ = [
@@ -230,11 +231,14 @@ class ShellExecutor:
         """Hold the nursery background jobs run in. Leaving it closes the executor: notices
         are silenced first, then every job is killed and reaped.
 
-        Entering is not a checkpoint; leaving is a cancel-shielded one. Raises RuntimeError
-        if the executor is already running.
+        Entering is a checkpoint; leaving is a cancel-shielded one. Raises
+        AlreadyRunningError (a RuntimeError) if the executor is already running.
         """
         if self._nursery is not None:
-            raise RuntimeError("this shell executor is already running; one runtime at a time")
+            raise AlreadyRunningError(
+                "this shell executor is already running; one runtime at a time"
+            )
+        await trio.lowlevel.checkpoint()  # entering a nursery is not a checkpoint
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
@@ -267,11 +271,11 @@ class ShellExecutor:
         `owner` (default: `spec.owner`) is stored with the job and never interpreted.
         Raises OSError when the command cannot be started (a bad workdir, no bash).
 
-        Always a checkpoint. Also raises RuntimeError unless the executor is running (inside
-        `running()`, and not closing), and ValueError if `owner` contradicts `spec.owner`.
+        Always a checkpoint. Also raises ShellClosedError unless the executor is running
+        (inside `running()`, and not closing), and ValueError if `owner` contradicts `spec.owner`.
         """
         if not self._accepting():
-            raise RuntimeError(
+            raise ShellClosedError(
                 "the shell executor is not running; start jobs inside `running()` "
                 "(open_runtime enters it for `rt.shell`)"
             )
@@ -287,7 +291,10 @@ class ShellExecutor:
             # has already taken its list, so this process would be nobody's.
             with trio.CancelScope(shield=True):
                 await self.kill_group(process)
-            raise RuntimeError("the shell executor closed while the job was starting")
+            raise ShellClosedError(
+                "the shell executor closed while the job was starting; the job was killed: "
+                "start jobs while `running()` is open"
+            )
         job = _Job(f"bash-{next(self._job_numbers)}", spec, owner, process, self.max_output_bytes)
         self._jobs[job.id] = job
         assert self._nursery is not None
@@ -382,28 +389,33 @@ class ShellExecutor:
 
     async def kill_owned(self, owner: str | None) -> None:
         """Kill every running job of `owner` (its agent is closing) and wait until they are
-        reaped. No notice is sent for them: their owner is going away.
-
-        A checkpoint when there is a job to kill; with none, only a schedule point.
+        reaped. No notice is sent for them: their owner is going away. Always a checkpoint.
         """
-        async with trio.open_nursery() as nursery:
-            for job in list(self._jobs.values()):
-                if job.owner == owner and not job.done.is_set():
-                    nursery.start_soon(partial(self.kill, job.id, notify=False))
+        await self._kill_all(
+            [j for j in self._jobs.values() if j.owner == owner and not j.done.is_set()],
+            notify=False,
+        )
 
     async def close_jobs(self) -> None:
         """Silence notices, then kill and reap every job. Afterwards `start` refuses new
-        jobs. A checkpoint when there is a job to kill; with none, only a schedule point."""
+        jobs. Always a checkpoint."""
         self._silenced = True
+        await self._kill_all([j for j in self._jobs.values() if not j.done.is_set()])
+
+    async def _kill_all(self, jobs: list[_Job], *, notify: bool = True) -> None:
+        if not jobs:
+            # An empty nursery's exit is only a schedule point, not a cancellation point.
+            await trio.lowlevel.checkpoint()
+            return
         async with trio.open_nursery() as nursery:
-            for job in list(self._jobs.values()):
-                if not job.done.is_set():
-                    nursery.start_soon(self.kill, job.id)
+            for job in jobs:
+                nursery.start_soon(partial(self.kill, job.id, notify=notify))
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)
         if job is None:
-            raise KeyError(f"no job {job_id!r}; known jobs: {', '.join(self._jobs) or 'none'}")
+            known = ", ".join(self._jobs) or "none"
+            raise JobNotFoundError(f"no job {job_id!r}; known jobs: {known}")
         return job
 
     async def _watch(self, job: _Job) -> None:
@@ -509,10 +521,12 @@ class ShellExecutor:
         whatever of the group is left. Idempotent; errors for a group already gone are
         ignored.
 
-        A checkpoint, except when the whole group is already gone: then it returns at once.
+        Always a checkpoint.
         """
         if process.returncode is not None and not group_has_live_members(process.pid):
-            return  # all gone: do not signal a group id the kernel may have reused
+            # All gone: do not signal a group id the kernel may have reused.
+            await trio.lowlevel.checkpoint()
+            return
         _signal_group(process.pid, signal.SIGTERM)
         # The grace is for the whole group, not only the leader: a grandchild that cleans
         # up on TERM gets its chance too.

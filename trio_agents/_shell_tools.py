@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._errors import AgentClosedError
+from ._errors import AgentClosedError, AlreadyLoadedError, ShellClosedError
 from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest
 from ._tool import Tool, ToolContext, ToolResult
 
@@ -60,7 +60,7 @@ class BashTools:
         owners, until `fiber` closes. Always a checkpoint. Raises ValueError if this
         instance is loaded already (in this runtime or another)."""
         if self._runtime is not None:
-            raise ValueError(
+            raise AlreadyLoadedError(
                 "this BashTools is already loaded in a runtime; use rt.reload() to apply it "
                 "again, or make another instance for another runtime"
             )
@@ -200,7 +200,7 @@ class _Bash(_BashToolBase):
             result = await shell.run(spec)
         except OSError as exc:
             return _error(f"cannot run the command in {spec.workdir!r}: {exc}")
-        except RuntimeError as exc:  # the executor is not running (or closing)
+        except ShellClosedError as exc:
             return _error(f"cannot start a job now: {exc}")
         return ToolResult(render_result(result))
 

@@ -17,19 +17,12 @@ from typing import Any
 
 import trio
 
-from ._errors import DuplicateSessionError, TrioAgentsError
+from ._errors import SessionLiveError, SessionNotFoundError
 from ._records import TURN_END, TURN_START, Record
 from ._repair import closers
 from ._session import Session
 
-__all__ = ["MemoryStore", "SessionInfo", "SessionNotFoundError", "SessionStore", "StoredSession"]
-
-
-class SessionNotFoundError(TrioAgentsError, KeyError):
-    """No session with that id is stored."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+__all__ = ["MemoryStore", "SessionInfo", "SessionStore", "StoredSession"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,16 +115,16 @@ class SessionStore(abc.ABC):
     def enter(self, session: Session) -> Callable[[], None]:
         """Make `session` live and persist its appends; returns its exact detach.
 
-        Raises DuplicateSessionError if a session with that id is live. The detach is
-        idempotent and only ever removes this exact entry, so a stale detach can never remove
-        a later session that reuses the id. Never blocks.
+        Raises SessionLiveError (a DuplicateSessionError) if a session with that id is live. The
+        detach is idempotent and only ever removes this exact entry, so a stale detach can never
+        remove a later session that reuses the id. Never blocks.
 
         Also raises what `_check_running` raises (a SqliteStore that is not running or is
-        read-only: TrioAgentsError) and what `_claim` raises (DuplicateSessionError when
-        another process has the session live).
+        read-only: StoreClosedError, ReadOnlyStoreError) and what `_claim` raises
+        (SessionLiveElsewhereError when another process has the session live).
         """
         if session.id in self._live:
-            raise DuplicateSessionError(
+            raise SessionLiveError(
                 f"session {session.id!r} is already live in this store; close its agent "
                 "first, or use another id"
             )
@@ -163,6 +156,7 @@ class SessionStore(abc.ABC):
         """
         await trio.lowlevel.checkpoint()
         yield
+        await trio.lowlevel.checkpoint()  # leaving is a checkpoint too
 
     async def restore(self, session_id: str) -> StoredSession:
         """Load a stored session for resuming it. If its last turn is open (a crash), the
@@ -179,7 +173,7 @@ class SessionStore(abc.ABC):
         try:
             async with lock:
                 if session_id in self._live:
-                    raise DuplicateSessionError(
+                    raise SessionLiveError(
                         f"session {session_id!r} became live while it was being restored; "
                         "close its agent before resuming it again"
                     )
@@ -233,7 +227,7 @@ class SessionStore(abc.ABC):
 
     def _claim(self, session_id: str) -> None:  # noqa: B027 - optional hook
         """Claim the session against other processes sharing the backend; raise
-        DuplicateSessionError if one of them has it live. Idempotent within a process."""
+        SessionLiveElsewhereError if one of them has it live. Idempotent within a process."""
 
     def _release(self, session_id: str) -> None:  # noqa: B027 - optional hook
         """Give up the claim of `_claim`."""

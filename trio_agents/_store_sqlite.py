@@ -26,7 +26,16 @@ from typing import Any, Final
 
 import trio
 
-from ._errors import DuplicateSessionError, TrioAgentsError
+from ._errors import (
+    AlreadyRunningError,
+    NotAStoreError,
+    ReadOnlyStoreError,
+    SessionLiveElsewhereError,
+    StoreBrokenError,
+    StoreClosedError,
+    StoreNotFoundError,
+    UnknownStoreVersionError,
+)
 from ._nursery import service_nursery
 from ._records import STEP_END, TURN_END, TURN_START, Record
 from ._repair import validate
@@ -121,7 +130,7 @@ class SqliteStore(SessionStore):
         read-only store has no file; a failure of the writer propagates out of the block.
         """
         if self._conn is not None:
-            raise TrioAgentsError(f"{self!r} is already running; one runtime at a time")
+            raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
         self._conn = await trio.to_thread.run_sync(self._connect)
         try:
             async with service_nursery() as nursery:
@@ -141,7 +150,9 @@ class SqliteStore(SessionStore):
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
             if not self.path.exists():
-                raise TrioAgentsError(f"no session store at {self.path}")
+                raise StoreNotFoundError(
+                    f"no session store at {self.path}; open it without readonly=True to create it"
+                )
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
             try:
@@ -157,7 +168,13 @@ class SqliteStore(SessionStore):
         try:
             # Check and initialise in one write transaction: two processes opening a new
             # file at once must not see each other's half-made schema.
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                # Writing reads the header first: this is where a non-SQLite file shows.
+                if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
+                    raise
+                raise self._not_sqlite(exc) from exc
             try:
                 self._check_format(conn, allow_empty=True)
                 for statement in SCHEMA.split(";"):
@@ -182,27 +199,38 @@ class SqliteStore(SessionStore):
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         except sqlite3.DatabaseError as exc:
-            raise TrioAgentsError(f"{self.path} is not an SQLite database: {exc}") from exc
+            raise self._not_sqlite(exc) from exc
         if version == FORMAT_VERSION and {"sessions", "records"} <= tables:
             return
         if version == 0 and not tables and allow_empty:
             return  # a new file: ours to initialise
-        raise TrioAgentsError(
-            f"{self.path} is not a trio-agents session store of format {FORMAT_VERSION} "
-            f"(user_version {version}, tables {sorted(tables)}); use another path"
+        if {"sessions", "records"} <= tables:
+            raise UnknownStoreVersionError(
+                f"{self.path} is a trio-agents session store of format {version}, but this "
+                f"version reads format {FORMAT_VERSION}; use the trio-agents that wrote it, "
+                "or another path"
+            )
+        raise NotAStoreError(
+            f"{self.path} is not a trio-agents session store (user_version {version}, "
+            f"tables {sorted(tables)}); use another path"
         )
+
+    def _not_sqlite(self, exc: sqlite3.DatabaseError) -> NotAStoreError:
+        return NotAStoreError(f"{self.path} is not an SQLite database ({exc}); use another path")
 
     def _check_running(self) -> None:
         if self._conn is None:
-            raise TrioAgentsError(
+            raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
         if self.readonly:
-            raise TrioAgentsError(f"{self!r} is read-only; open it without readonly=True to write")
+            raise ReadOnlyStoreError(
+                f"{self!r} is read-only; open it without readonly=True to write"
+            )
 
     async def _db(self, fn: Any, *args: Any) -> Any:
         if self._conn is None:
-            raise TrioAgentsError(
+            raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
         async with self._lock:
@@ -231,7 +259,7 @@ class SqliteStore(SessionStore):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise DuplicateSessionError(
+            raise SessionLiveElsewhereError(
                 f"session {session_id!r} is live in another process using {self.path}; "
                 "close it there first"
             ) from None
@@ -262,7 +290,10 @@ class SqliteStore(SessionStore):
         target = len(session)
         while self._committed.get(session.id, target) < target:
             if self._writer_error is not None:
-                raise TrioAgentsError(f"{self!r} cannot write") from self._writer_error
+                raise StoreBrokenError(
+                    f"{self!r} cannot write: its writer failed (the cause says why); "
+                    "close the runtime and check the file"
+                ) from self._writer_error
             self._check_running()
             self._flush_wanted = True
             self._wake.set()

@@ -37,7 +37,12 @@ import trio
 
 from .._agent import Agent
 from .._batches import write_in_batches
-from .._errors import AgentClosedError, DuplicateSessionError, TrioAgentsError
+from .._errors import (
+    AgentClosedError,
+    DuplicateSessionError,
+    SessionNotFoundError,
+    TrioAgentsError,
+)
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._nursery import service_nursery
@@ -46,7 +51,7 @@ from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._shell_tools import BashTools
-from .._store import SessionNotFoundError, SessionStore
+from .._store import SessionStore
 from .._store_sqlite import default_store_path
 from ._args import add_max_steps, add_model, add_store, configure_logging
 from ._chat_render import PROMPT, Renderer, replay_summary

@@ -20,8 +20,8 @@ from typing import Any, TextIO, TypeVar
 
 import trio
 
-from .._errors import TrioAgentsError
-from .._store import SessionInfo, SessionNotFoundError, StoredSession
+from .._errors import SessionNotFoundError, TrioAgentsError
+from .._store import SessionInfo, StoredSession
 from .._store_sqlite import SqliteStore, default_store_path
 from ._args import add_store
 

@@ -28,7 +28,7 @@ from typing import Any
 import trio
 
 from .._batches import write_in_batches
-from .._errors import AgentClosedError, DuplicateSessionError
+from .._errors import AgentClosedError, DuplicateSessionError, SessionNotFoundError
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._options import AgentOptions
@@ -36,7 +36,6 @@ from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell_tools import BashTools
-from .._store import SessionNotFoundError
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _mapping as m
@@ -134,8 +133,8 @@ class AcpServer:
         """Close every session's agent (memoized; every caller waits for the same end). The
         pending prompts answer `cancelled`; later session requests are refused.
 
-        Always a schedule point. The first call is not cancellable (agents close shielded);
-        a later one waits for it at a checkpoint. A session whose close fails is logged, and
+        Always a checkpoint. The first call is not cancellable (agents close shielded); a
+        later one waits for it at a checkpoint. A session whose close fails is logged, and
         the others still close.
         """
         if self._teardown_done is not None:
@@ -150,6 +149,9 @@ class AcpServer:
                 # Its turn ends `closed` with the agent; the client is told `cancelled`.
                 session.prompt.cancel_requested = True
         try:
+            if not sessions:
+                # An empty nursery's exit is only a schedule point, not a cancellation point.
+                await trio.lowlevel.checkpoint()
             async with trio.open_nursery() as nursery:
                 for session in sessions:
                     nursery.start_soon(self._close_session, session)

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, run_state_machine_as_test
 
 from .._configured import AgentConfig, ConfiguredAgents
-from .._errors import DuplicateSessionError
+from .._errors import DuplicateSessionError, SessionNotFoundError
 from .._events import AgentClosed, AgentCreated, Event, SessionClosed, SessionCreated
 from .._fiber import Fiber
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._status import AgentStatus
-from .._store import MemoryStore, SessionNotFoundError, SessionStore
+from .._store import MemoryStore, SessionStore
 from ._history import history_problems
 from ._host import TrioHost
 from ._machine import ConformanceMachine, machine_for, rule

@@ -171,6 +171,8 @@ class ScriptedModel:
             else:
                 await trio.lowlevel.checkpoint()
                 yield item
+        # The end of the stream is a checkpoint too, also for a step with nothing in it.
+        await trio.lowlevel.checkpoint()
 
 
 class GateTool:

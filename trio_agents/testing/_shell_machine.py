@@ -35,11 +35,12 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
+from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._shell import RunResult, ShellExecutor, live_group_members
 from .._shell_tools import BashTools
-from .._store import MemoryStore, SessionNotFoundError
+from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
