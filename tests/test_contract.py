@@ -149,3 +149,19 @@ def test_the_contract_is_binding_and_says_how_it_changes() -> None:
     assert "binding" in head
     assert "docs/design.md" in head
     assert "new id" in head
+
+
+def test_the_contract_names_every_public_name() -> None:
+    """What is public is what the contract names (D50): every name a namespace exports."""
+    import trio_agents
+    import trio_agents.acp
+    import trio_agents.testing
+
+    text = (ROOT / "docs" / "contract.md").read_text()
+    unnamed = [
+        f"{module.__name__}.{name}"
+        for module in (trio_agents, trio_agents.acp, trio_agents.testing)
+        for name in module.__all__
+        if not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text)
+    ]
+    assert unnamed == [], "name these in docs/contract.md"
