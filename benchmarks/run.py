@@ -32,13 +32,13 @@ from trio_agents import (
     MemoryStore,
     ModelChunk,
     ModelRequest,
+    Session,
     SqliteStore,
     TextDelta,
     ToolCall,
     ToolContext,
     open_runtime,
 )
-from trio_agents._session import Session
 
 Row = tuple[str, list[float], str, list[float] | None, str]
 
@@ -300,9 +300,8 @@ trio.run(main)
 
 MEMORY_STORE_SERVER = """
 import trio
-from trio_agents import MemoryStore
+from trio_agents import MemoryStore, OfflineModel
 from trio_agents.acp import serve_stdio
-from trio_agents._model_offline import OfflineModel
 
 # `trio-agents acp` with the memory store: what the SQLite commits cost, by difference.
 trio.run(serve_stdio, MemoryStore(), OfflineModel)
