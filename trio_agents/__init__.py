@@ -1,8 +1,6 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
 from ._agent import Agent as Agent
-from ._agent import CancelCause as CancelCause
-from ._agent import MessageId as MessageId
 from ._configured import AgentConfig as AgentConfig
 from ._configured import ConfiguredAgents as ConfiguredAgents
 from ._errors import AgentClosedError as AgentClosedError
@@ -81,7 +79,9 @@ from ._store_sqlite import default_store_path as default_store_path
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolResult as ToolResult
+from ._turn import CancelCause as CancelCause
 from ._turn import Closer as Closer
+from ._turn import MessageId as MessageId
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [

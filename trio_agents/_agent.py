@@ -17,7 +17,7 @@ import itertools
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Final, Literal, NewType
+from typing import Final
 
 import trio
 
@@ -55,13 +55,14 @@ from ._records import (
     completed,
     errored,
     max_steps,
-    thaw,
 )
 from ._session import Session
 from ._status import AgentStatus
-from ._tool import Tool, ToolContext, ToolResult
+from ._tool import Tool, ToolContext
 from ._turn import (
+    CancelCause,
     Closer,
+    MessageId,
     StepAborted,
     Turn,
     Wakeup,
@@ -69,22 +70,14 @@ from ._turn import (
     read_reply,
     replaces_cancellation,
     resume_counters,
+    run_tool,
     unique_call_ids,
 )
 from ._util import describe
 
-__all__ = ["Agent", "CancelCause", "MessageId"]
+__all__ = ["Agent"]
 
 logger = logging.getLogger("trio_agents.agent")
-
-MessageId = NewType("MessageId", str)
-"""The id `send`, `steer` and `inject` return: `m1`, `m2`, ... per agent, continuing after
-the highest id of a resumed session. The message's record carries it as `id`."""
-CancelCause = Literal["user", "parent"]
-"""Who asked `Agent.cancel` to stop a turn: `"user"` (a person: Ctrl-C, ACP's
-`session/cancel`) or `"parent"` (the program or agent driving this one). The agent treats
-both alike; the turn's `aborted` end records which it was."""
-
 
 _PUBLIC_CAUSES: Final = ("user", "parent")
 _CLOSED_CAUSE: Final = "closed"
@@ -498,20 +491,8 @@ class Agent:
     async def _call_tool(
         self, turn: Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
     ) -> None:
-        tool = self._tools.get(call.name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            result = ToolResult(f"unknown tool {call.name!r}; this agent has: {known}", True)
-        else:
-            context = ToolContext(self.id, call.call_id, turn.number, step)
-            try:
-                # The tool gets its own copy: what it does to it never rewrites history.
-                raw = await tool(thaw(call.arguments), context)
-            except Exception as exc:
-                # A failing tool is an answer the model can react to, not a failed turn.
-                result = ToolResult(describe(exc), is_error=True)
-            else:
-                result = raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
+        context = ToolContext(self.id, call.call_id, turn.number, step)
+        result = await run_tool(self._tools, call, context)
         del unanswered[index]
         self._append(
             TOOL_RESULT,

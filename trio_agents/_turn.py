@@ -4,16 +4,21 @@ from its records and its exceptions. No state of the agent lives here."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Literal, NewType
 
 import trio
 
 from ._model import Finish, ModelChunk, TextDelta, ToolCall
-from ._records import MESSAGE_RECORD_TYPES, TURN_START
+from ._records import MESSAGE_RECORD_TYPES, TURN_START, thaw
 from ._session import Session
+from ._tool import Tool, ToolContext, ToolResult
+from ._util import describe
 
 __all__ = [
+    "CancelCause",
     "Closer",
+    "MessageId",
     "StepAborted",
     "Turn",
     "Wakeup",
@@ -21,8 +26,18 @@ __all__ = [
     "read_reply",
     "replaces_cancellation",
     "resume_counters",
+    "run_tool",
     "unique_call_ids",
 ]
+
+
+MessageId = NewType("MessageId", str)
+"""The id `send`, `steer` and `inject` return: `m1`, `m2`, ... per agent, continuing after
+the highest id of a resumed session. The message's record carries it as `id`."""
+CancelCause = Literal["user", "parent"]
+"""Who asked `Agent.cancel` to stop a turn: `"user"` (a person: Ctrl-C, ACP's
+`session/cancel`) or `"parent"` (the program or agent driving this one). The agent treats
+both alike; the turn's `aborted` end records which it was."""
 
 
 class Closer:
@@ -183,3 +198,18 @@ class Wakeup:
         task, self._task = self._task, None
         if task is not None:
             trio.lowlevel.reschedule(task)
+
+
+async def run_tool(tools: Mapping[str, Tool], call: ToolCall, context: ToolContext) -> ToolResult:
+    """Run one tool call. An unknown tool, or a tool that raises, is an error result the
+    model can react to, not a failed turn; `Cancelled` propagates. The tool gets its own
+    copy of the arguments: what it does to them never rewrites history."""
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return ToolResult(f"unknown tool {call.name!r}; this agent has: {known}", True)
+    try:
+        raw = await tool(thaw(call.arguments), context)
+    except Exception as exc:
+        return ToolResult(describe(exc), is_error=True)
+    return raw if isinstance(raw, ToolResult) else ToolResult(str(raw))

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
-from .._agent import CancelCause
 from .._events import EventBus
 from .._fiber import Fiber, Plugin
 from .._model import Model
@@ -21,6 +20,7 @@ from .._shell import ShellExecutor
 from .._status import AgentStatus
 from .._store import SessionStore
 from .._tool import Tool
+from .._turn import CancelCause
 
 __all__ = ["AgentFactory", "AgentSurface", "RuntimeFactory", "RuntimeSurface", "ShellFactory"]
 
