@@ -21,7 +21,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from trio_agents._shell import live_group_members
+from trio_agents._shell_group import live_group_members
 
 pytestmark = pytest.mark.subprocess
 

@@ -29,6 +29,7 @@ from functools import partial
 import trio
 
 from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
+from ._shell_group import group_gone, group_has_live_members, signal_group
 from ._shell_output import OutputCollector, StreamOutput
 
 __all__ = [
@@ -37,8 +38,6 @@ __all__ = [
     "ShellExecutor",
     "ShellRequest",
     "ShellSpec",
-    "group_has_live_members",
-    "live_group_members",
     "scrubbed_environment",
 ]
 
@@ -527,20 +526,20 @@ class ShellExecutor:
             # All gone: do not signal a group id the kernel may have reused.
             await trio.lowlevel.checkpoint()
             return
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         # The grace is for the whole group, not only the leader: a grandchild that cleans
         # up on TERM gets its chance too.
         with trio.move_on_after(self.grace):
             await process.wait()
-            await _group_gone(process.pid)
-        _signal_group(process.pid, signal.SIGKILL)
+            await group_gone(process.pid)
+        signal_group(process.pid, signal.SIGKILL)
         await process.wait()
         # A signal is delivered asynchronously: only return once the kernel has removed
         # every member of the group (init reaps the reparented ones), or the grace is over.
         # No event tells us that processes which are not our children have exited (and the
         # group's members are unknown), so this is a bounded poll.
         with trio.move_on_after(self.grace):
-            await _group_gone(process.pid)
+            await group_gone(process.pid)
 
 
 async def _spawn(spec: ShellSpec) -> trio.Process:
@@ -576,52 +575,6 @@ def _result(
         stdout=stdout,
         stderr=stderr,
     )
-
-
-GROUP_POLL = 0.005  # seconds between checks that a killed group is gone
-
-
-async def _group_gone(pgid: int) -> None:
-    while group_has_live_members(pgid):  # noqa: ASYNC110 - no event exists for this
-        await trio.sleep(GROUP_POLL)
-
-
-def group_has_live_members(pgid: int) -> bool:
-    """Whether any process of group `pgid` is still alive (zombies are dead: they only wait
-    for whoever adopted them, init in the end, to reap them)."""
-    try:
-        return bool(live_group_members(pgid))
-    except OSError:
-        return _signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """The live (not zombie) pids of group `pgid`, read from /proc. Raises OSError if /proc
-    cannot be listed."""
-    members: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                fields = stat_file.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        # After the command name: state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry))
-    return members
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send `sig` to the group; False if the group no longer exists (or is not ours)."""
-    if pgid <= 0:
-        return False
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
 
 
 async def _pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:

@@ -38,7 +38,8 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
-from .._shell import RunResult, ShellExecutor, live_group_members
+from .._shell import RunResult, ShellExecutor
+from .._shell_group import live_group_members
 from .._shell_tools import BashTools
 from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult

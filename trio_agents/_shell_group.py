@@ -1,0 +1,63 @@
+"""Process groups, as the kernel sees them: signal one, ask whether any of its processes is
+still alive, wait until none is. What a group kill needs, apart from the jobs it kills."""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+__all__ = [
+    "GROUP_POLL",
+    "group_gone",
+    "group_has_live_members",
+    "live_group_members",
+    "signal_group",
+]
+
+
+GROUP_POLL = 0.005  # seconds between checks that a killed group is gone
+
+
+async def group_gone(pgid: int) -> None:
+    """Return once no process of group `pgid` is alive. A checkpoint."""
+    while group_has_live_members(pgid):  # noqa: ASYNC110 - no event exists for this
+        await trio.sleep(GROUP_POLL)
+
+
+def group_has_live_members(pgid: int) -> bool:
+    """Whether any process of group `pgid` is still alive (zombies are dead: they only wait
+    for whoever adopted them, init in the end, to reap them)."""
+    try:
+        return bool(live_group_members(pgid))
+    except OSError:
+        return signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """The live (not zombie) pids of group `pgid`, read from /proc. Raises OSError if /proc
+    cannot be listed."""
+    members: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        # After the command name: state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            members.append(int(entry))
+    return members
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to the group; False if the group no longer exists (or is not ours)."""
+    if pgid <= 0:
+        return False
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
