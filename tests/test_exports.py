@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
             "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
+            "testing._properties",
         ),
     ),
     (
@@ -75,7 +76,8 @@ EXPORTS = {
     },
     "trio_agents.acp": {"AcpServer", "serve_stdio"},
     "trio_agents.testing": {
-        "HOLD", "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface", "EchoTool",
+        "HOLD", "PROPERTIES", "ContractViolation", "Draws", "Property",
+        "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface", "EchoTool",
         "GateTool", "LifecycleMachine", "RandomSeeder", "RuntimeFactory", "RuntimeSurface",
         "ScriptedModel", "ScriptedStep", "ShellFactory", "ShellMachine", "TrioHost",
         "WallClock", "check_agent_conformance", "check_lifecycle_conformance",

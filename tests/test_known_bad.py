@@ -1,4 +1,5 @@
-"""Seeded defects the conformance suite must catch (the list grows with issue 4)."""
+"""Every seeded defect of tests/support/known_bad is caught, on every run (derandomised), by
+the property docs/conformance.md names for it: a ContractViolation, not a crash."""
 
 from __future__ import annotations
 
@@ -9,24 +10,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from trio_agents.testing._agent_machine import AgentMachine, check_agent_conformance
-from trio_agents.testing._lifecycle_machine import check_lifecycle_conformance
-from trio_agents.testing._shell_machine import check_shell_conformance, shell_settings
+from trio_agents.testing import AgentMachine, ContractViolation, check_agent_conformance
+from trio_agents.testing._conformance import MACHINES
+from trio_agents.testing._machine import machine_for
 
-from .support.known_bad import (
-    aclose_before_loop_exit,
-    detach_before_flush,
-    idle_cancel_emits,
-    leader_only_kill,
-    loser_left_registered,
-    notice_for_killed_jobs,
-    owner_forgotten_at_end,
-    queued_prompt_batched_into_cancelled_turn,
-    send_dropped_right_after_cancel,
-    steering_lost_at_turn_end,
-    tool_result_missing_after_cancel,
-    wait_idle_at_turn_boundary,
-)
+from .support.known_bad import SEEDED, Seeded
+from .support.known_bad._agent import send_dropped_right_after_cancel
 
 BUDGET = settings(
     # The same examples every run: a seeded defect is either caught on every run or never,
@@ -43,61 +32,30 @@ BUDGET = settings(
 )
 
 
-@pytest.mark.parametrize(
-    "factory",
-    [
-        queued_prompt_batched_into_cancelled_turn,
-        idle_cancel_emits,
-        wait_idle_at_turn_boundary,
-        steering_lost_at_turn_end,
-        tool_result_missing_after_cancel,
-    ],
-    ids=[
-        "a-queued-prompt-batched-into-cancelled-turn",
-        "b-idle-cancel-emits",
-        "e-wait-idle-at-turn-boundary",
-        "f-steering-lost-at-turn-end",
-        "h-tool-result-missing-after-cancel",
-    ],
-)
-def test_the_agent_machine_catches_a_seeded_defect(factory: object) -> None:
-    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
-        check_agent_conformance(factory, settings=BUDGET)  # type: ignore[arg-type]
-    assert_violations(info.value)
+def _marks(seeded: Seeded) -> list[pytest.MarkDecorator]:
+    # The shell machine runs real processes on the real clock.
+    return [pytest.mark.subprocess] if seeded.machine == "shell" else []
 
 
-@pytest.mark.parametrize(
-    "factory",
-    [aclose_before_loop_exit, detach_before_flush, loser_left_registered],
-    ids=[
-        "c-aclose-before-loop-exit",
-        "d-detach-before-flush",
-        "g-loser-left-registered",
-    ],
-)
-def test_the_lifecycle_machine_catches_a_seeded_defect(factory: object) -> None:
-    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
-        check_lifecycle_conformance(factory, settings=BUDGET)  # type: ignore[arg-type]
-    assert_violations(info.value)
+@pytest.mark.parametrize("seeded", [pytest.param(s, id=s.name, marks=_marks(s)) for s in SEEDED])
+def test_the_suite_catches_a_seeded_defect(seeded: Seeded) -> None:
+    spec = MACHINES[seeded.machine]
+    machine = machine_for(spec.base, seeded.target)
+    with pytest.raises(Exception) as info:  # noqa: PT011 - checked below
+        run_state_machine_as_test(machine, settings=spec.budget(BUDGET))
+    violation = the_violation(info.value)
+    assert violation.property.name == seeded.property, (
+        f"{seeded.name} was caught by {violation.property.name}, "
+        f"not by {seeded.property}: {violation}"
+    )
 
 
-@pytest.mark.subprocess
-@pytest.mark.parametrize(
-    "factory",
-    [leader_only_kill, owner_forgotten_at_end, notice_for_killed_jobs],
-    ids=["i-leader-only-kill", "j-owner-forgotten-at-end", "k-notice-for-killed-jobs"],
-)
-def test_the_shell_machine_catches_a_seeded_defect(factory: object) -> None:
-    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
-        check_shell_conformance(factory, settings=shell_settings(BUDGET))  # type: ignore[arg-type]
-    assert_violations(info.value)
-
-
-def assert_violations(exc: BaseException) -> None:
-    # Conformance violations (assertions of the machine), not a crash of the harness.
+def the_violation(exc: BaseException) -> ContractViolation:
+    # One conformance violation (a check of the machine), not a crash of the harness.
     leaves = list(leaf_exceptions(exc))
-    assert leaves
-    assert all(isinstance(leaf, AssertionError) for leaf in leaves), leaves
+    assert len(leaves) == 1, leaves
+    assert isinstance(leaves[0], ContractViolation), exc
+    return leaves[0]
 
 
 def leaf_exceptions(exc: BaseException) -> Iterator[BaseException]:
@@ -119,8 +77,8 @@ def test_schedule_exploration_finds_a_same_batch_race_the_fixed_schedule_misses(
     run_state_machine_as_test(FixedSchedule, settings=BUDGET)
     # With cancel and send racing in one batch, in an order the drawn scheduler seed picks,
     # it is found and shrunk.
-    with pytest.raises(Exception) as info:  # noqa: PT011 - any violation counts
+    with pytest.raises(Exception) as info:  # noqa: PT011 - checked below
         check_agent_conformance(send_dropped_right_after_cancel, settings=BUDGET)
-    assert_violations(info.value)
+    the_violation(info.value)
     program = "\n".join(getattr(info.value, "__notes__", []))
     assert "race_cancel_and_send" in program

@@ -36,7 +36,7 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
-    from ..testing._conformance import run_conformance
+    from ..testing._conformance import describe_failure, run_conformance
 
     factory = _load_target(args.target) if args.target else None
     runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
@@ -65,7 +65,8 @@ def _conformance(args: argparse.Namespace) -> int:
             print(f"  {report.machine} machine: passed, {counts}")
             continue
         print(f"  {report.machine} machine: FAILED, {counts}")
-        print(f"    {type(report.failure).__name__}: {report.failure}")
+        for line in describe_failure(report.failure).splitlines():
+            print(f"    {line}")
         if report.program is not None:
             print("    shrunk reproduction (run it with python):")
             for line in report.program.splitlines():

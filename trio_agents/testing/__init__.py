@@ -14,6 +14,8 @@ from .._util import fixup_module_metadata as _fixup_module_metadata
 from ._history import history_problems as history_problems
 from ._host import TrioHost as TrioHost
 from ._host import WallClock as WallClock
+from ._properties import ContractViolation as ContractViolation
+from ._properties import Property as Property
 from ._reference import AgentReference as AgentReference
 from ._scripted import HOLD as HOLD
 from ._scripted import EchoTool as EchoTool
@@ -33,20 +35,26 @@ if TYPE_CHECKING:
     from ._agent_machine import AgentMachine as AgentMachine
     from ._agent_machine import RandomSeeder as RandomSeeder
     from ._agent_machine import check_agent_conformance as check_agent_conformance
+    from ._catalogue import PROPERTIES as PROPERTIES
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
     from ._lifecycle_machine import check_lifecycle_conformance as check_lifecycle_conformance
+    from ._machine import Draws as Draws
     from ._shell_machine import ShellMachine as ShellMachine
     from ._shell_machine import check_shell_conformance as check_shell_conformance
 
 __all__ = [
     "HOLD",
+    "PROPERTIES",
     "AgentFactory",
     "AgentMachine",
     "AgentReference",
     "AgentSurface",
+    "ContractViolation",
+    "Draws",
     "EchoTool",
     "GateTool",
     "LifecycleMachine",
+    "Property",
     "RandomSeeder",
     "RuntimeFactory",
     "RuntimeSurface",
@@ -69,6 +77,8 @@ _LAZY = {
     "AgentMachine": "._agent_machine",
     "check_agent_conformance": "._agent_machine",
     "RandomSeeder": "._agent_machine",
+    "PROPERTIES": "._catalogue",
+    "Draws": "._machine",
     "LifecycleMachine": "._lifecycle_machine",
     "check_lifecycle_conformance": "._lifecycle_machine",
     "ShellMachine": "._shell_machine",
@@ -85,4 +95,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-_fixup_module_metadata(__name__, [globals()[name] for name in __all__ if name not in _LAZY])
+_fixup_module_metadata(
+    __name__, [globals()[name] for name in __all__ if name not in _LAZY and name != "PROPERTIES"]
+)

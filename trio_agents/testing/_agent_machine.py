@@ -46,17 +46,22 @@ from .._tool import Tool
 from ._history import history_problems
 from ._host import TrioHost
 from ._machine import ConformanceMachine, machine_for, rule
+from ._properties import Property
 from ._reference import AgentReference, StepSummary, TurnSummary
 from ._scripted import GateTool, ScriptedModel, reply, tool_step
 from ._targets import AgentFactory
 
 __all__ = [
+    "PROPERTIES",
     "AgentFactory",
     "AgentMachine",
     "RandomSeeder",
     "check_agent_conformance",
     "summarize_turns",
 ]
+
+PROPERTIES: tuple[Property, ...] = ()
+"""The properties this machine checks, each of one rule of the contract."""
 
 STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import hypothesis.core
 from hypothesis import settings as Settings
@@ -22,9 +24,43 @@ from ._agent_machine import AgentFactory, AgentMachine
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import ConformanceMachine, machine_for
 from ._profiles import profile
+from ._properties import ContractViolation
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
 
-__all__ = ["MachineReport", "reproduction", "run_conformance"]
+__all__ = [
+    "MACHINES",
+    "MachineReport",
+    "MachineSpec",
+    "describe_failure",
+    "reproduction",
+    "run_conformance",
+]
+
+# `Draw 2 (job): 'bash-1'  # or any other generated value`: what a rule drew from st.data().
+_DRAW = re.compile(r"Draw \d+(?: \([^)]*\))?: (?P<value>.*?)(?:  # or any other generated value)?$")
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    """One machine `run_conformance` runs: its class (a public name of
+    `trio_agents.testing`), which target it checks (`agent`, `runtime` or `shell`), and its
+    budget made from the profile's."""
+
+    base: type[ConformanceMachine]
+    target: Literal["agent", "runtime", "shell"]
+    budget: Callable[[Settings], Settings]
+
+
+def _as_is(settings: Settings) -> Settings:
+    return settings
+
+
+MACHINES: dict[str, MachineSpec] = {
+    "agent": MachineSpec(AgentMachine, "agent", _as_is),
+    "lifecycle": MachineSpec(LifecycleMachine, "runtime", _as_is),
+    "shell": MachineSpec(ShellMachine, "shell", shell_settings),
+}
+"""The machines, by name, in the order they run."""
 
 
 @dataclass(frozen=True)
@@ -70,22 +106,21 @@ def run_conformance(
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
     chosen_seed = seed if seed is not None else random.randrange(2**32)
-    shell_budget = shell_settings(budget)
-    if max_examples is not None:
-        shell_budget = Settings(shell_budget, max_examples=max_examples)
-    plan: list[
-        tuple[str, type[ConformanceMachine], Callable[..., Any] | None, Settings, str | None]
-    ] = [
-        ("agent", AgentMachine, factory, budget, factory_spec),
-        ("lifecycle", LifecycleMachine, runtime_factory, budget, runtime_spec),
-        ("shell", ShellMachine, shell_factory, shell_budget, shell_spec),
-    ]
-    everything = factory is None and runtime_factory is None and shell_factory is None
+    targets: dict[str, tuple[Callable[..., Any] | None, str | None]] = {
+        "agent": (factory, factory_spec),
+        "runtime": (runtime_factory, runtime_spec),
+        "shell": (shell_factory, shell_spec),
+    }
+    everything = all(target is None for target, _ in targets.values())
     reports: list[MachineReport] = []
-    for name, base, target, settings, spec in plan:
+    for name, spec_of in MACHINES.items():
+        target, spec = targets[spec_of.target]
         if not everything and target is None:
             continue
-        machine = machine_for(base, target)
+        settings = spec_of.budget(budget)
+        if max_examples is not None:
+            settings = Settings(settings, max_examples=max_examples)
+        machine = machine_for(spec_of.base, target)
         _report_progress(machine, name, progress, progress_every)
         reports.append(_run(name, machine, settings, chosen_seed, spec))
     return reports
@@ -159,20 +194,27 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
     attached none (the failure was not a rule violation)."""
     notes: list[str] = list(getattr(failure, "__notes__", []))
     steps: list[str] = []
+    draws: list[str] = []
     recording = False
     for line in notes:
         if line.startswith("state = "):
             recording = True
             continue
-        if recording:
-            if not line.startswith("state."):
-                break
-            steps.append(line)
+        if not recording:
+            continue
+        drawn = _DRAW.match(line)
+        if drawn is not None:
+            draws.append(drawn.group("value"))
+            continue
+        if not line.startswith("state."):
+            break
+        if "data=data(...)" in line:
+            line = line.replace("data=data(...)", f"data=Draws({', '.join(draws)})")
+        draws = []
+        steps.append(line)
     if not steps:
         return None
-    base = {"agent": "AgentMachine", "lifecycle": "LifecycleMachine", "shell": "ShellMachine"}[
-        machine
-    ]
+    base = MACHINES[machine].base.__name__
     lines = [
         f"# Replays the shrunk failing program of the {machine} machine; run it with python,",
         "# from any directory: the target is imported from the directory you run it in, else",
@@ -184,8 +226,10 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
         "",
         f"from trio_agents.testing import {base}  # noqa: E402",
     ]
-    if machine == "agent":
+    if any("RandomSeeder(" in step for step in steps):
         lines.append("from trio_agents.testing import RandomSeeder  # noqa: E402")
+    if any("Draws(" in step for step in steps):
+        lines.append("from trio_agents.testing import Draws  # noqa: E402")
     if spec is not None:
         target_module, _, attr = spec.partition(":")
         lines += [
@@ -204,3 +248,18 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
     body = [step for step in steps if step != "state.teardown()"]
     lines += ["try:", *(f"    {step}" for step in body), "finally:", "    state.teardown()"]
     return "\n".join(lines) + "\n"
+
+
+def describe_failure(failure: BaseException | None) -> str:
+    """What a report prints for a failure: a violation of the contract as its own message
+    (the rule, what the contract says, what happened); anything else is a crash, inside the
+    implementation or the machine, printed with its traceback."""
+    if failure is None:
+        return ""
+    if isinstance(failure, ContractViolation):
+        return str(failure)
+    shown = traceback.TracebackException.from_exception(failure)
+    # The notes hold the program, which the report prints as a script of its own.
+    shown.__notes__ = None
+    crash = "".join(shown.format()).rstrip()
+    return f"the implementation crashed (not a violation of a rule):\n{crash}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import outcome
 import trio
@@ -95,7 +95,7 @@ class TrioHost:
 
     def _pump(self) -> None:
         if self._done is not None:
-            self._done.unwrap()
+            _unwrap(self._done)
             raise RuntimeError("the trio run has ended")
         try:
             callback = self._queue.get(timeout=self.stall_timeout)
@@ -137,7 +137,7 @@ class TrioHost:
         self._token.run_sync_soon(self._nursery.start_soon, one)
         while not box:
             self._pump()
-        return box[0].unwrap()
+        return _unwrap(box[0])
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run the synchronous `fn(*args)` inside the trio run (as trio code must be)."""
@@ -172,4 +172,29 @@ class TrioHost:
             self._token.run_sync_soon(self._nursery.cancel_scope.cancel)
             while self._done is None:
                 self._queue.get()()
-        self._done.unwrap()
+        _unwrap(self._done)
+
+
+def _unwrap(result: outcome.Outcome[T]) -> T:
+    """`result.unwrap()`, except that a crash which nurseries wrapped in groups of one is
+    raised as itself, with its own traceback: `ExceptionGroup: Exceptions from Trio nursery
+    (1 sub-exception)` would hide what went wrong inside the implementation."""
+    try:
+        return result.unwrap()
+    except BaseExceptionGroup as group:
+        leaf = _only_leaf(group)
+        if leaf is None:
+            raise
+        raise leaf from None
+
+
+def _only_leaf(exc: BaseException) -> BaseException | None:
+    """The one exception nested groups of one hold (trio's Cancelled aside), if there is
+    exactly one."""
+    while isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        inner = [e for e in group.exceptions if not isinstance(e, trio.Cancelled)]
+        if len(inner) != 1:
+            return None
+        exc = inner[0]
+    return exc

@@ -29,10 +29,14 @@ from .._store import MemoryStore, SessionStore
 from ._history import history_problems
 from ._host import TrioHost
 from ._machine import ConformanceMachine, machine_for, rule
+from ._properties import Property
 from ._scripted import ScriptedModel
 from ._targets import RuntimeFactory, RuntimeSurface
 
-__all__ = ["LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
+__all__ = ["PROPERTIES", "LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
+
+PROPERTIES: tuple[Property, ...] = ()
+"""The properties this machine checks, each of one rule of the contract."""
 
 IDS = ("a", "b", "c")
 OWNERS = ("runtime", "f1", "f2")

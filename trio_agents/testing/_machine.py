@@ -22,7 +22,7 @@ from hypothesis.stateful import rule as hypothesis_rule
 
 from ._host import TrioHost
 
-__all__ = ["ConformanceMachine", "machine_for", "rule"]
+__all__ = ["ConformanceMachine", "Draws", "machine_for", "rule"]
 
 M = TypeVar("M", bound="ConformanceMachine")
 P = ParamSpec("P")
@@ -164,3 +164,27 @@ def machine_for(base: type[M], factory: Callable[..., Any] | None) -> type[M]:
         namespace["factory"] = staticmethod(factory)
         name = f"{name}[{getattr(factory, '__name__', 'factory')}]"
     return cast("type[M]", type(name, (base,), namespace))
+
+
+class Draws:
+    """Replays the values a rule drew from `st.data()` (printed as `Draw 1 (job): 'bash-1'`
+    lines in a shrunk program): a printed reproduction passes `data=Draws('bash-1')` where
+    Hypothesis passed its data object, and each `draw` returns the next recorded value.
+
+    values: the recorded values, in the order they were drawn.
+    """
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def __repr__(self) -> str:
+        return f"Draws({', '.join(map(repr, self.values))})"
+
+    def draw(self, strategy: object, label: object = None) -> Any:
+        """The next recorded value (`strategy` and `label` are what the rule passed)."""
+        if not self.values:
+            raise RuntimeError(
+                f"the rule drew more values than the reproduction recorded (drawing {label!r}"
+                f" from {strategy!r}); print the reproduction again from the same run"
+            )
+        return self.values.pop(0)

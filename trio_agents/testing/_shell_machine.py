@@ -45,10 +45,20 @@ from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
+from ._properties import Property
 from ._scripted import ScriptedModel
 from ._targets import ShellFactory
 
-__all__ = ["ShellFactory", "ShellMachine", "check_shell_conformance", "shell_settings"]
+__all__ = [
+    "PROPERTIES",
+    "ShellFactory",
+    "ShellMachine",
+    "check_shell_conformance",
+    "shell_settings",
+]
+
+PROPERTIES: tuple[Property, ...] = ()
+"""The properties this machine checks, each of one rule of the contract."""
 
 AGENTS = ("A", "B")
 Kind = Literal["quick", "gated", "stubborn"]

@@ -1,10 +1,7 @@
-"""Known-bad agents: each is the real agent with one seeded defect. The conformance suite
-must fail on every one of them (see tests/test_known_bad.py)."""
+"""Known-bad agents: each is the real agent with one seeded defect."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -19,16 +16,12 @@ from trio_agents import (
     MessageId,
     Model,
     Record,
-    RunResult,
-    Runtime,
-    SessionStore,
-    ShellExecutor,
     Tool,
     open_agent,
-    open_runtime,
 )
 from trio_agents._inbox import Inbox, InboxMessage
-from trio_agents._registry import Lifecycle
+
+from ._seeded import Seeded
 
 
 class _ForgetfulInbox(Inbox):
@@ -128,55 +121,6 @@ wait_idle_at_turn_boundary = factory_for(WaitIdleAtTurnBoundary)
 tool_result_missing_after_cancel = factory_for(ToolResultMissingAfterCancel)
 
 
-# -- runtimes with one defect in publication or teardown -----------------------------------
-
-
-class _AcloseBeforeLoopExit(Lifecycle):
-    """(c) Closing unregisters and detaches at once, without waiting for the loop to exit."""
-
-    def _request_close(self) -> None:
-        super()._request_close()
-        self._unregister()
-        self._detach()  # the loop writes its turn/end after the detach
-
-
-class _DetachBeforeFlush(Lifecycle):
-    """(d) The session is detached before the loop's closing turn/end is flushed."""
-
-    async def _teardown(self) -> None:
-        self._detach()
-        await super()._teardown()
-
-
-class _LoserLeftRegistered(Lifecycle):
-    """(g) The agent is registered before the session enters the store, and a loser of a
-    same-id race is not unregistered."""
-
-    def publish(self) -> None:
-        self.services.live[self.agent.id] = self
-        super().publish()
-
-    def _unregister(self) -> None:
-        if self._registered:  # pyright: ignore[reportPrivateUsage]
-            super()._unregister()
-
-
-def runtime_factory_for(lifecycle: type[Lifecycle]):  # type: ignore[no-untyped-def] # pyright: ignore
-    class BadRuntime(Runtime):
-        lifecycle_class = lifecycle
-
-    def factory(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
-        return open_runtime(store, runtime_class=BadRuntime)
-
-    factory.__name__ = lifecycle.__name__.strip("_")
-    return factory
-
-
-aclose_before_loop_exit = runtime_factory_for(_AcloseBeforeLoopExit)
-detach_before_flush = runtime_factory_for(_DetachBeforeFlush)
-loser_left_registered = runtime_factory_for(_LoserLeftRegistered)
-
-
 class SendDroppedRightAfterCancel(Agent):
     """A send that lands right after an effective cancel, in the same scheduler batch (before
     the driver has run again), is silently dropped: the harness's first era kept a pre-run
@@ -213,46 +157,10 @@ class SendDroppedRightAfterCancel(Agent):
 send_dropped_right_after_cancel = factory_for(SendDroppedRightAfterCancel)
 
 
-# -- shell executors with one defect ---------------------------------------------------------
-
-
-class _LeaderOnlyKill(ShellExecutor):
-    """(i) Kills signal the job's leader, not its process group: a grandchild survives."""
-
-    async def kill_group(self, process: trio.Process) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(self.grace):
-            await process.wait()
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
-
-
-class _OwnerForgottenAtEnd(ShellExecutor):
-    """(j) A finished job forgets its owner, so anyone may read it afterwards."""
-
-    def owner_of(self, job_id: str) -> str | None:
-        if self.has_job(job_id) and self.result(job_id) is not None:
-            return None
-        return super().owner_of(job_id)
-
-
-class _NoticeForKilledJobs(ShellExecutor):
-    """(k) Killed jobs still send a job-done notice (a closing owner's jobs included)."""
-
-    async def kill(self, job_id: str, *, notify: bool = True) -> RunResult:
-        return await super().kill(job_id, notify=True)
-
-
-def shell_factory_for(executor: type[ShellExecutor]):  # type: ignore[no-untyped-def] # pyright: ignore
-    def factory(cwd: str) -> ShellExecutor:
-        return executor(cwd=cwd, grace=0.1)
-
-    factory.__name__ = executor.__name__.strip("_")
-    return factory
-
-
-leader_only_kill = shell_factory_for(_LeaderOnlyKill)
-owner_forgotten_at_end = shell_factory_for(_OwnerForgottenAtEnd)
-notice_for_killed_jobs = shell_factory_for(_NoticeForKilledJobs)
+SEEDED = (
+    Seeded("a-queued-prompt-batched", queued_prompt_batched_into_cancelled_turn, "agent", "?"),
+    Seeded("b-idle-cancel-emits", idle_cancel_emits, "agent", "?"),
+    Seeded("e-wait-idle-at-turn-boundary", wait_idle_at_turn_boundary, "agent", "?"),
+    Seeded("f-steering-lost-at-turn-end", steering_lost_at_turn_end, "agent", "?"),
+    Seeded("h-tool-result-missing", tool_result_missing_after_cancel, "agent", "?"),
+)

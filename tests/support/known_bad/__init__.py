@@ -1,0 +1,25 @@
+"""Known-bad implementations: each is the real one with one seeded defect. The conformance
+suite must fail on every one of them, with a violation of the property docs/conformance.md
+names for it (tests/test_known_bad.py). Targets are named `tests.support.known_bad:NAME`:
+any name of the machine modules below."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import _agent, _durable, _lifecycle, _shell
+from ._seeded import Seeded
+
+__all__ = ["SEEDED", "Seeded"]
+
+_MODULES: tuple[ModuleType, ...] = (_agent, _lifecycle, _durable, _shell)
+
+SEEDED: tuple[Seeded, ...] = tuple(s for module in _MODULES for s in module.SEEDED)
+"""Every seeded defect, with the machine and the property that must catch it."""
+
+
+def __getattr__(name: str) -> object:
+    for module in _MODULES:
+        if not name.startswith("_") and hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

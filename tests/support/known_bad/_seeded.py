@@ -1,0 +1,19 @@
+"""The record of one seeded defect: which machine must catch it, and by which property."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A seeded defect: `target` is the factory handed to `machine` (`agent`, `lifecycle`,
+    `durable`, `shell`), which must fail with a `ContractViolation` of `property`.
+    `name` is its id in docs/conformance.md (`a-queued-prompt-batched`)."""
+
+    name: str
+    target: Callable[..., Any]
+    machine: str
+    property: str

@@ -1,0 +1,98 @@
+"""Named properties: how a machine says which rule of the contract an implementation broke.
+
+Every check a conformance machine makes belongs to a `Property`: the rule id it checks
+(`A6`, `L1`, ...), a short name, the machine that checks it, and what the contract says, in
+the contract's words. A failed check raises `ContractViolation`, whose message names the
+rule, says what the contract says and what happened instead:
+
+    A6 (cancel-order): a listener of CancelRequested saw pending=()
+      the contract: an effective cancel first emits CancelRequested, then clears the queue
+      and the steering, then cancels the running turn
+
+A pure module: no trio, no Hypothesis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NoReturn
+
+__all__ = ["ContractViolation", "Property", "catalogue_problems"]
+
+_RULE_ID = re.compile(r"[A-Z][0-9]+")
+_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+
+
+class ContractViolation(AssertionError):
+    """A machine found the implementation breaking a rule of the contract. An
+    `AssertionError`, so Hypothesis shrinks it like any failed check.
+
+    property: the `Property` that failed.
+    happened: what the machine saw instead, in the contract's words.
+    """
+
+    def __init__(self, property: Property, happened: str) -> None:
+        self.property = property
+        self.happened = happened
+        super().__init__(
+            f"{property.rule} ({property.name}): {happened}\n  the contract: {property.says}"
+        )
+
+    @property
+    def rule(self) -> str:
+        """The id of the broken rule (`A6`, `L1`, ...)."""
+        return self.property.rule
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.property, self.happened))
+
+
+@dataclass(frozen=True)
+class Property:
+    """One named check of one rule.
+
+    rule: the id of the rule in `docs/contract.md` it checks (`A6`).
+    name: a short kebab-case name, unique across the machines (`cancel-order`).
+    machine: the machine that checks it (`agent`, `lifecycle`, `durable`, `shell`).
+    says: what the contract says, in its words, as a violation quotes it.
+    """
+
+    rule: str
+    name: str
+    machine: str
+    says: str
+
+    def __post_init__(self) -> None:
+        if not _RULE_ID.fullmatch(self.rule):
+            raise ValueError(f"rule id {self.rule!r} is not a letter and a number, like 'A6'")
+        if not _NAME.fullmatch(self.name):
+            raise ValueError(f"property name {self.name!r} is not kebab-case, like 'cancel-order'")
+
+    def check(self, holds: bool, happened: str | Callable[[], str]) -> None:
+        """Raise `ContractViolation` unless `holds`. `happened` says what the machine saw;
+        pass a callable when the message is costly to build. Never blocks."""
+        if not holds:
+            self.fail(happened() if callable(happened) else happened)
+
+    def fail(self, happened: str) -> NoReturn:
+        """Raise `ContractViolation` for what happened."""
+        raise ContractViolation(self, happened)
+
+
+def catalogue_problems(properties: Iterable[Property], rule_ids: Iterable[str]) -> list[str]:
+    """What is wrong with a catalogue of properties against the contract's rule ids: a rule
+    no property checks, a property of no rule, a name used twice."""
+    problems: list[str] = []
+    rules = set(rule_ids)
+    seen: dict[str, Property] = {}
+    for prop in properties:
+        if prop.name in seen and seen[prop.name] != prop:
+            problems.append(f"property name {prop.name!r} is used twice")
+        seen[prop.name] = prop
+        if prop.rule not in rules:
+            problems.append(f"property {prop.name!r} checks {prop.rule}, which the contract lacks")
+    checked = {prop.rule for prop in seen.values()}
+    problems += [f"rule {rule} has no property" for rule in sorted(rules - checked)]
+    return problems
