@@ -108,7 +108,7 @@ def test_a_failure_prints_a_seed_and_a_reproduction_that_fails_the_same_way(
     )
     assert replay.returncode == 1
     # The replay fails with the very violation the report printed.
-    reported = re.search(r"^    (AssertionError: .*)$", result.stdout, re.M)
+    reported = re.search(r"^    ([A-Z][0-9]+ \([a-z0-9-]+\): .*)$", result.stdout, re.M)
     assert reported, result.stdout
     assert reported.group(1) in replay.stderr
 

@@ -34,6 +34,9 @@ names the value and what to do.
 Kept in their own modules, outside the tree, because no caller ever sees them:
 `acp._jsonrpc.JsonRpcError` is the value an ACP request handler raises to answer with a
 JSON-RPC error; the server turns it into the error frame it sends.
+`testing._properties.ContractViolation` is not an error of the library but the verdict of
+a conformance check (an AssertionError, so Hypothesis shrinks it): the suite raises it
+about the implementation it checks.
 
 A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
 `ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal

@@ -258,6 +258,8 @@ def describe_failure(failure: BaseException | None) -> str:
         return ""
     if isinstance(failure, ContractViolation):
         return str(failure)
+    if isinstance(failure, AssertionError):  # a check of a machine of the user's own
+        return f"AssertionError: {failure}"
     shown = traceback.TracebackException.from_exception(failure)
     # The notes hold the program, which the report prints as a script of its own.
     shown.__notes__ = None

@@ -71,6 +71,7 @@ class TrioHost:
         self.stall_timeout = stall_timeout
         self._queue: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
         self._done: outcome.Outcome[None] | None = None
+        self._end_raised = False
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self.clock = clock if clock is not None else trio.testing.MockClock(autojump_threshold=0)
@@ -95,7 +96,7 @@ class TrioHost:
 
     def _pump(self) -> None:
         if self._done is not None:
-            _unwrap(self._done)
+            self._raise_the_end()
             raise RuntimeError("the trio run has ended")
         try:
             callback = self._queue.get(timeout=self.stall_timeout)
@@ -137,7 +138,13 @@ class TrioHost:
         self._token.run_sync_soon(self._nursery.start_soon, one)
         while not box:
             self._pump()
-        return _unwrap(box[0])
+        result = box[0]
+        if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
+            # Only the run's end cancels a call: something crashed the root nursery. Raise
+            # that crash here, in the rule it happened in, not a bare Cancelled.
+            while True:
+                self._pump()
+        return _unwrap(result)
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run the synchronous `fn(*args)` inside the trio run (as trio code must be)."""
@@ -172,7 +179,15 @@ class TrioHost:
             self._token.run_sync_soon(self._nursery.cancel_scope.cancel)
             while self._done is None:
                 self._queue.get()()
-        _unwrap(self._done)
+        self._raise_the_end()
+
+    def _raise_the_end(self) -> None:
+        """Raise the error the run ended with, the first time only: once a rule has seen
+        the crash, closing the host must not raise it again over the rule's report."""
+        assert self._done is not None
+        if not self._end_raised:
+            self._end_raised = True
+            _unwrap(self._done)
 
 
 def _unwrap(result: outcome.Outcome[T]) -> T:

@@ -87,12 +87,13 @@ def catalogue_problems(properties: Iterable[Property], rule_ids: Iterable[str]) 
     problems: list[str] = []
     rules = set(rule_ids)
     seen: dict[str, Property] = {}
+    checked: set[str] = set()
     for prop in properties:
+        checked.add(prop.rule)
         if prop.name in seen and seen[prop.name] != prop:
             problems.append(f"property name {prop.name!r} is used twice")
         seen[prop.name] = prop
         if prop.rule not in rules:
             problems.append(f"property {prop.name!r} checks {prop.rule}, which the contract lacks")
-    checked = {prop.rule for prop in seen.values()}
     problems += [f"rule {rule} has no property" for rule in sorted(rules - checked)]
     return problems
