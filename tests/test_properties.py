@@ -61,7 +61,7 @@ def test_a_malformed_property_says_what_is_wrong(rule: str, name: str, message: 
 def test_catalogue_problems_finds_unchecked_rules_unknown_rules_and_reused_names() -> None:
     other = Property("A9", "cancel-order", "agent", "something else")
     stray = Property("Z1", "stray", "agent", "x")
-    assert catalogue_problems([ORDER, other, stray], ["A6", "A7"]) == [
+    assert catalogue_problems([ORDER, other, stray], ["A6", "A7", "A9"]) == [
         "property name 'cancel-order' is used twice",
         "property 'stray' checks Z1, which the contract lacks",
         "rule A7 has no property",
