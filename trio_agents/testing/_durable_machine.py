@@ -1,0 +1,659 @@
+"""The durable machine: random programs of agents on the real `SqliteStore`, in a real file,
+whose runtime is closed cleanly or crashed the way a kill -9 leaves it, and whose sessions
+are resumed by the runtime opened next over the same file.
+
+Checked, in the contract's words (rule L6, and L1 and L3 where the file shows them):
+
+- after a crash, the file holds every record whose flush returned, in order, each one as it
+  was appended, and nothing torn (read back by a fresh store);
+- resuming a session whose last turn is open first appends an `interrupted` result for
+  every tool call without one and `turn/end {interrupted}`, durably, before the new turn;
+  a session closed cleanly is resumed with nothing appended; the history is valid;
+- resuming a live session is refused and appends nothing;
+- after a clean close of the runtime, every closed session is in the file as it was,
+  ending with its closing `turn/end`.
+
+A crash, honestly and deterministically: after every rule the machine flushes each live
+session (so no write is in flight and "flushed" means everything appended so far); a crash
+then takes from the runtime's store what the kernel takes from a killed process (its
+connection, without committing an open transaction, and its session claims) before the
+runtime's trio run is discarded, so nothing of the old runtime reaches the file afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncGenerator, Hashable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import ClassVar
+
+import trio
+import trio.testing
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, run_state_machine_as_test
+
+from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
+from .._model import ToolCall
+from .._records import STEP_END, STEP_START, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Record
+from .._registry import AgentHandle
+from .._runtime import Runtime, open_runtime
+from .._store import SessionStore
+from .._store_sqlite import SqliteStore
+from ._history import history_problems
+from ._host import TrioHost, WallClock
+from ._machine import ConformanceMachine, machine_for, rule
+from ._properties import Property
+from ._scripted import GateTool, ScriptedModel, reply, tool_step
+from ._targets import RuntimeFactory, RuntimeSurface
+
+__all__ = [
+    "PROPERTIES",
+    "DurableMachine",
+    "RuntimeFactory",
+    "check_durable_conformance",
+    "durable_settings",
+]
+
+CRASH_NO_TORN_RECORD = Property(
+    "L6",
+    "crash-leaves-no-torn-record",
+    "durable",
+    "a crash never leaves a torn record: the store holds whole records, numbered without a "
+    "gap, each as it was appended, nothing that was not, and a valid history up to a last "
+    "turn the crash may have left open",
+)
+CRASH_KEEPS_FLUSHED = Property(
+    "L6",
+    "crash-keeps-flushed-records",
+    "durable",
+    "appends are committed in transactional batches: after a crash the store holds every "
+    "record whose flush returned, in order",
+)
+RESUME_ENDS_OPEN_TURN = Property(
+    "L6",
+    "resume-ends-open-turn",
+    "durable",
+    "resuming a session whose last turn is open first appends turn/end with reason "
+    "interrupted, before the agent runs",
+)
+RESUME_ANSWERS_DANGLING_CALLS = Property(
+    "L6",
+    "resume-answers-dangling-calls",
+    "durable",
+    "resuming a session whose last turn is open first appends an interrupted result for "
+    "every tool call without one",
+)
+RESUME_REPAIR_FIRST = Property(
+    "L6",
+    "resume-repair-comes-first",
+    "durable",
+    "the repair of an open turn comes before anything the resumed agent does: the "
+    "interrupted results, the open step's step/end, turn/end with reason interrupted, and "
+    "only then the new turn",
+)
+RESUME_REPAIR_DURABLE = Property(
+    "L6",
+    "resume-repair-durable",
+    "durable",
+    "resuming appends the repair of an open turn durably: it is in the store's file after "
+    "the records it follows",
+)
+RESUME_AFTER_CLOSE_ADDS_NOTHING = Property(
+    "L6",
+    "resume-after-close-adds-nothing",
+    "durable",
+    "only a session whose last turn is open is repaired: resuming one that was closed "
+    "cleanly appends nothing before the new turn",
+)
+RESUMED_HISTORY_VALID = Property(
+    "L6",
+    "resumed-history-valid",
+    "durable",
+    "after its repair a resumed session's history is valid: every turn ends before the next "
+    "starts, every tool call has exactly one result",
+)
+RESUME_OF_LIVE_REFUSED = Property(
+    "L3",
+    "resume-of-live-refused",
+    "durable",
+    "the store rejects an id that is live: resuming a live session raises "
+    "DuplicateSessionError (SessionLiveError) and appends nothing to it",
+)
+CLOSED_SESSION_IN_FILE = Property(
+    "L1",
+    "closed-session-in-file",
+    "durable",
+    "the closing turn/end is durable in the store before aclose returns: after a clean "
+    "close, read back from the file by a fresh store, a closed session holds every record "
+    "it had, ending with turn/end",
+)
+
+PROPERTIES: tuple[Property, ...] = (
+    CRASH_NO_TORN_RECORD,
+    CRASH_KEEPS_FLUSHED,
+    RESUME_ENDS_OPEN_TURN,
+    RESUME_ANSWERS_DANGLING_CALLS,
+    RESUME_REPAIR_FIRST,
+    RESUME_REPAIR_DURABLE,
+    RESUME_AFTER_CLOSE_ADDS_NOTHING,
+    RESUMED_HISTORY_VALID,
+    RESUME_OF_LIVE_REFUSED,
+    CLOSED_SESSION_IN_FILE,
+)
+"""The properties this machine checks, each of one rule of the contract."""
+
+IDS = ("a", "b")
+
+
+def builtin_runtime_factory(store: SessionStore) -> contextlib.AbstractAsyncContextManager[Runtime]:
+    return open_runtime(store)
+
+
+def durable_settings(base: Settings) -> Settings:
+    """A real file costs real time: a third of the examples of `base`, shorter programs."""
+    return Settings(
+        base,
+        max_examples=max(10, base.max_examples // 3),
+        stateful_step_count=min(base.stateful_step_count, 20),
+    )
+
+
+class _Kill(SqliteStore):
+    """Not a store: a subclass only so that `of` may take from any SqliteStore what a kill -9
+    takes from its process (its protected connection and claims)."""
+
+    @staticmethod
+    def of(store: SqliteStore) -> None:
+        """The kernel drops a killed process's locks and file descriptors: the session
+        claims go, and the connection goes without committing, so an open transaction rolls
+        back as SQLite's recovery would roll it back. Nothing is written or flushed."""
+        for session_id in list(store._claims):
+            store._release(session_id)
+        if store._conn is not None:
+            store._conn.close()
+
+
+def _show(records: Sequence[Record]) -> str:
+    return "[" + ", ".join(_describe(r) for r in records) + "]"
+
+
+def _describe(record: Record) -> str:
+    data = record.data
+    if record.type == TURN_END:
+        return f"turn/end {data.get('turn')} {dict(data.get('reason', {})).get('kind')}"
+    if record.type in (TURN_START, STEP_START, STEP_END):
+        return f"{record.type} {data.get('turn', data.get('step'))}"
+    if record.type in (TOOL_CALL, TOOL_RESULT):
+        extra = " interrupted" if data.get("interrupted") else ""
+        return f"{record.type} {data.get('call_id')}{extra}"
+    return record.type
+
+
+class _OpenTurn:
+    """What a resume must repair in stored records: the open turn, whether a step is open,
+    and the tool calls of that step without a result (a reading of the contract, kept apart
+    from the implementation's own repair)."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.turn: int | None = None
+        self.step_open = False
+        self.dangling: list[str] = []
+        for record in records:
+            if record.type == TURN_START:
+                self.turn, self.step_open, self.dangling = int(record.data["turn"]), False, []
+            elif record.type == TURN_END:
+                self.turn, self.step_open, self.dangling = None, False, []
+            elif record.type in (STEP_START, STEP_END):
+                self.step_open, self.dangling = record.type == STEP_START, []
+            elif record.type == TOOL_CALL:
+                self.dangling.append(str(record.data["call_id"]))
+            elif record.type == TOOL_RESULT:
+                call_id = str(record.data["call_id"])
+                if call_id in self.dangling:
+                    self.dangling.remove(call_id)
+
+    @property
+    def repair_types(self) -> list[str]:
+        if self.turn is None:
+            return []
+        return [TOOL_RESULT] * len(self.dangling) + [STEP_END] * self.step_open + [TURN_END]
+
+
+class DurableMachine(ConformanceMachine):
+    """Subclass and set `factory` to check another runtime over the real `SqliteStore`
+    (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
+
+    What a subclass's rules and checks can use:
+
+    host: the TrioHost the current runtime runs in, on a WallClock (SQLite writes in worker
+        threads); a crash replaces it.
+    path: the example's store file, in a temporary directory removed after the example.
+    rt: the runtime under test (None while it is restarted).
+    store: the runtime's store (`rt.sessions`), a SqliteStore.
+    handles: the handles of the live agents, by id.
+    models: the ScriptedModel of each live agent (every model call is held).
+    gates: the GateTool of each live agent (every tool call is held).
+    expected: what the file must hold of each stored session that is not live: its
+        records when it was closed, or when the runtime crashed.
+    cleanly_closed: the ids in `expected` that were closed cleanly (not by a crash).
+    trace: what the rules did, for the history fingerprint.
+
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct rule traces produced.
+    """
+
+    factory: ClassVar[RuntimeFactory] = staticmethod(builtin_runtime_factory)
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+    histories: ClassVar[set[int]] = set()
+
+    def __init__(self) -> None:
+        super().__init__(self._new_host())
+        self._dir = tempfile.mkdtemp(prefix="trio-agents-durable-machine-")
+        self.path = Path(self._dir) / "sessions.sqlite3"
+        self.rt: RuntimeSurface | None = None
+        self._store: SqliteStore | None = None
+        self.handles: dict[str, AgentHandle] = {}
+        self.models: dict[str, ScriptedModel] = {}
+        self.gates: dict[str, GateTool] = {}
+        self.expected: dict[str, tuple[Record, ...]] = {}
+        self.cleanly_closed: set[str] = set()
+        self.trace: list[str] = []
+        self._calls = 0
+        self._closed_here: set[str] = set()  # closed in the current runtime
+
+    @staticmethod
+    def _new_host() -> TrioHost:
+        # Real time: SQLite runs in worker threads, and an autojump clock would leap while
+        # one runs, firing the agents' close graces.
+        return TrioHost(WallClock(), call_timeout=30.0, stall_timeout=30.0)
+
+    @property
+    def store(self) -> SqliteStore:
+        """The runtime's store (`rt.sessions`)."""
+        assert self._store is not None
+        return self._store
+
+    # -- the runtime -----------------------------------------------------------------------
+
+    @initialize()
+    def start(self) -> None:
+        """Open the runtime over a new SqliteStore on the example's file."""
+        self._open_runtime()
+
+    def _open_runtime(self) -> None:
+        self.rt = self._start_service(self._runtime)
+        self._settle()
+
+    @asynccontextmanager
+    async def _runtime(self) -> AsyncGenerator[RuntimeSurface, None]:
+        async with type(self).factory(SqliteStore(self.path)) as rt:
+            store = rt.sessions
+            if not isinstance(store, SqliteStore):
+                raise TypeError(
+                    f"the durable machine checks runtimes over a SqliteStore; rt.sessions is "
+                    f"{store!r}"
+                )
+            self._store = store
+            yield rt
+
+    def _settle(self) -> None:
+        self.host.call(self._quiesce)
+
+    async def _quiesce(self) -> None:
+        # wait_all_tasks_blocked does not wait for worker threads: flushing every live
+        # session does, so afterwards no write is in flight and everything appended so far
+        # has been flushed.
+        await trio.testing.wait_all_tasks_blocked()
+        for handle in list(self.handles.values()):
+            await self.store.flush(handle.agent.session)
+        await trio.testing.wait_all_tasks_blocked()
+
+    def _history(self) -> Hashable:
+        return tuple(self.trace)
+
+    def _check_closing(self) -> None:
+        self._close_runtime()
+
+    def _after_close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _close_runtime(self) -> None:
+        """Close the runtime cleanly, then read every session it closed back from the
+        file."""
+        sessions = {sid: handle.agent.session for sid, handle in self.handles.items()}
+        self._stop_service()
+        # Closing waits for worker threads, which settling does not: wait for the close.
+        self.host.call(self._stopped.wait)
+        for sid, session in sessions.items():
+            self._forget(sid, session.records, clean=True)
+        self.rt = None
+        self._store = None
+        files = self.host.call(self._read_file, sorted(self._closed_here))
+        for sid in sorted(self._closed_here):
+            self._check_closed(sid, files[sid])
+        self._closed_here.clear()
+
+    def _forget(self, sid: str, records: Sequence[Record], *, clean: bool) -> None:
+        del self.handles[sid], self.models[sid], self.gates[sid]
+        if records:
+            self.expected[sid] = tuple(records)
+            if clean:
+                self.cleanly_closed.add(sid)
+                self._closed_here.add(sid)
+            else:
+                self.cleanly_closed.discard(sid)
+
+    def _check_closed(self, sid: str, found: Sequence[Record] | str | None) -> None:
+        expected = self.expected[sid]
+        CLOSED_SESSION_IN_FILE.check(
+            found == expected and expected[-1].type == TURN_END,
+            lambda: f"session {sid!r} was closed holding {_show(expected)}; read back from "
+            f"the file it holds {_shown(found)}",
+        )
+
+    async def _read_file(self, ids: Sequence[str]) -> dict[str, tuple[Record, ...] | str | None]:
+        """Each session as a fresh read-only SqliteStore reads it from the file: its records,
+        None if it is not stored, or what made it unreadable."""
+        found: dict[str, tuple[Record, ...] | str | None] = {}
+        if not ids:
+            return found
+        reader = SqliteStore(self.path, readonly=True)
+        async with reader.running():
+            for sid in ids:
+                try:
+                    found[sid] = tuple((await reader.load(sid)).records)
+                except SessionNotFoundError:
+                    found[sid] = None
+                except CorruptSessionError as exc:
+                    found[sid] = f"a corrupt session ({exc})"
+        return found
+
+    # -- rules -----------------------------------------------------------------------------
+
+    @rule(sid=st.sampled_from(IDS))
+    def create(self, sid: str) -> None:
+        """Create `sid` with a held model and a gate tool, unless it is live or stored."""
+        if sid in self.handles or sid in self.expected:
+            return
+        self.host.call(self._create, sid)
+        self.trace.append(f"create {sid}")
+        self._settle()
+
+    async def _create(self, sid: str) -> None:
+        assert self.rt is not None
+        model, gate = ScriptedModel(hold_all=True), GateTool()
+        handle = await self.rt.agents.create(model=model, tools=[gate], session_id=sid)
+        self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
+
+    @rule(sid=st.sampled_from(IDS))
+    def resume(self, sid: str) -> None:
+        """Resume `sid` and send it a prompt at once: a live session must be refused; a
+        stored one gets its open turn repaired before the new turn starts."""
+        if sid in self.handles:
+            self._resume_live(sid)
+            return
+        if sid not in self.expected:
+            return
+        before = self.expected.pop(sid)
+        clean = sid in self.cleanly_closed
+        self.cleanly_closed.discard(sid)
+        self.host.call(self._resume, sid)
+        self.trace.append(f"resume {sid}")
+        self._settle()
+        records = self.handles[sid].agent.session.records
+        self._check_resumed(sid, before, records, clean=clean)
+        files = self.host.call(self._read_file, [sid])
+        self._check_repair_durable(sid, before, records, files[sid])
+
+    async def _resume(self, sid: str) -> None:
+        assert self.rt is not None
+        model, gate = ScriptedModel(hold_all=True), GateTool()
+        handle = await self.rt.agents.resume(sid, model=model, tools=[gate])
+        self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
+        # Before any other task runs: the repair must already be there.
+        handle.agent.send("after the resume")
+
+    def _resume_live(self, sid: str) -> None:
+        session = self.handles[sid].agent.session
+        before = len(session)
+        outcome = self.host.call(self._try_resume_live, sid)
+        self.trace.append(f"resume live {sid}: {outcome}")
+        RESUME_OF_LIVE_REFUSED.check(
+            outcome == "refused",
+            f"resuming {sid!r} while it is live {outcome}",
+        )
+        self._settle()
+        RESUME_OF_LIVE_REFUSED.check(
+            len(session) == before,
+            lambda: f"the refused resume of live {sid!r} appended "
+            f"{_show(session.records[before:])}",
+        )
+
+    async def _try_resume_live(self, sid: str) -> str:
+        assert self.rt is not None
+        try:
+            handle = await self.rt.agents.resume(sid, model=ScriptedModel(hold_all=True))
+        except DuplicateSessionError:
+            return "refused"
+        except Exception as exc:
+            return f"raised {type(exc).__name__}, not DuplicateSessionError"
+        await handle.aclose()
+        return "succeeded"
+
+    def _check_resumed(
+        self, sid: str, before: Sequence[Record], records: Sequence[Record], *, clean: bool
+    ) -> None:
+        opened = _OpenTurn(before)
+        added = list(records[len(before) :])
+        if opened.turn is None:
+            RESUME_AFTER_CLOSE_ADDS_NOTHING.check(
+                bool(added) and added[0].type == TURN_START,
+                lambda: f"{sid!r} was stored with its last turn ended "
+                f"({'closed cleanly' if clean else 'then the runtime crashed'}); resuming it "
+                f"and sending appended {_show(added)}",
+            )
+        else:
+            self._check_repair(sid, opened, added)
+        problems = history_problems(records, allow_open_turn=True)
+        RESUMED_HISTORY_VALID.check(
+            not problems, lambda: f"resumed session {sid!r}: {'; '.join(problems)}"
+        )
+
+    def _check_repair(self, sid: str, opened: _OpenTurn, added: Sequence[Record]) -> None:
+        turn = opened.turn
+        where = f"{sid!r} was stored with turn {turn} open"
+        if opened.dangling:
+            where += f" and tool calls {opened.dangling} without a result"
+        ends = [
+            r
+            for r in added
+            if r.type == TURN_END
+            and r.data.get("turn") == turn
+            and dict(r.data.get("reason", {})).get("kind") == "interrupted"
+        ]
+        RESUME_ENDS_OPEN_TURN.check(
+            bool(ends),
+            lambda: f"{where}; resuming it and sending appended {_show(added)}, with no "
+            f"turn/end {turn} interrupted",
+        )
+        answered = {
+            str(r.data.get("call_id"))
+            for r in added
+            if r.type == TOOL_RESULT and r.data.get("interrupted") is True
+        }
+        missing = [c for c in opened.dangling if c not in answered]
+        RESUME_ANSWERS_DANGLING_CALLS.check(
+            not missing,
+            lambda: f"{where}; resuming it appended {_show(added)}, with no interrupted "
+            f"result for {missing}",
+        )
+        expected = [*opened.repair_types, TURN_START]
+        head = list(added[: len(expected)])
+        results = {str(r.data.get("call_id")) for r in head if r.type == TOOL_RESULT}
+        RESUME_REPAIR_FIRST.check(
+            [r.type for r in head] == expected and results == set(opened.dangling),
+            lambda: f"{where}; resuming it and sending appended {_show(added)}; the "
+            f"contract's order is {expected}",
+        )
+
+    def _check_repair_durable(
+        self,
+        sid: str,
+        before: Sequence[Record],
+        records: Sequence[Record],
+        found: Sequence[Record] | str | None,
+    ) -> None:
+        repaired = tuple(records[: len(before) + len(_OpenTurn(before).repair_types)])
+        RESUME_REPAIR_DURABLE.check(
+            isinstance(found, tuple) and found[: len(repaired)] == repaired,
+            lambda: f"resumed {sid!r} holds {_show(repaired)} up to its new turn; the file "
+            f"holds {_shown(found)}",
+        )
+
+    @rule(sid=st.sampled_from(IDS))
+    def send(self, sid: str) -> None:
+        """Send a prompt to the live agent `sid`."""
+        handle = self.handles.get(sid)
+        if handle is None:
+            return
+        self.host.run_sync(handle.agent.send, "hello")
+        self.trace.append(f"send {sid}")
+        self._settle()
+
+    @rule(sid=st.sampled_from(IDS), calls=st.integers(0, 2))
+    def release_model(self, sid: str, calls: int) -> None:
+        """Let the held model call of `sid` answer: text (`calls` 0), or `calls` gate tool
+        calls, which are held in turn."""
+        model = self.models.get(sid)
+        if model is None or not model.held:
+            return
+        if calls:
+            ids = [f"{sid}-call-{self._calls + n}" for n in range(calls)]
+            self._calls += calls
+            step = tool_step(*(ToolCall(c, "gate", {}) for c in ids))
+        else:
+            step = reply("a reply")
+        self.host.run_sync(model.release, step)
+        self.trace.append(f"release {sid} {calls}")
+        self._settle()
+
+    @rule(sid=st.sampled_from(IDS))
+    def finish_tool(self, sid: str) -> None:
+        """Let the oldest held gate call of `sid` return."""
+        gate = self.gates.get(sid)
+        if gate is None or not gate.held:
+            return
+        self.host.run_sync(gate.release, "done")
+        self.trace.append(f"finish tool {sid}")
+        self._settle()
+
+    @rule(sid=st.sampled_from(IDS))
+    def cancel(self, sid: str) -> None:
+        """Cancel the live agent `sid`."""
+        handle = self.handles.get(sid)
+        if handle is None:
+            return
+        self.host.run_sync(handle.agent.cancel)
+        self.trace.append(f"cancel {sid}")
+        self._settle()
+
+    @rule(sid=st.sampled_from(IDS))
+    def close(self, sid: str) -> None:
+        """Close the agent `sid` through its handle."""
+        handle = self.handles.get(sid)
+        if handle is None:
+            return
+        self.host.call(handle.aclose)
+        self._forget(sid, handle.agent.session.records, clean=True)
+        self.trace.append(f"close {sid}")
+        self._settle()
+
+    @rule()
+    def restart(self) -> None:
+        """Close the runtime cleanly, check what it left in the file, open a new one."""
+        self._close_runtime()
+        self.trace.append("restart")
+        self._open_runtime()
+
+    @rule()
+    def crash(self) -> None:
+        """Kill the runtime as kill -9 would, at rest (everything appended has been flushed),
+        then open a new runtime over a new SqliteStore on the same file and read every
+        stored session back from it."""
+        for sid in list(self.handles):
+            self._forget(sid, self.handles[sid].agent.session.records, clean=False)
+        self._closed_here.clear()  # already checked: the crash check covers them
+        _Kill.of(self.store)
+        # The old run's tasks only meet a store without a connection now; whatever they
+        # raise while they are discarded is not the new runtime's. (One trio run per
+        # thread: the old one must end before the new one starts.)
+        with contextlib.suppress(Exception), _silenced():
+            self.host.close()
+        self.host = self._new_host()
+        self.rt = None
+        self._store = None
+        self.trace.append("crash")
+        self._open_runtime()
+        files = self.host.call(self._read_file, sorted(self.expected))
+        for sid in sorted(self.expected):
+            self._check_crashed(sid, files[sid])
+
+    def _check_crashed(self, sid: str, found: Sequence[Record] | str | None) -> None:
+        appended = self.expected[sid]
+        held = found if isinstance(found, tuple) else ()
+        problems = history_problems(held, allow_open_turn=True)
+        CRASH_NO_TORN_RECORD.check(
+            isinstance(found, tuple) and appended[: len(held)] == held and not problems,
+            lambda: f"session {sid!r} had {_show(appended)} when the runtime crashed; the "
+            f"file holds {_shown(found)}" + (f" ({'; '.join(problems)})" if problems else ""),
+        )
+        CRASH_KEEPS_FLUSHED.check(
+            len(held) == len(appended),
+            lambda: f"session {sid!r} was flushed holding {_show(appended)} before the "
+            f"runtime crashed; the file holds only {_show(held)}",
+        )
+        # The file is what the next runtime resumes.
+        self.expected[sid] = held
+
+    # -- after every rule ------------------------------------------------------------------
+
+    def _verify(self) -> None:
+        """Nothing between rules: every check reads the file, and the rules that change
+        what it must hold (a crash, a resume, a clean close) make them."""
+
+
+@contextlib.contextmanager
+def _silenced() -> Iterator[None]:
+    """No logging while a killed runtime's tasks are discarded: a killed process says
+    nothing, and its complaints about the store it lost are not the new runtime's."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def _shown(found: Sequence[Record] | str | None) -> str:
+    if found is None:
+        return "nothing (the session is not stored)"
+    if isinstance(found, str):
+        return found
+    return _show(found)
+
+
+def check_durable_conformance(
+    factory: RuntimeFactory | None = None, *, settings: Settings | None = None
+) -> None:
+    """Run the durable machine against `factory` (default: `open_runtime`), over the real
+    SqliteStore in a temporary file, with crashes and resumes.
+
+    Raises the shrunk failing program's error on the first violation. Plain function, no
+    pytest needed: call it from any test runner.
+    """
+    run_state_machine_as_test(machine_for(DurableMachine, factory), settings=settings)
