@@ -98,9 +98,9 @@ def run_conformance(
     progress: Callable[[str, int, float], object] | None = None,
     progress_every: float = 5.0,
 ) -> list[MachineReport]:
-    """Run the agent machine against `factory`, the lifecycle machine against
+    """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory` and the shell machine against `shell_factory` (each default: the
-    built-in implementation). With none given all three run; otherwise only the machines
+    built-in implementation). With none given all of them run; otherwise only the machines
     whose target is given. `*_spec` are the `module:attr` names used in reproductions.
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
     while a machine runs."""

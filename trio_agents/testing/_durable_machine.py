@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import AsyncGenerator, Hashable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,7 +37,7 @@ import trio
 import trio.testing
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, run_state_machine_as_test
+from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
 from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
 from .._model import ToolCall
@@ -163,6 +165,15 @@ def durable_settings(base: Settings) -> Settings:
     )
 
 
+def _memory_dir() -> str | None:
+    """A RAM-backed directory if there is one (Linux's /dev/shm): a file there survives a
+    killed process exactly as on a disk (the kernel holds what was written), and its fsyncs
+    cost nothing; what only a power loss would lose, the contract does not promise anyway.
+    None: the default temporary directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
 class _Kill(SqliteStore):
     """Not a store: a subclass only so that `of` may take from any SqliteStore what a kill -9
     takes from its process (its protected connection and claims)."""
@@ -253,7 +264,7 @@ class DurableMachine(ConformanceMachine):
 
     def __init__(self) -> None:
         super().__init__(self._new_host())
-        self._dir = tempfile.mkdtemp(prefix="trio-agents-durable-machine-")
+        self._dir = tempfile.mkdtemp(prefix="trio-agents-durable-machine-", dir=_memory_dir())
         self.path = Path(self._dir) / "sessions.sqlite3"
         self.rt: RuntimeSurface | None = None
         self._store: SqliteStore | None = None
@@ -265,6 +276,10 @@ class DurableMachine(ConformanceMachine):
         self.trace: list[str] = []
         self._calls = 0
         self._closed_here: set[str] = set()  # closed in the current runtime
+        # A connection the machine holds open on the file, as a reader of it would: the
+        # store's connection is then never the last one, so closing it does not fold the
+        # WAL into the file (an fsync each time), as a killed process's would not either.
+        self._keeper: sqlite3.Connection | None = None
 
     @staticmethod
     def _new_host() -> TrioHost:
@@ -287,6 +302,9 @@ class DurableMachine(ConformanceMachine):
 
     def _open_runtime(self) -> None:
         self.rt = self._start_service(self._runtime)
+        if self._keeper is None:
+            self._keeper = sqlite3.connect(self.path, check_same_thread=False)
+            self._keeper.execute("SELECT count(*) FROM sqlite_master").fetchall()
         self._settle()
 
     @asynccontextmanager
@@ -320,6 +338,8 @@ class DurableMachine(ConformanceMachine):
         self._close_runtime()
 
     def _after_close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def _close_runtime(self) -> None:
@@ -375,11 +395,25 @@ class DurableMachine(ConformanceMachine):
 
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(sid=st.sampled_from(IDS))
-    def create(self, sid: str) -> None:
-        """Create `sid` with a held model and a gate tool, unless it is live or stored."""
-        if sid in self.handles or sid in self.expected:
-            return
+    def _free(self) -> list[str]:
+        return [sid for sid in IDS if sid not in self.handles and sid not in self.expected]
+
+    def _any_stored_live(self) -> bool:
+        # Restarting or crashing a runtime whose agents recorded nothing checks nothing.
+        return any(len(handle.agent.session) for handle in self.handles.values())
+
+    def _held_models(self) -> list[str]:
+        return sorted(sid for sid, model in self.models.items() if model.held)
+
+    def _held_gates(self) -> list[str]:
+        return sorted(sid for sid, gate in self.gates.items() if gate.held)
+
+    @precondition(lambda self: bool(self._free()))
+    @rule(data=st.data())
+    def create(self, data: st.DataObject) -> None:
+        """Create an id that is neither live nor stored, with a held model and a gate
+        tool."""
+        sid = data.draw(st.sampled_from(self._free()), label="sid")
         self.host.call(self._create, sid)
         self.trace.append(f"create {sid}")
         self._settle()
@@ -390,15 +424,18 @@ class DurableMachine(ConformanceMachine):
         handle = await self.rt.agents.create(model=model, tools=[gate], session_id=sid)
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
 
-    @rule(sid=st.sampled_from(IDS))
-    def resume(self, sid: str) -> None:
-        """Resume `sid` and send it a prompt at once: a live session must be refused; a
-        stored one gets its open turn repaired before the new turn starts."""
+    @precondition(lambda self: bool(self.handles) or bool(self.expected))
+    @rule(data=st.data())
+    def resume(self, data: st.DataObject) -> None:
+        """Resume a live or stored id and send it a prompt at once: a live session must be
+        refused; a stored one gets its open turn repaired before the new turn starts."""
+        sid = data.draw(st.sampled_from(sorted({*self.handles, *self.expected})), label="sid")
         if sid in self.handles:
             self._resume_live(sid)
-            return
-        if sid not in self.expected:
-            return
+        else:
+            self._resume_stored(sid)
+
+    def _resume_stored(self, sid: str) -> None:
         before = self.expected.pop(sid)
         clean = sid in self.cleanly_closed
         self.cleanly_closed.discard(sid)
@@ -515,23 +552,23 @@ class DurableMachine(ConformanceMachine):
             f"holds {_shown(found)}",
         )
 
-    @rule(sid=st.sampled_from(IDS))
-    def send(self, sid: str) -> None:
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def send(self, data: st.DataObject) -> None:
         """Send a prompt to the live agent `sid`."""
-        handle = self.handles.get(sid)
-        if handle is None:
-            return
+        sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
+        handle = self.handles[sid]
         self.host.run_sync(handle.agent.send, "hello")
         self.trace.append(f"send {sid}")
         self._settle()
 
-    @rule(sid=st.sampled_from(IDS), calls=st.integers(0, 2))
-    def release_model(self, sid: str, calls: int) -> None:
-        """Let the held model call of `sid` answer: text (`calls` 0), or `calls` gate tool
-        calls, which are held in turn."""
-        model = self.models.get(sid)
-        if model is None or not model.held:
-            return
+    @precondition(lambda self: bool(self._held_models()))
+    @rule(calls=st.integers(0, 2), data=st.data())
+    def release_model(self, calls: int, data: st.DataObject) -> None:
+        """Let a held model call answer: text (`calls` 0), or `calls` gate tool calls,
+        which are held in turn."""
+        sid = data.draw(st.sampled_from(self._held_models()), label="sid")
+        model = self.models[sid]
         if calls:
             ids = [f"{sid}-call-{self._calls + n}" for n in range(calls)]
             self._calls += calls
@@ -542,37 +579,38 @@ class DurableMachine(ConformanceMachine):
         self.trace.append(f"release {sid} {calls}")
         self._settle()
 
-    @rule(sid=st.sampled_from(IDS))
-    def finish_tool(self, sid: str) -> None:
-        """Let the oldest held gate call of `sid` return."""
-        gate = self.gates.get(sid)
-        if gate is None or not gate.held:
-            return
+    @precondition(lambda self: bool(self._held_gates()))
+    @rule(data=st.data())
+    def finish_tool(self, data: st.DataObject) -> None:
+        """Let the oldest held gate call of an agent return."""
+        sid = data.draw(st.sampled_from(self._held_gates()), label="sid")
+        gate = self.gates[sid]
         self.host.run_sync(gate.release, "done")
         self.trace.append(f"finish tool {sid}")
         self._settle()
 
-    @rule(sid=st.sampled_from(IDS))
-    def cancel(self, sid: str) -> None:
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
         """Cancel the live agent `sid`."""
-        handle = self.handles.get(sid)
-        if handle is None:
-            return
+        sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
+        handle = self.handles[sid]
         self.host.run_sync(handle.agent.cancel)
         self.trace.append(f"cancel {sid}")
         self._settle()
 
-    @rule(sid=st.sampled_from(IDS))
-    def close(self, sid: str) -> None:
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def close(self, data: st.DataObject) -> None:
         """Close the agent `sid` through its handle."""
-        handle = self.handles.get(sid)
-        if handle is None:
-            return
+        sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
+        handle = self.handles[sid]
         self.host.call(handle.aclose)
         self._forget(sid, handle.agent.session.records, clean=True)
         self.trace.append(f"close {sid}")
         self._settle()
 
+    @precondition(lambda self: self._any_stored_live())
     @rule()
     def restart(self) -> None:
         """Close the runtime cleanly, check what it left in the file, open a new one."""
@@ -580,12 +618,14 @@ class DurableMachine(ConformanceMachine):
         self.trace.append("restart")
         self._open_runtime()
 
+    @precondition(lambda self: self._any_stored_live())
     @rule()
     def crash(self) -> None:
         """Kill the runtime as kill -9 would, at rest (everything appended has been flushed),
-        then open a new runtime over a new SqliteStore on the same file and read every
-        stored session back from it."""
-        for sid in list(self.handles):
+        then open a new runtime over a new SqliteStore on the same file, read every stored
+        session back from it, and resume the sessions the crash cut."""
+        cut = sorted(self.handles)
+        for sid in cut:
             self._forget(sid, self.handles[sid].agent.session.records, clean=False)
         self._closed_here.clear()  # already checked: the crash check covers them
         _Kill.of(self.store)
@@ -602,6 +642,9 @@ class DurableMachine(ConformanceMachine):
         files = self.host.call(self._read_file, sorted(self.expected))
         for sid in sorted(self.expected):
             self._check_crashed(sid, files[sid])
+        for sid in cut:
+            if self.expected.get(sid):
+                self._resume_stored(sid)
 
     def _check_crashed(self, sid: str, found: Sequence[Record] | str | None) -> None:
         appended = self.expected[sid]
