@@ -28,7 +28,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import AsyncGenerator, Hashable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import ClassVar
@@ -372,8 +372,10 @@ class DurableMachine(ConformanceMachine):
         expected = self.expected[sid]
         CLOSED_SESSION_IN_FILE.check(
             found == expected and expected[-1].type == TURN_END,
-            lambda: f"session {sid!r} was closed holding {_show(expected)}; read back from "
-            f"the file it holds {_shown(found)}",
+            lambda: (
+                f"session {sid!r} was closed holding {_show(expected)}; read back from "
+                f"the file it holds {_shown(found)}"
+            ),
         )
 
     async def _read_file(self, ids: Sequence[str]) -> dict[str, tuple[Record, ...] | str | None]:
@@ -467,8 +469,9 @@ class DurableMachine(ConformanceMachine):
         self._settle()
         RESUME_OF_LIVE_REFUSED.check(
             len(session) == before,
-            lambda: f"the refused resume of live {sid!r} appended "
-            f"{_show(session.records[before:])}",
+            lambda: (
+                f"the refused resume of live {sid!r} appended {_show(session.records[before:])}"
+            ),
         )
 
     async def _try_resume_live(self, sid: str) -> str:
@@ -490,9 +493,11 @@ class DurableMachine(ConformanceMachine):
         if opened.turn is None:
             RESUME_AFTER_CLOSE_ADDS_NOTHING.check(
                 bool(added) and added[0].type == TURN_START,
-                lambda: f"{sid!r} was stored with its last turn ended "
-                f"({'closed cleanly' if clean else 'then the runtime crashed'}); resuming it "
-                f"and sending appended {_show(added)}",
+                lambda: (
+                    f"{sid!r} was stored with its last turn ended "
+                    f"({'closed cleanly' if clean else 'then the runtime crashed'}); resuming it "
+                    f"and sending appended {_show(added)}"
+                ),
             )
         else:
             self._check_repair(sid, opened, added)
@@ -515,8 +520,10 @@ class DurableMachine(ConformanceMachine):
         ]
         RESUME_ENDS_OPEN_TURN.check(
             bool(ends),
-            lambda: f"{where}; resuming it and sending appended {_show(added)}, with no "
-            f"turn/end {turn} interrupted",
+            lambda: (
+                f"{where}; resuming it and sending appended {_show(added)}, with no "
+                f"turn/end {turn} interrupted"
+            ),
         )
         answered = {
             str(r.data.get("call_id"))
@@ -526,16 +533,20 @@ class DurableMachine(ConformanceMachine):
         missing = [c for c in opened.dangling if c not in answered]
         RESUME_ANSWERS_DANGLING_CALLS.check(
             not missing,
-            lambda: f"{where}; resuming it appended {_show(added)}, with no interrupted "
-            f"result for {missing}",
+            lambda: (
+                f"{where}; resuming it appended {_show(added)}, with no interrupted "
+                f"result for {missing}"
+            ),
         )
         expected = [*opened.repair_types, TURN_START]
         head = list(added[: len(expected)])
         results = {str(r.data.get("call_id")) for r in head if r.type == TOOL_RESULT}
         RESUME_REPAIR_FIRST.check(
             [r.type for r in head] == expected and results == set(opened.dangling),
-            lambda: f"{where}; resuming it and sending appended {_show(added)}; the "
-            f"contract's order is {expected}",
+            lambda: (
+                f"{where}; resuming it and sending appended {_show(added)}; the "
+                f"contract's order is {expected}"
+            ),
         )
 
     def _check_repair_durable(
@@ -548,8 +559,10 @@ class DurableMachine(ConformanceMachine):
         repaired = tuple(records[: len(before) + len(_OpenTurn(before).repair_types)])
         RESUME_REPAIR_DURABLE.check(
             isinstance(found, tuple) and found[: len(repaired)] == repaired,
-            lambda: f"resumed {sid!r} holds {_show(repaired)} up to its new turn; the file "
-            f"holds {_shown(found)}",
+            lambda: (
+                f"resumed {sid!r} holds {_show(repaired)} up to its new turn; the file "
+                f"holds {_shown(found)}"
+            ),
         )
 
     @precondition(lambda self: bool(self.handles))
@@ -652,13 +665,17 @@ class DurableMachine(ConformanceMachine):
         problems = history_problems(held, allow_open_turn=True)
         CRASH_NO_TORN_RECORD.check(
             isinstance(found, tuple) and appended[: len(held)] == held and not problems,
-            lambda: f"session {sid!r} had {_show(appended)} when the runtime crashed; the "
-            f"file holds {_shown(found)}" + (f" ({'; '.join(problems)})" if problems else ""),
+            lambda: (
+                f"session {sid!r} had {_show(appended)} when the runtime crashed; the "
+                f"file holds {_shown(found)}" + (f" ({'; '.join(problems)})" if problems else "")
+            ),
         )
         CRASH_KEEPS_FLUSHED.check(
             len(held) == len(appended),
-            lambda: f"session {sid!r} was flushed holding {_show(appended)} before the "
-            f"runtime crashed; the file holds only {_show(held)}",
+            lambda: (
+                f"session {sid!r} was flushed holding {_show(appended)} before the "
+                f"runtime crashed; the file holds only {_show(held)}"
+            ),
         )
         # The file is what the next runtime resumes.
         self.expected[sid] = held
@@ -671,7 +688,7 @@ class DurableMachine(ConformanceMachine):
 
 
 @contextlib.contextmanager
-def _silenced() -> Iterator[None]:
+def _silenced() -> Generator[None, None, None]:
     """No logging while a killed runtime's tasks are discarded: a killed process says
     nothing, and its complaints about the store it lost are not the new runtime's."""
     previous = logging.root.manager.disable

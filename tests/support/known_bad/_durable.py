@@ -162,8 +162,8 @@ class _LazyCommitStore(SqliteStore):
             conn.execute("COMMIT")
 
 
-def _json(value: object) -> str:
-    return json.dumps(dict(value) if isinstance(value, Mapping) else value)
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value))
 
 
 def store_factory_for(store_class: type[SqliteStore]):  # type: ignore[no-untyped-def] # pyright: ignore
