@@ -280,6 +280,7 @@ class DurableMachine(ConformanceMachine):
         # store's connection is then never the last one, so closing it does not fold the
         # WAL into the file (an fsync each time), as a killed process's would not either.
         self._keeper: sqlite3.Connection | None = None
+        self._reader: SqliteStore | None = None
 
     @staticmethod
     def _new_host() -> TrioHost:
@@ -317,7 +318,14 @@ class DurableMachine(ConformanceMachine):
                     f"{store!r}"
                 )
             self._store = store
-            yield rt
+            # A reader of the file of its own, for the checks while the runtime runs.
+            reader = SqliteStore(self.path, readonly=True)
+            async with reader.running():
+                self._reader = reader
+                try:
+                    yield rt
+                finally:
+                    self._reader = None
 
     def _settle(self) -> None:
         self.host.call(self._quiesce)
@@ -381,18 +389,24 @@ class DurableMachine(ConformanceMachine):
     async def _read_file(self, ids: Sequence[str]) -> dict[str, tuple[Record, ...] | str | None]:
         """Each session as a fresh read-only SqliteStore reads it from the file: its records,
         None if it is not stored, or what made it unreadable."""
-        found: dict[str, tuple[Record, ...] | str | None] = {}
-        if not ids:
-            return found
+        if self._reader is not None:
+            return await self._read_with(self._reader, ids)
         reader = SqliteStore(self.path, readonly=True)
         async with reader.running():
-            for sid in ids:
-                try:
-                    found[sid] = tuple((await reader.load(sid)).records)
-                except SessionNotFoundError:
-                    found[sid] = None
-                except CorruptSessionError as exc:
-                    found[sid] = f"a corrupt session ({exc})"
+            return await self._read_with(reader, ids)
+
+    @staticmethod
+    async def _read_with(
+        reader: SqliteStore, ids: Sequence[str]
+    ) -> dict[str, tuple[Record, ...] | str | None]:
+        found: dict[str, tuple[Record, ...] | str | None] = {}
+        for sid in ids:
+            try:
+                found[sid] = tuple((await reader.load(sid)).records)
+            except SessionNotFoundError:
+                found[sid] = None
+            except CorruptSessionError as exc:
+                found[sid] = f"a corrupt session ({exc})"
         return found
 
     # -- rules -----------------------------------------------------------------------------
