@@ -7,9 +7,11 @@ import pathlib
 import sqlite3
 import subprocess
 import sys
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 from trio_agents.testing import (
@@ -40,6 +42,11 @@ def test_the_builtin_runtime_passes_the_durable_machine() -> None:
     check_durable_conformance(settings=SMALL)
 
 
+def draws(*values: object) -> st.DataObject:
+    # What a printed reproduction passes where Hypothesis passes its data object.
+    return cast("st.DataObject", Draws(*values))
+
+
 def stored_types(path: pathlib.Path, sid: str) -> list[str]:
     """The record types of `sid` in the file, read with plain sqlite3 (not the library)."""
     conn = sqlite3.connect(path)
@@ -56,10 +63,10 @@ def test_a_crash_leaves_the_open_turn_in_the_file_and_the_resume_repairs_it() ->
     machine = machine_for(DurableMachine, None)()
     try:
         machine.start()
-        machine.create(data=Draws("a"))
-        machine.send(data=Draws("a"))
-        machine.release_model(calls=2, data=Draws("a"))
-        machine.finish_tool(data=Draws("a"))
+        machine.create(data=draws("a"))
+        machine.send(data=draws("a"))
+        machine.release_model(calls=2, data=draws("a"))
+        machine.finish_tool(data=draws("a"))
         machine.check()
         cut = ["turn/start", "user/message", "step/start", "assistant/message"]
         cut += ["tool/call", "tool/call", "tool/result"]
