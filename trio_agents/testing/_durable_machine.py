@@ -41,15 +41,30 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 
 from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
 from .._model import ToolCall
-from .._records import STEP_END, STEP_START, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Record
+from .._records import TOOL_RESULT, TURN_END, TURN_START, Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._store import SessionStore
 from .._store_sqlite import SqliteStore
+from ._durable_properties import (
+    CLOSED_SESSION_IN_FILE,
+    CRASH_KEEPS_FLUSHED,
+    CRASH_NO_TORN_RECORD,
+    PROPERTIES,
+    RESUME_AFTER_CLOSE_ADDS_NOTHING,
+    RESUME_ANSWERS_DANGLING_CALLS,
+    RESUME_ENDS_OPEN_TURN,
+    RESUME_OF_LIVE_REFUSED,
+    RESUME_REPAIR_DURABLE,
+    RESUME_REPAIR_FIRST,
+    RESUMED_HISTORY_VALID,
+    OpenTurn,
+    show,
+    shown,
+)
 from ._history import history_problems
 from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
-from ._properties import Property
 from ._scripted import GateTool, ScriptedModel, reply, tool_step
 from ._targets import RuntimeFactory, RuntimeSurface
 
@@ -60,94 +75,6 @@ __all__ = [
     "check_durable_conformance",
     "durable_settings",
 ]
-
-CRASH_NO_TORN_RECORD = Property(
-    "L6",
-    "crash-leaves-no-torn-record",
-    "durable",
-    "a crash never leaves a torn record: the store holds whole records, numbered without a "
-    "gap, each as it was appended, nothing that was not, and a valid history up to a last "
-    "turn the crash may have left open",
-)
-CRASH_KEEPS_FLUSHED = Property(
-    "L6",
-    "crash-keeps-flushed-records",
-    "durable",
-    "appends are committed in transactional batches: after a crash the store holds every "
-    "record whose flush returned, in order",
-)
-RESUME_ENDS_OPEN_TURN = Property(
-    "L6",
-    "resume-ends-open-turn",
-    "durable",
-    "resuming a session whose last turn is open first appends turn/end with reason "
-    "interrupted, before the agent runs",
-)
-RESUME_ANSWERS_DANGLING_CALLS = Property(
-    "L6",
-    "resume-answers-dangling-calls",
-    "durable",
-    "resuming a session whose last turn is open first appends an interrupted result for "
-    "every tool call without one",
-)
-RESUME_REPAIR_FIRST = Property(
-    "L6",
-    "resume-repair-comes-first",
-    "durable",
-    "the repair of an open turn comes before anything the resumed agent does: the "
-    "interrupted results, the open step's step/end, turn/end with reason interrupted, and "
-    "only then the new turn",
-)
-RESUME_REPAIR_DURABLE = Property(
-    "L6",
-    "resume-repair-durable",
-    "durable",
-    "resuming appends the repair of an open turn durably: it is in the store's file after "
-    "the records it follows",
-)
-RESUME_AFTER_CLOSE_ADDS_NOTHING = Property(
-    "L6",
-    "resume-after-close-adds-nothing",
-    "durable",
-    "only a session whose last turn is open is repaired: resuming one that was closed "
-    "cleanly appends nothing before the new turn",
-)
-RESUMED_HISTORY_VALID = Property(
-    "L6",
-    "resumed-history-valid",
-    "durable",
-    "after its repair a resumed session's history is valid: every turn ends before the next "
-    "starts, every tool call has exactly one result",
-)
-RESUME_OF_LIVE_REFUSED = Property(
-    "L3",
-    "resume-of-live-refused",
-    "durable",
-    "the store rejects an id that is live: resuming a live session raises "
-    "DuplicateSessionError (SessionLiveError) and appends nothing to it",
-)
-CLOSED_SESSION_IN_FILE = Property(
-    "L1",
-    "closed-session-in-file",
-    "durable",
-    "the closing turn/end is durable in the store before aclose returns: after a clean "
-    "close, read back from the file by a fresh store, a closed session holds every record "
-    "it had, ending with turn/end",
-)
-
-PROPERTIES: tuple[Property, ...] = (
-    CRASH_NO_TORN_RECORD,
-    CRASH_KEEPS_FLUSHED,
-    RESUME_ENDS_OPEN_TURN,
-    RESUME_ANSWERS_DANGLING_CALLS,
-    RESUME_REPAIR_FIRST,
-    RESUME_REPAIR_DURABLE,
-    RESUME_AFTER_CLOSE_ADDS_NOTHING,
-    RESUMED_HISTORY_VALID,
-    RESUME_OF_LIVE_REFUSED,
-    CLOSED_SESSION_IN_FILE,
-)
-"""The properties this machine checks, each of one rule of the contract."""
 
 IDS = ("a", "b")
 
@@ -187,52 +114,6 @@ class _Kill(SqliteStore):
             store._release(session_id)
         if store._conn is not None:
             store._conn.close()
-
-
-def _show(records: Sequence[Record]) -> str:
-    return "[" + ", ".join(_describe(r) for r in records) + "]"
-
-
-def _describe(record: Record) -> str:
-    data = record.data
-    if record.type == TURN_END:
-        return f"turn/end {data.get('turn')} {dict(data.get('reason', {})).get('kind')}"
-    if record.type in (TURN_START, STEP_START, STEP_END):
-        return f"{record.type} {data.get('turn', data.get('step'))}"
-    if record.type in (TOOL_CALL, TOOL_RESULT):
-        extra = " interrupted" if data.get("interrupted") else ""
-        return f"{record.type} {data.get('call_id')}{extra}"
-    return record.type
-
-
-class _OpenTurn:
-    """What a resume must repair in stored records: the open turn, whether a step is open,
-    and the tool calls of that step without a result (a reading of the contract, kept apart
-    from the implementation's own repair)."""
-
-    def __init__(self, records: Sequence[Record]) -> None:
-        self.turn: int | None = None
-        self.step_open = False
-        self.dangling: list[str] = []
-        for record in records:
-            if record.type == TURN_START:
-                self.turn, self.step_open, self.dangling = int(record.data["turn"]), False, []
-            elif record.type == TURN_END:
-                self.turn, self.step_open, self.dangling = None, False, []
-            elif record.type in (STEP_START, STEP_END):
-                self.step_open, self.dangling = record.type == STEP_START, []
-            elif record.type == TOOL_CALL:
-                self.dangling.append(str(record.data["call_id"]))
-            elif record.type == TOOL_RESULT:
-                call_id = str(record.data["call_id"])
-                if call_id in self.dangling:
-                    self.dangling.remove(call_id)
-
-    @property
-    def repair_types(self) -> list[str]:
-        if self.turn is None:
-            return []
-        return [TOOL_RESULT] * len(self.dangling) + [STEP_END] * self.step_open + [TURN_END]
 
 
 class DurableMachine(ConformanceMachine):
@@ -381,8 +262,8 @@ class DurableMachine(ConformanceMachine):
         CLOSED_SESSION_IN_FILE.check(
             found == expected and expected[-1].type == TURN_END,
             lambda: (
-                f"session {sid!r} was closed holding {_show(expected)}; read back from "
-                f"the file it holds {_shown(found)}"
+                f"session {sid!r} was closed holding {show(expected)}; read back from "
+                f"the file it holds {shown(found)}"
             ),
         )
 
@@ -483,9 +364,7 @@ class DurableMachine(ConformanceMachine):
         self._settle()
         RESUME_OF_LIVE_REFUSED.check(
             len(session) == before,
-            lambda: (
-                f"the refused resume of live {sid!r} appended {_show(session.records[before:])}"
-            ),
+            lambda: f"the refused resume of live {sid!r} appended {show(session.records[before:])}",
         )
 
     async def _try_resume_live(self, sid: str) -> str:
@@ -502,7 +381,7 @@ class DurableMachine(ConformanceMachine):
     def _check_resumed(
         self, sid: str, before: Sequence[Record], records: Sequence[Record], *, clean: bool
     ) -> None:
-        opened = _OpenTurn(before)
+        opened = OpenTurn(before)
         added = list(records[len(before) :])
         if opened.turn is None:
             RESUME_AFTER_CLOSE_ADDS_NOTHING.check(
@@ -510,7 +389,7 @@ class DurableMachine(ConformanceMachine):
                 lambda: (
                     f"{sid!r} was stored with its last turn ended "
                     f"({'closed cleanly' if clean else 'then the runtime crashed'}); resuming it "
-                    f"and sending appended {_show(added)}"
+                    f"and sending appended {show(added)}"
                 ),
             )
         else:
@@ -520,7 +399,7 @@ class DurableMachine(ConformanceMachine):
             not problems, lambda: f"resumed session {sid!r}: {'; '.join(problems)}"
         )
 
-    def _check_repair(self, sid: str, opened: _OpenTurn, added: Sequence[Record]) -> None:
+    def _check_repair(self, sid: str, opened: OpenTurn, added: Sequence[Record]) -> None:
         turn = opened.turn
         where = f"{sid!r} was stored with turn {turn} open"
         if opened.dangling:
@@ -535,7 +414,7 @@ class DurableMachine(ConformanceMachine):
         RESUME_ENDS_OPEN_TURN.check(
             bool(ends),
             lambda: (
-                f"{where}; resuming it and sending appended {_show(added)}, with no "
+                f"{where}; resuming it and sending appended {show(added)}, with no "
                 f"turn/end {turn} interrupted"
             ),
         )
@@ -548,7 +427,7 @@ class DurableMachine(ConformanceMachine):
         RESUME_ANSWERS_DANGLING_CALLS.check(
             not missing,
             lambda: (
-                f"{where}; resuming it appended {_show(added)}, with no interrupted "
+                f"{where}; resuming it appended {show(added)}, with no interrupted "
                 f"result for {missing}"
             ),
         )
@@ -558,7 +437,7 @@ class DurableMachine(ConformanceMachine):
         RESUME_REPAIR_FIRST.check(
             [r.type for r in head] == expected and results == set(opened.dangling),
             lambda: (
-                f"{where}; resuming it and sending appended {_show(added)}; the "
+                f"{where}; resuming it and sending appended {show(added)}; the "
                 f"contract's order is {expected}"
             ),
         )
@@ -570,12 +449,12 @@ class DurableMachine(ConformanceMachine):
         records: Sequence[Record],
         found: Sequence[Record] | str | None,
     ) -> None:
-        repaired = tuple(records[: len(before) + len(_OpenTurn(before).repair_types)])
+        repaired = tuple(records[: len(before) + len(OpenTurn(before).repair_types)])
         RESUME_REPAIR_DURABLE.check(
             isinstance(found, tuple) and found[: len(repaired)] == repaired,
             lambda: (
-                f"resumed {sid!r} holds {_show(repaired)} up to its new turn; the file "
-                f"holds {_shown(found)}"
+                f"resumed {sid!r} holds {show(repaired)} up to its new turn; the file "
+                f"holds {shown(found)}"
             ),
         )
 
@@ -680,15 +559,15 @@ class DurableMachine(ConformanceMachine):
         CRASH_NO_TORN_RECORD.check(
             isinstance(found, tuple) and appended[: len(held)] == held and not problems,
             lambda: (
-                f"session {sid!r} had {_show(appended)} when the runtime crashed; the "
-                f"file holds {_shown(found)}" + (f" ({'; '.join(problems)})" if problems else "")
+                f"session {sid!r} had {show(appended)} when the runtime crashed; the "
+                f"file holds {shown(found)}" + (f" ({'; '.join(problems)})" if problems else "")
             ),
         )
         CRASH_KEEPS_FLUSHED.check(
             len(held) == len(appended),
             lambda: (
-                f"session {sid!r} was flushed holding {_show(appended)} before the "
-                f"runtime crashed; the file holds only {_show(held)}"
+                f"session {sid!r} was flushed holding {show(appended)} before the "
+                f"runtime crashed; the file holds only {show(held)}"
             ),
         )
         # The file is what the next runtime resumes.
@@ -711,14 +590,6 @@ def _silenced() -> Generator[None, None, None]:
         yield
     finally:
         logging.disable(previous)
-
-
-def _shown(found: Sequence[Record] | str | None) -> str:
-    if found is None:
-        return "nothing (the session is not stored)"
-    if isinstance(found, str):
-        return found
-    return _show(found)
 
 
 def check_durable_conformance(
