@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
             "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
-            "testing._properties",
+            "testing._properties", "testing._durable_properties",
         ),
     ),
     (
@@ -76,11 +76,12 @@ EXPORTS = {
     },
     "trio_agents.acp": {"AcpServer", "serve_stdio"},
     "trio_agents.testing": {
-        "HOLD", "PROPERTIES", "ContractViolation", "Draws", "Property",
+        "HOLD", "PROPERTIES", "ContractViolation", "Draws", "DurableMachine", "Property",
         "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface", "EchoTool",
         "GateTool", "LifecycleMachine", "RandomSeeder", "RuntimeFactory", "RuntimeSurface",
         "ScriptedModel", "ScriptedStep", "ShellFactory", "ShellMachine", "TrioHost",
-        "WallClock", "check_agent_conformance", "check_lifecycle_conformance",
+        "WallClock", "check_agent_conformance", "check_durable_conformance",
+        "check_lifecycle_conformance",
         "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
     },
 }  # fmt: skip

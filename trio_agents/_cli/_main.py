@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     conformance.add_argument(
         "--runtime-target",
-        help="module:factory(store) of a runtime implementation (the lifecycle machine)",
+        help="module:factory(store) of a runtime implementation (the lifecycle and durable "
+        "machines)",
     )
     conformance.add_argument(
         "--shell-target",

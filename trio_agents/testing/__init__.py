@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from ._agent_machine import RandomSeeder as RandomSeeder
     from ._agent_machine import check_agent_conformance as check_agent_conformance
     from ._catalogue import PROPERTIES as PROPERTIES
+    from ._durable_machine import DurableMachine as DurableMachine
+    from ._durable_machine import check_durable_conformance as check_durable_conformance
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
     from ._lifecycle_machine import check_lifecycle_conformance as check_lifecycle_conformance
     from ._machine import Draws as Draws
@@ -51,6 +53,7 @@ __all__ = [
     "AgentSurface",
     "ContractViolation",
     "Draws",
+    "DurableMachine",
     "EchoTool",
     "GateTool",
     "LifecycleMachine",
@@ -65,6 +68,7 @@ __all__ = [
     "TrioHost",
     "WallClock",
     "check_agent_conformance",
+    "check_durable_conformance",
     "check_lifecycle_conformance",
     "check_shell_conformance",
     "echo_reply",
@@ -79,6 +83,8 @@ _LAZY = {
     "RandomSeeder": "._agent_machine",
     "PROPERTIES": "._catalogue",
     "Draws": "._machine",
+    "DurableMachine": "._durable_machine",
+    "check_durable_conformance": "._durable_machine",
     "LifecycleMachine": "._lifecycle_machine",
     "check_lifecycle_conformance": "._lifecycle_machine",
     "ShellMachine": "._shell_machine",

@@ -4,11 +4,12 @@ rule (tests/test_conformance_catalogue.py ties the two together)."""
 from __future__ import annotations
 
 from ._agent_machine import PROPERTIES as _AGENT
+from ._durable_machine import PROPERTIES as _DURABLE
 from ._lifecycle_machine import PROPERTIES as _LIFECYCLE
 from ._properties import Property
 from ._shell_machine import PROPERTIES as _SHELL
 
 __all__ = ["PROPERTIES"]
 
-PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_SHELL)
+PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_DURABLE, *_SHELL)
 """Every `Property` of every machine, machine by machine."""

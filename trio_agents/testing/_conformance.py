@@ -21,6 +21,7 @@ from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ._agent_machine import AgentFactory, AgentMachine
+from ._durable_machine import DurableMachine, durable_settings
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import ConformanceMachine, machine_for
 from ._profiles import profile
@@ -58,6 +59,7 @@ def _as_is(settings: Settings) -> Settings:
 MACHINES: dict[str, MachineSpec] = {
     "agent": MachineSpec(AgentMachine, "agent", _as_is),
     "lifecycle": MachineSpec(LifecycleMachine, "runtime", _as_is),
+    "durable": MachineSpec(DurableMachine, "runtime", durable_settings),
     "shell": MachineSpec(ShellMachine, "shell", shell_settings),
 }
 """The machines, by name, in the order they run."""
@@ -96,9 +98,9 @@ def run_conformance(
     progress: Callable[[str, int, float], object] | None = None,
     progress_every: float = 5.0,
 ) -> list[MachineReport]:
-    """Run the agent machine against `factory`, the lifecycle machine against
+    """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory` and the shell machine against `shell_factory` (each default: the
-    built-in implementation). With none given all three run; otherwise only the machines
+    built-in implementation). With none given all of them run; otherwise only the machines
     whose target is given. `*_spec` are the `module:attr` names used in reproductions.
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
     while a machine runs."""

@@ -3,6 +3,196 @@ resumes): each is the real one with one seeded defect."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from trio_agents import (
+    AgentHandle,
+    AgentOptions,
+    AgentRegistry,
+    Fiber,
+    Model,
+    Record,
+    Runtime,
+    Session,
+    SessionStore,
+    SqliteStore,
+    StoredSession,
+    Tool,
+    open_runtime,
+)
+from trio_agents._fiber import require_open
+from trio_agents._repair import closers
+
 from ._seeded import Seeded
 
-SEEDED: tuple[Seeded, ...] = ()
+# -- a registry that resumes without the repair -------------------------------------------
+
+
+class _LoadingRegistry(AgentRegistry):
+    """Resume reads the stored session with `load` instead of `restore`: the open turn a
+    crash left is never closed."""
+
+    __slots__ = ()
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        model: Model,
+        tools: Sequence[Tool] = (),
+        options: AgentOptions | None = None,
+    ) -> AgentHandle:
+        require_open(self.owner, "resume an agent in")
+        self._reject_live(session_id)  # pyright: ignore[reportPrivateUsage]
+        sessions = self._services.sessions  # pyright: ignore[reportPrivateUsage]
+        stored = await sessions.load(session_id)  # the mistake: load, not restore
+        session = Session(session_id, stored.header, stored.records)
+        return await self._publish(session, model, tools, options)  # pyright: ignore[reportPrivateUsage]
+
+
+class _LoadingRuntime(Runtime):
+    def agents_for(self, owner: Fiber) -> AgentRegistry:
+        if owner.runtime is not self:
+            raise ValueError("a fiber of another runtime")
+        return _LoadingRegistry(self._services, owner)  # pyright: ignore[reportPrivateUsage]
+
+
+def resume_skips_repair(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
+    return open_runtime(store, runtime_class=_LoadingRuntime)
+
+
+# -- stores with one defect in their repair or their commits -------------------------------
+
+Repair = Callable[[Sequence[Record]], list[Record]]
+
+
+class _RepairingStore(SqliteStore):
+    """`restore` with its own repair function (what `SessionStore.restore` does, minus the
+    serialisation of concurrent restores, which the machine never makes)."""
+
+    repair: Repair = staticmethod(closers)
+
+    async def restore(self, session_id: str) -> StoredSession:
+        if session_id in self.live_ids:
+            raise AssertionError("the machine resumes a live session only through the registry")
+        stored = await self.load(session_id)
+        repair = type(self).repair(stored.records)
+        if repair:
+            await self._append_durably(stored, repair)
+            stored = StoredSession(stored.id, stored.header, [*stored.records, *repair])
+        return stored
+
+
+def _closers_without_results(records: Sequence[Record]) -> list[Record]:
+    """The repair closes the open step and turn but forgets the tool calls left without a
+    result."""
+    return [r for r in closers(records) if r.type != "tool/result"]
+
+
+def _closers_turn_end_first(records: Sequence[Record]) -> list[Record]:
+    """The repair writes turn/end before the results and the step/end it closes."""
+    repair = closers(records)
+    return repair[-1:] + repair[:-1]
+
+
+def _closers_of_closed_turns(records: Sequence[Record]) -> list[Record]:
+    """The repair takes a turn that ended `closed` (a clean close cut it) for one the crash
+    left open, and ends it again as interrupted."""
+    repair = closers(records)
+    last = records[-1] if records else None
+    if repair or last is None or last.type != "turn/end":
+        return repair
+    if dict(last.data["reason"]).get("kind") != "closed":
+        return repair
+    return [Record.of("turn/end", {"turn": last.data["turn"], "reason": {"kind": "interrupted"}})]
+
+
+class _ForgetfulRepairStore(_RepairingStore):
+    repair = staticmethod(_closers_without_results)
+
+
+class _TurnEndFirstStore(_RepairingStore):
+    repair = staticmethod(_closers_turn_end_first)
+
+
+class _ClosedTurnRepairStore(_RepairingStore):
+    repair = staticmethod(_closers_of_closed_turns)
+
+
+class _LazyCommitStore(SqliteStore):
+    """Saves a round trip per batch: a batch's transaction is committed when the next batch
+    begins (or when the store closes), so the last batch whose flush returned is still
+    uncommitted when the process dies."""
+
+    def _write_batch(
+        self,
+        headers: Mapping[str, Mapping[str, Any]],
+        batch: Sequence[tuple[Session, int, Record]],
+    ) -> None:
+        assert self._conn is not None
+        conn = self._conn
+        if conn.in_transaction:
+            conn.execute("COMMIT")  # the previous batch
+        conn.execute("BEGIN IMMEDIATE")
+        for sid, header in headers.items():
+            conn.execute(
+                "INSERT INTO sessions (id, header, created_at) VALUES (?, ?, ?)",
+                (sid, _json(header), float(header.get("created_at", 0.0))),
+            )
+        conn.executemany(
+            "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
+            [(s.id, seq, rec.type, _json(rec.to_json()["data"])) for s, seq, rec in batch],
+        )
+        # the mistake: no COMMIT here; the next batch's begins with it
+
+    def _append_sync(self, stored: StoredSession, records: Sequence[Record]) -> None:
+        self._commit_open()
+        super()._append_sync(stored, records)
+
+    async def _drain(self) -> None:
+        await super()._drain()
+        await self._db(self._commit_open)
+
+    def _commit_open(self) -> None:
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value))
+
+
+def store_factory_for(store_class: type[SqliteStore]):  # type: ignore[no-untyped-def] # pyright: ignore
+    def factory(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
+        assert isinstance(store, SqliteStore)
+        return open_runtime(store_class(store.path))
+
+    factory.__name__ = store_class.__name__.strip("_")
+    return factory
+
+
+repair_forgets_dangling_calls = store_factory_for(_ForgetfulRepairStore)
+repair_turn_end_first = store_factory_for(_TurnEndFirstStore)
+repair_of_closed_turn = store_factory_for(_ClosedTurnRepairStore)
+last_batch_uncommitted = store_factory_for(_LazyCommitStore)
+
+SEEDED: tuple[Seeded, ...] = (
+    Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
+    Seeded(
+        "repair-forgets-dangling-calls",
+        repair_forgets_dangling_calls,
+        "durable",
+        "resume-answers-dangling-calls",
+    ),
+    Seeded("repair-turn-end-first", repair_turn_end_first, "durable", "resume-repair-comes-first"),
+    Seeded(
+        "repair-of-closed-turn", repair_of_closed_turn, "durable", "resume-after-close-adds-nothing"
+    ),
+    Seeded(
+        "last-batch-uncommitted", last_batch_uncommitted, "durable", "crash-keeps-flushed-records"
+    ),
+)
