@@ -67,3 +67,16 @@ def test_catalogue_problems_finds_unchecked_rules_unknown_rules_and_reused_names
         "rule A7 has no property",
     ]
     assert catalogue_problems([ORDER], ["A6"]) == []
+
+
+def test_each_property_raises_a_type_of_its_own() -> None:
+    # Hypothesis tells bugs apart by type and place: one property's failure is one bug.
+    other = Property("A5", "idle-cancel", "agent", "nothing to cancel returns False")
+    caught: list[type[BaseException]] = []
+    for prop in (ORDER, other, ORDER):
+        with pytest.raises(ContractViolation) as info:
+            prop.fail("seen")
+        caught.append(type(info.value))
+    assert caught[0] is caught[2]
+    assert caught[0] is not caught[1]
+    assert caught[0].__name__ == "ContractViolation"

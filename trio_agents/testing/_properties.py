@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NoReturn
 
-__all__ = ["ContractViolation", "Property", "catalogue_problems"]
+__all__ = ["ContractViolation", "Property", "catalogue_problems", "violation"]
 
 _RULE_ID = re.compile(r"[A-Z][0-9]+")
 _NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
@@ -46,7 +46,26 @@ class ContractViolation(AssertionError):
         return self.property.rule
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.property, self.happened))
+        return (violation, (self.property, self.happened))
+
+
+# One subclass per property: Hypothesis tells bugs apart by the exception's type and where it
+# was raised, and every violation is raised in `Property.fail`. With a type of its own, the
+# violation of one property is one bug: shrinking never slips to another property's failure.
+_CLASSES: dict[tuple[str, str], type[ContractViolation]] = {}
+
+
+def violation(prop: Property, happened: str) -> ContractViolation:
+    """The `ContractViolation` of `prop`: an instance of the subclass kept for it."""
+    key = (prop.rule, prop.name)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        cls = _CLASSES[key] = type(
+            "ContractViolation",
+            (ContractViolation,),
+            {"__module__": ContractViolation.__module__, "__slots__": ()},
+        )
+    return cls(prop, happened)
 
 
 @dataclass(frozen=True)
@@ -78,7 +97,7 @@ class Property:
 
     def fail(self, happened: str) -> NoReturn:
         """Raise `ContractViolation` for what happened."""
-        raise ContractViolation(self, happened)
+        raise violation(self, happened)
 
 
 def catalogue_problems(properties: Iterable[Property], rule_ids: Iterable[str]) -> list[str]:
