@@ -26,17 +26,14 @@ Each check is a named property of a rule of the contract (`_shell_properties`):
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import re
 import shutil
 import signal
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Callable, Hashable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import ClassVar, Literal, cast
+from typing import ClassVar, cast
 
 import trio
 from hypothesis import settings as Settings
@@ -47,14 +44,25 @@ from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._shell import RunResult, ShellExecutor, ShellRequest
-from .._shell_group import live_group_members
 from .._shell_tools import BashTools
 from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
-from ._properties import Property
 from ._scripted import ScriptedModel
+from ._shell_jobs import (
+    AGENTS,
+    CALLERS,
+    KINDS,
+    PROBES,
+    TOKENS,
+    Job,
+    JobChecks,
+    Kind,
+    Probe,
+    job_command,
+    open_gate,
+)
 from ._shell_probes import probe_environment, probe_output, probe_past_timeout, secret_environment
 from ._shell_properties import (
     EXECUTOR_CLOSE_REAPS,
@@ -79,21 +87,13 @@ __all__ = [
     "shell_settings",
 ]
 
-AGENTS = ("A", "B")
-# The empty string is an owner like any other (S3): a caller of the tools with no agent.
-CALLERS = (*AGENTS, "")
-# Owners of jobs started on the executor directly: nobody, the empty string, and a token
-# no caller has, which must come back exactly as given (S2).
-TOKENS: tuple[str | None, ...] = (None, "", "Tok en/Ü")
-Kind = Literal["quick", "gated", "stubborn"]
-KINDS: tuple[Kind, ...] = ("quick", "gated", "stubborn")
-NOTICE = re.compile(r"background job (\S+) finished")
 KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping)
 
 
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
     # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap.
-    return ShellExecutor(cwd=cwd, grace=0.1)
+    # A small cap keeps the output probe cheap; a short grace the SIGKILL escalation.
+    return ShellExecutor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
 
 
 def shell_settings(base: Settings) -> Settings:
@@ -114,21 +114,7 @@ def bash_tools_for(factory: ShellFactory) -> BashTools:
     return cast("Callable[[], BashTools]", make)()
 
 
-@dataclass
-class _Job:
-    owner: str | None
-    kind: Kind
-    code: int
-    incarnation: int  # of the owner, when it started the job
-    lines: set[str]  # every line the job prints if it runs to the end
-    gate: str  # the FIFO a gated or stubborn job reads; writing to it lets the job end
-    killed: bool = False  # a kill (tool or owner close) was issued while it could run
-    reloaded: bool = False  # the plugin was reloaded while it ran: a notice may be lost
-    seen: set[str] = field(default_factory=set[str])
-    result: RunResult | None = None
-
-
-class ShellMachine(ConformanceMachine):
+class ShellMachine(JobChecks, ConformanceMachine):
     """Subclass and set `factory` to check another executor (a factory with a `bash_tools`
     attribute also brings the plugin: see `bash_tools_for`).
 
@@ -142,6 +128,7 @@ class ShellMachine(ConformanceMachine):
     incarnation: how many times each agent was opened.
     jobs: the model of every job started, by job id.
     done_calls: how many job-done notices the executor sent, per job id.
+    done_owners: the owner each job's last job-done notice named, per job id.
     trace: what the rules did, for the history fingerprint.
 
     stats: counts examples and checked steps; give a subclass its own dict to count one run.
@@ -159,7 +146,7 @@ class ShellMachine(ConformanceMachine):
         self.rt: Runtime | None = None
         self.handles: dict[str, AgentHandle] = {}
         self.incarnation: dict[str, int] = dict.fromkeys(AGENTS, 0)
-        self.jobs: dict[str, _Job] = {}
+        self.jobs: dict[str, Job] = {}
         self.done_calls: dict[str, int] = {}
         self.done_owners: dict[str, str | None] = {}
         self.trace: list[str] = []
@@ -252,39 +239,11 @@ class ShellMachine(ConformanceMachine):
         assert isinstance(result, ToolResult)
         return result
 
-    def _command(self, number: int, kind: Kind, code: int, gate: str) -> tuple[str, set[str]]:
-        # A builtin read of a FIFO: the job waits without spawning anything.
-        wait = f"read -r _ < {gate}"
-        if kind == "quick":
-            return f"echo out-{number}; echo err-{number} >&2; exit {code}", {
-                f"out-{number}",
-                f"err-{number}",
-            }
-        if kind == "gated":
-            return f"echo out-{number}; {wait}; echo end-{number}; exit {code}", {
-                f"out-{number}",
-                f"end-{number}",
-            }
-        # The grandchild ignores SIGTERM: only SIGKILL ends it early. It says when it is
-        # armed, and the leader prints `out-N` only after that.
-        armed = os.path.join(self.dir, f"armed-{number}")
-        stubborn = f"bash -c 'trap \"\" TERM; echo > {armed}; {wait}' &"
-        until_armed = f"until [ -s {armed} ]; do sleep 0.01; done"
-        return f"{stubborn} {until_armed}; echo out-{number}; wait; exit {code}", {f"out-{number}"}
-
     def _owned_running(self, caller: str) -> list[str]:
         return [j for j, job in self.jobs.items() if job.owner == caller and job.result is None]
 
-    def _owner_is_live(self, job: _Job) -> bool:
-        """Whether the agent that started the job is open still (the same incarnation)."""
-        return (
-            job.owner in self.handles
-            and job.owner in self.incarnation
-            and job.incarnation == self.incarnation[job.owner]
-        )
-
     @staticmethod
-    def _refuses(job: _Job, caller: str) -> bool:
+    def _refuses(job: Job, caller: str) -> bool:
         return job.owner is not None and job.owner != caller
 
     # -- rules: jobs --------------------------------------------------------------------------
@@ -320,7 +279,7 @@ class ShellMachine(ConformanceMachine):
         number = len(self.jobs) + 1
         gate = os.path.join(self.dir, f"gate-{number}")
         os.mkfifo(gate)
-        command, lines = self._command(number, kind, code, gate)
+        command, lines = job_command(self.dir, number, kind, code, gate)
         return number, gate, command, lines
 
     def _begin(
@@ -342,7 +301,7 @@ class ShellMachine(ConformanceMachine):
             f"a job started with the owner token {owner!r} has owner_of {token!r}",
         )
         incarnation = self.incarnation.get(owner, 0) if owner is not None else 0
-        self.jobs[job_id] = _Job(owner, kind, code, incarnation, lines, gate)
+        self.jobs[job_id] = Job(owner, kind, code, incarnation, lines, gate)
         # What a later rule does to a job must not depend on how fast the machine is (or
         # Hypothesis could not replay and shrink a failure): a quick job has ended before
         # the next rule, a waiting one has started everything it will start.
@@ -432,9 +391,7 @@ class ShellMachine(ConformanceMachine):
             not answer.is_error, f"{caller!r} was refused the kill of its job {job_id}: {answer}"
         )
         if answer.content.startswith("killed background job"):
-            JOB_OUTCOME.check(
-                was_running, f"{job_id} had ended, yet bash_kill says it killed it"
-            )
+            JOB_OUTCOME.check(was_running, f"{job_id} had ended, yet bash_kill says it killed it")
             job.killed = True
             grace = float(getattr(self.shell, "grace", 3.0))
             GROUP_KILLED.check(
@@ -461,7 +418,7 @@ class ShellMachine(ConformanceMachine):
         """Open a waiting job's gate and wait for it to end by itself."""
         waiting = self._gated_running()
         job_id = data.draw(st.sampled_from(waiting), label="job")
-        _open_gate(self.jobs[job_id].gate)
+        open_gate(self.jobs[job_id].gate)
         self.host.call(self.shell.wait, job_id)
         self._observe_end(job_id)
         self.trace.append("finish")
@@ -535,38 +492,26 @@ class ShellMachine(ConformanceMachine):
 
     # -- rules: foreground probes (each checks itself at once) --------------------------------
 
-    # Each probe asks what does not change within an example: once per example.
-    @precondition(lambda self: "probe env" not in self.trace)
-    @rule()
-    def probe_environment(self) -> None:
-        """A foreground command prints its environment and reads its stdin."""
-        self.host.call(probe_environment, self.shell)
-        self.trace.append("probe env")
+    @rule(probe=st.sampled_from(PROBES))
+    def run_foreground(self, probe: Probe) -> None:
+        """A foreground command probes the executor: it prints its environment and reads
+        its stdin (`environment`), prints past the in-memory cap (`output`), or outlives its
+        timeout, trapping SIGTERM to exit 3 (`past-timeout`) or ignoring it (`deaf`).
 
-    @precondition(lambda self: "probe output" not in self.trace)
-    @rule()
-    def probe_output(self) -> None:
-        """A foreground command prints past the in-memory cap."""
-        self.host.call(probe_output, self.shell)
-        self.trace.append("probe output")
-
-    @precondition(lambda self: not any(t.startswith("probe timeout") for t in self.trace))
-    @rule(deaf=st.booleans())
-    def probe_past_timeout(self, deaf: bool) -> None:
-        """A foreground command outlives its timeout: it ignores SIGTERM (`deaf`), or it
-        traps SIGTERM and exits 3."""
-        self.host.call(lambda: probe_past_timeout(self.shell, self.dir, deaf=deaf))
-        self.trace.append(f"probe timeout {deaf}")
-
-    def _notices(self, name: str) -> list[str]:
-        handle = self.handles[name]
-        found: list[str] = []
-        for record in handle.agent.session.records:
-            if record.type == "context/message":
-                match = NOTICE.match(str(record.data["content"]))
-                if match:
-                    found.append(match.group(1))
-        return found
+        What a probe asks does not change within an example: each runs once per example,
+        the two past the timeout (which cost the timeout and the grace) once between them.
+        """
+        done = {t.removeprefix("probe ") for t in self.trace if t.startswith("probe ")}
+        if probe in done or (probe in ("past-timeout", "deaf") and done & {"past-timeout", "deaf"}):
+            return
+        if probe == "environment":
+            self.host.call(probe_environment, self.shell)
+        elif probe == "output":
+            self.host.call(probe_output, self.shell)
+        else:
+            deaf = probe == "deaf"
+            self.host.call(lambda: probe_past_timeout(self.shell, self.dir, deaf=deaf))
+        self.trace.append(f"probe {probe}")
 
     def _observe_end(self, job_id: str) -> None:
         """Record the job's terminal outcome the first time; it may never change after."""
@@ -591,121 +536,6 @@ class ShellMachine(ConformanceMachine):
         self._check_processes(everything_closed=False)
         self._check_outcomes()
         self._check_notices()
-
-    def _check_owners(self) -> None:
-        for job_id, job in self.jobs.items():
-            token = self.shell.owner_of(job_id)
-            OWNER_TOKEN_KEPT.check(
-                token == job.owner,
-                lambda: f"{job_id} was started with the owner token {job.owner!r}; "
-                f"now owner_of gives {token!r}",
-            )
-        unknown = f"bash-{len(self.jobs) + 1000}"
-        token = self.shell.owner_of(unknown)
-        OWNER_TOKEN_KEPT.check(token is None, f"owner_of({unknown!r}), a job never started, is {token!r}")
-
-    def _check_processes(self, *, everything_closed: bool) -> None:
-        for job_id, job in self.jobs.items():
-            result = job.result or (None if everything_closed else self.shell.result(job_id))
-            owner_gone = job.owner in AGENTS and not self._owner_is_live(job)
-            prop = (
-                EXECUTOR_CLOSE_REAPS
-                if everything_closed
-                else OWNER_CLOSE_REAPS
-                if owner_gone
-                else GROUP_KILLED
-            )
-            if everything_closed or owner_gone or result is not None:
-                pgid = self.shell.pgid(job_id)
-                survivors = live_group_members(pgid)
-                prop.check(
-                    not survivors,
-                    lambda: f"{job_id} (owner {job.owner!r}, ended={result is not None}, "
-                    f"killed={job.killed}, owner closed={owner_gone}) left processes "
-                    f"{survivors} of its group {pgid} alive",
-                )
-            if owner_gone:
-                OWNER_CLOSE_REAPS.check(
-                    self.shell.result(job_id) is not None,
-                    f"{job_id} still runs after its owner {job.owner} closed",
-                )
-
-    def _check_outcomes(self) -> None:
-        for job_id, job in self.jobs.items():
-            result = self.shell.result(job_id)
-            if result is None:
-                JOB_OUTCOME.check(job.result is None, f"{job_id} ended, then ran again")
-                continue
-            if job.result is not None:
-                JOB_OUTCOME.check(result == job.result, f"{job_id} changed outcome")
-            if result.cancelled:
-                JOB_OUTCOME.check(
-                    job.killed, f"{job_id} reports killed, but nobody killed it: {result}"
-                )
-            else:
-                # A killed job was still running (quick jobs end within their start rule;
-                # the others cannot end before their gate opens): it must report killed.
-                JOB_OUTCOME.check(
-                    not job.killed,
-                    f"{job_id} was killed while it ran, but reports it was not: {result}",
-                )
-                JOB_OUTCOME.check(
-                    (result.exit_code, result.signal) == (job.code, None),
-                    lambda: f"{job_id} completed with exit_code={result.exit_code} "
-                    f"signal={result.signal}, not its own exit code {job.code}",
-                )
-
-    def _check_notices(self) -> None:
-        for job_id, calls in self.done_calls.items():
-            NOTICE_ONLY_TO_OWNER.check(calls <= 1, f"{job_id} got {calls} job-done notices")
-            result = self.shell.result(job_id)
-            NOTICE_ONLY_TO_OWNER.check(
-                result is not None, f"a job-done notice of {job_id} while it runs"
-            )
-            NOTICE_ONLY_TO_OWNER.check(
-                result is None or not result.cancelled,
-                f"a job-done notice of {job_id}, which was killed",
-            )
-            owner = self.done_owners[job_id]
-            NOTICE_ONLY_TO_OWNER.check(
-                owner == self.jobs[job_id].owner,
-                f"the job-done notice of {job_id} names the owner {owner!r}, not "
-                f"{self.jobs[job_id].owner!r}",
-            )
-        for name in self.handles:
-            noticed = self._notices(name)
-            duplicates = {j for j in noticed if noticed.count(j) > 1}
-            NOTICE_ONLY_TO_OWNER.check(
-                not duplicates, f"{name} got the notice of {sorted(duplicates)} twice"
-            )
-            for job_id in noticed:
-                job = self.jobs.get(job_id)
-                NOTICE_ONLY_TO_OWNER.check(
-                    job is not None, f"{name} got a notice of an unknown job {job_id}"
-                )
-                assert job is not None
-                NOTICE_ONLY_TO_OWNER.check(
-                    job.owner == name, f"{name} got the notice of {job.owner!r}'s {job_id}"
-                )
-
-
-def _open_gate(fifo: str, timeout: float = 30.0) -> None:
-    """Write a line to the job's FIFO once the job has it open for reading (a job just
-    started may not have got there yet)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
-                raise AssertionError(f"the job waiting on {fifo} never opened it") from exc
-            time.sleep(0.001)
-            continue
-        try:
-            os.write(fd, b"go\n")
-        finally:
-            os.close(fd)
-        return
 
 
 def check_shell_conformance(

@@ -13,7 +13,7 @@ import re
 import signal
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 
 import trio
@@ -56,7 +56,7 @@ PAST_TIMEOUT = 0.05  # seconds: the foreground timeout of the commands that outl
 
 
 @contextmanager
-def secret_environment() -> Iterator[None]:
+def secret_environment() -> Generator[None]:
     """This process's environment (which the executor's commands inherit, scrubbed) holds
     credential-like names and an innocent one, until the block ends."""
     added = {**SECRETS, INNOCENT[0]: INNOCENT[1]}
@@ -77,18 +77,29 @@ async def probe_environment(shell: ShellExecutor) -> None:
     credential-like name, and no value of one, may be in it; the innocent name is."""
     command = f"read -r -t {STDIN_WAIT} _; printf 'stdin=%s\\0' $?; env -0"
     result = await shell.run(shell.resolve(ShellRequest(command, timeout=STDIN_WAIT + 30)))
-    entries = result.stdout.text.split("\0")
+    text = result.stdout.text
+    if result.stdout.truncated and result.stdout.spill_path is not None:
+        # A large environment: the complete stream is in the spill file (S5).
+        spill = trio.Path(result.stdout.spill_path)
+        text = await spill.read_text(encoding="utf-8", errors="replace")
+    entries = text.split("\0")
     status = entries[0].removeprefix("stdin=")
     # `read` answers 1 at end of input, more than 128 when its timeout expired.
     STDIN_CLOSED.check(
         status == "1",
-        lambda: f"a command's read of stdin returned status {status!r}, not end of input at "
-        "once (1): stdin was open",
+        lambda: (
+            f"a command's read of stdin returned status {status!r}, not end of input at "
+            "once (1): stdin was open"
+        ),
     )
-    names = dict(entry.partition("=")[::2] for entry in entries[1:] if "=" in entry)
+    names: dict[str, str] = {}
+    for entry in entries[1:]:
+        name, equals, value = entry.partition("=")
+        if equals:
+            names[name] = value
     leaked = sorted(name for name in names if CREDENTIAL.search(name))
     ENV_SCRUBBED.check(not leaked, f"a command's environment held {leaked}")
-    values = sorted(n for n, v in SECRETS.items() if v in result.stdout.text)
+    values = sorted(n for n, v in SECRETS.items() if v in text)
     ENV_SCRUBBED.check(not values, f"a command's environment held the values of {values}")
     ENV_SCRUBBED.check(
         names.get(INNOCENT[0]) == INNOCENT[1],
@@ -119,16 +130,20 @@ async def probe_output(shell: ShellExecutor) -> None:
     OUTCOME_FIELDS.check(
         (result.exit_code, result.signal, result.timed_out, result.cancelled)
         == (3, None, False, False),
-        lambda: f"a command that exited 3 within its timeout reported exit_code="
-        f"{result.exit_code} signal={result.signal} timed_out={result.timed_out} "
-        f"cancelled={result.cancelled}",
+        lambda: (
+            f"a command that exited 3 within its timeout reported exit_code="
+            f"{result.exit_code} signal={result.signal} timed_out={result.timed_out} "
+            f"cancelled={result.cancelled}"
+        ),
     )
     err = result.stderr
     OUTCOME_FIELDS.check(
         (err.text, err.truncated, err.spill_path, err.total_bytes)
         == ("err-line\n", False, None, 9),
-        lambda: f"stderr of 9 bytes, under the cap, reported text={err.text!r} "
-        f"truncated={err.truncated} spill_path={err.spill_path} total_bytes={err.total_bytes}",
+        lambda: (
+            f"stderr of 9 bytes, under the cap, reported text={err.text!r} "
+            f"truncated={err.truncated} spill_path={err.spill_path} total_bytes={err.total_bytes}"
+        ),
     )
     try:
         _check_tail(result.stdout, expected, cap)
@@ -145,14 +160,18 @@ def _check_tail(out: StreamOutput, expected: bytes, cap: int) -> None:
     last = expected.splitlines(keepends=True)[-1]
     OUTPUT_TAIL_KEPT.check(
         out.truncated and out.total_bytes == len(expected),
-        lambda: f"a stream of {len(expected)} bytes past the cap of {cap} reported "
-        f"truncated={out.truncated} total_bytes={out.total_bytes}",
+        lambda: (
+            f"a stream of {len(expected)} bytes past the cap of {cap} reported "
+            f"truncated={out.truncated} total_bytes={out.total_bytes}"
+        ),
     )
     OUTPUT_TAIL_KEPT.check(
         0 < len(text) <= cap and expected.endswith(text),
-        lambda: f"a stream of {len(expected)} bytes past the cap of {cap} kept {len(text)} "
-        f"bytes in memory, starting {text[:20]!r} and ending {text[-20:]!r}: not its last "
-        f"bytes (the stream ends {expected[-20:]!r})",
+        lambda: (
+            f"a stream of {len(expected)} bytes past the cap of {cap} kept {len(text)} "
+            f"bytes in memory, starting {text[:20]!r} and ending {text[-20:]!r}: not its last "
+            f"bytes (the stream ends {expected[-20:]!r})"
+        ),
     )
     OUTPUT_TAIL_KEPT.check(
         text.endswith(last), lambda: f"the kept tail does not end with the last line {last!r}"
@@ -167,8 +186,10 @@ def _check_spill(out: StreamOutput, expected: bytes) -> None:
         content = spilled.read()
     OUTPUT_SPILLED_PRIVATELY.check(
         content == expected,
-        lambda: f"the spill file {path} holds {len(content)} bytes, not the complete stream of "
-        f"{len(expected)} in order",
+        lambda: (
+            f"the spill file {path} holds {len(content)} bytes, not the complete stream of "
+            f"{len(expected)} in order"
+        ),
     )
     mode = stat.S_IMODE(os.stat(path).st_mode)
     OUTPUT_SPILLED_PRIVATELY.check(mode == 0o600, f"the spill file {path} has mode {mode:04o}")
@@ -203,7 +224,7 @@ async def probe_past_timeout(shell: ShellExecutor, workdir: str, *, deaf: bool) 
     command = f"trap {on_term} TERM; sleep 30 & echo $$ > {armed}; wait; exit 7"
     spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=PAST_TIMEOUT))
     grace = float(getattr(shell, "grace", 3.0))
-    bound = spec.timeout + grace + max(1.0, grace)
+    bound = spec.timeout + grace + max(0.5, grace)
     result, seconds, hung = await _run_bounded(shell, spec, armed, bound)
     pgid = _read_pid(armed)
     GROUP_KILLED.check(
@@ -226,8 +247,10 @@ async def probe_past_timeout(shell: ShellExecutor, workdir: str, *, deaf: bool) 
     what = "ignores SIGTERM" if deaf else "traps SIGTERM and exits 3"
     OUTCOME_FIELDS.check(
         seen == expected,
-        lambda: f"a command that {what}, past its timeout, reported (exit_code, signal, "
-        f"timed_out, cancelled) = {seen}, not {expected}",
+        lambda: (
+            f"a command that {what}, past its timeout, reported (exit_code, signal, "
+            f"timed_out, cancelled) = {seen}, not {expected}"
+        ),
     )
     OUTCOME_FIELDS.check(
         result.timeout == spec.timeout,
