@@ -61,6 +61,7 @@ class Job:
     gate: str  # the FIFO a gated or stubborn job reads; writing to it lets the job end
     killed: bool = False  # a kill (tool or owner close) was issued while it could run
     reloaded: bool = False  # the plugin was reloaded while it ran: a notice may be lost
+    reaped: bool = False  # its group was seen empty once it was over: it stays empty
     seen: set[str] = field(default_factory=set[str])
     result: RunResult | None = None
 
@@ -142,13 +143,18 @@ class JobChecks:
         """Once a job has ended, its owner has closed, or the executor has, no process of
         its group is alive: whoever killed it (the job's own end, a kill, a close) killed
         the whole group (S1); and a job whose owner closed has ended (S4)."""
-        groups = live_groups()
+        groups: dict[int, list[int]] | None = None
         for job_id, job in self.jobs.items():
             result = job.result or (None if everything_closed else self.shell.result(job_id))
             owner_gone = job.owner in AGENTS and not self._owner_is_live(job)
-            if everything_closed or owner_gone or result is not None:
+            # An empty group cannot fill again (a process can only join a group that has a
+            # member), so each over job's group is read from /proc until it is seen empty.
+            if (everything_closed or owner_gone or result is not None) and not job.reaped:
+                if groups is None:
+                    groups = live_groups()
                 pgid = self.shell.pgid(job_id)
                 survivors = groups.get(pgid, [])
+                job.reaped = not survivors
                 if survivors:
                     cause = (
                         "the executor closed"

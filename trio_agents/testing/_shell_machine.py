@@ -91,8 +91,8 @@ KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping
 
 
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
-    # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap.
-    # A small cap keeps the output probe cheap; a short grace the SIGKILL escalation.
+    # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap, a small cap
+    # the output probe (D78).
     return ShellExecutor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
 
 
@@ -203,11 +203,11 @@ class ShellMachine(JobChecks, ConformanceMachine):
         for job_id in running:
             result = self.shell.result(job_id)
             closed_by = OWNER_CLOSE_REAPS if job_id in by_agent else EXECUTOR_CLOSE_REAPS
-            closed_by.check(
-                result is not None and result.cancelled,
-                f"{job_id} was running when the runtime closed; after the close it reports "
-                f"{result}, not killed",
-            )
+            if result is None or not result.cancelled:
+                closed_by.fail(
+                    f"{job_id} was running when the runtime closed; after the close it "
+                    f"reports {result}, not killed"
+                )
             notices = self.done_calls.get(job_id, 0)
             (NOTICE_ONLY_TO_OWNER if job_id in by_agent else EXECUTOR_CLOSE_REAPS).check(
                 notices == 0,
