@@ -12,7 +12,7 @@ import pytest
 from trio_agents.testing import ContractViolation
 from trio_agents.testing._conformance import run_conformance
 
-from .support.known_bad import empty_owner_is_nobody
+from .support.known_bad._shell import empty_owner_is_nobody
 
 ROOT = pathlib.Path(__file__).parent.parent
 

@@ -91,8 +91,7 @@ NOTICE_DELIVERED = _shell(
 OWNER_CLOSE_REAPS = _shell(
     "S4",
     "owner-close-reaps",
-    "closing an agent kills and reaps its jobs: none of them still runs once the close "
-    "returns",
+    "closing an agent kills and reaps its jobs: none of them still runs once the close returns",
 )
 EXECUTOR_CLOSE_REAPS = _shell(
     "S4",
