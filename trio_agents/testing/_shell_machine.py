@@ -8,7 +8,9 @@ Each check is a named property of a rule of the contract (`_shell_properties`):
 
 - S1: a command's environment has no credential-like name, its stdin is closed; a command
   past its timeout (one that ignores SIGTERM too) ends within the grace, its whole group
-  with it, and its outcome's fields say what happened; every job has one outcome, killed
+  with it, and its outcome's fields say what happened; once a job is over (it ended, was
+  killed, its owner or the executor closed) no member of its process group is alive (read
+  from /proc, not from the executor); every job has one outcome, killed
   when (and only when) someone killed it while it ran, its own exit code otherwise;
 - S2: `owner_of` returns the token a job was started with, always, and None for an unknown
   job;
@@ -17,8 +19,8 @@ Each check is a named property of a rule of the contract (`_shell_properties`):
   running;
 - S4: notices, at most one per job, only for a job that completed by itself, only to its
   owner, and certainly in the owner's next step when nothing (a reload, the owner closing)
-  could have dropped it; once its owner has closed, or the executor has, no job runs and no
-  member of its process group is alive (read from /proc, not from the executor);
+  could have dropped it; once its owner has closed, or the executor has, no job runs, and
+  the executor's close sends no notice;
 - S5: output past the cap keeps its tail and spills all of it to a private file; reads are
   consuming and, for a job that completed, show all it printed.
 """
