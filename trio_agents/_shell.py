@@ -161,14 +161,18 @@ class _Job:
     )
 
     def __init__(
-        self, job_id: str, spec: ShellSpec, owner: str | None, process: trio.Process, max_bytes: int
+        self,
+        job_id: str,
+        spec: ShellSpec,
+        owner: str | None,
+        process: trio.Process,
+        streams: tuple[OutputCollector, OutputCollector],
     ) -> None:
         self.id = job_id
         self.spec = spec
         self.owner = owner
         self.process = process
-        self.out = OutputCollector(max_bytes, f"{job_id}-stdout")
-        self.err = OutputCollector(max_bytes, f"{job_id}-stderr")
+        self.out, self.err = streams
         self.done = trio.Event()
         self.kill_requested = trio.Event()
         self.result: RunResult | None = None
@@ -284,7 +288,7 @@ class ShellExecutor:
             raise ValueError(
                 f"owner={owner!r} contradicts spec.owner={spec.owner!r}; pass one of them"
             )
-        process = await _spawn(spec)
+        process = await _spawn(spec, self._environment())
         if not self._accepting():
             # The executor began closing while the process was being spawned: close_jobs
             # has already taken its list, so this process would be nobody's.
@@ -294,7 +298,9 @@ class ShellExecutor:
                 "the shell executor closed while the job was starting; the job was killed: "
                 "start jobs while `running()` is open"
             )
-        job = _Job(f"bash-{next(self._job_numbers)}", spec, owner, process, self.max_output_bytes)
+        job_id = f"bash-{next(self._job_numbers)}"
+        streams = (self._collector(f"{job_id}-stdout"), self._collector(f"{job_id}-stderr"))
+        job = _Job(job_id, spec, owner, process, streams)
         self._jobs[job.id] = job
         assert self._nursery is not None
         self._nursery.start_soon(self._watch, job)
@@ -483,9 +489,8 @@ class ShellExecutor:
 
         Always a checkpoint. Needs no `running()`: the command is the caller's task's.
         """
-        process = await _spawn(spec)
-        out = OutputCollector(self.max_output_bytes, "stdout")
-        err = OutputCollector(self.max_output_bytes, "stderr")
+        process = await _spawn(spec, self._environment())
+        out, err = self._collector("stdout"), self._collector("stderr")
         timed_out = False
         try:
             async with trio.open_nursery() as nursery:
@@ -515,6 +520,13 @@ class ShellExecutor:
             stderr=stderr,
         )
 
+    def _environment(self) -> dict[str, str]:
+        # One place for what every command's environment is (tests seed defects here).
+        return scrubbed_environment()
+
+    def _collector(self, label: str) -> OutputCollector:
+        return OutputCollector(self.max_output_bytes, label)
+
     async def kill_group(self, process: trio.Process) -> None:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL
         whatever of the group is left. Idempotent; errors for a group already gone are
@@ -542,15 +554,15 @@ class ShellExecutor:
             await group_gone(process.pid)
 
 
-async def _spawn(spec: ShellSpec) -> trio.Process:
-    """`bash -c` in a new session (its own process group), stdin closed, env scrubbed."""
+async def _spawn(spec: ShellSpec, env: Mapping[str, str]) -> trio.Process:
+    """`bash -c` in a new session (its own process group), stdin closed, with `env`."""
     return await trio.lowlevel.open_process(
         ["bash", "-c", spec.command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=spec.workdir,
-        env=scrubbed_environment(),
+        env=env,
         start_new_session=True,
     )
 

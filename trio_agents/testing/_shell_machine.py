@@ -1,34 +1,41 @@
 """The shell state machine: random programs of background jobs started, read, killed and
-finished by two agents through the `bash` tools, with plugin reloads and owners closing and
-coming back, on real processes.
+finished through the `bash` tools by two agents and a caller whose id is the empty string
+(and started on the executor directly, with tokens of their own or None), with plugin
+reloads and owners closing and coming back, on real processes; and foreground probes of what
+a command runs with, what it keeps of its output, and how it ends past its timeout.
 
-Checked after every rule, against the process table and a model of who owns what:
+Each check is a named property of a rule of the contract (`_shell_properties`):
 
-- the access rule (S3): a job's output and its kill belong to its owner alone, also after a
-  reload of the plugin, and a refused kill leaves the job running;
-- no process outlives its owner (S4): once a job has ended, or its owner has closed, no
-  member of its process group is alive (read from /proc, not from the executor);
-- every job ends in exactly one terminal outcome: killed when (and only when) someone killed
-  it before it could finish, completed with its own exit code otherwise, and never changes;
-- notices: at most one per job, only for a job that completed by itself, only to its owner;
-  and one is certainly recorded in the owner's next step when nothing (a reload, the owner
-  closing) could have dropped it.
+- S1: a command's environment has no credential-like name, its stdin is closed; a command
+  past its timeout (one that ignores SIGTERM too) ends within the grace, its whole group
+  with it, and its outcome's fields say what happened; once a job is over (it ended, was
+  killed, its owner or the executor closed) no member of its process group is alive (read
+  from /proc, not from the executor); every job has one outcome, killed
+  when (and only when) someone killed it while it ran, its own exit code otherwise;
+- S2: `owner_of` returns the token a job was started with, always, and None for an unknown
+  job;
+- S3: a job's output and its kill belong to its owner alone (the empty string is an owner,
+  None is nobody's), also after a reload of the plugin, and a refused kill leaves the job
+  running;
+- S4: notices, at most one per job, only for a job that completed by itself, only to its
+  owner, and certainly in the owner's next step when nothing (a reload, the owner closing)
+  could have dropped it; once its owner has closed, or the executor has, no job runs, and
+  the executor's close sends no notice;
+- S5: output past the cap keeps its tail and spills all of it to a private file; reads are
+  consuming and, for a job that completed, show all it printed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import re
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Hashable
+from collections.abc import AsyncGenerator, Callable, Hashable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, cast
 
 import trio
 from hypothesis import settings as Settings
@@ -38,15 +45,40 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
-from .._shell import RunResult, ShellExecutor
-from .._shell_group import live_group_members
+from .._shell import RunResult, ShellExecutor, ShellRequest
 from .._shell_tools import BashTools
 from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
-from ._properties import Property
 from ._scripted import ScriptedModel
+from ._shell_jobs import (
+    AGENTS,
+    CALLERS,
+    KINDS,
+    PROBES,
+    TOKENS,
+    Job,
+    JobChecks,
+    Kind,
+    Probe,
+    job_command,
+    open_gate,
+)
+from ._shell_probes import probe_environment, probe_output, probe_past_timeout, secret_environment
+from ._shell_properties import (
+    EXECUTOR_CLOSE_REAPS,
+    GROUP_KILLED,
+    JOB_OUTCOME,
+    NON_OWNER_REFUSED,
+    NOTICE_DELIVERED,
+    NOTICE_ONLY_TO_OWNER,
+    OWNER_CLOSE_REAPS,
+    OWNER_SERVED,
+    OWNER_TOKEN_KEPT,
+    READS_CONSUME_OUTPUT,
+)
+from ._shell_properties import PROPERTIES as PROPERTIES
 from ._targets import ShellFactory
 
 __all__ = [
@@ -57,18 +89,13 @@ __all__ = [
     "shell_settings",
 ]
 
-PROPERTIES: tuple[Property, ...] = ()
-"""The properties this machine checks, each of one rule of the contract."""
-
-AGENTS = ("A", "B")
-Kind = Literal["quick", "gated", "stubborn"]
-KINDS: tuple[Kind, ...] = ("quick", "gated", "stubborn")
-NOTICE = re.compile(r"background job (\S+) finished")
+KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping)
 
 
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
-    # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap.
-    return ShellExecutor(cwd=cwd, grace=0.1)
+    # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap, a small cap
+    # the output probe (D78).
+    return ShellExecutor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
 
 
 def shell_settings(base: Settings) -> Settings:
@@ -80,33 +107,30 @@ def shell_settings(base: Settings) -> Settings:
     )
 
 
-@dataclass
-class _Job:
-    owner: str
-    kind: Kind
-    code: int
-    incarnation: int  # of the owner, when it started the job
-    lines: set[str]  # every line the job prints if it runs to the end
-    gate: str  # the FIFO a gated or stubborn job reads; writing to it lets the job end
-    killed: bool = False  # a kill (tool or owner close) was issued while it could run
-    reloaded: bool = False  # the plugin was reloaded while it ran: a notice may be lost
-    seen: set[str] = field(default_factory=set[str])
-    result: RunResult | None = None
+def bash_tools_for(factory: ShellFactory) -> BashTools:
+    """The plugin the machine loads for a target: the factory's own `bash_tools()` if it has
+    one (a zero-argument callable returning a `BashTools`), else the built-in one."""
+    make = getattr(factory, "bash_tools", None)
+    if make is None:
+        return BashTools()
+    return cast("Callable[[], BashTools]", make)()
 
 
-class ShellMachine(ConformanceMachine):
-    """Subclass and set `factory` to check another executor.
+class ShellMachine(JobChecks, ConformanceMachine):
+    """Subclass and set `factory` to check another executor (a factory with a `bash_tools`
+    attribute also brings the plugin: see `bash_tools_for`).
 
     What a subclass's rules and checks can use:
 
     host: the TrioHost the runtime runs in, on a WallClock (the jobs are real processes).
     dir: the example's temporary directory: the executor's cwd, the jobs' FIFOs.
-    bash: the BashTools plugin, loaded in the runtime; the agents use its tools.
+    bash: the BashTools plugin, loaded in the runtime; the callers use its tools.
     rt: the runtime (None until `start`).
     handles: the handles of the agents `A` and `B` while they are open.
     incarnation: how many times each agent was opened.
     jobs: the model of every job started, by job id.
     done_calls: how many job-done notices the executor sent, per job id.
+    done_owners: the owner each job's last job-done notice named, per job id.
     trace: what the rules did, for the history fingerprint.
 
     stats: counts examples and checked steps; give a subclass its own dict to count one run.
@@ -120,19 +144,23 @@ class ShellMachine(ConformanceMachine):
     def __init__(self) -> None:
         super().__init__(TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0))
         self.dir = tempfile.mkdtemp(prefix="trio-agents-shell-machine-")
-        self.bash = BashTools()
+        self.bash = bash_tools_for(type(self).factory)
         self.rt: Runtime | None = None
         self.handles: dict[str, AgentHandle] = {}
         self.incarnation: dict[str, int] = dict.fromkeys(AGENTS, 0)
-        self.jobs: dict[str, _Job] = {}
+        self.jobs: dict[str, Job] = {}
         self.done_calls: dict[str, int] = {}
+        self.done_owners: dict[str, str | None] = {}
         self.trace: list[str] = []
+        self._environment = contextlib.ExitStack()
 
     # -- runtime ----------------------------------------------------------------------------
 
     @initialize()
     def start(self) -> None:
-        """Open the runtime with the executor under test, and the agents `A` and `B`."""
+        """Put a secret-bearing environment in place, open the runtime with the executor
+        under test, and the agents `A` and `B`."""
+        self._environment.enter_context(secret_environment())
         self.rt = self._start_service(self._runtime)
         for name in AGENTS:
             self._open(name)
@@ -146,6 +174,7 @@ class ShellMachine(ConformanceMachine):
 
     def _count_done(self, job_id: str, owner: str | None, result: RunResult) -> None:
         self.done_calls[job_id] = self.done_calls.get(job_id, 0) + 1
+        self.done_owners[job_id] = owner
 
     def _open(self, name: str) -> None:
         self.handles[name] = self.host.call(self._open_agent, name)
@@ -167,10 +196,25 @@ class ShellMachine(ConformanceMachine):
 
     def _check_closing(self) -> None:
         assert self._stop is not None
+        running = [j for j in self.jobs if self.shell.result(j) is None]
+        by_agent = {j for j in running if self._owner_is_live(self.jobs[j])}
         self.host.run_sync(self._stop.set)
         # Real processes take real time to die: wait for the runtime's close itself.
         self.host.call(self._stopped.wait)
         self.handles.clear()
+        for job_id in running:
+            result = self.shell.result(job_id)
+            closed_by = OWNER_CLOSE_REAPS if job_id in by_agent else EXECUTOR_CLOSE_REAPS
+            if result is None or not result.cancelled:
+                closed_by.fail(
+                    f"{job_id} was running when the runtime closed; after the close it "
+                    f"reports {result}, not killed"
+                )
+            notices = self.done_calls.get(job_id, 0)
+            (NOTICE_ONLY_TO_OWNER if job_id in by_agent else EXECUTOR_CLOSE_REAPS).check(
+                notices == 0,
+                f"{job_id}, killed by the close of the runtime, got {notices} job-done notices",
+            )
         self._check_processes(everything_closed=True)
 
     def _after_close(self) -> None:
@@ -179,6 +223,7 @@ class ShellMachine(ConformanceMachine):
             with contextlib.suppress(Exception):
                 os.killpg(self.shell.pgid(job_id), signal.SIGKILL)
         shutil.rmtree(self.dir, ignore_errors=True)
+        self._environment.close()
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -189,55 +234,76 @@ class ShellMachine(ConformanceMachine):
         return self.rt.shell
 
     def _call_tool(self, name: str, caller: str, **arguments: object) -> ToolResult:
+        # The machine's own ToolContext: a caller needs no live agent, only an id.
         tool = next(t for t in self.bash.tools if t.name == name)
         context = ToolContext(caller, f"call-{len(self.trace)}", 1, 1)
         result = self.host.call(lambda: tool(arguments, context))
         assert isinstance(result, ToolResult)
         return result
 
-    def _command(self, number: int, kind: Kind, code: int, gate: str) -> tuple[str, set[str]]:
-        # A builtin read of a FIFO: the job waits without spawning anything.
-        wait = f"read -r _ < {gate}"
-        if kind == "quick":
-            return f"echo out-{number}; echo err-{number} >&2; exit {code}", {
-                f"out-{number}",
-                f"err-{number}",
-            }
-        if kind == "gated":
-            return f"echo out-{number}; {wait}; echo end-{number}; exit {code}", {
-                f"out-{number}",
-                f"end-{number}",
-            }
-        # The grandchild ignores SIGTERM: only SIGKILL ends it early. It says when it is
-        # armed, and the leader prints `out-N` only after that.
-        armed = os.path.join(self.dir, f"armed-{number}")
-        stubborn = f"bash -c 'trap \"\" TERM; echo > {armed}; {wait}' &"
-        until_armed = f"until [ -s {armed} ]; do sleep 0.01; done"
-        return f"{stubborn} {until_armed}; echo out-{number}; wait; exit {code}", {f"out-{number}"}
-
     def _owned_running(self, caller: str) -> list[str]:
         return [j for j, job in self.jobs.items() if job.owner == caller and job.result is None]
 
-    # -- rules --------------------------------------------------------------------------------
+    @staticmethod
+    def _refuses(job: Job, caller: str) -> bool:
+        return job.owner is not None and job.owner != caller
 
-    @rule(caller=st.sampled_from(AGENTS), kind=st.sampled_from(KINDS), code=st.integers(0, 3))
+    # -- rules: jobs --------------------------------------------------------------------------
+
+    @rule(caller=st.sampled_from(CALLERS), kind=st.sampled_from(KINDS), code=st.integers(0, 3))
     def start_job(self, caller: str, kind: Kind, code: int) -> None:
         """`caller` starts a background job with `bash`: quick (it ends within the rule),
-        gated (it waits for its FIFO) or stubborn (also a grandchild that ignores SIGTERM)."""
-        if caller not in self.handles:
+        gated (it waits for its FIFO) or stubborn (also a grandchild that ignores SIGTERM).
+        The empty-string caller has no agent, so it never closes."""
+        if caller in AGENTS and caller not in self.handles:
             return
-        number = len(self.jobs) + 1
-        gate = os.path.join(self.dir, f"gate-{number}")
-        os.mkfifo(gate)
-        command, lines = self._command(number, kind, code, gate)
+        number, gate, command, lines = self._prepare(kind, code)
         started = self._call_tool(
             "bash", caller, command=command, description="a job", run_in_background=True
         )
-        assert not started.is_error, started.content
-        job_id = started.content.rsplit(" ", 1)[-1]
-        assert job_id not in self.jobs, f"job id {job_id!r} was handed out twice"
-        assert self.shell.owner_of(job_id) == caller
-        self.jobs[job_id] = _Job(caller, kind, code, self.incarnation[caller], lines, gate)
+        OWNER_TOKEN_KEPT.check(
+            not started.is_error, f"bash could not start a background job: {started.content}"
+        )
+        self._begin(started.content.rsplit(" ", 1)[-1], caller, kind, code, number, lines, gate)
+        self.trace.append(f"start {caller!r} {kind}")
+
+    @rule(token=st.sampled_from(TOKENS), kind=st.sampled_from(KINDS), code=st.integers(0, 3))
+    def start_direct(self, token: str | None, kind: Kind, code: int) -> None:
+        """Start a job on the executor itself (`start(spec, owner=token)`), as a host would:
+        owned by nobody (None), by the empty string, or by a token no caller has."""
+        number, gate, command, lines = self._prepare(kind, code)
+        spec = self.shell.resolve(ShellRequest(command))
+        job_id = self.host.call(lambda: self.shell.start(spec, owner=token))
+        self._begin(job_id, token, kind, code, number, lines, gate)
+        self.trace.append(f"direct {token!r} {kind}")
+
+    def _prepare(self, kind: Kind, code: int) -> tuple[int, str, str, set[str]]:
+        number = len(self.jobs) + 1
+        gate = os.path.join(self.dir, f"gate-{number}")
+        os.mkfifo(gate)
+        command, lines = job_command(self.dir, number, kind, code, gate)
+        return number, gate, command, lines
+
+    def _begin(
+        self,
+        job_id: str,
+        owner: str | None,
+        kind: Kind,
+        code: int,
+        number: int,
+        lines: set[str],
+        gate: str,
+    ) -> None:
+        OWNER_TOKEN_KEPT.check(
+            job_id not in self.jobs, f"the job id {job_id!r} was handed out twice"
+        )
+        token = self.shell.owner_of(job_id)
+        OWNER_TOKEN_KEPT.check(
+            token == owner,
+            f"a job started with the owner token {owner!r} has owner_of {token!r}",
+        )
+        incarnation = self.incarnation.get(owner, 0) if owner is not None else 0
+        self.jobs[job_id] = Job(owner, kind, code, incarnation, lines, gate)
         # What a later rule does to a job must not depend on how fast the machine is (or
         # Hypothesis could not replay and shrink a failure): a quick job has ended before
         # the next rule, a waiting one has started everything it will start.
@@ -246,65 +312,100 @@ class ShellMachine(ConformanceMachine):
             self._observe_end(job_id)
         else:
             self.host.call(self._started, job_id, f"out-{number}")
-        self.trace.append(f"start {caller} {kind}")
 
     async def _started(self, job_id: str, marker: str) -> None:
         with trio.move_on_after(30) as scope:
             while marker not in self.shell.read_output(job_id, (0, 0)).text:  # noqa: ASYNC110
                 await trio.sleep(0.002)
-        assert not scope.cancelled_caught, f"{job_id} never printed {marker!r}"
+        OWNER_TOKEN_KEPT.check(
+            not scope.cancelled_caught, f"the job {job_id} started never printed {marker!r}"
+        )
 
     @precondition(lambda self: bool(self.jobs))
-    @rule(caller=st.sampled_from(AGENTS), data=st.data())
+    @rule(caller=st.sampled_from(CALLERS), data=st.data())
     def read(self, caller: str, data: st.DataObject) -> None:
-        """`caller` reads a job with `bash_output`: refused unless it owns the job; reads
-        never repeat a line, and a job that completed has shown all of its output."""
+        """`caller` reads a job with `bash_output`: refused unless it owns the job (anybody
+        may read a job whose owner is None); reads never repeat a line, and a job that
+        completed has shown all of its output."""
         job_id = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         job = self.jobs[job_id]
         answer = self._call_tool("bash_output", caller, job_id=job_id)
-        if job.owner != caller:
-            assert answer.is_error, f"{caller} read {job.owner}'s job {job_id}: {answer}"
-            assert answer.content == f"job {job_id} belongs to another session"
+        if self._refuses(job, caller):
+            NON_OWNER_REFUSED.check(
+                answer.is_error, f"{caller!r} read {job.owner!r}'s job {job_id}: {answer}"
+            )
+            leaked = sorted(line for line in job.lines if line in answer.content)
+            NON_OWNER_REFUSED.check(
+                not leaked, f"the refusal of {caller!r}'s read of {job_id} showed {leaked}"
+            )
             self.trace.append("read refused")
             return
-        assert not answer.is_error, answer.content
+        OWNER_SERVED.check(
+            not answer.is_error, f"{caller!r} was refused a read of its job {job_id}: {answer}"
+        )
         *body, status = answer.content.split("\n")
-        assert status.startswith("[status: "), answer.content
+        OWNER_SERVED.check(
+            status.startswith("[status: "),
+            f"a read of {job_id} answered {answer.content!r}, with no status line",
+        )
         lines = {line for line in body if line not in ("", "[stderr]", "(no new output)")}
         repeated = lines & job.seen
-        assert not repeated, f"consuming reads of {job_id} repeated {sorted(repeated)}"
-        assert lines <= job.lines, f"{job_id} printed {sorted(lines - job.lines)}"
+        READS_CONSUME_OUTPUT.check(
+            not repeated, f"consuming reads of {job_id} repeated {sorted(repeated)}"
+        )
+        READS_CONSUME_OUTPUT.check(
+            lines <= job.lines, f"a read of {job_id} showed {sorted(lines - job.lines)}"
+        )
         job.seen |= lines
         if status != "[status: running]":
             self._observe_end(job_id)
             if not job.killed and job.result is not None and not job.result.cancelled:
-                assert job.seen == job.lines, (
+                READS_CONSUME_OUTPUT.check(
+                    job.seen == job.lines,
                     f"{job_id} completed but its reads gave {sorted(job.seen)}, "
-                    f"not {sorted(job.lines)}"
+                    f"not {sorted(job.lines)}",
                 )
         self.trace.append(f"read {status}")
 
     @precondition(lambda self: bool(self.jobs))
-    @rule(caller=st.sampled_from(AGENTS), data=st.data())
+    @rule(caller=st.sampled_from(CALLERS), data=st.data())
     def kill(self, caller: str, data: st.DataObject) -> None:
-        """`caller` kills a job with `bash_kill`: refused unless it owns the job (and the job
-        keeps running then); otherwise killed, or reported as already finished."""
+        """`caller` kills a job with `bash_kill`: refused unless it owns the job (or the
+        owner is None), and the job keeps running then; otherwise killed within the grace,
+        or reported as already finished."""
         job_id = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         job = self.jobs[job_id]
         was_running = self.shell.result(job_id) is None
+        began = time.monotonic()
         answer = self._call_tool("bash_kill", caller, job_id=job_id)
-        if job.owner != caller:
-            assert answer.is_error, f"{caller} killed {job.owner}'s job {job_id}: {answer}"
+        seconds = time.monotonic() - began
+        if self._refuses(job, caller):
+            NON_OWNER_REFUSED.check(
+                answer.is_error, f"{caller!r} killed {job.owner!r}'s job {job_id}: {answer}"
+            )
             if was_running and job.kind != "quick":
-                assert self.shell.result(job_id) is None, f"a refused kill ended {job_id}"
+                NON_OWNER_REFUSED.check(
+                    self.shell.result(job_id) is None, f"a refused kill ended {job_id}"
+                )
             self.trace.append("kill refused")
             return
-        assert not answer.is_error, answer.content
+        OWNER_SERVED.check(
+            not answer.is_error, f"{caller!r} was refused the kill of its job {job_id}: {answer}"
+        )
         if answer.content.startswith("killed background job"):
-            assert was_running, f"{job_id} had ended, yet bash_kill says it killed it"
+            JOB_OUTCOME.check(was_running, f"{job_id} had ended, yet bash_kill says it killed it")
             job.killed = True
+            grace = float(getattr(self.shell, "grace", 3.0))
+            GROUP_KILLED.check(
+                seconds <= grace + KILL_MARGIN,
+                f"bash_kill of {job_id} took {seconds:.2f}s, with a grace of {grace}s",
+            )
         else:
-            assert answer.content.startswith(f"job {job_id} had already finished"), answer
+            JOB_OUTCOME.check(
+                answer.content.startswith(f"job {job_id} had already finished")
+                and not (was_running and job.kind != "quick"),
+                f"bash_kill of the running job {job_id} answered {answer.content!r}",
+            )
         self._observe_end(job_id)
         self.trace.append("kill")
 
@@ -319,10 +420,12 @@ class ShellMachine(ConformanceMachine):
         """Open a waiting job's gate and wait for it to end by itself."""
         waiting = self._gated_running()
         job_id = data.draw(st.sampled_from(waiting), label="job")
-        _open_gate(self.jobs[job_id].gate)
+        open_gate(self.jobs[job_id].gate)
         self.host.call(self.shell.wait, job_id)
         self._observe_end(job_id)
         self.trace.append("finish")
+
+    # -- rules: the plugin and the owners -----------------------------------------------------
 
     @rule()
     def reload_plugin(self) -> None:
@@ -346,6 +449,10 @@ class ShellMachine(ConformanceMachine):
                 self.jobs[job_id].killed = True
         self.host.call(handle.aclose)
         for job_id in running:
+            OWNER_CLOSE_REAPS.check(
+                self.shell.result(job_id) is not None,
+                f"{job_id} still runs after its owner {name} closed",
+            )
             self._observe_end(job_id)
         self.trace.append(f"close {name}")
 
@@ -378,108 +485,59 @@ class ShellMachine(ConformanceMachine):
         self.host.call(agent.wait_idle)
         noticed = self._notices(name)
         missing = expected - set(noticed)
-        assert not missing, f"{name} never got the notice of {sorted(missing)}"
+        NOTICE_DELIVERED.check(
+            not missing,
+            f"{sorted(missing)} completed by themselves, yet their owner {name} has no "
+            "notice of them after its next step",
+        )
         self.trace.append(f"step {name} {len(noticed)}")
 
-    def _notices(self, name: str) -> list[str]:
-        handle = self.handles[name]
-        found: list[str] = []
-        for record in handle.agent.session.records:
-            if record.type == "context/message":
-                match = NOTICE.match(str(record.data["content"]))
-                if match:
-                    found.append(match.group(1))
-        return found
+    # -- rules: foreground probes (each checks itself at once) --------------------------------
+
+    @rule(probe=st.sampled_from(PROBES))
+    def run_foreground(self, probe: Probe) -> None:
+        """A foreground command probes the executor: it prints its environment and reads
+        its stdin (`environment`), prints past the in-memory cap (`output`), or outlives its
+        timeout, trapping SIGTERM to exit 3 (`past-timeout`) or ignoring it (`deaf`).
+
+        What a probe asks does not change within an example: each runs once per example,
+        the two past the timeout (which cost the timeout and the grace) once between them.
+        """
+        done = {t.removeprefix("probe ") for t in self.trace if t.startswith("probe ")}
+        if probe in done or (probe in ("past-timeout", "deaf") and done & {"past-timeout", "deaf"}):
+            return
+        if probe == "environment":
+            self.host.call(probe_environment, self.shell)
+        elif probe == "output":
+            self.host.call(probe_output, self.shell)
+        else:
+            deaf = probe == "deaf"
+            self.host.call(lambda: probe_past_timeout(self.shell, self.dir, deaf=deaf))
+        self.trace.append(f"probe {probe}")
 
     def _observe_end(self, job_id: str) -> None:
         """Record the job's terminal outcome the first time; it may never change after."""
         result = self.shell.result(job_id)
-        assert result is not None, f"{job_id} reported an end but has no result"
+        JOB_OUTCOME.check(result is not None, f"{job_id} reported an end but has no result")
+        assert result is not None
         job = self.jobs[job_id]
         if job.result is None:
             job.result = result
-        assert result == job.result, f"{job_id} changed outcome: {job.result} -> {result}"
+        JOB_OUTCOME.check(
+            result == job.result, f"{job_id} changed outcome: {job.result} -> {result}"
+        )
 
     # -- invariants ---------------------------------------------------------------------------
 
     def _verify(self) -> None:
-        """No process of an ended job, or of a closed owner's job, is alive; every outcome
-        is the one expected and never changes; notices are at most one per job, only for a
-        job that completed by itself, and only to its owner."""
+        """Every job keeps its owner token; no process of an ended job, or of a closed
+        owner's job, is alive; every outcome is the one expected and never changes; notices
+        are at most one per job, only for a job that completed by itself, and only to its
+        owner."""
+        self._check_owners()
         self._check_processes(everything_closed=False)
         self._check_outcomes()
         self._check_notices()
-
-    def _check_processes(self, *, everything_closed: bool) -> None:
-        for job_id, job in self.jobs.items():
-            result = job.result or (None if everything_closed else self.shell.result(job_id))
-            owner_gone = (
-                job.owner not in self.handles or job.incarnation != self.incarnation[job.owner]
-            )
-            if everything_closed or owner_gone or result is not None:
-                pgid = self.shell.pgid(job_id)
-                survivors = live_group_members(pgid)
-                assert not survivors, (
-                    f"{job_id} (owner {job.owner}, ended={result is not None}, "
-                    f"owner closed={owner_gone}) left processes {survivors} in group {pgid}"
-                )
-            if owner_gone:
-                assert self.shell.result(job_id) is not None, (
-                    f"{job_id} still runs after its owner {job.owner} closed"
-                )
-
-    def _check_outcomes(self) -> None:
-        for job_id, job in self.jobs.items():
-            result = self.shell.result(job_id)
-            if result is None:
-                assert job.result is None, f"{job_id} ended, then ran again"
-                continue
-            if job.result is not None:
-                assert result == job.result, f"{job_id} changed outcome"
-            if result.cancelled:
-                assert job.killed, f"{job_id} reports killed, but nobody killed it: {result}"
-            else:
-                # A killed job was still running (quick jobs end within their start rule;
-                # the others cannot end before their gate opens): it must report killed.
-                assert not job.killed, f"{job_id} was killed but reports {result}"
-                assert (result.exit_code, result.signal) == (job.code, None), (
-                    f"{job_id} completed with {result.exit_code}/{result.signal}, "
-                    f"expected exit code {job.code}"
-                )
-
-    def _check_notices(self) -> None:
-        for job_id, calls in self.done_calls.items():
-            assert calls <= 1, f"{job_id}: {calls} job-done notices"
-            result = self.shell.result(job_id)
-            assert result is not None, f"{job_id}: a job-done notice while it runs"
-            assert not result.cancelled, f"{job_id}: a job-done notice, but it was killed"
-        for name in self.handles:
-            noticed = self._notices(name)
-            duplicates = {j for j in noticed if noticed.count(j) > 1}
-            assert not duplicates, f"{name} got the notice of {sorted(duplicates)} twice"
-            for job_id in noticed:
-                job = self.jobs.get(job_id)
-                assert job is not None, f"{name} got a notice of an unknown job {job_id}"
-                assert job.owner == name, f"{name} got the notice of {job.owner}'s {job_id}"
-
-
-def _open_gate(fifo: str, timeout: float = 30.0) -> None:
-    """Write a line to the job's FIFO once the job has it open for reading (a job just
-    started may not have got there yet)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
-                raise AssertionError(f"the job waiting on {fifo} never opened it") from exc
-            time.sleep(0.001)
-            continue
-        try:
-            os.write(fd, b"go\n")
-        finally:
-            os.close(fd)
-        return
 
 
 def check_shell_conformance(

@@ -1,15 +1,30 @@
-"""Known-bad shell executors: each is the real executor with one seeded defect."""
+"""Known-bad shell executors (and one bash-tools plugin): each is the real one with one seeded
+defect, a mistake a developer could make."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
+import re
+import secrets
 import signal
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
 
 import trio
 
-from trio_agents import (
-    RunResult,
-    ShellExecutor,
+from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
+from trio_agents._runtime import Runtime
+from trio_agents._shell import QUIET_TOOLS
+from trio_agents._shell_group import group_gone, group_has_live_members, signal_group
+from trio_agents._shell_output import OutputCollector, spill_directory
+from trio_agents._shell_tools import (
+    _BashKill,  # pyright: ignore[reportPrivateUsage]
+    _BashOutput,  # pyright: ignore[reportPrivateUsage]
+    render_output,
+    status_line,
 )
 
 from ._seeded import Seeded
@@ -46,21 +61,229 @@ class _NoticeForKilledJobs(ShellExecutor):
         return await super().kill(job_id, notify=True)
 
 
-def shell_factory_for(executor: type[ShellExecutor]):  # type: ignore[no-untyped-def] # pyright: ignore
+class _OwnerTokenLowercased(ShellExecutor):
+    """owner_of normalises the token it gives back (ids compared case-insensitively)."""
+
+    def owner_of(self, job_id: str) -> str | None:
+        owner = super().owner_of(job_id)
+        return owner.lower() if owner is not None else None
+
+
+class _TermWithoutKill(ShellExecutor):
+    """The group kill sends SIGTERM and waits for the leader to go: no SIGKILL after the
+    grace, so a process that ignores SIGTERM is never ended."""
+
+    async def kill_group(self, process: trio.Process) -> None:
+        if process.returncode is not None and not group_has_live_members(process.pid):
+            await trio.lowlevel.checkpoint()
+            return
+        signal_group(process.pid, signal.SIGTERM)
+        await process.wait()
+        with trio.move_on_after(self.grace):
+            await group_gone(process.pid)
+
+
+class _TimeoutReportedAsCancelled(ShellExecutor):
+    """A foreground timeout is reported as a cancellation (the executor killed it, after all):
+    `cancelled` follows `timed_out` instead of being a field of its own."""
+
+    async def run(self, spec: ShellSpec) -> RunResult:
+        result = await super().run(spec)
+        return dataclasses.replace(result, cancelled=result.timed_out)
+
+
+class _SecretsUpperCaseOnly(ShellExecutor):
+    """The environment is scrubbed of credential names in upper case only (`my_api_key`,
+    `GithubToken` get through)."""
+
+    def _environment(self) -> dict[str, str]:
+        pattern = re.compile(r"KEY|SECRET|TOKEN|PASSWORD")
+        env = {name: value for name, value in os.environ.items() if not pattern.search(name)}
+        return {**env, **QUIET_TOOLS}
+
+
+class _SecretsBySuffixOnly(ShellExecutor):
+    """The environment is scrubbed of names that end in a credential word only
+    (`DB_PASSWORD_FILE`, `SECRETS` get through)."""
+
+    def _environment(self) -> dict[str, str]:
+        pattern = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD)$", re.IGNORECASE)
+        env = {name: value for name, value in os.environ.items() if not pattern.search(name)}
+        return {**env, **QUIET_TOOLS}
+
+
+class _HeadCollector(OutputCollector):
+    """Trims the newest chunks instead of the oldest (`pop()`, not `pop(0)`)."""
+
+    def _trim(self) -> None:
+        while self._retained > self._max and len(self._chunks) > 1:
+            self._retained -= len(self._chunks.pop())
+        if self._retained > self._max:
+            keep = self._chunks[0][: self._max]
+            self._chunks[0] = keep
+            self._retained = len(keep)
+        self.truncated = True
+
+
+class _OutputHeadKept(ShellExecutor):
+    """Output past the cap keeps its head in memory, not its tail."""
+
+    def _collector(self, label: str) -> OutputCollector:
+        return _HeadCollector(self.max_output_bytes, label)
+
+
+class _WorldReadableSpill(OutputCollector):
+    """Creates the spill file with the usual mode for a log, 0644 (after the umask)."""
+
+    def _open_spill(self) -> None:
+        name = f"{os.getpid()}-{secrets.token_hex(8)}-{self._label}.log"
+        try:
+            path = os.path.join(spill_directory(), name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            self._spill_failed = True
+            return
+        self._spill = os.fdopen(fd, "wb", buffering=0)
+        self._spill_path = path
+        for chunk in self._chunks:
+            self._write_spill(chunk)
+            if self._spill_failed:
+                return
+
+
+class _SpillWorldReadable(ShellExecutor):
+    """Spill files are readable by every user."""
+
+    def _collector(self, label: str) -> OutputCollector:
+        return _WorldReadableSpill(self.max_output_bytes, label)
+
+
+class _CloseKillsBeforeSilencing(ShellExecutor):
+    """Closing kills every job first and silences notices after: the jobs killed by the
+    close send notices."""
+
+    async def close_jobs(self) -> None:
+        for job_id in self.jobs():
+            if self.result(job_id) is None:
+                await self.kill(job_id)
+        await super().close_jobs()
+
+
+class _OwnerCloseDoesNotWait(ShellExecutor):
+    """kill_owned starts the kills of the closing owner's jobs and returns at once, without
+    waiting until they are reaped."""
+
+    async def kill_owned(self, owner: str | None) -> None:
+        nursery = self._nursery  # pyright: ignore[reportPrivateUsage]
+        assert nursery is not None
+        for job_id in self.jobs(owner):
+            if self.result(job_id) is None:
+                nursery.start_soon(partial(self.kill, job_id, notify=False))
+        await trio.lowlevel.checkpoint()
+
+
+# -- a bash-tools plugin with one defect -------------------------------------------------------
+
+
+def _loose_access(shell: ShellExecutor, job_id: object, context: ToolContext) -> str | ToolResult:
+    """The access check with a truthiness test: an empty-string owner counts as none."""
+    if not isinstance(job_id, str) or not job_id:
+        return ToolResult(f"invalid job_id {job_id!r}", is_error=True)
+    owner = shell.owner_of(job_id)
+    if owner and owner != context.agent_id:
+        return ToolResult(f"job {job_id} belongs to another session", is_error=True)
+    if not shell.has_job(job_id):
+        return ToolResult(f"unknown job {job_id!r}", is_error=True)
+    return job_id
+
+
+class _LooseOutput(_BashOutput):
+    async def run(
+        self, runtime: Runtime, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult:
+        await trio.lowlevel.checkpoint()
+        job_id = _loose_access(runtime.shell, arguments.get("job_id"), context)
+        if isinstance(job_id, ToolResult):
+            return job_id
+        return ToolResult(render_output(runtime.shell.read_output(job_id)))
+
+
+class _LooseKill(_BashKill):
+    async def run(
+        self, runtime: Runtime, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult:
+        shell = runtime.shell
+        job_id = _loose_access(shell, arguments.get("job_id"), context)
+        if isinstance(job_id, ToolResult):
+            await trio.lowlevel.checkpoint()
+            return job_id
+        finished = shell.result(job_id)
+        if finished is not None:
+            await trio.lowlevel.checkpoint()
+            return ToolResult(f"job {job_id} had already finished {status_line(finished)}")
+        result = await shell.kill(job_id, notify=False)
+        return ToolResult(f"killed background job {job_id} {status_line(result)}")
+
+
+class _EmptyOwnerIsNobody(BashTools):
+    """bash_output and bash_kill test the owner's truthiness, so a job owned by the empty
+    string is open to every caller."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        bash, _, _ = self.tools
+        self.tools = (bash, _LooseOutput(self._bound), _LooseKill(self._bound))  # pyright: ignore[reportPrivateUsage]
+
+
+def shell_factory_for(
+    executor: type[ShellExecutor], bash_tools: Callable[[], BashTools] | None = None
+) -> Callable[[str], ShellExecutor]:
+    """A shell target: `executor` with the built-in target's grace and cap, and, when given, the
+    plugin the machine loads instead of the built-in `BashTools` (its `bash_tools`)."""
+
     def factory(cwd: str) -> ShellExecutor:
-        return executor(cwd=cwd, grace=0.1)
+        return executor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
 
     factory.__name__ = executor.__name__.strip("_")
+    if bash_tools is not None:
+        factory.bash_tools = bash_tools  # type: ignore[attr-defined]
     return factory
 
 
 leader_only_kill = shell_factory_for(_LeaderOnlyKill)
 owner_forgotten_at_end = shell_factory_for(_OwnerForgottenAtEnd)
 notice_for_killed_jobs = shell_factory_for(_NoticeForKilledJobs)
+owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
+term_without_kill = shell_factory_for(_TermWithoutKill)
+timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
+secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
+secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
+output_head_kept = shell_factory_for(_OutputHeadKept)
+spill_world_readable = shell_factory_for(_SpillWorldReadable)
+close_kills_before_silencing = shell_factory_for(_CloseKillsBeforeSilencing)
+owner_close_does_not_wait = shell_factory_for(_OwnerCloseDoesNotWait)
+empty_owner_is_nobody = shell_factory_for(ShellExecutor, _EmptyOwnerIsNobody)
 
 
 SEEDED = (
-    Seeded("i-leader-only-kill", leader_only_kill, "shell", "?"),
-    Seeded("j-owner-forgotten-at-end", owner_forgotten_at_end, "shell", "?"),
-    Seeded("k-notice-for-killed-jobs", notice_for_killed_jobs, "shell", "?"),
+    Seeded("i-leader-only-kill", leader_only_kill, "shell", "group-killed"),
+    Seeded("j-owner-forgotten-at-end", owner_forgotten_at_end, "shell", "owner-token-kept"),
+    Seeded("k-notice-for-killed-jobs", notice_for_killed_jobs, "shell", "notice-only-to-owner"),
+    Seeded("owner-token-lowercased", owner_token_lowercased, "shell", "owner-token-kept"),
+    Seeded("term-without-kill", term_without_kill, "shell", "group-killed"),
+    Seeded(
+        "timeout-reported-as-cancelled", timeout_reported_as_cancelled, "shell", "outcome-fields"
+    ),
+    Seeded("secrets-upper-case-only", secrets_upper_case_only, "shell", "env-scrubbed"),
+    Seeded("secrets-by-suffix-only", secrets_by_suffix_only, "shell", "env-scrubbed"),
+    Seeded("output-head-kept", output_head_kept, "shell", "output-tail-kept"),
+    Seeded("spill-world-readable", spill_world_readable, "shell", "output-spilled-privately"),
+    Seeded(
+        "close-kills-before-silencing",
+        close_kills_before_silencing,
+        "shell",
+        "executor-close-reaps",
+    ),
+    Seeded("owner-close-does-not-wait", owner_close_does_not_wait, "shell", "owner-close-reaps"),
+    Seeded("empty-owner-is-nobody", empty_owner_is_nobody, "shell", "non-owner-refused"),
 )
