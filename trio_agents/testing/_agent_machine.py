@@ -9,10 +9,11 @@ is held, and every message's fate.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import trio
 import trio.testing
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
 from .._agent import Agent
+from .._errors import AgentClosedError
 from .._events import (
     CancelRequested,
     Event,
@@ -28,9 +30,11 @@ from .._events import (
     StatusChanged,
     StepEnded,
     StepStarted,
+    TextStreamed,
+    TurnEnded,
     TurnStarted,
 )
-from .._model import Model
+from .._model import Message, Model, TextDelta, ToolCall
 from .._options import AgentOptions
 from .._records import (
     MESSAGE_RECORD_TYPES,
@@ -43,12 +47,49 @@ from .._records import (
 from .._standalone import open_agent
 from .._status import AgentStatus
 from .._tool import Tool
+from ._agent_checks import Reply, records_problem, request_problem
+from ._agent_harness import (
+    ListenerFailure,
+    MachineGate,
+    MachineHost,
+    MachineModel,
+    QuietListenerFailures,
+    describe_end,
+    open_turn,
+)
+from ._agent_properties import (
+    CANCEL_EFFECTIVE,
+    CANCEL_ORDER,
+    CANCEL_REQUESTED,
+    CANCELLED_PROMPT_NEVER_RUNS,
+    CLOSED_REFUSES,
+    CONTEXT_NEXT_STEP,
+    DELIVERED_ONCE,
+    HISTORY_VALID,
+    IDLE_CANCEL_INERT,
+    IDLE_CANCEL_STRANDS_NOTHING,
+    INJECT_NEVER_WAKES,
+    LISTENER_ERRORS_CONTAINED,
+    NO_MODEL_CALL_AFTER_CANCEL,
+    ONE_SEND_ONE_TURN,
+    PROPERTIES,
+    REQUEST_HISTORY,
+    SEND_AFTER_CANCEL_RUNS,
+    STATUS_AFTER_SEND,
+    STATUS_AT_REST,
+    STATUS_EVENTS,
+    STEERING_DELIVERED,
+    STEERING_NEVER_LOST,
+    TOOL_CALLS_RUN,
+    TURN_END_REASON,
+    WAIT_IDLE_CLOSED,
+    WAIT_IDLE_RETURNS,
+)
 from ._history import history_problems
-from ._host import TrioHost
 from ._machine import ConformanceMachine, machine_for, rule
 from ._properties import Property
 from ._reference import AgentReference, StepSummary, TurnSummary
-from ._scripted import GateTool, ScriptedModel, reply, tool_step
+from ._scripted import HOLD, GateTool, ScriptedStep, reply, tool_step
 from ._targets import AgentFactory
 
 __all__ = [
@@ -60,10 +101,19 @@ __all__ = [
     "summarize_turns",
 ]
 
-PROPERTIES: tuple[Property, ...] = ()
-"""The properties this machine checks, each of one rule of the contract."""
-
 STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
+# A close ends what a program can explore: it is enabled only once this many steps ran.
+CLOSE_AFTER = 12
+# The events a raising listener may be armed at (A11).
+RAISING_AT: dict[str, type] = {
+    "CancelRequested": CancelRequested,
+    "StatusChanged": StatusChanged,
+    "StepEnded": StepEnded,
+    "StepStarted": StepStarted,
+    "TextStreamed": TextStreamed,
+    "TurnEnded": TurnEnded,
+    "TurnStarted": TurnStarted,
+}
 
 
 class RandomSeeder:
@@ -133,6 +183,10 @@ class AgentMachine(ConformanceMachine):
     waiters: one flag per background wait_idle: whether it has returned.
     ref: the AgentReference the agent must match.
     agent: the agent under test (None until `open_agent` has run).
+    contents: the content each accepted message was given, by id.
+    roles: the role each injected context message was given, by id.
+    replies: what each model call was let stream, in call order.
+    outputs: what each tool call returned, by call id.
     """
 
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
@@ -148,15 +202,36 @@ class AgentMachine(ConformanceMachine):
         # The clock moves only when a rule says so (`time_passes`): an autojump clock would
         # also leap ahead whenever the agent is at rest, and time steps out at random.
         self.clock = trio.testing.MockClock()
-        super().__init__(TrioHost(self.clock))
-        self.model = ScriptedModel(hold_all=True)
-        self.gate = GateTool()
+        super().__init__(MachineHost(self.clock))
+        self.model: MachineModel = MachineModel()
+        self.gate: GateTool = MachineGate()
         self.bus = EventBus()
         self.events: list[Event] = []
         self.bus.connect(self.events.append)
+        # Connected first: it sees each event before any armed listener acts on it.
+        self.bus.connect(self._observe)
         self.waiters: list[bool] = []  # one flag per background wait_idle: has it returned?
         self.ref = AgentReference()
         self.agent: Any = None
+        self.contents: dict[str, str] = {}
+        self.roles: dict[str, str] = {}
+        self.replies: list[Reply] = []
+        self.outputs: dict[str, str] = {}
+        self._counter = 0
+        self._steps = 0
+        self._observed: list[tuple[Property, str]] = []  # what listeners saw go wrong
+        self._cancel_views: list[tuple[frozenset[str] | None, str]] = []
+        self._rule_cancelling = False  # a rule (not a listener) is inside cancel()
+        self._idle_cancelled = False  # the last cancel had nothing to cancel
+        self._closed_waits: list[str | None] = []  # per waiter of the close: what it saw
+        self._requests_checked = 0
+        self._quiet = QuietListenerFailures()
+        logging.getLogger("trio_agents.events").addFilter(self._quiet)
+
+    def step_begins(self) -> None:
+        """Count the step, then as `ConformanceMachine.step_begins`."""
+        self._steps += 1
+        super().step_begins()
 
     # -- setup and teardown -------------------------------------------------------------
 
@@ -177,6 +252,7 @@ class AgentMachine(ConformanceMachine):
         self.agent = self._start_service(
             lambda: factory(self.model, [self.gate], self.bus, options)
         )
+        self.model.records = lambda: len(self.agent.session.records)
         self.host.settle()
 
     def _history(self) -> Hashable | None:
@@ -187,62 +263,119 @@ class AgentMachine(ConformanceMachine):
         return (kinds, tuple(self.ref.status_trace))
 
     def _check_closing(self) -> None:
-        self._stop_service()
-        self.ref.close()
-        assert self.agent.status is AgentStatus.CLOSED, self.agent.status
-        self._check_events()
-        records = self.agent.session.records
-        problems = history_problems(records, allow_open_turn=False)
-        assert not problems, f"history after close: {problems}"
-        self._compare_turns()
+        if self.ref.status != "closed":
+            self._close(None)
+        self._check_closed()
+        HISTORY_VALID.check(
+            not (problems := history_problems(self.records, allow_open_turn=False)),
+            lambda: f"after the close the history is invalid: {'; '.join(problems)}",
+        )
+
+    def _after_close(self) -> None:
+        logging.getLogger("trio_agents.events").removeFilter(self._quiet)
 
     # -- rules ---------------------------------------------------------------------------
 
     @rule()
     def send(self) -> None:
-        """Send a prompt."""
-        mid = self.host.run_sync(self.agent.send, "prompt")
+        """Send a prompt; from IDLE the agent is RUNNING when send() returns (A1)."""
+        if self._refused("send"):
+            return
+        mid = self._deliver(self.agent.send, self._content("prompt"), "send")
         self.host.settle()
-        self.ref.send(str(mid))
+        self.ref.send(mid)
+        if self._idle_cancelled:
+            self._idle_cancelled = False
+            self._check_not_stranded(mid)
 
     @rule()
     def steer(self) -> None:
         """Steer: steering for the running turn, or a prompt without one."""
-        mid = self.host.run_sync(self.agent.steer, "steering")
+        if self._refused("steer"):
+            return
+        mid = self._deliver(self.agent.steer, self._content("steering"), "steer")
         self.host.settle()
-        self.ref.steer(str(mid))
+        self.ref.steer(mid)
 
-    @rule()
-    def inject(self) -> None:
-        """Inject context for the next step."""
-        mid = self.host.run_sync(self.agent.inject, "context")
+    @rule(role=st.sampled_from(["str", "user", "system"]))
+    def inject(self, role: Literal["str", "user", "system"]) -> None:
+        """Inject context for the next step, as a str or a Message of role user or system:
+        it never wakes the agent (A4)."""
+        if self._refused("inject"):
+            return
+        content = self._content("context")
+        message: Message | str = content if role == "str" else Message(role, content)
+        idle = self.ref.status == "idle"
+        started = self._turn_starts()
+        mid, status = self.host.run_sync(lambda: (str(self.agent.inject(message)), self.agent.status))
+        self.contents[mid] = content
+        self.roles[mid] = "system" if role == "system" else "user"
+        INJECT_NEVER_WAKES.check(
+            not idle or status is AgentStatus.IDLE,
+            lambda: f"inject() of {mid} into an IDLE agent returned with the agent {status.value}",
+        )
         self.host.settle()
-        self.ref.inject(str(mid))
+        self.ref.inject(mid)
+        INJECT_NEVER_WAKES.check(
+            not idle or (self.agent.status is AgentStatus.IDLE and self._turn_starts() == started),
+            lambda: f"after inject() of {mid} into an IDLE agent it is {self.agent.status.value} "
+            f"with {self._turn_starts() - started} new turn(s)",
+        )
 
     @rule(cause=st.sampled_from(["user", "parent"]), reason=st.sampled_from(["stop", "enough"]))
     def cancel(self, cause: Literal["user", "parent"], reason: str) -> None:
-        """Cancel; `cancel()` must say whether it was effective as the reference does."""
-        effective = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
+        """Cancel; `cancel()` must say whether it was effective as the reference does, and
+        its CancelRequested listeners must see the agent as it was (A5, A6)."""
+        if self.ref.status == "closed":
+            result = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
+            CLOSED_REFUSES.check(
+                result is False, f"cancel() on the CLOSED agent returned {result}"
+            )
+            return
+        before = (self._ref_pending(), self.ref.status)
+        effective = self.host.run_sync(self._rule_cancel, reason, cause)
+        self._raise_observed()
         self.host.settle()
         expected = self.ref.cancel(reason, cause)
-        assert effective is expected, (
-            f"cancel() returned {effective}, expected {expected} (reference: {self._state()})"
-        )
+        self._check_cancel(effective, expected, before, f"cancel({reason!r}, cause={cause!r})")
+        self._idle_cancelled = not expected
 
     @precondition(lambda self: self.ref.phase == "model")
     @rule(answer=st.sampled_from(["text", "tool"]))
     def release_model(self, answer: Literal["text", "tool"]) -> None:
-        """Let the held model call answer with text, or with a call of the gate tool."""
-        step = reply("answer") if answer == "text" else tool_step((self.gate.name, {}))
+        """Let the held model call answer (the rest of) its reply: text, or a call of the
+        gate tool."""
+        n = self._next()
+        streamed = self._current_reply()
+        if answer == "text":
+            step = reply(f"answer {n}")
+            streamed.text.append(f"answer {n}")
+        else:
+            step = tool_step(ToolCall(f"call-{n}", self.gate.name, {}))
+            streamed.calls.append(f"call-{n}")
+        streamed.finished = True
         self.host.run_sync(self.model.release, step)
         self.host.settle()
         self.ref.release_model(answer)
+
+    @precondition(lambda self: self.ref.phase == "model")
+    @rule()
+    def release_partial(self) -> None:
+        """Let the held model call stream a piece of text, then hold the rest: a cancel, a
+        timeout or a close now cuts a reply that is under way (A8)."""
+        piece = f"part {self._next()} "
+        self._current_reply().text.append(piece)
+        self.host.run_sync(self.model.release, ScriptedStep((TextDelta(piece), HOLD)))
+        self.host.settle()
 
     @precondition(lambda self: self.ref.phase == "tool")
     @rule()
     def finish_tool(self) -> None:
         """Let the held tool call return."""
-        self.host.run_sync(self.gate.release, "tool output")
+        output = f"tool output {self._next()}"
+        if self.gate.calls:
+            self.outputs[self.gate.calls[-1][1].call_id] = output
+        self.host.run_sync(self.gate.release, output)
         self.host.settle()
         self.ref.finish_tool()
 
@@ -255,17 +388,32 @@ class AgentMachine(ConformanceMachine):
 
     @rule()
     def wait_idle(self) -> None:
-        """`wait_idle()` must return exactly when the reference is idle."""
+        """`wait_idle()` must return exactly when the reference is idle (or closed)."""
         returned = self.host.call(self._wait_idle_if_it_returns)
-        expected = self.ref.status == "idle"
-        assert returned is expected, (
-            f"wait_idle {'returned' if returned else 'blocked'} but the reference is "
-            f"{self.ref.status} (reference: {self._state()})"
+        expected = self.ref.status != "running"
+        WAIT_IDLE_RETURNS.check(
+            returned is expected,
+            lambda: f"wait_idle() {'returned' if returned else 'blocked'} while the agent "
+            f"should be {self._describe()}",
         )
-        if returned:
-            assert self.agent.status is AgentStatus.IDLE, self.agent.status
 
-    @precondition(_exploring)
+    @precondition(lambda self: self.ref.status != "closed" and self._steps >= CLOSE_AFTER)
+    @rule()
+    def close(self) -> None:
+        """Close the agent mid-program (its factory's context exits); later rules go on
+        checking the CLOSED agent (A9, A10)."""
+        self._close(None)
+        self._check_closed()
+
+    @precondition(lambda self: self.ref.turn is not None and self._steps >= CLOSE_AFTER // 2)
+    @rule(cause=st.sampled_from(["user", "parent"]))
+    def cancel_then_close(self, cause: Literal["user", "parent"]) -> None:
+        """Cancel the running turn and close the agent in one go: the close reaches the turn
+        while it unwinds, and must not rewrite its first cause (A8)."""
+        self._close(cause)
+        self._check_closed()
+
+    @precondition(lambda self: _exploring(self) and self.ref.status != "closed")
     @rule(cancel_spawned_first=st.booleans())
     def race_cancel_and_send(self, cancel_spawned_first: bool) -> None:
         """cancel() and send() from two tasks started in the same scheduler batch: which
@@ -273,12 +421,15 @@ class AgentMachine(ConformanceMachine):
         is observed exactly and the reference applies them in it, with no driver step in
         between (a task they wake runs in a later batch)."""
         ran: list[tuple[str, object]] = []
+        content = self._content("raced")
 
         async def cancel() -> None:
-            ran.append(("cancel", self.agent.cancel("race", cause="user")))
+            before = (self._ref_pending(), self.ref.status)  # the reference, as yet unmoved
+            ran.append(("cancel", (self._rule_cancel("race", "user"), before)))
 
         async def send() -> None:
-            ran.append(("send", self.agent.send("raced")))
+            mid = str(self.agent.send(content))
+            ran.append(("send", (mid, self.agent.status)))
 
         async def both() -> None:
             async with trio.open_nursery() as nursery:
@@ -286,23 +437,37 @@ class AgentMachine(ConformanceMachine):
                     nursery.start_soon(op)
 
         self.host.call(both)
+        self._raise_observed()
         self.host.settle()
+        cancelled_first = False
         for op, result in ran:
             if op == "send":
-                self.ref.send_nowait(str(result))
-            else:
-                expected = self.ref.cancel_now("race", "user")
-                assert result is expected, (
-                    f"cancel() in a race returned {result}, expected {expected} (ran: {ran})"
+                mid, status = cast("tuple[str, AgentStatus]", result)
+                self.contents[mid] = content
+                was = self.ref.status
+                self.ref.send_nowait(mid)
+                STATUS_AFTER_SEND.check(
+                    was != "idle" or status is AgentStatus.RUNNING,
+                    lambda: f"send() of {mid} from IDLE returned with the agent {status.value}",
                 )
+                sent, after_cancel = mid, cancelled_first
+            else:
+                effective, _ = cast("tuple[bool, object]", result)
+                # What the agent was before the cancel, as the reference has it now.
+                before = (self._ref_pending(), self.ref.status)
+                expected = self.ref.cancel_now("race", "user")
+                self._check_cancel(effective, expected, before, "cancel() racing a send()")
+                cancelled_first = expected
         self.ref.settle()
+        if after_cancel:
+            self._check_sent_runs(sent)
 
     @rule(event=st.sampled_from(["TurnStarted", "StepStarted", "StepEnded", "Idle"]))
     def arm(self, event: str) -> None:
         """A one-shot listener: cancel at the next TurnStarted/StepStarted/StepEnded (the
         pre-step, pre-model and continuation windows), or send at the next IDLE (the
         replacement-turn race)."""
-        if event in self.ref.armed:
+        if event in self.ref.armed or self.ref.status == "closed":
             return
         self.ref.armed.add(event)
         kinds: dict[str, type] = {
@@ -323,9 +488,27 @@ class AgentMachine(ConformanceMachine):
             fired.append(True)
             disconnect()
             if event == "Idle":
-                self.ref.idle_sends.append(str(self.agent.send("follow-up")))
+                content = self._content("follow-up")
+                mid = str(self.agent.send(content))
+                self.contents[mid] = content
+                self.ref.idle_sends.append(mid)
             else:
                 self.agent.cancel("armed", cause="user")
+
+        disconnect = self.bus.connect(listener)
+
+    @rule(event=st.sampled_from(sorted(RAISING_AT)))
+    def arm_raising(self, event: str) -> None:
+        """A one-shot listener that raises at the next event of a kind: the agent must
+        contain it, and nothing else may change (A11)."""
+        fired: list[bool] = []
+
+        def listener(e: Event) -> None:
+            if fired or not isinstance(e, RAISING_AT[event]):
+                return
+            fired.append(True)
+            disconnect()
+            raise ListenerFailure(f"the armed listener of {event} raised")
 
         disconnect = self.bus.connect(listener)
 
@@ -338,10 +521,186 @@ class AgentMachine(ConformanceMachine):
         async def wait() -> None:
             await self.agent.wait_idle()
             self.waiters[index] = True
+            self._closed_too_soon("a background wait_idle()")
 
         self.host.start(wait)
         self.host.settle()
         self.ref.wait_idle()
+
+    # -- rule helpers ------------------------------------------------------------------
+
+    def _next(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def _content(self, what: str) -> str:
+        """A content no other message has: a request that misplaces one shows it."""
+        return f"{what} {self._next()}"
+
+    def _deliver(self, op: Any, content: str, verb: str) -> str:
+        """send/steer `content`; from IDLE (or, steering, with no turn) it must be RUNNING
+        as the call returns."""
+        idle = self.ref.status == "idle"
+        mid, status = self.host.run_sync(lambda: (str(op(content)), self.agent.status))
+        self.contents[mid] = content
+        STATUS_AFTER_SEND.check(
+            not idle or status is AgentStatus.RUNNING,
+            lambda: f"{verb}() of {mid} from IDLE returned with the agent {status.value}",
+        )
+        return mid
+
+    def _refused(self, verb: str) -> bool:
+        """On a CLOSED agent: `verb` must raise AgentClosedError (A10). Whether closed."""
+        if self.ref.status != "closed":
+            return False
+        op = getattr(self.agent, verb)
+
+        def attempt() -> BaseException | None:
+            try:
+                op(f"{verb} after close")
+            except Exception as exc:
+                return exc
+            return None
+
+        raised = self.host.run_sync(attempt)
+        CLOSED_REFUSES.check(
+            isinstance(raised, AgentClosedError) and isinstance(raised, trio.ClosedResourceError),
+            lambda: f"{verb}() on the CLOSED agent "
+            + ("returned" if raised is None else f"raised {type(raised).__name__}: {raised}"),
+        )
+        return True
+
+    def _rule_cancel(self, reason: str, cause: Literal["user", "parent"]) -> bool:
+        self._rule_cancelling = True
+        self._cancel_views.clear()
+        try:
+            return bool(self.agent.cancel(reason, cause=cause))
+        finally:
+            self._rule_cancelling = False
+
+    def _ref_pending(self) -> frozenset[str]:
+        return frozenset([*self.ref.queue, *(mid for mid, _ in self.ref.step_input)])
+
+    def _check_cancel(
+        self, effective: bool, expected: bool, before: tuple[frozenset[str], str], call: str
+    ) -> None:
+        views = list(self._cancel_views)
+        self._cancel_views.clear()
+        if not expected:
+            IDLE_CANCEL_INERT.check(
+                effective is False and not views,
+                lambda: f"{call} on an IDLE agent with nothing queued returned {effective} and "
+                f"emitted {len(views)} CancelRequested",
+            )
+            return
+        CANCEL_EFFECTIVE.check(
+            effective is True,
+            lambda: f"{call} returned {effective} while the agent was {self._describe_before(before)}",
+        )
+        CANCEL_REQUESTED.check(
+            len(views) == 1,
+            lambda: f"{call} was effective but delivered {len(views)} CancelRequested to its "
+            "listeners while it ran",
+        )
+        pending, status = views[0]
+        want_pending, want_status = before
+        CANCEL_ORDER.check(
+            (pending is None or pending == want_pending) and status == want_status,
+            lambda: f"a listener of CancelRequested saw pending={_ids(pending)} and status "
+            f"{status}; before {call} the agent held {_ids(want_pending)} and was {want_status}",
+        )
+
+    def _check_not_stranded(self, mid: str) -> None:
+        actual = summarize_turns(self.records)
+        IDLE_CANCEL_STRANDS_NOTHING.check(
+            actual == self.ref.turns and self.agent.status.value == self.ref.status,
+            lambda: f"after a cancel() that had nothing to cancel, the prompt {mid}'s turn "
+            f"{_turn_of(actual, mid)} and the agent is {self.agent.status.value}; without the "
+            f"cancel its turn {_turn_of(self.ref.turns, mid)}",
+        )
+
+    def _check_sent_runs(self, mid: str) -> None:
+        """A send right after an effective cancel is a turn that runs (A7)."""
+        fate = self.ref.fate[mid]
+        if fate == "discarded":
+            return  # a listener's cancel, as the step ended, dropped it: that is allowed
+        recorded = any(
+            r.type == USER_MESSAGE and str(r.data["id"]) == mid for r in self.records
+        )
+        pending = self._pending()
+        SEND_AFTER_CANCEL_RUNS.check(
+            recorded if fate == "delivered" else (pending is None or mid in pending),
+            lambda: f"{mid}, sent right after an effective cancel, is "
+            + ("neither recorded as a turn's prompt nor pending" if not recorded else "lost"),
+        )
+
+    def _close(self, cancel_cause: Literal["user", "parent"] | None) -> None:
+        """Close the agent (after cancelling its turn, with `cancel_cause`), with a wait_idle
+        started at its CLOSED StatusChanged."""
+        self._arm_closed_waiter()
+        before = (self._ref_pending(), self.ref.status)
+        stop = self._stop
+        assert stop is not None
+
+        def begin() -> bool | None:
+            effective = None
+            if cancel_cause is not None:
+                effective = self._rule_cancel("closing", cancel_cause)
+            stop.set()
+            return effective
+
+        effective = self.host.run_sync(begin)
+        self._raise_observed()
+        self.host.settle()
+        if cancel_cause is not None:
+            expected = self.ref.cancel_now("closing", cancel_cause)
+            self._check_cancel(bool(effective), expected, before, "cancel() just before a close")
+        self.ref.close()
+
+    def _arm_closed_waiter(self) -> None:
+        index = len(self._closed_waits)
+        self._closed_waits.append("parked")
+        fired: list[bool] = []
+
+        async def wait() -> None:
+            await self.agent.wait_idle()
+            self._closed_waits[index] = None
+            self._closed_too_soon("a wait_idle() started at StatusChanged(CLOSED)", index)
+
+        def listener(e: Event) -> None:
+            if not fired and isinstance(e, StatusChanged) and e.status is AgentStatus.CLOSED:
+                fired.append(True)
+                disconnect()
+                self.host.nursery.start_soon(wait)
+
+        disconnect = self.bus.connect(listener)
+
+    def _closed_too_soon(self, who: str, index: int | None = None) -> None:
+        """A waiter returned: on a CLOSED agent, the loop must have exited by then (A9)."""
+        if self.agent.status is not AgentStatus.CLOSED:
+            return
+        turn = open_turn(self.records)
+        if turn is not None:
+            problem = f"{who} returned while turn {turn} had not recorded its turn/end yet"
+            if index is None:
+                self._observed.append((WAIT_IDLE_CLOSED, problem))
+            else:
+                self._closed_waits[index] = problem
+
+    def _check_closed(self) -> None:
+        """What a close must leave: CLOSED, every waiter of the close returned once the loop
+        had exited (A9), and every later send, steer, inject and cancel refused (A10)."""
+        self._verify()
+        for seen in self._closed_waits:
+            WAIT_IDLE_CLOSED.check(
+                seen is None,
+                lambda: "a wait_idle() started at StatusChanged(CLOSED) has not returned after "
+                "the loop exited" if seen == "parked" else str(seen),
+            )
+        for verb in ("send", "steer", "inject"):
+            self._refused(verb)
+        result = self.host.run_sync(lambda: self.agent.cancel("after close", cause="user"))
+        CLOSED_REFUSES.check(result is False, f"cancel() on the CLOSED agent returned {result}")
 
     async def _wait_idle_if_it_returns(self) -> bool:
         """Whether wait_idle returns once everything has run, without letting time pass
@@ -358,78 +717,237 @@ class AgentMachine(ConformanceMachine):
             nursery.cancel_scope.cancel()
         return bool(done)
 
+    def _current_reply(self) -> Reply:
+        """What the held model call (the latest) has been let stream so far."""
+        self._sync_replies()
+        return self.replies[-1]
+
+    def _sync_replies(self) -> None:
+        while len(self.replies) < len(self.model.requests):
+            self.replies.append(Reply())
+
+    # -- what listeners see --------------------------------------------------------------
+
+    def _observe(self, event: Event) -> None:
+        """The first listener: the state each event finds. It never raises (the agent would
+        contain it): what it finds wrong is raised by the next check."""
+        agent = self.agent
+        if agent is None:
+            return
+        if isinstance(event, StatusChanged) and agent.status is not event.status:
+            self._observed.append(
+                (
+                    STATUS_EVENTS,
+                    f"a listener of StatusChanged({event.status.value}) found the agent "
+                    f"{agent.status.value}",
+                )
+            )
+        elif isinstance(event, CancelRequested) and self._rule_cancelling:
+            pending = self._pending()
+            self._cancel_views.append(
+                (None if pending is None else frozenset(pending), agent.status.value)
+            )
+
+    def _raise_observed(self) -> None:
+        if self._observed:
+            prop, happened = self._observed[0]
+            prop.fail(happened)
+
     # -- invariants ----------------------------------------------------------------------
+
+    @property
+    def records(self) -> Sequence[Record]:
+        """The agent's session records."""
+        records: Sequence[Record] = self.agent.session.records
+        return records
 
     def _ready(self) -> bool:
         return self.agent is not None
 
+    def _pending(self) -> list[str] | None:
+        pending = getattr(self.agent, "pending", None)
+        return None if pending is None else [str(mid) for mid, _ in pending]
+
+    def _turn_starts(self) -> int:
+        return sum(1 for r in self.records if r.type == TURN_START)
+
     def _verify(self) -> None:
         """Everything the reference determines, after every rule."""
+        self._raise_observed()
+        records = self.records
+        self._check_listener_errors(records)
+        HISTORY_VALID.check(
+            not (problems := history_problems(records)),
+            lambda: f"the history is invalid: {'; '.join(problems)}",
+        )
+        self._check_fates(records)
+        self._compare_turns(records)
         status = self.agent.status
-        assert status.value == self.ref.status, (
-            f"status is {status.value}, reference says {self.ref.status} ({self._state()})"
-        )
-        problems = history_problems(self.agent.session.records)
-        assert not problems, f"invalid history: {problems}"
-        self._check_fates()
-        self._compare_turns()
-        assert len(self.model.requests) == self.ref.requests, (
-            f"{len(self.model.requests)} model calls, reference expects {self.ref.requests}"
-        )
-        held = (int(self.ref.phase == "model"), int(self.ref.phase == "tool"))
-        assert (self.model.held, self.gate.held) == held, (
-            f"held (model, tool) = {(self.model.held, self.gate.held)}, expected {held}"
+        STATUS_AT_REST.check(
+            status.value == self.ref.status,
+            lambda: f"at rest the agent is {status.value}; it should be {self._describe()}",
         )
         self._check_events()
+        requests = len(self.model.requests)
+        NO_MODEL_CALL_AFTER_CANCEL.check(
+            requests == self.ref.requests,
+            lambda: f"the model was called {requests} times; the steps so far call it "
+            f"{self.ref.requests} times",
+        )
+        NO_MODEL_CALL_AFTER_CANCEL.check(
+            self.model.held == int(self.ref.phase == "model"),
+            lambda: f"{self.model.held} model call(s) are under way; the agent should be "
+            f"{self._describe()}",
+        )
+        TOOL_CALLS_RUN.check(
+            self.gate.held == int(self.ref.phase == "tool"),
+            lambda: f"{self.gate.held} tool call(s) are running; the agent should be "
+            f"{self._describe()}",
+        )
+        self._sync_replies()
+        problem = records_problem(
+            records,
+            self.replies,
+            self.model.record_counts,
+            [context.call_id for _, context in self.gate.calls],
+            self.outputs,
+            self.contents,
+        )
+        if problem is not None:
+            problem[0].fail(problem[1])
+        self._check_requests(records)
+        parked = self.waiters.count(False)
+        WAIT_IDLE_RETURNS.check(
+            parked == self.ref.waiting,
+            lambda: f"{parked} background wait_idle() calls are still parked, "
+            f"{self.ref.waiting} should be, as the agent should be {self._describe()}",
+        )
+
+    def _check_listener_errors(self, records: Sequence[Record]) -> None:
+        for record in records:
+            if record.type == TURN_END and "ListenerFailure" in str(record.data["reason"]):
+                LISTENER_ERRORS_CONTAINED.fail(
+                    f"turn {record.data['turn']} ended {describe_end(record.data['reason'])}: a "
+                    "listener's error broke it"
+                )
 
     def _check_events(self) -> None:
         statuses = [e.status.value for e in self.events if isinstance(e, StatusChanged)]
-        assert statuses == self.ref.status_trace, (
-            f"StatusChanged reported {statuses}, reference expects {self.ref.status_trace}"
+        STATUS_EVENTS.check(
+            statuses == self.ref.status_trace,
+            lambda: f"StatusChanged announced {statuses}; the status went through "
+            f"{self.ref.status_trace}",
         )
         cancels = [(e.cause, e.reason) for e in self.events if isinstance(e, CancelRequested)]
-        assert cancels == self.ref.cancels, (
-            f"CancelRequested events {cancels}, reference expects one per effective cancel: "
-            f"{self.ref.cancels}"
-        )
-        parked = self.waiters.count(False)
-        assert parked == self.ref.waiting, (
-            f"{parked} wait_idle calls still parked, reference expects {self.ref.waiting} "
-            f"({self._state()})"
+        CANCEL_REQUESTED.check(
+            cancels == self.ref.cancels,
+            lambda: f"CancelRequested (cause, reason) events {cancels}; the effective cancels "
+            f"were {self.ref.cancels}",
         )
 
-    def _check_fates(self) -> None:
+    def _check_fates(self, records: Sequence[Record]) -> None:
         seen: dict[str, int] = {}
-        for record in self.agent.session.records:
+        for record in records:
             if record.type in MESSAGE_RECORD_TYPES:
                 mid = str(record.data["id"])
                 seen[mid] = seen.get(mid, 0) + 1
         twice = [mid for mid, count in seen.items() if count > 1]
-        assert not twice, f"messages delivered more than once: {twice}"
+        DELIVERED_ONCE.check(not twice, lambda: f"the records deliver {twice} more than once")
+        pending = self._pending()
         for mid, fate in self.ref.fate.items():
-            assert (mid in seen) == (fate == "delivered"), (
-                f"message {mid} should be {fate} but {'is' if mid in seen else 'is not'} in "
-                f"the session records ({self._state()})"
+            kind = self.ref.kind[mid]
+            recorded = mid in seen
+            waiting = pending is not None and mid in pending
+            lost = not recorded and pending is not None and not waiting
+            what = f"{mid} (a {kind} message)"
+            if fate == "discarded":
+                CANCELLED_PROMPT_NEVER_RUNS.check(
+                    not recorded, lambda: f"{what} was dropped by a cancel or a close, but it is recorded"
+                )
+                CANCEL_EFFECTIVE.check(
+                    not waiting, lambda: f"{what} is still pending after the cancel that dropped it"
+                )
+            elif lost:
+                _LOST[kind].fail(f"{what} is neither recorded nor pending: it was lost")
+            elif fate == "delivered" and not recorded:
+                _LATE[kind].fail(f"{what} should have been delivered by now, but is still pending")
+            elif fate == "pending" and recorded:
+                _LATE[kind].fail(f"{what} is recorded, but the agent should still hold it pending")
+
+    def _compare_turns(self, records: Sequence[Record]) -> None:
+        actual = summarize_turns(records)
+        expected = self.ref.turns
+        prompts = [t.prompt for t in actual]
+        ONE_SEND_ONE_TURN.check(
+            prompts == [t.prompt for t in expected],
+            lambda: f"the turns' prompts are {prompts}; the prompts sent make the turns "
+            f"{[t.prompt for t in expected]}",
+        )
+        for got, want in zip(actual, expected, strict=True):
+            TURN_END_REASON.check(
+                got.end == want.end,
+                lambda: f"turn {got.number} (prompt {got.prompt}) ended "
+                f"{describe_end(got.end)}; it should have ended {describe_end(want.end)}",
             )
-        pending = getattr(self.agent, "pending", None)
-        if pending is not None:
-            expected = {mid for mid, fate in self.ref.fate.items() if fate == "pending"}
-            assert {str(mid) for mid, _ in pending} == expected
+            claims = [s.claimed for s in got.steps]
+            wanted = [s.claimed for s in want.steps]
+            if claims == wanted:
+                continue
+            differ = {m for a, b in zip(claims, wanted, strict=False) for m in {*a} ^ {*b}}
+            prop = NO_MODEL_CALL_AFTER_CANCEL
+            if any(self.ref.kind.get(m) == "steering" for m in differ):
+                prop = STEERING_DELIVERED
+            elif differ:
+                prop = CONTEXT_NEXT_STEP
+            prop.fail(
+                f"turn {got.number} (prompt {got.prompt}) ran {len(claims)} step(s) taking "
+                f"{claims} before each; it should have run {len(wanted)} taking {wanted}"
+            )
+
+    def _check_requests(self, records: Sequence[Record]) -> None:
+        requests = self.model.requests
+        for index in range(self._requests_checked, len(requests)):
+            at = self.model.record_counts[index]
+            problem = request_problem(records[:at], requests[index].messages, self.contents, self.roles)
+            REQUEST_HISTORY.check(
+                problem is None, lambda: f"model request {index + 1}: {problem}"
+            )
+        self._requests_checked = len(requests)
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _compare_turns(self) -> None:
-        actual = summarize_turns(self.agent.session.records)
-        assert actual == self.ref.turns, (
-            "turns differ from the reference:\n"
-            f"  actual:    {actual}\n  reference: {self.ref.turns}"
-        )
-
-    def _state(self) -> str:
+    def _describe(self) -> str:
+        """The reference's state in the contract's words."""
         ref = self.ref
-        return (
-            f"status={ref.status} phase={ref.phase} queue={ref.queue} step_input={ref.step_input}"
+        if ref.status == "closed":
+            return "CLOSED"
+        queued = f", with {ref.queue} queued" if ref.queue else ""
+        turn = ref.turn
+        if turn is None:
+            return f"{ref.status.upper()}{queued}"
+        where = {"model": "waiting for its model call", "tool": "running its tool call"}.get(
+            str(ref.phase), "between steps"
         )
+        return f"RUNNING turn {turn.number} (prompt {turn.prompt}), {where}{queued}"
+
+    def _describe_before(self, before: tuple[frozenset[str], str]) -> str:
+        pending, status = before
+        return f"{status.upper()} holding {_ids(pending)}"
+
+
+def _ids(ids: frozenset[str] | None) -> str:
+    return "(not shown)" if ids is None else str(sorted(ids, key=lambda m: (len(m), m)))
+
+
+def _turn_of(turns: Sequence[TurnSummary], mid: str) -> str:
+    turn = next((t for t in turns if t.prompt == mid), None)
+    if turn is None:
+        return "never started"
+    return f"is turn {turn.number}, {describe_end(turn.end)}"
+
+
+_LOST = {"prompt": ONE_SEND_ONE_TURN, "steering": STEERING_NEVER_LOST, "context": CONTEXT_NEXT_STEP}
+_LATE = {"prompt": ONE_SEND_ONE_TURN, "steering": STEERING_DELIVERED, "context": CONTEXT_NEXT_STEP}
 
 
 def check_agent_conformance(
