@@ -136,12 +136,12 @@ def records_problem(
                 f"{len(results)} tool/result(s) for it"
             )
         output = outputs.get(call_id)
-        if output is not None and results and not results[0].data.get("interrupted"):
-            if results[0].data["content"] != output:
-                return RECORDS_COMPLETE, (
-                    f"tool call {call_id!r} returned {output!r}, but its tool/result holds "
-                    f"{results[0].data['content']!r}"
-                )
+        ended = results and not results[0].data.get("interrupted")
+        if output is not None and ended and results[0].data["content"] != output:
+            return RECORDS_COMPLETE, (
+                f"tool call {call_id!r} returned {output!r}, but its tool/result holds "
+                f"{results[0].data['content']!r}"
+            )
     return None
 
 

@@ -6,8 +6,8 @@ hand: slow-to-stop calls so a close or a second cancel lands while a step still 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import trio
 
@@ -58,7 +58,7 @@ class MachineModel(ScriptedModel):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         """`ScriptedModel.stream`, noting the record count first and stopping slowly."""
         self.record_counts.append(self.records())
-        inner = super().stream(request)
+        inner = cast("AsyncGenerator[ModelChunk, None]", super().stream(request))
         try:
             async for chunk in inner:
                 yield chunk

@@ -17,12 +17,12 @@ from typing import Any, ClassVar, Literal, cast
 
 import trio
 import trio.testing
+from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
 from .._agent import Agent
-from .._errors import AgentClosedError
 from .._events import (
     CancelRequested,
     Event,
@@ -36,59 +36,30 @@ from .._events import (
 )
 from .._model import Message, Model, TextDelta, ToolCall
 from .._options import AgentOptions
-from .._records import (
-    MESSAGE_RECORD_TYPES,
-    STEP_START,
-    TURN_END,
-    TURN_START,
-    USER_MESSAGE,
-    Record,
-)
 from .._standalone import open_agent
 from .._status import AgentStatus
 from .._tool import Tool
-from ._agent_checks import Reply, records_problem, request_problem
+from ._agent_checks import Reply
 from ._agent_harness import (
     ListenerFailure,
     MachineGate,
     MachineHost,
     MachineModel,
     QuietListenerFailures,
-    describe_end,
-    open_turn,
 )
 from ._agent_properties import (
-    CANCEL_EFFECTIVE,
-    CANCEL_ORDER,
-    CANCEL_REQUESTED,
-    CANCELLED_PROMPT_NEVER_RUNS,
     CLOSED_REFUSES,
-    CONTEXT_NEXT_STEP,
-    DELIVERED_ONCE,
     HISTORY_VALID,
-    IDLE_CANCEL_INERT,
-    IDLE_CANCEL_STRANDS_NOTHING,
     INJECT_NEVER_WAKES,
-    LISTENER_ERRORS_CONTAINED,
-    NO_MODEL_CALL_AFTER_CANCEL,
-    ONE_SEND_ONE_TURN,
     PROPERTIES,
-    REQUEST_HISTORY,
-    SEND_AFTER_CANCEL_RUNS,
     STATUS_AFTER_SEND,
-    STATUS_AT_REST,
-    STATUS_EVENTS,
-    STEERING_DELIVERED,
-    STEERING_NEVER_LOST,
-    TOOL_CALLS_RUN,
-    TURN_END_REASON,
-    WAIT_IDLE_CLOSED,
     WAIT_IDLE_RETURNS,
 )
+from ._agent_verify import AgentChecks, summarize_turns
 from ._history import history_problems
-from ._machine import ConformanceMachine, machine_for, rule
+from ._machine import machine_for, rule
 from ._properties import Property
-from ._reference import AgentReference, StepSummary, TurnSummary
+from ._reference import AgentReference
 from ._scripted import HOLD, GateTool, ScriptedStep, reply, tool_step
 from ._targets import AgentFactory
 
@@ -143,33 +114,20 @@ def _exploring(machine: AgentMachine) -> bool:
     return type(machine).explore_schedules
 
 
+def agent_settings(settings: Settings) -> Settings:
+    """The agent machine's budget from a profile's: without Hypothesis's explain phase,
+    which reruns a shrunk failure many times to list the lines only failures ran, a third
+    of the cost of a failure, and of no help in reading a named property's violation."""
+    return Settings(settings, phases=[p for p in settings.phases if p is not Phase.explain])
+
+
 def builtin_agent_factory(
     model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
 ) -> AbstractAsyncContextManager[Agent]:
     return open_agent(model, tools=tools, events=events, options=options)
 
 
-def summarize_turns(records: Sequence[Record]) -> list[TurnSummary]:
-    """The reference's view of real records: per turn its prompt, what each step claimed,
-    and how it ended."""
-    turns: list[TurnSummary] = []
-    claimed: list[str] = []
-    for record in records:
-        if record.type == TURN_START:
-            turns.append(TurnSummary(int(record.data["turn"]), prompt=""))
-        elif record.type == USER_MESSAGE and turns:
-            turns[-1].prompt = str(record.data["id"])
-        elif record.type in MESSAGE_RECORD_TYPES:
-            claimed.append(str(record.data["id"]))
-        elif record.type == STEP_START and turns:
-            turns[-1].steps.append(StepSummary(claimed))
-            claimed = []
-        elif record.type == TURN_END and turns:
-            turns[-1].end = {str(k): str(v) for k, v in record.data["reason"].items()}
-    return turns
-
-
-class AgentMachine(ConformanceMachine):
+class AgentMachine(AgentChecks):
     """Subclass and set `factory` to check another implementation.
 
     What a subclass's rules and checks can use:
@@ -220,6 +178,7 @@ class AgentMachine(ConformanceMachine):
         self._counter = 0
         self._steps = 0
         self._observed: list[tuple[Property, str]] = []  # what listeners saw go wrong
+        self._observed_late: list[tuple[Property, str]] = []  # ... checked after the fates
         self._cancel_views: list[tuple[frozenset[str] | None, str]] = []
         self._rule_cancelling = False  # a rule (not a listener) is inside cancel()
         self._idle_cancelled = False  # the last cancel had nothing to cancel
@@ -307,7 +266,9 @@ class AgentMachine(ConformanceMachine):
         message: Message | str = content if role == "str" else Message(role, content)
         idle = self.ref.status == "idle"
         started = self._turn_starts()
-        mid, status = self.host.run_sync(lambda: (str(self.agent.inject(message)), self.agent.status))
+        mid, status = self.host.run_sync(
+            lambda: (str(self.agent.inject(message)), self.agent.status)
+        )
         self.contents[mid] = content
         self.roles[mid] = "system" if role == "system" else "user"
         INJECT_NEVER_WAKES.check(
@@ -318,8 +279,10 @@ class AgentMachine(ConformanceMachine):
         self.ref.inject(mid)
         INJECT_NEVER_WAKES.check(
             not idle or (self.agent.status is AgentStatus.IDLE and self._turn_starts() == started),
-            lambda: f"after inject() of {mid} into an IDLE agent it is {self.agent.status.value} "
-            f"with {self._turn_starts() - started} new turn(s)",
+            lambda: (
+                f"after inject() of {mid} into an IDLE agent it is {self.agent.status.value} "
+                f"with {self._turn_starts() - started} new turn(s)"
+            ),
         )
 
     @rule(cause=st.sampled_from(["user", "parent"]), reason=st.sampled_from(["stop", "enough"]))
@@ -328,9 +291,7 @@ class AgentMachine(ConformanceMachine):
         its CancelRequested listeners must see the agent as it was (A5, A6)."""
         if self.ref.status == "closed":
             result = self.host.run_sync(lambda: self.agent.cancel(reason, cause=cause))
-            CLOSED_REFUSES.check(
-                result is False, f"cancel() on the CLOSED agent returned {result}"
-            )
+            CLOSED_REFUSES.check(result is False, f"cancel() on the CLOSED agent returned {result}")
             return
         before = (self._ref_pending(), self.ref.status)
         effective = self.host.run_sync(self._rule_cancel, reason, cause)
@@ -393,8 +354,10 @@ class AgentMachine(ConformanceMachine):
         expected = self.ref.status != "running"
         WAIT_IDLE_RETURNS.check(
             returned is expected,
-            lambda: f"wait_idle() {'returned' if returned else 'blocked'} while the agent "
-            f"should be {self._describe()}",
+            lambda: (
+                f"wait_idle() {'returned' if returned else 'blocked'} while the agent "
+                f"should be {self._describe()}"
+            ),
         )
 
     @precondition(lambda self: self.ref.status != "closed" and self._steps >= CLOSE_AFTER)
@@ -439,17 +402,18 @@ class AgentMachine(ConformanceMachine):
         self.host.call(both)
         self._raise_observed()
         self.host.settle()
-        cancelled_first = False
+        cancelled_first = after_cancel = False
+        sent = ""
         for op, result in ran:
             if op == "send":
                 mid, status = cast("tuple[str, AgentStatus]", result)
                 self.contents[mid] = content
                 was = self.ref.status
                 self.ref.send_nowait(mid)
-                STATUS_AFTER_SEND.check(
-                    was != "idle" or status is AgentStatus.RUNNING,
-                    lambda: f"send() of {mid} from IDLE returned with the agent {status.value}",
-                )
+                if was == "idle" and status is not AgentStatus.RUNNING:
+                    STATUS_AFTER_SEND.fail(
+                        f"send() of {mid} from IDLE returned with the agent {status.value}"
+                    )
                 sent, after_cancel = mid, cancelled_first
             else:
                 effective, _ = cast("tuple[bool, object]", result)
@@ -549,27 +513,6 @@ class AgentMachine(ConformanceMachine):
         )
         return mid
 
-    def _refused(self, verb: str) -> bool:
-        """On a CLOSED agent: `verb` must raise AgentClosedError (A10). Whether closed."""
-        if self.ref.status != "closed":
-            return False
-        op = getattr(self.agent, verb)
-
-        def attempt() -> BaseException | None:
-            try:
-                op(f"{verb} after close")
-            except Exception as exc:
-                return exc
-            return None
-
-        raised = self.host.run_sync(attempt)
-        CLOSED_REFUSES.check(
-            isinstance(raised, AgentClosedError) and isinstance(raised, trio.ClosedResourceError),
-            lambda: f"{verb}() on the CLOSED agent "
-            + ("returned" if raised is None else f"raised {type(raised).__name__}: {raised}"),
-        )
-        return True
-
     def _rule_cancel(self, reason: str, cause: Literal["user", "parent"]) -> bool:
         self._rule_cancelling = True
         self._cancel_views.clear()
@@ -577,62 +520,6 @@ class AgentMachine(ConformanceMachine):
             return bool(self.agent.cancel(reason, cause=cause))
         finally:
             self._rule_cancelling = False
-
-    def _ref_pending(self) -> frozenset[str]:
-        return frozenset([*self.ref.queue, *(mid for mid, _ in self.ref.step_input)])
-
-    def _check_cancel(
-        self, effective: bool, expected: bool, before: tuple[frozenset[str], str], call: str
-    ) -> None:
-        views = list(self._cancel_views)
-        self._cancel_views.clear()
-        if not expected:
-            IDLE_CANCEL_INERT.check(
-                effective is False and not views,
-                lambda: f"{call} on an IDLE agent with nothing queued returned {effective} and "
-                f"emitted {len(views)} CancelRequested",
-            )
-            return
-        CANCEL_EFFECTIVE.check(
-            effective is True,
-            lambda: f"{call} returned {effective} while the agent was {self._describe_before(before)}",
-        )
-        CANCEL_REQUESTED.check(
-            len(views) == 1,
-            lambda: f"{call} was effective but delivered {len(views)} CancelRequested to its "
-            "listeners while it ran",
-        )
-        pending, status = views[0]
-        want_pending, want_status = before
-        CANCEL_ORDER.check(
-            (pending is None or pending == want_pending) and status == want_status,
-            lambda: f"a listener of CancelRequested saw pending={_ids(pending)} and status "
-            f"{status}; before {call} the agent held {_ids(want_pending)} and was {want_status}",
-        )
-
-    def _check_not_stranded(self, mid: str) -> None:
-        actual = summarize_turns(self.records)
-        IDLE_CANCEL_STRANDS_NOTHING.check(
-            actual == self.ref.turns and self.agent.status.value == self.ref.status,
-            lambda: f"after a cancel() that had nothing to cancel, the prompt {mid}'s turn "
-            f"{_turn_of(actual, mid)} and the agent is {self.agent.status.value}; without the "
-            f"cancel its turn {_turn_of(self.ref.turns, mid)}",
-        )
-
-    def _check_sent_runs(self, mid: str) -> None:
-        """A send right after an effective cancel is a turn that runs (A7)."""
-        fate = self.ref.fate[mid]
-        if fate == "discarded":
-            return  # a listener's cancel, as the step ended, dropped it: that is allowed
-        recorded = any(
-            r.type == USER_MESSAGE and str(r.data["id"]) == mid for r in self.records
-        )
-        pending = self._pending()
-        SEND_AFTER_CANCEL_RUNS.check(
-            recorded if fate == "delivered" else (pending is None or mid in pending),
-            lambda: f"{mid}, sent right after an effective cancel, is "
-            + ("neither recorded as a turn's prompt nor pending" if not recorded else "lost"),
-        )
 
     def _close(self, cancel_cause: Literal["user", "parent"] | None) -> None:
         """Close the agent (after cancelling its turn, with `cancel_cause`), with a wait_idle
@@ -675,33 +562,6 @@ class AgentMachine(ConformanceMachine):
 
         disconnect = self.bus.connect(listener)
 
-    def _closed_too_soon(self, who: str, index: int | None = None) -> None:
-        """A waiter returned: on a CLOSED agent, the loop must have exited by then (A9)."""
-        if self.agent.status is not AgentStatus.CLOSED:
-            return
-        turn = open_turn(self.records)
-        if turn is not None:
-            problem = f"{who} returned while turn {turn} had not recorded its turn/end yet"
-            if index is None:
-                self._observed.append((WAIT_IDLE_CLOSED, problem))
-            else:
-                self._closed_waits[index] = problem
-
-    def _check_closed(self) -> None:
-        """What a close must leave: CLOSED, every waiter of the close returned once the loop
-        had exited (A9), and every later send, steer, inject and cancel refused (A10)."""
-        self._verify()
-        for seen in self._closed_waits:
-            WAIT_IDLE_CLOSED.check(
-                seen is None,
-                lambda: "a wait_idle() started at StatusChanged(CLOSED) has not returned after "
-                "the loop exited" if seen == "parked" else str(seen),
-            )
-        for verb in ("send", "steer", "inject"):
-            self._refused(verb)
-        result = self.host.run_sync(lambda: self.agent.cancel("after close", cause="user"))
-        CLOSED_REFUSES.check(result is False, f"cancel() on the CLOSED agent returned {result}")
-
     async def _wait_idle_if_it_returns(self) -> bool:
         """Whether wait_idle returns once everything has run, without letting time pass
         (which could time a held step out): a waiter still parked then is cancelled."""
@@ -721,233 +581,6 @@ class AgentMachine(ConformanceMachine):
         """What the held model call (the latest) has been let stream so far."""
         self._sync_replies()
         return self.replies[-1]
-
-    def _sync_replies(self) -> None:
-        while len(self.replies) < len(self.model.requests):
-            self.replies.append(Reply())
-
-    # -- what listeners see --------------------------------------------------------------
-
-    def _observe(self, event: Event) -> None:
-        """The first listener: the state each event finds. It never raises (the agent would
-        contain it): what it finds wrong is raised by the next check."""
-        agent = self.agent
-        if agent is None:
-            return
-        if isinstance(event, StatusChanged) and agent.status is not event.status:
-            self._observed.append(
-                (
-                    STATUS_EVENTS,
-                    f"a listener of StatusChanged({event.status.value}) found the agent "
-                    f"{agent.status.value}",
-                )
-            )
-        elif isinstance(event, CancelRequested) and self._rule_cancelling:
-            pending = self._pending()
-            self._cancel_views.append(
-                (None if pending is None else frozenset(pending), agent.status.value)
-            )
-
-    def _raise_observed(self) -> None:
-        if self._observed:
-            prop, happened = self._observed[0]
-            prop.fail(happened)
-
-    # -- invariants ----------------------------------------------------------------------
-
-    @property
-    def records(self) -> Sequence[Record]:
-        """The agent's session records."""
-        records: Sequence[Record] = self.agent.session.records
-        return records
-
-    def _ready(self) -> bool:
-        return self.agent is not None
-
-    def _pending(self) -> list[str] | None:
-        pending = getattr(self.agent, "pending", None)
-        return None if pending is None else [str(mid) for mid, _ in pending]
-
-    def _turn_starts(self) -> int:
-        return sum(1 for r in self.records if r.type == TURN_START)
-
-    def _verify(self) -> None:
-        """Everything the reference determines, after every rule."""
-        self._raise_observed()
-        records = self.records
-        self._check_listener_errors(records)
-        HISTORY_VALID.check(
-            not (problems := history_problems(records)),
-            lambda: f"the history is invalid: {'; '.join(problems)}",
-        )
-        self._check_fates(records)
-        self._compare_turns(records)
-        status = self.agent.status
-        STATUS_AT_REST.check(
-            status.value == self.ref.status,
-            lambda: f"at rest the agent is {status.value}; it should be {self._describe()}",
-        )
-        self._check_events()
-        requests = len(self.model.requests)
-        NO_MODEL_CALL_AFTER_CANCEL.check(
-            requests == self.ref.requests,
-            lambda: f"the model was called {requests} times; the steps so far call it "
-            f"{self.ref.requests} times",
-        )
-        NO_MODEL_CALL_AFTER_CANCEL.check(
-            self.model.held == int(self.ref.phase == "model"),
-            lambda: f"{self.model.held} model call(s) are under way; the agent should be "
-            f"{self._describe()}",
-        )
-        TOOL_CALLS_RUN.check(
-            self.gate.held == int(self.ref.phase == "tool"),
-            lambda: f"{self.gate.held} tool call(s) are running; the agent should be "
-            f"{self._describe()}",
-        )
-        self._sync_replies()
-        problem = records_problem(
-            records,
-            self.replies,
-            self.model.record_counts,
-            [context.call_id for _, context in self.gate.calls],
-            self.outputs,
-            self.contents,
-        )
-        if problem is not None:
-            problem[0].fail(problem[1])
-        self._check_requests(records)
-        parked = self.waiters.count(False)
-        WAIT_IDLE_RETURNS.check(
-            parked == self.ref.waiting,
-            lambda: f"{parked} background wait_idle() calls are still parked, "
-            f"{self.ref.waiting} should be, as the agent should be {self._describe()}",
-        )
-
-    def _check_listener_errors(self, records: Sequence[Record]) -> None:
-        for record in records:
-            if record.type == TURN_END and "ListenerFailure" in str(record.data["reason"]):
-                LISTENER_ERRORS_CONTAINED.fail(
-                    f"turn {record.data['turn']} ended {describe_end(record.data['reason'])}: a "
-                    "listener's error broke it"
-                )
-
-    def _check_events(self) -> None:
-        statuses = [e.status.value for e in self.events if isinstance(e, StatusChanged)]
-        STATUS_EVENTS.check(
-            statuses == self.ref.status_trace,
-            lambda: f"StatusChanged announced {statuses}; the status went through "
-            f"{self.ref.status_trace}",
-        )
-        cancels = [(e.cause, e.reason) for e in self.events if isinstance(e, CancelRequested)]
-        CANCEL_REQUESTED.check(
-            cancels == self.ref.cancels,
-            lambda: f"CancelRequested (cause, reason) events {cancels}; the effective cancels "
-            f"were {self.ref.cancels}",
-        )
-
-    def _check_fates(self, records: Sequence[Record]) -> None:
-        seen: dict[str, int] = {}
-        for record in records:
-            if record.type in MESSAGE_RECORD_TYPES:
-                mid = str(record.data["id"])
-                seen[mid] = seen.get(mid, 0) + 1
-        twice = [mid for mid, count in seen.items() if count > 1]
-        DELIVERED_ONCE.check(not twice, lambda: f"the records deliver {twice} more than once")
-        pending = self._pending()
-        for mid, fate in self.ref.fate.items():
-            kind = self.ref.kind[mid]
-            recorded = mid in seen
-            waiting = pending is not None and mid in pending
-            lost = not recorded and pending is not None and not waiting
-            what = f"{mid} (a {kind} message)"
-            if fate == "discarded":
-                CANCELLED_PROMPT_NEVER_RUNS.check(
-                    not recorded, lambda: f"{what} was dropped by a cancel or a close, but it is recorded"
-                )
-                CANCEL_EFFECTIVE.check(
-                    not waiting, lambda: f"{what} is still pending after the cancel that dropped it"
-                )
-            elif lost:
-                _LOST[kind].fail(f"{what} is neither recorded nor pending: it was lost")
-            elif fate == "delivered" and not recorded:
-                _LATE[kind].fail(f"{what} should have been delivered by now, but is still pending")
-            elif fate == "pending" and recorded:
-                _LATE[kind].fail(f"{what} is recorded, but the agent should still hold it pending")
-
-    def _compare_turns(self, records: Sequence[Record]) -> None:
-        actual = summarize_turns(records)
-        expected = self.ref.turns
-        prompts = [t.prompt for t in actual]
-        ONE_SEND_ONE_TURN.check(
-            prompts == [t.prompt for t in expected],
-            lambda: f"the turns' prompts are {prompts}; the prompts sent make the turns "
-            f"{[t.prompt for t in expected]}",
-        )
-        for got, want in zip(actual, expected, strict=True):
-            TURN_END_REASON.check(
-                got.end == want.end,
-                lambda: f"turn {got.number} (prompt {got.prompt}) ended "
-                f"{describe_end(got.end)}; it should have ended {describe_end(want.end)}",
-            )
-            claims = [s.claimed for s in got.steps]
-            wanted = [s.claimed for s in want.steps]
-            if claims == wanted:
-                continue
-            differ = {m for a, b in zip(claims, wanted, strict=False) for m in {*a} ^ {*b}}
-            prop = NO_MODEL_CALL_AFTER_CANCEL
-            if any(self.ref.kind.get(m) == "steering" for m in differ):
-                prop = STEERING_DELIVERED
-            elif differ:
-                prop = CONTEXT_NEXT_STEP
-            prop.fail(
-                f"turn {got.number} (prompt {got.prompt}) ran {len(claims)} step(s) taking "
-                f"{claims} before each; it should have run {len(wanted)} taking {wanted}"
-            )
-
-    def _check_requests(self, records: Sequence[Record]) -> None:
-        requests = self.model.requests
-        for index in range(self._requests_checked, len(requests)):
-            at = self.model.record_counts[index]
-            problem = request_problem(records[:at], requests[index].messages, self.contents, self.roles)
-            REQUEST_HISTORY.check(
-                problem is None, lambda: f"model request {index + 1}: {problem}"
-            )
-        self._requests_checked = len(requests)
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def _describe(self) -> str:
-        """The reference's state in the contract's words."""
-        ref = self.ref
-        if ref.status == "closed":
-            return "CLOSED"
-        queued = f", with {ref.queue} queued" if ref.queue else ""
-        turn = ref.turn
-        if turn is None:
-            return f"{ref.status.upper()}{queued}"
-        where = {"model": "waiting for its model call", "tool": "running its tool call"}.get(
-            str(ref.phase), "between steps"
-        )
-        return f"RUNNING turn {turn.number} (prompt {turn.prompt}), {where}{queued}"
-
-    def _describe_before(self, before: tuple[frozenset[str], str]) -> str:
-        pending, status = before
-        return f"{status.upper()} holding {_ids(pending)}"
-
-
-def _ids(ids: frozenset[str] | None) -> str:
-    return "(not shown)" if ids is None else str(sorted(ids, key=lambda m: (len(m), m)))
-
-
-def _turn_of(turns: Sequence[TurnSummary], mid: str) -> str:
-    turn = next((t for t in turns if t.prompt == mid), None)
-    if turn is None:
-        return "never started"
-    return f"is turn {turn.number}, {describe_end(turn.end)}"
-
-
-_LOST = {"prompt": ONE_SEND_ONE_TURN, "steering": STEERING_NEVER_LOST, "context": CONTEXT_NEXT_STEP}
-_LATE = {"prompt": ONE_SEND_ONE_TURN, "steering": STEERING_DELIVERED, "context": CONTEXT_NEXT_STEP}
 
 
 def check_agent_conformance(

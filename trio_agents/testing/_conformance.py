@@ -20,7 +20,7 @@ import hypothesis.core
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from ._agent_machine import AgentFactory, AgentMachine
+from ._agent_machine import AgentFactory, AgentMachine, agent_settings
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import ConformanceMachine, machine_for
 from ._profiles import profile
@@ -56,7 +56,7 @@ def _as_is(settings: Settings) -> Settings:
 
 
 MACHINES: dict[str, MachineSpec] = {
-    "agent": MachineSpec(AgentMachine, "agent", _as_is),
+    "agent": MachineSpec(AgentMachine, "agent", agent_settings),
     "lifecycle": MachineSpec(LifecycleMachine, "runtime", _as_is),
     "shell": MachineSpec(ShellMachine, "shell", shell_settings),
 }
