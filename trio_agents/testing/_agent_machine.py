@@ -4,7 +4,9 @@ releases and wait_idle, checked after every step against `AgentReference`.
 Each example owns one `TrioHost`. After every rule the host settles (every task blocked), and
 the agent must then match the reference exactly: status, the turns with their prompt, the
 messages claimed before each step and the end reasons, the number of model calls, which gate
-is held, and every message's fate.
+is held, and every message's fate; every model request must hold the history recorded before
+it, and the records every reply and tool call the machine released. Each check is a named
+property of a contract rule (`_agent_properties.py`); the checks live in `_agent_verify.py`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import AgentClosedError
-from .._events import CancelRequested, Event, StatusChanged
+from .._events import CancelRequested, Event, StatusChanged, StepStarted, TurnStarted
 from .._records import MESSAGE_RECORD_TYPES, STEP_START, TURN_END, TURN_START, USER_MESSAGE, Record
 from .._status import AgentStatus
 from ._agent_checks import Reply, records_problem, request_problem
@@ -232,6 +232,27 @@ class AgentChecks(ConformanceMachine):
             self._cancel_views.append(
                 (None if pending is None else frozenset(pending), agent.status.value)
             )
+        elif isinstance(event, TurnStarted | StepStarted):
+            # Emitted by the loop, never from inside another delivery: what the listener
+            # finds is the state the event announces.
+            name = f"{type(event).__name__}(turn {event.turn})"
+            if agent.status is not AgentStatus.RUNNING:
+                self._observed.append(
+                    (STATUS_AT_REST, f"a listener of {name} found the agent {agent.status.value}")
+                )
+            pending = self._pending()
+            if pending:
+                delivered = {
+                    str(r.data["id"]) for r in self.records if r.type in MESSAGE_RECORD_TYPES
+                }
+                both = sorted(delivered.intersection(pending))
+                if both:
+                    self._observed.append(
+                        (
+                            DELIVERED_ONCE,
+                            f"a listener of {name} found {both} recorded and still pending",
+                        )
+                    )
 
     def _raise_observed(self) -> None:
         if self._observed:
