@@ -19,12 +19,13 @@ from ._host import TrioHost
 from ._scripted import GateTool, ScriptedModel
 
 __all__ = [
-    "ListenerFailure",
+    "LISTENER_FAILURE",
     "MachineGate",
     "MachineHost",
     "MachineModel",
     "QuietListenerFailures",
     "describe_end",
+    "is_listener_failure",
     "open_turn",
 ]
 
@@ -35,8 +36,14 @@ T = TypeVar("T")
 STOP_CHECKPOINTS = 4
 
 
-class ListenerFailure(Exception):
-    """What an armed raising listener raises: the agent must contain it (A11)."""
+LISTENER_FAILURE = "an armed listener raised"
+"""How the RuntimeError an armed raising listener raises begins: the agent must contain it
+(A11). A RuntimeError, not a class of ours: any listener's bug may raise one."""
+
+
+def is_listener_failure(exc: BaseException | None) -> bool:
+    """Whether `exc` is what an armed raising listener raised."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith(LISTENER_FAILURE)
 
 
 async def _slow_stop() -> None:
@@ -85,8 +92,8 @@ class MachineGate(GateTool):
 
 def _escaped(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
-        return exc.split(ListenerFailure)[0] is not None  # pyright: ignore[reportUnknownMemberType]
-    return isinstance(exc, ListenerFailure)
+        return exc.split(is_listener_failure)[0] is not None  # pyright: ignore[reportUnknownMemberType]
+    return is_listener_failure(exc)
 
 
 class MachineHost(TrioHost):
@@ -98,7 +105,7 @@ class MachineHost(TrioHost):
         self._reported = False
 
     def call(self, afn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """`TrioHost.call`; a ListenerFailure it raises is an A11 violation."""
+        """`TrioHost.call`; an armed listener's error it raises is an A11 violation."""
         try:
             return super().call(afn, *args)
         except BaseException as exc:
@@ -110,7 +117,7 @@ class MachineHost(TrioHost):
             )
 
     def close(self) -> None:
-        """`TrioHost.close`; a ListenerFailure already reported is not raised again."""
+        """`TrioHost.close`; an armed listener's error already reported is not raised again."""
         try:
             super().close()
         except BaseException as exc:
@@ -124,19 +131,19 @@ class MachineHost(TrioHost):
 
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
-        found = exc.split(ListenerFailure)[0]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        found = exc.split(is_listener_failure)[0]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         return str(found.exceptions[0]) if found is not None else str(exc)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
     return str(exc)
 
 
 class QuietListenerFailures(logging.Filter):
-    """Drops the log record of a contained ListenerFailure: the agent logging it is what
+    """Drops the log record of an armed listener's contained error: the agent logging it is what
     A11 asks for, and three hundred examples of its traceback would bury a real report."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """False for a record of a ListenerFailure."""
+        """False for the record of an armed listener's error."""
         info = record.exc_info
-        return not (info and isinstance(info[1], ListenerFailure))
+        return not (info and is_listener_failure(info[1]))
 
 
 def open_turn(records: Sequence[Record]) -> int | None:

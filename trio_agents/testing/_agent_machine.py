@@ -43,7 +43,7 @@ from .._status import AgentStatus
 from .._tool import Tool
 from ._agent_checks import Reply
 from ._agent_harness import (
-    ListenerFailure,
+    LISTENER_FAILURE,
     MachineGate,
     MachineHost,
     MachineModel,
@@ -474,7 +474,7 @@ class AgentMachine(AgentChecks):
                 return
             fired.append(True)
             disconnect()
-            raise ListenerFailure(f"the armed listener of {event} raised")
+            raise RuntimeError(f"{LISTENER_FAILURE} at {event}")
 
         disconnect = self.bus.connect(listener)
 

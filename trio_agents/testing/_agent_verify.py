@@ -13,7 +13,7 @@ from .._events import CancelRequested, Event, StatusChanged, StepStarted, TurnSt
 from .._records import MESSAGE_RECORD_TYPES, STEP_START, TURN_END, TURN_START, USER_MESSAGE, Record
 from .._status import AgentStatus
 from ._agent_checks import Reply, records_problem, request_problem
-from ._agent_harness import MachineModel, describe_end, open_turn
+from ._agent_harness import LISTENER_FAILURE, MachineModel, describe_end, open_turn
 from ._agent_properties import (
     CANCEL_EFFECTIVE,
     CANCEL_ORDER,
@@ -339,7 +339,7 @@ class AgentChecks(ConformanceMachine):
 
     def _check_listener_errors(self, records: Sequence[Record]) -> None:
         for record in records:
-            if record.type == TURN_END and "ListenerFailure" in str(record.data["reason"]):
+            if record.type == TURN_END and LISTENER_FAILURE in str(record.data["reason"]):
                 LISTENER_ERRORS_CONTAINED.fail(
                     f"turn {record.data['turn']} ended {describe_end(record.data['reason'])}: a "
                     "listener's error broke it"
