@@ -22,6 +22,7 @@ from trio_agents import (
     AgentStatus,
     CancelCause,
     EventBus,
+    Message,
     MessageId,
     Model,
     Session,
@@ -57,9 +58,9 @@ class WrappedAgent:
         logger.info("steer %r", content)
         return self._inner.steer(content)
 
-    def inject(self, content: str) -> MessageId:
-        logger.info("inject %r", content)
-        return self._inner.inject(content)
+    def inject(self, message: Message | str) -> MessageId:
+        logger.info("inject %r", message)
+        return self._inner.inject(message)
 
     def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
         logger.info("cancel %r (%s)", reason, cause)

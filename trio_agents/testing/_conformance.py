@@ -20,7 +20,7 @@ import hypothesis.core
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from ._agent_machine import AgentFactory, AgentMachine
+from ._agent_machine import AgentFactory, AgentMachine, agent_settings
 from ._durable_machine import DurableMachine, durable_settings
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import ConformanceMachine, machine_for
@@ -57,7 +57,7 @@ def _as_is(settings: Settings) -> Settings:
 
 
 MACHINES: dict[str, MachineSpec] = {
-    "agent": MachineSpec(AgentMachine, "agent", _as_is),
+    "agent": MachineSpec(AgentMachine, "agent", agent_settings),
     "lifecycle": MachineSpec(LifecycleMachine, "runtime", _as_is),
     "durable": MachineSpec(DurableMachine, "runtime", durable_settings),
     "shell": MachineSpec(ShellMachine, "shell", shell_settings),

@@ -50,6 +50,7 @@ class AgentReference:
     phase: where the running turn is held: `model`, `tool`, or None.
     requests: how many model calls were made.
     fate: each message id's fate: `pending`, `delivered` or `discarded`.
+    kind: each message id's kind as accepted: `prompt`, `steering` or `context`.
     status_trace: every status change, as StatusChanged reports it.
     cancels: (cause, reason) of each effective cancel.
     waiting: how many wait_idle calls have not returned yet.
@@ -70,6 +71,7 @@ class AgentReference:
         self.phase: Phase | None = None
         self.requests = 0
         self.fate: dict[str, Fate] = {}
+        self.kind: dict[str, Literal["prompt", "steering", "context"]] = {}
         self.status_trace: list[str] = []  # every status change, as StatusChanged reports it
         self.cancels: list[tuple[str, str]] = []  # (cause, reason) of each effective cancel
         self.waiting = 0  # wait_idle calls that have not returned yet
@@ -90,7 +92,7 @@ class AgentReference:
 
     def send(self, mid: str) -> None:
         """`Agent.send` returned `mid`: queue it, and let the driver run."""
-        self._accept(mid)
+        self._accept(mid, "prompt")
         self.queue.append(mid)
         if self.status == "idle":
             self._set_status("running")
@@ -98,7 +100,7 @@ class AgentReference:
 
     def send_nowait(self, mid: str) -> None:
         """`send` without letting the driver run afterwards (it runs in a later batch)."""
-        self._accept(mid)
+        self._accept(mid, "prompt")
         self.queue.append(mid)
         if self.status == "idle":
             self._set_status("running")
@@ -108,8 +110,9 @@ class AgentReference:
         self._advance()
 
     def wait_idle(self) -> None:
-        """A wait_idle call starts; it returns as soon as the agent is idle."""
-        if self.status != "idle":
+        """A wait_idle call starts; it returns as soon as the agent is idle (or, closed, at
+        once: the loop has exited whenever the agent is at rest)."""
+        if self.status == "running":
             self.waiting += 1
 
     def steer(self, mid: str) -> None:
@@ -117,12 +120,12 @@ class AgentReference:
         if self.turn is None:
             self.send(mid)
             return
-        self._accept(mid)
+        self._accept(mid, "steering")
         self.step_input.append((mid, "steering"))
 
     def inject(self, mid: str) -> None:
         """`Agent.inject` returned `mid`: context for the next step."""
-        self._accept(mid)
+        self._accept(mid, "context")
         self.step_input.append((mid, "context"))
 
     def cancel(self, reason: str = "cancelled", cause: str = "user") -> bool:
@@ -202,9 +205,10 @@ class AgentReference:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _accept(self, mid: str) -> None:
+    def _accept(self, mid: str, kind: Literal["prompt", "steering", "context"]) -> None:
         assert mid not in self.fate, f"message id {mid!r} was returned twice"
         self.fate[mid] = "pending"
+        self.kind[mid] = kind
 
     def _advance(self) -> None:
         """Run the driver until it blocks: start the next turn and its first step, or idle."""

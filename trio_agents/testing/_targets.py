@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from .._events import EventBus
 from .._fiber import Fiber, Plugin
-from .._model import Model
+from .._model import Message, Model
 from .._options import AgentOptions
 from .._registry import AgentRegistry
 from .._session import Session
@@ -54,9 +54,9 @@ class AgentSurface(Protocol):
         """Steer the running turn, or send when there is none (A3). Never blocks."""
         ...
 
-    def inject(self, content: str, /) -> str:
+    def inject(self, message: Message | str, /) -> str:
         """Context for the next step; never starts a turn (A4). Never blocks. The machine
-        injects plain strings (user-role context); `Message` context is not checked yet."""
+        injects plain strings (user-role context) and `Message`s of role user and system."""
         ...
 
     def cancel(self, reason: str, *, cause: CancelCause) -> bool:

@@ -11,15 +11,22 @@ import trio
 from trio_agents import (
     Agent,
     AgentOptions,
+    AgentStatus,
     CancelCause,
+    Event,
     EventBus,
+    Message,
     MessageId,
     Model,
     Record,
+    TextStreamed,
     Tool,
+    TurnStarted,
     open_agent,
 )
-from trio_agents._inbox import Inbox, InboxMessage
+from trio_agents._inbox import Inbox, InboxMessage, MessageKind
+from trio_agents._model import Finish, ModelRequest, ToolCall
+from trio_agents._turn import Turn, read_reply
 
 from ._seeded import Seeded
 
@@ -99,6 +106,8 @@ class WaitIdleAtTurnBoundary(Agent):
             if any(r.type == "turn/end" for r in self.session.records[start:]):
                 return
             await self._settled.park()  # pyright: ignore[reportPrivateUsage]
+        if self.status.value == "closed":
+            await super().wait_idle()  # the closed case is right: it waits for the loop
 
     async def _run_turn(self, prompt: InboxMessage) -> None:
         await super()._run_turn(prompt)  # pyright: ignore[reportPrivateUsage]
@@ -157,10 +166,272 @@ class SendDroppedRightAfterCancel(Agent):
 send_dropped_right_after_cancel = factory_for(SendDroppedRightAfterCancel)
 
 
+class SendLeavesStatusIdle(Agent):
+    """(A1) `send` from IDLE only wakes the loop; the loop sets RUNNING when it takes the
+    prompt, so `send(x); await wait_idle()` can return before x's turn."""
+
+    __slots__ = ()
+
+    def _wake_driver(self) -> None:
+        self._wake.ring()  # pyright: ignore[reportPrivateUsage]
+
+    async def _run_turn(self, prompt: InboxMessage) -> None:
+        self._set_status(AgentStatus.RUNNING)  # pyright: ignore[reportPrivateUsage]
+        await super()._run_turn(prompt)  # pyright: ignore[reportPrivateUsage]
+
+
+class _LastInFirstOutInbox(Inbox):
+    __slots__ = ()
+
+    def pop_prompt(self) -> InboxMessage | None:
+        prompts = self._prompts  # pyright: ignore[reportPrivateUsage]
+        return prompts.pop() if prompts else None  # pop(), not pop(0)
+
+
+class PromptsRunNewestFirst(Agent):
+    """(A2) The prompt queue pops its newest prompt: queued prompts run in reverse order."""
+
+    __slots__ = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._inbox = _LastInFirstOutInbox()
+
+
+class InjectWakesIdleAgent(Agent):
+    """(A4) `inject` wakes the loop as `send` does, so an IDLE agent turns RUNNING for a
+    moment with nothing to run."""
+
+    __slots__ = ()
+
+    def inject(self, message: Message | str) -> MessageId:
+        mid = super().inject(message)
+        self._wake_driver()  # pyright: ignore[reportPrivateUsage]
+        return mid
+
+
+class IdleCancelStrandsNextPrompt(Agent):
+    """(A5) A cancel with nothing to cancel returns False but is kept, and applied to the
+    next turn when it starts: the next prompt's turn is aborted at once."""
+
+    __slots__ = ("_early_cancel",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._early_cancel: tuple[str, CancelCause] | None = None
+
+    def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
+        effective = super().cancel(reason, cause=cause)
+        if not effective and self.status is AgentStatus.IDLE:
+            self._early_cancel = (reason, cause)
+        return effective
+
+    def _emit(self, event: Event) -> None:
+        super()._emit(event)  # pyright: ignore[reportPrivateUsage]
+        if isinstance(event, TurnStarted) and self._early_cancel is not None:
+            (reason, cause), self._early_cancel = self._early_cancel, None
+            self.cancel(reason, cause=cause)
+
+
+class CancelClearsBeforeEmitting(Agent):
+    """(A6) An effective cancel of a running turn clears the queue and the steering first,
+    then announces CancelRequested: its listeners no longer see what is being cancelled."""
+
+    __slots__ = ()
+
+    def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
+        turn = self._turn  # pyright: ignore[reportPrivateUsage]
+        if self.status is not AgentStatus.CLOSED and turn is not None and not turn.cancelled:
+            self._inbox.discard_work()  # pyright: ignore[reportPrivateUsage]
+        return super().cancel(reason, cause=cause)
+
+
+class CloseOverwritesFirstCause(Agent):
+    """(A8) Closing sets the running turn's cause to `closed` instead of claiming it: a turn
+    a user cancel reached first ends `closed`, not `aborted` with the user's cause."""
+
+    __slots__ = ()
+
+    def _begin_close(self) -> None:
+        if self._closing and self.status is AgentStatus.CLOSED:  # pyright: ignore[reportPrivateUsage]
+            return
+        self._closing = True  # pyright: ignore[reportPrivateUsage]
+        self._inbox.discard_work()  # pyright: ignore[reportPrivateUsage]
+        turn: Turn | None = self._turn  # pyright: ignore[reportPrivateUsage]
+        if turn is not None:
+            turn.reason, turn.cause = "closed", "closed"  # not turn.cancel(): no claim
+            turn.scope.cancel()
+        self._set_status(AgentStatus.CLOSED)  # pyright: ignore[reportPrivateUsage]
+        if not self._loop_started:  # pyright: ignore[reportPrivateUsage]
+            self._exited = True  # pyright: ignore[reportPrivateUsage]
+        self._wake.ring()  # pyright: ignore[reportPrivateUsage]
+        self._settled.unpark_all()  # pyright: ignore[reportPrivateUsage]
+
+
+class PartialReplyDropped(Agent):
+    """(A8) Only whole replies are recorded: the text a cut step had streamed is lost."""
+
+    __slots__ = ()
+
+    def _append(self, type: str, data: Mapping[str, object]) -> Record:
+        if type == "assistant/message" and data.get("interrupted"):
+            return Record.of(type, data)  # never reaches the session
+        return super()._append(type, data)
+
+
+class WaitIdleOnClosedReturnsAtOnce(Agent):
+    """(A9) `wait_idle` returns as soon as the agent is not RUNNING, also when it is CLOSED
+    but its loop is still unwinding the closing turn."""
+
+    __slots__ = ()
+
+    async def wait_idle(self) -> None:
+        await trio.lowlevel.checkpoint()
+        while self.status is AgentStatus.RUNNING:
+            await self._settled.park()  # pyright: ignore[reportPrivateUsage]
+
+
+class InjectAcceptedAfterClose(Agent):
+    """(A10) `inject` skips the closed check (context starts no turn, so it seemed harmless):
+    a CLOSED agent accepts it."""
+
+    __slots__ = ()
+
+    def _accept(
+        self, verb: str, content: str, kind: MessageKind, *, system: bool = False
+    ) -> InboxMessage:
+        if verb == "inject" and self._closing:  # pyright: ignore[reportPrivateUsage]
+            message = InboxMessage(f"m{next(self._message_ids)}", content, kind, system)  # pyright: ignore[reportPrivateUsage]
+            self._inbox.push(message)  # pyright: ignore[reportPrivateUsage]
+            return message
+        return super()._accept(verb, content, kind, system=system)  # pyright: ignore[reportPrivateUsage]
+
+
+class ListenerErrorEscapes(Agent):
+    """(A11) The agent delivers its events with a copy of the bus's loop that lost the
+    `except`: a listener that raises breaks the call or the turn that emitted."""
+
+    __slots__ = ()
+
+    def _emit(self, event: Event) -> None:
+        bus: Any = self._events  # pyright: ignore[reportPrivateUsage]
+        bus._queue.append(event)
+        if bus._delivering:
+            return
+        bus._delivering = True
+        try:
+            while bus._queue:
+                current = bus._queue.popleft()
+                for listener in tuple(bus._listeners):
+                    listener(current)
+        finally:
+            bus._delivering = False
+
+
+class RequestFromTurnSnapshot(Agent):
+    """(A12) The model request is built from the history as it was when the turn started:
+    later steps miss their own replies, tool results, steering and context."""
+
+    __slots__ = ("_snapshots",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._snapshots: dict[int, tuple[Message, ...]] = {}
+
+    async def _stream(
+        self, turn: Turn, step: int, text: list[str]
+    ) -> tuple[list[ToolCall], Finish]:
+        messages = self._snapshots.setdefault(turn.number, self.session.message_snapshot())
+        request = ModelRequest(messages, self._tool_specs, self.options)  # pyright: ignore[reportPrivateUsage]
+
+        def streamed(piece: str) -> None:
+            text.append(piece)
+            self._emit(TextStreamed(self.id, turn.number, step, piece))  # pyright: ignore[reportPrivateUsage]
+
+        return await read_reply(self._model.stream(request), streamed)  # pyright: ignore[reportPrivateUsage]
+
+
+class SystemContextAsUser(Agent):
+    """(A12) Injected context loses its role: a system message reaches the model as user."""
+
+    __slots__ = ()
+
+    def _accept(
+        self, verb: str, content: str, kind: MessageKind, *, system: bool = False
+    ) -> InboxMessage:
+        return super()._accept(verb, content, kind)  # pyright: ignore[reportPrivateUsage]
+
+
+class ToolCallsNotRecorded(Agent):
+    """(A13) Tool calls run, but neither they nor their results are recorded."""
+
+    __slots__ = ()
+
+    def _append(self, type: str, data: Mapping[str, object]) -> Record:
+        if type in ("tool/call", "tool/result"):
+            return Record.of(type, data)
+        return super()._append(type, data)
+
+
+send_leaves_status_idle = factory_for(SendLeavesStatusIdle)
+prompts_run_newest_first = factory_for(PromptsRunNewestFirst)
+inject_wakes_idle_agent = factory_for(InjectWakesIdleAgent)
+idle_cancel_strands_next_prompt = factory_for(IdleCancelStrandsNextPrompt)
+cancel_clears_before_emitting = factory_for(CancelClearsBeforeEmitting)
+close_overwrites_first_cause = factory_for(CloseOverwritesFirstCause)
+partial_reply_dropped = factory_for(PartialReplyDropped)
+wait_idle_on_closed_returns_at_once = factory_for(WaitIdleOnClosedReturnsAtOnce)
+inject_accepted_after_close = factory_for(InjectAcceptedAfterClose)
+listener_error_escapes = factory_for(ListenerErrorEscapes)
+request_from_turn_snapshot = factory_for(RequestFromTurnSnapshot)
+system_context_as_user = factory_for(SystemContextAsUser)
+tool_calls_not_recorded = factory_for(ToolCallsNotRecorded)
+
+
 SEEDED = (
-    Seeded("a-queued-prompt-batched", queued_prompt_batched_into_cancelled_turn, "agent", "?"),
-    Seeded("b-idle-cancel-emits", idle_cancel_emits, "agent", "?"),
-    Seeded("e-wait-idle-at-turn-boundary", wait_idle_at_turn_boundary, "agent", "?"),
-    Seeded("f-steering-lost-at-turn-end", steering_lost_at_turn_end, "agent", "?"),
-    Seeded("h-tool-result-missing", tool_result_missing_after_cancel, "agent", "?"),
+    Seeded(
+        "a-queued-prompt-batched",
+        queued_prompt_batched_into_cancelled_turn,
+        "agent",
+        "cancelled-prompt-never-runs",
+    ),
+    Seeded("b-idle-cancel-emits", idle_cancel_emits, "agent", "idle-cancel-inert"),
+    Seeded(
+        "e-wait-idle-at-turn-boundary", wait_idle_at_turn_boundary, "agent", "wait-idle-returns"
+    ),
+    Seeded(
+        "f-steering-lost-at-turn-end", steering_lost_at_turn_end, "agent", "steering-never-lost"
+    ),
+    Seeded("h-tool-result-missing", tool_result_missing_after_cancel, "agent", "history-valid"),
+    Seeded(
+        "race-send-dropped-after-cancel",
+        send_dropped_right_after_cancel,
+        "agent",
+        "send-after-cancel-runs",
+    ),
+    Seeded("send-leaves-status-idle", send_leaves_status_idle, "agent", "status-after-send"),
+    Seeded("prompts-run-newest-first", prompts_run_newest_first, "agent", "one-send-one-turn"),
+    Seeded("inject-wakes-idle-agent", inject_wakes_idle_agent, "agent", "inject-never-wakes"),
+    Seeded(
+        "idle-cancel-strands-next-prompt",
+        idle_cancel_strands_next_prompt,
+        "agent",
+        "idle-cancel-strands-nothing",
+    ),
+    Seeded("cancel-clears-before-emitting", cancel_clears_before_emitting, "agent", "cancel-order"),
+    Seeded(
+        "close-overwrites-first-cause", close_overwrites_first_cause, "agent", "turn-end-reason"
+    ),
+    Seeded("partial-reply-dropped", partial_reply_dropped, "agent", "partial-reply-kept"),
+    Seeded(
+        "wait-idle-on-closed-returns-at-once",
+        wait_idle_on_closed_returns_at_once,
+        "agent",
+        "wait-idle-closed",
+    ),
+    Seeded("inject-accepted-after-close", inject_accepted_after_close, "agent", "closed-refuses"),
+    Seeded("listener-error-escapes", listener_error_escapes, "agent", "listener-errors-contained"),
+    Seeded("request-from-turn-snapshot", request_from_turn_snapshot, "agent", "request-history"),
+    Seeded("system-context-as-user", system_context_as_user, "agent", "request-history"),
+    Seeded("tool-calls-not-recorded", tool_calls_not_recorded, "agent", "records-complete"),
 )

@@ -1,0 +1,205 @@
+"""The agent machine's properties: one named check per thing rules A1-A13 of the contract
+say, each quoting the rule in its words. A pure module: no trio, no Hypothesis."""
+
+from __future__ import annotations
+
+from ._properties import Property
+
+__all__ = ["PROPERTIES"]
+
+
+def _agent(rule: str, name: str, says: str) -> Property:
+    return Property(rule, name, "agent", says)
+
+
+STATUS_AFTER_SEND = _agent(
+    "A1",
+    "status-after-send",
+    "`send` from IDLE sets `status` to RUNNING before it returns",
+)
+STATUS_AT_REST = _agent(
+    "A1",
+    "status-at-rest",
+    "the agent is RUNNING while a turn runs or a prompt is queued, IDLE once it has settled "
+    "with nothing queued, CLOSED once closed",
+)
+STATUS_EVENTS = _agent(
+    "A1",
+    "status-events",
+    "every status change is announced by one StatusChanged carrying the new status, which "
+    "`status` already shows to its listeners",
+)
+ONE_SEND_ONE_TURN = _agent(
+    "A2",
+    "one-send-one-turn",
+    "one send is one turn, and turns run in the order their prompts were sent; a prompt is "
+    "never merged into another prompt's turn",
+)
+DELIVERED_ONCE = _agent(
+    "A2",
+    "delivered-once",
+    "each accepted message is delivered (recorded) at most once",
+)
+STEERING_DELIVERED = _agent(
+    "A3",
+    "steering-delivered",
+    "`steer` while a turn runs is delivered before that turn's next model call",
+)
+STEERING_NEVER_LOST = _agent(
+    "A3",
+    "steering-never-lost",
+    "steering that a turn did not take before it ended, naturally or by a step abort, is "
+    "queued again as a prompt: it is never lost; only `cancel` discards it",
+)
+CONTEXT_NEXT_STEP = _agent(
+    "A4",
+    "context-next-step",
+    "`inject` while a turn runs rides into the next step; while IDLE it is held for the first "
+    "step of the next turn; a cancel keeps it",
+)
+INJECT_NEVER_WAKES = _agent(
+    "A4",
+    "inject-never-wakes",
+    "`inject` never wakes the agent and never starts a turn",
+)
+IDLE_CANCEL_INERT = _agent(
+    "A5",
+    "idle-cancel-inert",
+    "`cancel` with nothing to cancel (IDLE, nothing queued) returns False, emits nothing and "
+    "changes nothing",
+)
+IDLE_CANCEL_STRANDS_NOTHING = _agent(
+    "A5",
+    "idle-cancel-strands-nothing",
+    "a `cancel` with nothing to cancel cannot strand the next prompt: its turn runs as if the "
+    "cancel had never been called",
+)
+CANCEL_EFFECTIVE = _agent(
+    "A6",
+    "cancel-effective",
+    "a `cancel` while a turn runs or work is queued is effective and returns True",
+)
+CANCEL_REQUESTED = _agent(
+    "A6",
+    "cancel-requested",
+    "an effective `cancel` emits exactly one `CancelRequested(agent_id, cause, reason)`; an "
+    "ineffective one emits none",
+)
+CANCEL_ORDER = _agent(
+    "A6",
+    "cancel-order",
+    "an effective `cancel` first emits `CancelRequested`, then clears the queued prompts and "
+    "the steering, then cancels the running turn: its listeners still see the queue, the "
+    "steering and the status as they were",
+)
+CANCELLED_PROMPT_NEVER_RUNS = _agent(
+    "A7",
+    "cancelled-prompt-never-runs",
+    "a prompt (or steering) cancelled before its turn starts never reaches the model: it is "
+    "never recorded",
+)
+NO_MODEL_CALL_AFTER_CANCEL = _agent(
+    "A7",
+    "no-model-call-after-cancel",
+    "a cancel that lands in the pre-step or the continuation window ends the turn `aborted` "
+    "with no further model call; every other step calls the model once",
+)
+SEND_AFTER_CANCEL_RUNS = _agent(
+    "A7",
+    "send-after-cancel-runs",
+    "a `send` after a cancel is a turn of its own that runs; it is never folded into the "
+    "cancelled turn nor dropped",
+)
+TURN_END_REASON = _agent(
+    "A8",
+    "turn-end-reason",
+    "a cancelled turn ends with exactly one `turn/end`, whose reason is `aborted` with the "
+    "reason and cause of the first cancel that reached it; a later cancel or a close does not "
+    "rewrite it (other turns end `completed`, `max_steps`, `aborted{step-timeout, timeout}` "
+    "or `closed`)",
+)
+HISTORY_VALID = _agent(
+    "A8",
+    "history-valid",
+    "every tool call started in a turn gets a result record: history never holds a tool call "
+    "without its result; turns and steps are balanced",
+)
+PARTIAL_REPLY_KEPT = _agent(
+    "A8",
+    "partial-reply-kept",
+    "a reply cut short by a cancel (or a step abort, or a close) is kept: an "
+    "`assistant/message` with the text streamed so far and `interrupted: true`",
+)
+WAIT_IDLE_RETURNS = _agent(
+    "A9",
+    "wait-idle-returns",
+    "`wait_idle()` returns at once when the agent is IDLE with nothing queued, and otherwise "
+    "when it settles out of RUNNING with nothing queued; never before",
+)
+WAIT_IDLE_CLOSED = _agent(
+    "A9",
+    "wait-idle-closed",
+    "`wait_idle()` on a CLOSED agent waits until the loop has exited: the closing turn's "
+    "`turn/end` is recorded by then",
+)
+CLOSED_REFUSES = _agent(
+    "A10",
+    "closed-refuses",
+    "`send`, `steer` and `inject` on a CLOSED agent raise `AgentClosedError`, which is a "
+    "`trio.ClosedResourceError`; `cancel` on a CLOSED agent returns False",
+)
+LISTENER_ERRORS_CONTAINED = _agent(
+    "A11",
+    "listener-errors-contained",
+    "a listener that raises is logged and skipped, and cannot break a turn, a cancel or a close",
+)
+REQUEST_HISTORY = _agent(
+    "A12",
+    "request-history",
+    "each model request holds exactly the history so far, in order: the prompts, the "
+    "assistant replies with their tool calls, the tool results, and the steering and context "
+    "claimed for that step, each in its role",
+)
+RECORDS_COMPLETE = _agent(
+    "A13",
+    "records-complete",
+    "every tool call the tools received is recorded as a `tool/call` with exactly one "
+    "`tool/result`, and every model reply's text and tool calls are recorded as they streamed",
+)
+TOOL_CALLS_RUN = _agent(
+    "A13",
+    "tool-calls-run",
+    "the tool calls a model reply asks for run in that step, and the turn waits for them "
+    "before its next model call",
+)
+
+PROPERTIES: tuple[Property, ...] = (
+    STATUS_AFTER_SEND,
+    STATUS_AT_REST,
+    STATUS_EVENTS,
+    ONE_SEND_ONE_TURN,
+    DELIVERED_ONCE,
+    STEERING_DELIVERED,
+    STEERING_NEVER_LOST,
+    CONTEXT_NEXT_STEP,
+    INJECT_NEVER_WAKES,
+    IDLE_CANCEL_INERT,
+    IDLE_CANCEL_STRANDS_NOTHING,
+    CANCEL_EFFECTIVE,
+    CANCEL_REQUESTED,
+    CANCEL_ORDER,
+    CANCELLED_PROMPT_NEVER_RUNS,
+    NO_MODEL_CALL_AFTER_CANCEL,
+    SEND_AFTER_CANCEL_RUNS,
+    TURN_END_REASON,
+    HISTORY_VALID,
+    PARTIAL_REPLY_KEPT,
+    WAIT_IDLE_RETURNS,
+    WAIT_IDLE_CLOSED,
+    CLOSED_REFUSES,
+    LISTENER_ERRORS_CONTAINED,
+    REQUEST_HISTORY,
+    RECORDS_COMPLETE,
+    TOOL_CALLS_RUN,
+)
+"""Every property of the agent machine, by rule."""
