@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -91,13 +91,11 @@ async def test_a_start_that_races_the_close_leaves_no_process(
 ) -> None:
     spawned = trio.Event()
     release = trio.Event()
-    real_spawn: Callable[[shell_module.ShellSpec, Mapping[str, str]], Awaitable[trio.Process]] = (
-        shell_module._spawn  # pyright: ignore[reportPrivateUsage]
-    )
+    real_spawn: Callable[[shell_module.ShellSpec], Awaitable[trio.Process]] = shell_module._spawn  # pyright: ignore[reportPrivateUsage]
     pgids: list[int] = []
 
-    async def slow_spawn(spec: shell_module.ShellSpec, env: Mapping[str, str]) -> trio.Process:
-        process = await real_spawn(spec, env)
+    async def slow_spawn(spec: shell_module.ShellSpec) -> trio.Process:
+        process = await real_spawn(spec)
         pgids.append(process.pid)
         spawned.set()
         await release.wait()
