@@ -126,6 +126,7 @@ class LifecycleMachine(FiberRules):
         self.noted: list[ContractViolation] = []
         self._open_rt: RuntimeSurface | None = None  # also while it closes
         self._bus: object = None
+        self._checked: dict[str, int] = {}  # closed id -> durable records already checked
         self._init_fiber_rules()
 
     def _make_store(self) -> SessionStore:
@@ -249,11 +250,13 @@ class LifecycleMachine(FiberRules):
                     f"{'in' if sid in live else 'not in'} the store's live set",
                 )
             kinds = self._kinds(sid)
+            # Whether a closer returned too early (L2, L1) or the events are wrong (L5).
+            events_prop = prop if prop in (OWNERS_JOIN, TEARDOWN_SHIELDED) else CLOSE_EVENTS_ONCE
             if kinds.count("AgentClosed") != kinds.count("AgentCreated") or kinds.count(
                 "SessionClosed"
             ) != kinds.count("SessionCreated"):
                 self.note(
-                    prop,
+                    events_prop,
                     False,
                     f"when {who} returned, the lifecycle events of {sid!r} were {kinds}",
                 )
@@ -320,7 +323,17 @@ class LifecycleMachine(FiberRules):
 
     def _registry(self, owner: str) -> AgentRegistry:
         assert self.rt is not None
-        return self.rt.agents if owner == "runtime" else self.fibers[owner].agents
+        if owner == "runtime":
+            return self.rt.agents
+        self._check_registry_owner(owner, self.fibers[owner])
+        return self.fibers[owner].agents
+
+    def _check_registry_owner(self, name: str, fiber: Fiber) -> None:
+        registry_owner = getattr(fiber.agents, "owner", fiber)
+        SERVICES.check(
+            registry_owner is fiber,
+            lambda: f"{name}.agents gives agents to {registry_owner!r}, not to the fiber {name}",
+        )
 
     async def _attach(self, verb: str, sid: str, owner: str) -> str:
         registry = self._registry(owner)
@@ -353,12 +366,6 @@ class LifecycleMachine(FiberRules):
             self.rt.agents.get(sid) is agent and agent in self.rt.agents.list(),
             f"the agent {sid!r} created through {owner}.agents is not the one rt.agents finds",
         )
-        if owner != "runtime":
-            registry_owner = getattr(self.fibers[owner].agents, "owner", self.fibers[owner])
-            SERVICES.check(
-                registry_owner is self.fibers[owner],
-                f"{owner}.agents gives agents to {registry_owner!r}, not to the fiber {owner}",
-            )
 
     @rule(
         sid=st.sampled_from((*IDS, PLUGIN_ID)),
@@ -404,32 +411,42 @@ class LifecycleMachine(FiberRules):
 
     def _live_agent(self, sid: str) -> Any:
         assert self.rt is not None
-        return self.rt.agents.get(sid)
+        return self.rt.agents.get(self.near(sid, self.owner_of))
+
+    @staticmethod
+    def near(sid: str, among: Iterable[str]) -> str:
+        """`sid` if it is `among` the ids, else the next id after it (in sorted order, round
+        about) that is: a rule aimed at an id that is not there acts on one that is, so
+        few steps are wasted. `sid` itself if there is none."""
+        present = sorted(among)
+        if not present or sid in present:
+            return sid
+        return next((s for s in present if s > sid), present[0])
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def send(self, sid: str) -> None:
-        """Send a prompt to the live agent `sid`, if there is one."""
+        """Send a prompt to the live agent `sid` (or the next live one: `near`)."""
         agent = self._live_agent(sid)
         if agent is None:
             return
         self.host.run_sync(agent.send, "hello")
-        self.stored.add(sid)  # turn/start is its first record, at the latest
+        self.stored.add(agent.id)  # turn/start is its first record, at the latest
         self.settle()
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def release(self, sid: str) -> None:
-        """Let the held model call of a running agent `sid` go on."""
+        """Let the held model call of the running agent `sid` (or `near` it) go on."""
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
             return
-        model = self.models[sid]
+        model = self.models[agent.id]
         if model.held:
             self.host.run_sync(model.release)
             self.settle()
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def cancel(self, sid: str) -> None:
-        """Cancel the live agent `sid`, if there is one."""
+        """Cancel the live agent `sid` (or the next live one: `near`)."""
         agent = self._live_agent(sid)
         if agent is not None:
             self.host.run_sync(agent.cancel)
@@ -437,8 +454,10 @@ class LifecycleMachine(FiberRules):
 
     @rule(sid=st.sampled_from(IDS), cancelled=st.booleans())
     def close_by_handle(self, sid: str, cancelled: bool) -> None:
-        """Close `sid` through its handle (from a caller already cancelled, or not), then
-        again (the second call is the same teardown)."""
+        """Close `sid` (or the next id with a handle: `near`) through its handle, from a
+        caller already cancelled or not, then again (the second call is the same
+        teardown)."""
+        sid = self.near(sid, self.handles)
         handle = self.handles.pop(sid, None)
         if handle is None:
             return
@@ -468,6 +487,7 @@ class LifecycleMachine(FiberRules):
     ) -> None:
         """The handle (twice), the owning fiber and the runtime close at once, in the drawn
         order: one teardown, and every closer returns only after it is complete."""
+        sid = self.near(sid, self.handles)
         handle = self.handles.get(sid)
         owner = self.owner_of.get(sid)
         if handle is None or owner is None:
@@ -533,6 +553,7 @@ class LifecycleMachine(FiberRules):
         """Close `sid` (by its handle, its owner fiber, or the runtime) while the store
         holds every flush open: until a flush is let go, nothing after it in the teardown
         may have happened, and aclose must not return (rule L1)."""
+        sid = self.near(sid, self.owner_of)
         held, owner = self.held, self.owner_of.get(sid)
         if held is None or owner is None:
             return
@@ -542,13 +563,14 @@ class LifecycleMachine(FiberRules):
         elif how == "fiber" and owner in self.fibers:
             sids = {s for s, o in self.owner_of.items() if o == owner}
             who, aclose = f"fiber {owner}'s aclose()", self.fibers[owner].aclose
-        else:
-            how, sids, who, aclose = (
-                "runtime",
+        elif how == "runtime":
+            sids, who, aclose = (
                 set(self.owner_of),
                 "closing the runtime",
-                (self.stop_runtime_and_wait),
+                self.stop_runtime_and_wait,
             )
+        else:
+            return
         returned: list[str] = []
 
         async def closer() -> None:
@@ -763,6 +785,7 @@ class LifecycleMachine(FiberRules):
         )
         listed = [a.id for a in rt.agents.list()]
         for name, fiber in self.fibers.items():
+            self._check_registry_owner(name, fiber)
             if fiber.agents is not fiber.agents or [a.id for a in fiber.agents.list()] != listed:
                 SERVICES.fail(
                     f"{name}.agents is a new object each time, or lists other agents than "
@@ -786,6 +809,9 @@ class LifecycleMachine(FiberRules):
         for sid in self.stored - live:
             if self.held is not None:
                 records: Sequence[Record] = self.held.durable(sid)
+                if self._checked.get(sid) == len(records):
+                    continue  # checked as it is: nothing was appended since
+                self._checked[sid] = len(records)
             else:
                 records = self.host.call(self.store.load, sid).records
             if _turn_started(records) and records[-1].type != "turn/end":
