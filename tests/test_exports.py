@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
             "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
-            "testing._properties",
+            "testing._properties", "testing._lifecycle_properties",
         ),
     ),
     (

@@ -11,7 +11,7 @@ and records what the previous apply's fiber looked like when it is applied again
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 from hypothesis import strategies as st
@@ -108,7 +108,11 @@ class _Probe:
 
 
 class FiberRules(ConformanceMachine):
-    """The fiber and plugin rules of `LifecycleMachine`, and the helpers its rules share."""
+    """The fiber and plugin rules of `LifecycleMachine`, and the helpers its rules share.
+
+    probe: the probe plugin of the plugin rules (F2), which attaches one of everything.
+    probe_loaded: whether the probe plugin is loaded now.
+    """
 
     rt: RuntimeSurface | None
     store: SessionStore
@@ -406,8 +410,9 @@ def _disposer_errors(error: BaseException | None) -> set[int]:
     if isinstance(error, DisposerError):
         return {int(error.args[0])}
     if isinstance(error, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", error)
         found: set[int] = set()
-        for inner in error.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            found |= _disposer_errors(inner)  # pyright: ignore[reportUnknownArgumentType]
+        for inner in group.exceptions:
+            found |= _disposer_errors(inner)
         return found
     return set()

@@ -98,6 +98,8 @@ class LifecycleMachine(FiberRules):
     plugin: the ConfiguredAgents plugin, which owns the agent `plugin-agent`.
     rt: the runtime under test (None while it is restarted).
     noted: violations seen inside trio tasks (listeners, closers), raised by the next rule.
+    probe: the probe plugin of the plugin rules (F2), which attaches one of everything.
+    probe_loaded: whether the probe plugin is loaded now.
 
     stats: counts examples and checked steps; give a subclass its own dict to count one run.
     histories: fingerprints of the distinct event histories produced.
@@ -178,7 +180,8 @@ class LifecycleMachine(FiberRules):
         self.raise_noted()
 
     async def stop_runtime_and_wait(self) -> None:
-        """Close the runtime (leave its block) and wait until it has closed."""
+        """Close the runtime (leave its block) and wait until it has closed. Always a
+        checkpoint."""
         assert self._stop is not None
         self._stop.set()
         await self._stopped.wait()

@@ -196,30 +196,6 @@ class _FifoFiber(_DefectiveFiber):
                 self._errors.append(exc)
 
 
-class _StopsAtFirstError(_DefectiveFiber):
-    """The unwinding stops at the first disposer that raises (`break` for `continue`):
-    the disposers pushed before it never run."""
-
-    __slots__ = ()
-
-    async def _unwind(self) -> None:
-        while self._children:
-            child = self._children[-1]
-            try:
-                await child.aclose()
-            except Exception as exc:
-                self._errors.append(exc)
-            if self._children and self._children[-1] is child:
-                self._children.pop()
-        while self._disposers:
-            _, (_, disposer) = self._disposers.popitem()
-            try:
-                await disposer()
-            except Exception as exc:
-                self._errors.append(exc)
-                break
-
-
 class _FirstErrorOnly(_DefectiveFiber):
     """`aclose` raises the first error the unwinding collected, alone, and drops the rest."""
 
@@ -304,7 +280,7 @@ class _LoadedPluginNotRefused(Runtime):
     applies a loaded plugin a second time."""
 
     async def load(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
-        if any(fiber is plugin for _, fiber in self._plugins.values()):
+        if any(loaded is plugin for loaded in self._plugins):  # the keys are ids, not plugins
             raise AlreadyLoadedError(f"plugin {plugin!r} is already loaded")
         self._plugins.pop(id(plugin), None)
         return await super().load(plugin, name=name)
@@ -318,7 +294,6 @@ class _FiberAgentsOwnedByRuntime(Runtime):
 
 
 disposers_run_fifo = fiber_factory_for(_FifoFiber)
-unwinding_stops_at_first_error = fiber_factory_for(_StopsAtFirstError)
 first_error_only = fiber_factory_for(_FirstErrorOnly)
 fiber_close_not_shielded = fiber_factory_for(_FiberCloseNotShielded)
 reload_does_not_wait = runtime_class_factory(_ReloadDoesNotWait)
@@ -327,21 +302,51 @@ loaded_plugin_not_refused = runtime_class_factory(_LoadedPluginNotRefused)
 fiber_agents_owned_by_runtime = runtime_class_factory(_FiberAgentsOwnedByRuntime)
 
 SEEDED = (
-    Seeded("c-aclose-before-loop-exit", aclose_before_loop_exit, "lifecycle", "?"),
-    Seeded("d-detach-before-flush", detach_before_flush, "lifecycle", "?"),
-    Seeded("g-loser-left-registered", loser_left_registered, "lifecycle", "?"),
-    Seeded("teardown-skips-flush", teardown_skips_flush, "lifecycle", "?"),
-    Seeded("close-not-shielded", close_not_shielded, "lifecycle", "?"),
-    Seeded("second-close-returns-early", second_close_returns_early, "lifecycle", "?"),
-    Seeded("announced-before-entered", announced_before_entered, "lifecycle", "?"),
-    Seeded("create-ignores-owner-close", create_ignores_owner_close, "lifecycle", "?"),
-    Seeded("silent-at-shutdown", silent_at_shutdown, "lifecycle", "?"),
-    Seeded("disposers-run-fifo", disposers_run_fifo, "lifecycle", "?"),
-    Seeded("unwinding-stops-at-first-error", unwinding_stops_at_first_error, "lifecycle", "?"),
-    Seeded("first-error-only", first_error_only, "lifecycle", "?"),
-    Seeded("fiber-close-not-shielded", fiber_close_not_shielded, "lifecycle", "?"),
-    Seeded("reload-does-not-wait", reload_does_not_wait, "lifecycle", "?"),
-    Seeded("failed-apply-not-undone", failed_apply_not_undone, "lifecycle", "?"),
-    Seeded("loaded-plugin-not-refused", loaded_plugin_not_refused, "lifecycle", "?"),
-    Seeded("fiber-agents-owned-by-runtime", fiber_agents_owned_by_runtime, "lifecycle", "?"),
+    Seeded(
+        "c-aclose-before-loop-exit",
+        aclose_before_loop_exit,
+        "lifecycle",
+        "closing-turn-end-durable",
+    ),
+    Seeded("d-detach-before-flush", detach_before_flush, "lifecycle", "teardown-order"),
+    Seeded("g-loser-left-registered", loser_left_registered, "lifecycle", "race-loser-rolls-back"),
+    Seeded("teardown-skips-flush", teardown_skips_flush, "lifecycle", "closing-turn-end-durable"),
+    Seeded("close-not-shielded", close_not_shielded, "lifecycle", "teardown-shielded"),
+    Seeded(
+        "second-close-returns-early",
+        second_close_returns_early,
+        "lifecycle",
+        "owners-join-one-teardown",
+    ),
+    Seeded(
+        "announced-before-entered", announced_before_entered, "lifecycle", "nothing-half-published"
+    ),
+    Seeded(
+        "create-ignores-owner-close",
+        create_ignores_owner_close,
+        "lifecycle",
+        "close-race-leaves-nothing",
+    ),
+    Seeded("silent-at-shutdown", silent_at_shutdown, "lifecycle", "close-events-once"),
+    Seeded("disposers-run-fifo", disposers_run_fifo, "lifecycle", "fiber-unwind-order"),
+    Seeded("first-error-only", first_error_only, "lifecycle", "fiber-unwind-errors"),
+    Seeded(
+        "fiber-close-not-shielded", fiber_close_not_shielded, "lifecycle", "fiber-close-shielded"
+    ),
+    Seeded("reload-does-not-wait", reload_does_not_wait, "lifecycle", "plugin-reload-waits"),
+    Seeded(
+        "failed-apply-not-undone",
+        failed_apply_not_undone,
+        "lifecycle",
+        "plugin-failed-apply-undone",
+    ),
+    Seeded(
+        "loaded-plugin-not-refused", loaded_plugin_not_refused, "lifecycle", "plugin-load-refused"
+    ),
+    Seeded(
+        "fiber-agents-owned-by-runtime",
+        fiber_agents_owned_by_runtime,
+        "lifecycle",
+        "services-are-attributes",
+    ),
 )
