@@ -1,15 +1,18 @@
 """The lifecycle state machine: random programs of create, resume, send, cancel, release,
-close by handle / by owner fiber / by runtime restart, plugin reload, and same-id races.
+close by handle / by owner fiber / by runtime restart (alone, or all at once), closes with the
+store's flush held open, creates and resumes racing their owner's close, plugin loads and
+reloads, fiber disposers, and same-id races.
 
-After every rule (with everything settled) the registry, the store's live set, the emitted
-lifecycle events and a small model of which sessions are live and stored must agree; no
-agent may be half-published; and every closed session that started a turn must end, durably,
-with a `turn/end` and a valid history.
+Listeners look at the registry and the store at every lifecycle event, every closer looks at
+them the moment it returns, and after every rule (with everything settled) the registry, the
+store's live set, the emitted lifecycle events and a small model of which sessions are live
+and stored must agree. Each check is a named property of rules L1-L5 and F1-F3
+(`_lifecycle_properties`); the fiber and plugin rules are in `_fiber_rules`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, ClassVar
 
@@ -22,26 +25,46 @@ from .._configured import AgentConfig, ConfiguredAgents
 from .._errors import DuplicateSessionError, SessionNotFoundError
 from .._events import AgentClosed, AgentCreated, Event, SessionClosed, SessionCreated
 from .._fiber import Fiber
-from .._registry import AgentHandle
+from .._records import Record
+from .._registry import AgentHandle, AgentRegistry
 from .._runtime import Runtime, open_runtime
+from .._session import Session
 from .._status import AgentStatus
-from .._store import MemoryStore, SessionStore
+from .._store import SessionStore
+from ._fiber_rules import FiberRules
+from ._held_store import HeldStore
 from ._history import history_problems
 from ._host import TrioHost
-from ._machine import ConformanceMachine, machine_for, rule
-from ._properties import Property
+from ._lifecycle_properties import (
+    CLOSE_EVENTS_ONCE,
+    CLOSE_RACE,
+    CLOSED_GONE,
+    CLOSING_TURN_DURABLE,
+    CREATE_OUTCOME,
+    FIBER_CLOSES_AGENTS,
+    NOTHING_HALF_PUBLISHED,
+    OWNERS_JOIN,
+    PLUGIN_RELOAD_WAITS,
+    PROPERTIES,
+    RACE_LOSER_ROLLS_BACK,
+    RACE_ONE_WINNER,
+    RESUME_OUTCOME,
+    SERVICES,
+    TEARDOWN_ORDER,
+    TEARDOWN_SHIELDED,
+)
+from ._machine import machine_for, rule
+from ._properties import ContractViolation, Property
 from ._scripted import ScriptedModel
 from ._targets import RuntimeFactory, RuntimeSurface
 
 __all__ = ["PROPERTIES", "LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
 
-PROPERTIES: tuple[Property, ...] = ()
-"""The properties this machine checks, each of one rule of the contract."""
-
 IDS = ("a", "b", "c")
 OWNERS = ("runtime", "f1", "f2")
 PLUGIN_ID = "plugin-agent"
 LIFECYCLE_EVENTS = (SessionCreated, AgentCreated, AgentClosed, SessionClosed)
+CYCLE = ("SessionCreated", "AgentCreated", "AgentClosed", "SessionClosed")
 
 
 def builtin_runtime_factory(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
@@ -52,22 +75,31 @@ def _event_id(event: Event) -> str:
     return str(getattr(event, "agent_id", getattr(event, "session_id", "")))
 
 
-class LifecycleMachine(ConformanceMachine):
+def _turn_started(records: Iterable[Any]) -> bool:
+    return any(r.type == "turn/start" for r in records)
+
+
+class LifecycleMachine(FiberRules):
     """Subclass and set `factory` to check another runtime over the same store.
 
     What a subclass's rules and checks can use:
 
     host: the TrioHost the runtime runs in.
-    store: the MemoryStore every runtime of the example uses, across restarts.
+    store: the store every runtime of the example uses, across restarts (`_make_store()`).
+    held: the store, when it is a `HeldStore` whose writes rules can hold open (else None).
     events: every event the runtimes emitted, in order.
     handles: the handles of the live agents the rules created or resumed, by id.
-    owner_of: each live id's owner: `runtime`, a fiber's name, or `plugin`.
+    owner_of: each live id's owner: `runtime`, a fiber's name, `plugin` or `probe`.
     stored: the ids whose session has at least one record.
     ever_live: every id that was ever live.
+    sessions_of: the session of each id's latest life.
     fibers: the open child fibers `f1` and `f2`, by name.
     models: the ScriptedModel each live id's agent was made with, by id.
     plugin: the ConfiguredAgents plugin, which owns the agent `plugin-agent`.
     rt: the runtime under test (None while it is restarted).
+    noted: violations seen inside trio tasks (listeners, closers), raised by the next rule.
+    probe: the probe plugin of the plugin rules (F2), which attaches one of everything.
+    probe_loaded: whether the probe plugin is loaded now.
 
     stats: counts examples and checked steps; give a subclass its own dict to count one run.
     histories: fingerprints of the distinct event histories produced.
@@ -79,18 +111,29 @@ class LifecycleMachine(ConformanceMachine):
 
     def __init__(self) -> None:
         super().__init__(TrioHost())
-        self.store = MemoryStore()
+        self.store = self._make_store()
+        self.held = self.store if isinstance(self.store, HeldStore) else None
         self.events: list[Event] = []
         self.handles: dict[str, AgentHandle] = {}
         self.owner_of: dict[str, str] = {}  # live id -> "runtime" | fiber name | "plugin"
         self.stored: set[str] = set()  # ids whose session has at least one record
         self.ever_live: set[str] = set()
+        self.sessions_of: dict[str, Session] = {}
         self.fibers: dict[str, Fiber] = {}
         plugin_model = ScriptedModel(hold_all=True)
         # The model each live id's agent was made with (the machine made them all).
         self.models: dict[str, ScriptedModel] = {PLUGIN_ID: plugin_model}
         self.plugin = ConfiguredAgents(AgentConfig("plugin", plugin_model, session_id=PLUGIN_ID))
         self.rt: RuntimeSurface | None = None
+        self.noted: list[ContractViolation] = []
+        self._open_rt: RuntimeSurface | None = None  # also while it closes
+        self._bus: object = None
+        self._checked: dict[str, int] = {}  # closed id -> durable records already checked
+        self._init_fiber_rules()
+
+    def _make_store(self) -> SessionStore:
+        """The store of the example; a subclass checks another store by overriding it."""
+        return HeldStore()
 
     # -- runtime service ----------------------------------------------------------------
 
@@ -101,18 +144,22 @@ class LifecycleMachine(ConformanceMachine):
 
     def _start_runtime(self) -> None:
         self.rt = self._start_service(self._runtime)
-        self.host.settle()
+        self.settle()
 
     @asynccontextmanager
     async def _runtime(self) -> AsyncGenerator[RuntimeSurface, None]:
         async with type(self).factory(self.store) as rt:
-            rt.events.connect(self.events.append)
+            self._open_rt = rt
+            self._bus = rt.events
+            rt.events.connect(self._observe)
             for name in ("f1", "f2"):
                 self.fibers[name] = await rt.open_child(name)
             await rt.load(self.plugin)
             self.owner_of[PLUGIN_ID] = "plugin"
             self.ever_live.add(PLUGIN_ID)
             yield rt
+        # The moment the runtime's block has closed: every agent is closed, durably.
+        self.closed_now(set(self.owner_of), "closing the runtime", CLOSED_GONE, rt)
 
     def _history(self) -> Hashable:
         return tuple((type(e).__name__, _event_id(e)) for e in self.events)
@@ -122,11 +169,125 @@ class LifecycleMachine(ConformanceMachine):
         self.check()
 
     def _stop_runtime(self) -> None:
-        self._stop_service()
-        self.owner_of.clear()
-        self.handles.clear()
-        self.fibers.clear()
-        self.rt = None
+        try:
+            self._stop_service()
+        finally:
+            self.owner_of.clear()
+            self.handles.clear()
+            self.fibers.clear()
+            self.rt = None
+            self._runtime_stopped()
+        self.raise_noted()
+
+    async def stop_runtime_and_wait(self) -> None:
+        """Close the runtime (leave its block) and wait until it has closed. Always a
+        checkpoint."""
+        assert self._stop is not None
+        self._stop.set()
+        await self._stopped.wait()
+
+    # -- what listeners and closers see --------------------------------------------------
+
+    def _observe(self, event: Event) -> None:
+        self.events.append(event)
+        if not isinstance(event, LIFECYCLE_EVENTS):
+            return
+        sid = _event_id(event)
+        rt = self._open_rt
+        assert rt is not None
+        name = type(event).__name__
+        in_store = self.store.get(sid)
+        agent = rt.agents.get(sid)
+        if isinstance(event, SessionCreated):
+            self.note(
+                NOTHING_HALF_PUBLISHED,
+                in_store is not None,
+                f"a listener of SessionCreated({sid!r}) found the session not live in the store",
+            )
+        elif isinstance(event, AgentCreated):
+            earlier = [type(e).__name__ for e in self.events[:-1] if _event_id(e) == sid]
+            self.note(
+                NOTHING_HALF_PUBLISHED,
+                agent is not None
+                and in_store is not None
+                and agent.session is in_store
+                and earlier[-1:] == ["SessionCreated"],
+                f"a listener of AgentCreated({sid!r}) saw registry.get() = {agent!r}, the "
+                f"store's live session {in_store!r}, after {earlier[-1:] or 'no'} event",
+            )
+            if agent is not None:
+                self.sessions_of[sid] = agent.session
+        elif isinstance(event, AgentClosed):
+            self.note(
+                TEARDOWN_ORDER,
+                agent is None and in_store is not None,
+                f"a listener of {name}({sid!r}) saw registry.get() = {agent!r} and the "
+                f"session {'live' if in_store is not None else 'detached'} in the store "
+                "(unregister comes before the detach)",
+            )
+        else:
+            self.note(
+                TEARDOWN_ORDER,
+                agent is None and in_store is None,
+                f"a listener of {name}({sid!r}) saw registry.get() = {agent!r} and the "
+                f"session {'still live' if in_store is not None else 'detached'} in the store",
+            )
+
+    def closed_now(
+        self, sids: Iterable[str], who: str, prop: Property, rt: RuntimeSurface | None = None
+    ) -> None:
+        """Note what must hold the moment `who` (a closer of `sids`) returns: each agent is
+        unregistered, its session detached, both announced, and its records durable."""
+        rt = rt if rt is not None else self._open_rt
+        assert rt is not None
+        listed = {a.id for a in rt.agents.list()}
+        live = self.store.live_ids
+        for sid in sorted(sids):
+            found = rt.agents.get(sid)
+            if not (found is None and sid not in listed and sid not in live):
+                self.note(
+                    prop,
+                    False,
+                    f"when {who} returned, {sid!r} was: registry.get() = {found!r}, "
+                    f"{'in' if sid in listed else 'not in'} registry.list(), "
+                    f"{'in' if sid in live else 'not in'} the store's live set",
+                )
+            kinds = self._kinds(sid)
+            # Whether a closer returned too early (L2, L1) or the events are wrong (L5).
+            events_prop = prop if prop in (OWNERS_JOIN, TEARDOWN_SHIELDED) else CLOSE_EVENTS_ONCE
+            if kinds.count("AgentClosed") != kinds.count("AgentCreated") or kinds.count(
+                "SessionClosed"
+            ) != kinds.count("SessionCreated"):
+                self.note(
+                    events_prop,
+                    False,
+                    f"when {who} returned, the lifecycle events of {sid!r} were {kinds}",
+                )
+            self.durable_now(sid, who)
+
+    def durable_now(self, sid: str, who: str) -> None:
+        """Note that `sid`'s records are all durable now, if the store lets us see that."""
+        session = self.sessions_of.get(sid)
+        if self.held is None or session is None:
+            return
+        durable = self.held.durable(sid)
+        records = session.records
+        last = durable[-1].type if durable else "nothing"
+        self.note(
+            CLOSING_TURN_DURABLE,
+            len(durable) == len(records) and (last == "turn/end" or not _turn_started(records)),
+            lambda: (
+                f"when {who} returned, {len(durable)} of the {len(records)} records of "
+                f"{sid!r} were durable in the store, the last durable one {last}"
+            ),
+        )
+
+    def _kinds(self, sid: str) -> list[str]:
+        return [
+            type(e).__name__
+            for e in self.events
+            if isinstance(e, LIFECYCLE_EVENTS) and _event_id(e) == sid
+        ]
 
     # -- rules ---------------------------------------------------------------------------
 
@@ -134,30 +295,51 @@ class LifecycleMachine(ConformanceMachine):
     def create(self, sid: str, owner: str) -> None:
         """Create `sid` under `owner`: it must succeed exactly when the id is neither live
         nor stored."""
-        expected_ok = sid not in self.owner_of and sid not in self.stored
-        outcome = self.host.call(self._attach, "create", sid, owner)
-        assert outcome == ("ok" if expected_ok else "duplicate"), (
-            f"create({sid!r}) gave {outcome}; live={sorted(self.owner_of)} "
-            f"stored={sorted(self.stored)}"
+        expected = "ok" if sid not in self.owner_of and sid not in self.stored else "duplicate"
+        live = sid in self.owner_of
+        outcome = self.call(self._attach, "create", sid, owner)
+        CREATE_OUTCOME.check(
+            outcome == expected,
+            f"create({sid!r}) gave {outcome} while the id was "
+            f"{'live' if live else 'stored' if sid in self.stored else 'neither live nor stored'}",
         )
-        self.host.settle()
+        if outcome == "ok":
+            self._check_services_used(sid, owner)
+        self.settle()
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)), owner=st.sampled_from(OWNERS))
     def resume(self, sid: str, owner: str) -> None:
         """Resume `sid` under `owner`: refused while live, not found unless stored."""
         if sid in self.owner_of:
-            expected = "duplicate"
+            expected, state = "duplicate", "live"
         elif sid in self.stored:
-            expected = "ok"
+            expected, state = "ok", "stored and not live"
         else:
-            expected = "not found"
-        outcome = self.host.call(self._attach, "resume", sid, owner)
-        assert outcome == expected, f"resume({sid!r}) gave {outcome}, expected {expected}"
-        self.host.settle()
+            expected, state = "not found", "not stored"
+        outcome = self.call(self._attach, "resume", sid, owner)
+        RESUME_OUTCOME.check(
+            outcome == expected, f"resume({sid!r}) gave {outcome} while the id was {state}"
+        )
+        if outcome == "ok":
+            self._check_services_used(sid, owner)
+        self.settle()
+
+    def _registry(self, owner: str) -> AgentRegistry:
+        assert self.rt is not None
+        if owner == "runtime":
+            return self.rt.agents
+        self._check_registry_owner(owner, self.fibers[owner])
+        return self.fibers[owner].agents
+
+    def _check_registry_owner(self, name: str, fiber: Fiber) -> None:
+        registry_owner = getattr(fiber.agents, "owner", fiber)
+        SERVICES.check(
+            registry_owner is fiber,
+            lambda: f"{name}.agents gives agents to {registry_owner!r}, not to the fiber {name}",
+        )
 
     async def _attach(self, verb: str, sid: str, owner: str) -> str:
-        assert self.rt is not None
-        registry = self.rt.agents if owner == "runtime" else self.fibers[owner].agents
+        registry = self._registry(owner)
         model = ScriptedModel(hold_all=True)
         try:
             if verb == "create":
@@ -168,130 +350,378 @@ class LifecycleMachine(ConformanceMachine):
             return "duplicate"
         except SessionNotFoundError:
             return "not found"
+        self._adopt(sid, owner, handle, model)
+        return "ok"
+
+    def _adopt(self, sid: str, owner: str, handle: AgentHandle, model: ScriptedModel) -> None:
         self.handles[sid] = handle
         self.models[sid] = model
         self.owner_of[sid] = owner
+        self.sessions_of[sid] = handle.agent.session
         self.ever_live.add(sid)
-        return "ok"
 
-    @rule(sid=st.sampled_from(IDS))
-    def create_race(self, sid: str) -> None:
-        """Two creates of one id in the same scheduler batch: exactly one may win."""
-        expected_winner = sid not in self.owner_of and sid not in self.stored
-        outcomes = self.host.call(self._race, sid)
-        winners = outcomes.count("ok")
-        assert winners == (1 if expected_winner else 0), f"create race on {sid!r}: {outcomes}"
-        self.host.settle()
+    def _check_services_used(self, sid: str, owner: str) -> None:
+        """The agent just created through `owner`'s registry is the one the runtime's
+        registry finds, and that registry is its owner's (rule F3)."""
+        assert self.rt is not None
+        agent = self.handles[sid].agent
+        SERVICES.check(
+            self.rt.agents.get(sid) is agent and agent in self.rt.agents.list(),
+            f"the agent {sid!r} created through {owner}.agents is not the one rt.agents finds",
+        )
 
-    async def _race(self, sid: str) -> list[str]:
+    @rule(
+        sid=st.sampled_from((*IDS, PLUGIN_ID)),
+        verbs=st.sampled_from((("create", "create"), ("create", "resume"), ("resume", "resume"))),
+        owners=st.tuples(st.sampled_from(OWNERS), st.sampled_from(OWNERS)),
+    )
+    def create_race(self, sid: str, verbs: tuple[str, str], owners: tuple[str, str]) -> None:
+        """Two creates or resumes of one id in the same scheduler batch: exactly one may
+        win, and only if one of them could."""
+        live, stored = sid in self.owner_of, sid in self.stored
+        can_win = not live and (
+            ("create" in verbs and not stored) or ("resume" in verbs and stored)
+        )
+        before = self.rt.agents.get(sid) if self.rt is not None else None
+        outcomes = self.call(self._race, sid, verbs, owners)
+        RACE_ONE_WINNER.check(
+            outcomes.count("ok") == (1 if can_win else 0),
+            f"{verbs[0]} and {verbs[1]} of {sid!r} racing gave {outcomes} while the id was "
+            f"{'live' if live else 'stored' if stored else 'free'}",
+        )
+        assert self.rt is not None
+        registered = self.rt.agents.get(sid)
+        winner = self.handles[sid].agent if "ok" in outcomes else before
+        RACE_LOSER_ROLLS_BACK.check(
+            registered is winner
+            and (winner is None or self.store.get(sid) is winner.session)
+            and (winner is None or winner.status is not AgentStatus.CLOSED),
+            f"after the race for {sid!r} ({outcomes}) the registry holds {registered!r}, the "
+            f"store the session {self.store.get(sid)!r}; the winner is {winner!r}",
+        )
+        self.settle()
+
+    async def _race(self, sid: str, verbs: tuple[str, str], owners: tuple[str, str]) -> list[str]:
         results: list[str] = []
 
-        async def one() -> None:
-            results.append(await self._attach("create", sid, "runtime"))
+        async def one(verb: str, owner: str) -> None:
+            results.append(await self._attach(verb, sid, owner))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(one)
-            nursery.start_soon(one)
+            for verb, owner in zip(verbs, owners, strict=True):
+                nursery.start_soon(one, verb, owner)
         return results
 
     def _live_agent(self, sid: str) -> Any:
         assert self.rt is not None
-        return self.rt.agents.get(sid)
+        return self.rt.agents.get(self.near(sid, self.owner_of))
+
+    @staticmethod
+    def near(sid: str, among: Iterable[str]) -> str:
+        """`sid` if it is `among` the ids, else the next id after it (in sorted order, round
+        about) that is: a rule aimed at an id that is not there acts on one that is, so
+        few steps are wasted. `sid` itself if there is none."""
+        present = sorted(among)
+        if not present or sid in present:
+            return sid
+        return next((s for s in present if s > sid), present[0])
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def send(self, sid: str) -> None:
-        """Send a prompt to the live agent `sid`, if there is one."""
+        """Send a prompt to the live agent `sid` (or the next live one: `near`)."""
         agent = self._live_agent(sid)
         if agent is None:
             return
         self.host.run_sync(agent.send, "hello")
-        self.stored.add(sid)  # turn/start is its first record, at the latest
-        self.host.settle()
+        self.stored.add(agent.id)  # turn/start is its first record, at the latest
+        self.settle()
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def release(self, sid: str) -> None:
-        """Let the held model call of a running agent `sid` go on."""
+        """Let the held model call of the running agent `sid` (or `near` it) go on."""
         agent = self._live_agent(sid)
         if agent is None or agent.status is not AgentStatus.RUNNING:
             return
-        model = self.models[sid]
+        model = self.models[agent.id]
         if model.held:
             self.host.run_sync(model.release)
-            self.host.settle()
+            self.settle()
 
     @rule(sid=st.sampled_from((*IDS, PLUGIN_ID)))
     def cancel(self, sid: str) -> None:
-        """Cancel the live agent `sid`, if there is one."""
+        """Cancel the live agent `sid` (or the next live one: `near`)."""
         agent = self._live_agent(sid)
         if agent is not None:
             self.host.run_sync(agent.cancel)
-            self.host.settle()
+            self.settle()
 
-    @rule(sid=st.sampled_from(IDS))
-    def close_by_handle(self, sid: str) -> None:
-        """Close `sid` through its handle, twice (the second call is the same teardown)."""
+    @rule(sid=st.sampled_from(IDS), cancelled=st.booleans())
+    def close_by_handle(self, sid: str, cancelled: bool) -> None:
+        """Close `sid` (or the next id with a handle: `near`) through its handle, from a
+        caller already cancelled or not, then again (the second call is the same
+        teardown)."""
+        sid = self.near(sid, self.handles)
         handle = self.handles.pop(sid, None)
         if handle is None:
             return
-        self.host.call(handle.aclose)
-        self.host.call(handle.aclose)  # memoized: a second call is the same teardown
+        self.call(self._close_handle, sid, handle, cancelled)
         del self.owner_of[sid]
-        self.host.settle()
+        self.settle()
 
-    @rule(sid=st.sampled_from(IDS))
-    def close_by_handle_and_owner_at_once(self, sid: str) -> None:
-        """The handle and the owning fiber close concurrently: one teardown, both return."""
+    async def _close_handle(self, sid: str, handle: AgentHandle, cancelled: bool) -> None:
+        if cancelled:
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await handle.aclose()
+            self.closed_now({sid}, "a cancelled caller's aclose()", TEARDOWN_SHIELDED)
+        else:
+            await handle.aclose()
+            self.closed_now({sid}, "aclose()", CLOSED_GONE)
+        await handle.aclose()  # memoized: a second call is the same teardown
+        self.closed_now({sid}, "a second aclose()", CLOSED_GONE)
+
+    @rule(
+        sid=st.sampled_from(IDS),
+        runtime_too=st.booleans(),
+        order=st.permutations(range(4)),
+    )
+    def close_by_handle_and_owner_at_once(
+        self, sid: str, runtime_too: bool, order: Sequence[int]
+    ) -> None:
+        """The handle (twice), the owning fiber and the runtime close at once, in the drawn
+        order: one teardown, and every closer returns only after it is complete."""
+        sid = self.near(sid, self.handles)
         handle = self.handles.get(sid)
         owner = self.owner_of.get(sid)
-        if handle is None or owner not in ("f1", "f2"):
+        if handle is None or owner is None:
             return
-        assert owner is not None
-        self.host.call(self._close_concurrently, sid, handle, owner)
-        self._forget_owned_by(owner)
-        self.host.call(self._reopen_fiber, owner)
-        self.host.settle()
+        closers: list[tuple[str, set[str], Callable[[], Awaitable[object]]]] = [
+            ("the handle's aclose()", {sid}, handle.aclose),
+            ("the handle's second aclose()", {sid}, handle.aclose),
+        ]
+        if owner in self.fibers:
+            owned = {s for s, o in self.owner_of.items() if o == owner}
+            closers.append((f"fiber {owner}'s aclose()", owned, self.fibers[owner].aclose))
+        if runtime_too or owner not in self.fibers:
+            closers.append(("closing the runtime", set(self.owner_of), self.stop_runtime_and_wait))
+        ordered = [closers[i] for i in order if i < len(closers)]
+        self.call(self._close_concurrently, ordered)
+        if any(name == "closing the runtime" for name, _, _ in ordered):
+            self._stop_runtime()
+            self._start_runtime()
+            return
+        self.handles.pop(sid, None)
+        self.owner_of.pop(sid, None)
+        if owner in self.fibers:
+            self._forget_owned_by(owner)
+            self.call(self._reopen_fiber, owner)
+        self.settle()
 
-    async def _close_concurrently(self, sid: str, handle: AgentHandle, owner: str) -> None:
-        returned: list[str] = []
-
-        async def close(name: str, aclose: Callable[[], Any]) -> None:
+    async def _close_concurrently(
+        self, closers: Sequence[tuple[str, set[str], Callable[[], Awaitable[object]]]]
+    ) -> None:
+        async def close(name: str, sids: set[str], aclose: Callable[[], Awaitable[object]]) -> None:
             await aclose()
-            # Whoever returns, returns after the one teardown completed (rule L2).
-            assert self.rt is not None
-            assert self.rt.agents.get(sid) is None, f"{name} returned before {sid} unregistered"
-            assert sid not in self.store.live_ids, f"{name} returned before {sid} detached"
-            returned.append(name)
+            self.closed_now(sids, name, OWNERS_JOIN)
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(close, "handle", handle.aclose)
-            nursery.start_soon(close, "handle again", handle.aclose)
-            nursery.start_soon(close, "owner fiber", self.fibers[owner].aclose)
-        assert sorted(returned) == ["handle", "handle again", "owner fiber"]
+            for name, sids, aclose in closers:
+                nursery.start_soon(close, name, sids, aclose)
 
     @rule(owner=st.sampled_from(("f1", "f2")))
     def close_fiber(self, owner: str) -> None:
         """Close the fiber `owner`, which closes its agents, then open it again."""
-        self.host.call(self.fibers[owner].aclose)
+        self.call(self._close_fiber, owner)
         self._forget_owned_by(owner)
-        self.host.call(self._reopen_fiber, owner)
-        self.host.settle()
+        self.call(self._reopen_fiber, owner)
+        self.settle()
 
-    async def _reopen_fiber(self, owner: str) -> None:
-        assert self.rt is not None
-        self.fibers[owner] = await self.rt.open_child(owner)
+    async def _close_fiber(self, owner: str) -> None:
+        owned = {s: self.handles.get(s) for s, o in self.owner_of.items() if o == owner}
+        await self.fibers[owner].aclose()
+        for sid, handle in owned.items():
+            if handle is not None and handle.agent.status is not AgentStatus.CLOSED:
+                self.note(
+                    FIBER_CLOSES_AGENTS,
+                    False,
+                    f"when fiber {owner}'s aclose() returned, its agent {sid!r} was "
+                    f"{handle.agent.status.value}",
+                )
+        self.closed_now(owned, f"fiber {owner}'s aclose()", FIBER_CLOSES_AGENTS)
 
-    def _forget_owned_by(self, owner: str) -> None:
-        for sid in [s for s, o in self.owner_of.items() if o == owner]:
-            del self.owner_of[sid]
-            self.handles.pop(sid, None)
+    @rule(
+        sid=st.sampled_from((*IDS, PLUGIN_ID)), how=st.sampled_from(("handle", "fiber", "runtime"))
+    )
+    def close_with_flush_held(self, sid: str, how: str) -> None:
+        """Close `sid` (by its handle, its owner fiber, or the runtime) while the store
+        holds every flush open: until a flush is let go, nothing after it in the teardown
+        may have happened, and aclose must not return (rule L1)."""
+        sid = self.near(sid, self.owner_of)
+        held, owner = self.held, self.owner_of.get(sid)
+        if held is None or owner is None:
+            return
+        if how == "handle" and sid in self.handles:
+            sids, who = {sid}, "aclose()"
+            aclose: Callable[[], Awaitable[object]] = self.handles[sid].aclose
+        elif how == "fiber" and owner in self.fibers:
+            sids = {s for s, o in self.owner_of.items() if o == owner}
+            who, aclose = f"fiber {owner}'s aclose()", self.fibers[owner].aclose
+        elif how == "runtime":
+            sids, who, aclose = (
+                set(self.owner_of),
+                "closing the runtime",
+                self.stop_runtime_and_wait,
+            )
+        else:
+            return
+        returned: list[str] = []
+
+        async def closer() -> None:
+            await aclose()
+            self.closed_now(sids, who, CLOSING_TURN_DURABLE)
+            returned.append(who)
+
+        seen = len(held.flushes)
+        held.hold("flush")
+        self.host.start(closer)
+        for _ in range(len(sids) + 1):
+            self.settle()
+            waiting = held.flushes[seen : seen + held.waiting]
+            seen += len(waiting)
+            for flush in waiting:
+                self._check_held_flush(flush.session_id, flush.records, flush.live, who)
+                CLOSING_TURN_DURABLE.check(
+                    not returned,
+                    f"{who} returned while the flush of {flush.session_id!r} was still held",
+                )
+            if not waiting:
+                break
+            held.release()
+            held.hold("flush")
+        held.release()
+        self.settle()
+        CLOSING_TURN_DURABLE.check(
+            bool(returned), f"{who} did not return after the store let every flush go"
+        )
+        if how == "runtime":
+            self._stop_runtime()
+            self._start_runtime()
+            return
+        for s in sids:
+            self.owner_of.pop(s, None)
+            self.handles.pop(s, None)
+        if how == "fiber":
+            self.call(self._reopen_fiber, owner)
+        self.settle()
+
+    def _check_held_flush(self, sid: str, records: Sequence[Any], live: bool, who: str) -> None:
+        rt = self._open_rt
+        assert rt is not None
+        agent = rt.agents.get(sid)
+        ended = not _turn_started(records) or records[-1].type == "turn/end"
+        TEARDOWN_ORDER.check(
+            ended and live and agent is not None and sid in self.store.live_ids,
+            f"while {who} waited for the flush of {sid!r}: the session "
+            f"{'ended with turn/end' if ended else 'had an open turn'} when the flush began, "
+            f"it was {'live' if sid in self.store.live_ids else 'detached'} in the store and "
+            f"registry.get() = {agent!r}",
+        )
+
+    @rule(
+        sid=st.sampled_from(IDS),
+        verb=st.sampled_from(("create", "resume")),
+        owner=st.sampled_from(OWNERS),
+        delay=st.integers(0, 3),
+        in_store=st.booleans(),
+    )
+    def attach_racing_close(
+        self, sid: str, verb: str, owner: str, delay: int, in_store: bool
+    ) -> None:
+        """A create or resume through `owner` races `owner`'s close: started in the same
+        batch (after `delay` checkpoints of the close), or while the create waits in the
+        store. It raises or its agent is closed with its owner; nothing is left behind."""
+        rt = self.rt
+        assert rt is not None
+        registry = self._registry(owner)
+        # An agent of this id that another owner holds survives the close.
+        survivor = self.owner_of.get(sid) not in (None, owner) and owner != "runtime"
+        result: list[object] = []
+
+        async def attach() -> None:
+            try:
+                if verb == "create":
+                    result.append(await registry.create(model=ScriptedModel(), session_id=sid))
+                else:
+                    result.append(await registry.resume(sid, model=ScriptedModel()))
+            except Exception as exc:
+                result.append(exc)
+
+        aclose = self.stop_runtime_and_wait if owner == "runtime" else self.fibers[owner].aclose
+
+        async def close() -> None:
+            for _ in range(delay):
+                await trio.lowlevel.checkpoint()
+            await aclose()
+
+        if in_store and self.held is not None:
+            self.held.hold("read")
+            self.host.start(attach)
+            self.settle()
+            self.host.start(close)
+            self.settle()
+            self.held.release()
+            self.settle()
+        else:
+            self.call(self._both, attach, close)
+        self.settle()
+        assert result, "the create racing its owner's close never ended"
+        handle = result[0]
+        agent = rt.agents.get(sid)
+        if isinstance(handle, AgentHandle):
+            CLOSE_RACE.check(
+                handle.agent.status is AgentStatus.CLOSED,
+                f"{verb}({sid!r}) racing the close of {owner} returned an agent that is "
+                f"{handle.agent.status.value} after {owner} closed",
+            )
+            self.ever_live.add(sid)
+            self.sessions_of[sid] = handle.agent.session
+        gone = agent is None and sid not in self.store.live_ids
+        CLOSE_RACE.check(
+            gone or survivor,
+            f"after {verb}({sid!r}) raced the close of {owner} ({handle!r}), registry.get() = "
+            f"{agent!r}, and the id is {'in' if sid in self.store.live_ids else 'not in'} the "
+            "store's live set",
+        )
+        if owner == "runtime":
+            self._stop_runtime()
+            self._start_runtime()
+            return
+        self._forget_owned_by(owner)
+        self.call(self._reopen_fiber, owner)
+        self.settle()
+
+    async def _both(
+        self, first: Callable[[], Awaitable[object]], second: Callable[[], Awaitable[object]]
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            nursery.start_soon(second)
 
     @rule()
     def reload_plugin(self) -> None:
         """Reload the plugin: its agent closes and resumes the same session."""
         assert self.rt is not None
-        self.host.call(self.rt.reload, self.plugin)
+        try:
+            self.call(self.rt.reload, self.plugin)
+        except ContractViolation:
+            raise
+        except Exception as exc:
+            PLUGIN_RELOAD_WAITS.fail(
+                f"reloading the plugin raised {exc!r}: was it applied again while its agent "
+                f"{PLUGIN_ID!r} of the old fiber was still there?"
+            )
         self.owner_of[PLUGIN_ID] = "plugin"
-        self.host.settle()
+        self.settle()
 
     @rule()
     def restart_runtime(self) -> None:
@@ -305,46 +735,96 @@ class LifecycleMachine(ConformanceMachine):
     def _verify(self) -> None:
         """The registry, the store's live set and the model agree on what is live; every
         live agent is registered and not closed; each id's lifecycle events come in whole
-        cycles; every closed session ends, durably, with a valid history."""
+        cycles; every closed session ends, durably, with a valid history; the services are
+        the same objects."""
+        self.raise_noted()
         live = set(self.owner_of)
         store_live = set(self.store.live_ids)
         registry = {a.id for a in self.rt.agents.list()} if self.rt is not None else set[str]()
-        assert registry == store_live == live, (
-            f"registry {sorted(registry)}, store live set {sorted(store_live)}, "
-            f"expected live {sorted(live)}"
+        CLOSED_GONE.check(
+            (registry | store_live) <= live,
+            lambda: (
+                f"closed ids are still there: registry.list() has "
+                f"{sorted(registry - live)}, the store's live set {sorted(store_live - live)}"
+            ),
+        )
+        NOTHING_HALF_PUBLISHED.check(
+            live <= registry & store_live,
+            lambda: (
+                f"live agents {sorted(live - registry)} are not in registry.list(), "
+                f"{sorted(live - store_live)} not in the store's live set"
+            ),
         )
         if self.rt is not None:
-            for sid in live:
-                agent = self.rt.agents.get(sid)
-                assert agent is not None
-                assert agent.status is not AgentStatus.CLOSED, f"{sid} is registered but closed"
-                assert self.store.get(sid) is agent.session, f"{sid}: store holds another session"
+            self._check_live_agents(self.rt, live)
+            self._check_services(self.rt)
         self._check_events(live)
         self._check_closed_sessions(live)
 
+    def _check_live_agents(self, rt: RuntimeSurface, live: set[str]) -> None:
+        for sid in live:
+            agent = rt.agents.get(sid)
+            assert agent is not None
+            handle = self.handles.get(sid)
+            ours = self.store.get(sid) is agent.session
+            returned = handle is None or handle.agent is agent
+            if agent.status is AgentStatus.CLOSED or not ours or not returned:
+                NOTHING_HALF_PUBLISHED.fail(
+                    f"the registered agent {sid!r} is {agent.status.value}, its session "
+                    f"{'is' if ours else 'is not'} the store's live one, and it "
+                    f"{'is' if returned else 'is not'} the agent its create returned"
+                )
+
+    def _check_services(self, rt: RuntimeSurface) -> None:
+        for name in ("agents", "sessions", "events", "shell"):
+            if getattr(rt, name, None) is not getattr(rt, name, None):
+                SERVICES.fail(f"rt.{name} is a new object each time it is read")
+        SERVICES.check(
+            rt.sessions is self.store and rt.events is self._bus,
+            lambda: (
+                f"rt.sessions is {rt.sessions!r}, not the store the runtime was opened "
+                f"with ({self.store!r}), or rt.events is not the bus the events came on"
+            ),
+        )
+        listed = [a.id for a in rt.agents.list()]
+        for name, fiber in self.fibers.items():
+            self._check_registry_owner(name, fiber)
+            if fiber.agents is not fiber.agents or [a.id for a in fiber.agents.list()] != listed:
+                SERVICES.fail(
+                    f"{name}.agents is a new object each time, or lists other agents than "
+                    f"rt.agents ({listed})"
+                )
+
     def _check_events(self, live: set[str]) -> None:
         for sid in self.ever_live:
-            kinds = [
-                type(e).__name__
-                for e in self.events
-                if isinstance(e, LIFECYCLE_EVENTS) and _event_id(e) == sid
-            ]
-            cycle = ["SessionCreated", "AgentCreated", "AgentClosed", "SessionClosed"]
+            kinds = self._kinds(sid)
             lives = len(kinds) // 4 + (1 if len(kinds) % 4 else 0)
-            expected = cycle * (lives - 1) + (cycle[:2] if sid in live else cycle)
+            expected = list(CYCLE) * (lives - 1) + list(CYCLE[:2] if sid in live else CYCLE)
             if lives == 0:
                 expected = []
-            assert kinds == expected, f"lifecycle events of {sid!r}: {kinds}"
+            if kinds != expected:
+                CLOSE_EVENTS_ONCE.fail(
+                    f"the lifecycle events of {sid!r} were {kinds}, "
+                    f"while it is {'live' if sid in live else 'closed'}"
+                )
 
     def _check_closed_sessions(self, live: set[str]) -> None:
         for sid in self.stored - live:
-            records = self.host.call(self.store.load, sid).records
-            if any(r.type == "turn/start" for r in records):
-                assert records[-1].type == "turn/end", (
-                    f"closed session {sid!r} ends with {records[-1].type}, not turn/end"
+            if self.held is not None:
+                records: Sequence[Record] = self.held.durable(sid)
+                if self._checked.get(sid) == len(records):
+                    continue  # checked as it is: nothing was appended since
+                self._checked[sid] = len(records)
+            else:
+                records = self.host.call(self.store.load, sid).records
+            if _turn_started(records) and records[-1].type != "turn/end":
+                CLOSING_TURN_DURABLE.fail(
+                    f"the closed session {sid!r} ends, as stored, with {records[-1].type}, "
+                    "not with its closing turn/end"
                 )
             problems = history_problems(records, allow_open_turn=False)
-            assert not problems, f"closed session {sid!r}: {problems}"
+            if problems:
+                CLOSING_TURN_DURABLE.fail(f"the stored history of closed {sid!r}: {problems}")
 
 
 def check_lifecycle_conformance(
