@@ -62,6 +62,8 @@ ERRORS_PATH = pathlib.Path(str(errors_module.__file__))
 KEPT_OUTSIDE = {
     "trio_agents.acp._jsonrpc.JsonRpcError",
     "trio_agents.testing._properties.ContractViolation",
+    "trio_agents.testing._fiber_rules.DisposerError",
+    "trio_agents.testing._fiber_rules._ApplyFailed",
 }
 
 

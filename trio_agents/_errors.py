@@ -36,7 +36,9 @@ Kept in their own modules, outside the tree, because no caller ever sees them:
 JSON-RPC error; the server turns it into the error frame it sends.
 `testing._properties.ContractViolation` is not an error of the library but the verdict of
 a conformance check (an AssertionError, so Hypothesis shrinks it): the suite raises it
-about the implementation it checks.
+about the implementation it checks. `testing._fiber_rules.DisposerError` and
+`testing._fiber_rules._ApplyFailed` are what the lifecycle machine's own disposers and probe
+plugin raise, so it can tell them apart when the fiber under test raises them back.
 
 A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
 `ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal
