@@ -67,3 +67,19 @@ def test_the_command_prints_the_crash(capsys: pytest.CaptureFixture[str]) -> Non
     assert "the implementation crashed" in out
     assert "KeyError" in out
     assert "Exceptions from Trio nursery" not in out
+
+
+def test_a_call_stuck_in_a_shielded_wait_fails_instead_of_hanging() -> None:
+    host = TrioHost(call_timeout=10)
+
+    async def never_returns() -> None:
+        with trio.CancelScope(shield=True):
+            await trio.sleep_forever()
+
+    with pytest.raises(TimeoutError, match="shielded from cancellation never ends"):
+        host.call(never_returns)
+    # The stuck task cannot be cancelled: closing abandons the run and says why.
+    host.close_timeout = 0.2
+    with pytest.raises(TimeoutError, match="could not finish"):
+        host.close()
+    assert host.closed

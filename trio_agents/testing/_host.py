@@ -8,6 +8,7 @@ happens inside a rule, in an order trio's (Hypothesis-seeded) scheduler makes re
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
 from collections.abc import Awaitable, Callable
@@ -60,15 +61,22 @@ class TrioHost:
         *,
         call_timeout: float = 3600.0,
         stall_timeout: float = 60.0,
+        close_timeout: float = 20.0,
     ) -> None:
         """`call_timeout`: trio seconds one `call` may stay blocked before it fails as a
         deadlock. With the default autojump clock that costs no real time: time only moves
         when every task is blocked, so a stuck rule fails at once instead of hanging.
         `stall_timeout`: real seconds the run may give no sign of life before `call` gives
         up; the backstop for a clock that does not move by itself (a MockClock without
-        autojump, advanced by hand)."""
+        autojump, advanced by hand). A call stuck in a wait shielded from its deadline's
+        cancellation fails too, one trio second after the deadline.
+        `close_timeout`: real seconds `close` waits for the cancelled run to finish (tasks
+        shielded from cancellation that never end would keep it) before it abandons the run
+        and raises TimeoutError, so a close that never finishes fails a
+        check instead of hanging it."""
         self.call_timeout = call_timeout
         self.stall_timeout = stall_timeout
+        self.close_timeout = close_timeout
         self._queue: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
         self._done: outcome.Outcome[None] | None = None
         self._end_raised = False
@@ -135,9 +143,18 @@ class TrioHost:
         async def one() -> None:
             box.append(await outcome.acapture(guarded))
 
+        expired = self._watchdog(self.call_timeout + 1)
         self._token.run_sync_soon(self._nursery.start_soon, one)
         while not box:
+            if expired.is_set():
+                raise TimeoutError(
+                    f"TrioHost.call({getattr(afn, '__qualname__', afn)!r}) did not return "
+                    f"even {self.call_timeout:g} trio seconds after its deadline cancelled it: "
+                    "a wait shielded from cancellation never ends (a close that never "
+                    "finishes?)"
+                )
             self._pump()
+        self._token.run_sync_soon(expired.disarm)
         result = box[0]
         if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
             # Only the run's end cancels a call: something crashed the root nursery. Raise
@@ -177,9 +194,35 @@ class TrioHost:
             assert self._nursery is not None
             assert self._token is not None
             self._token.run_sync_soon(self._nursery.cancel_scope.cancel)
-            while self._done is None:
-                self._queue.get()()
+            # Real time bounds it: an autojump clock with nothing left to wake keeps the run
+            # ticking, so the queue alone never falls silent.
+            deadline = time.monotonic() + self.close_timeout
+            while self._done is None and (left := deadline - time.monotonic()) > 0:
+                try:
+                    callback = self._queue.get(timeout=left)
+                except queue.Empty:
+                    break
+                callback()
+            if self._done is None:
+                # Tasks shielded from cancellation that never end: the run cannot finish.
+                # Abandon it rather than hang the caller (its threads stay parked).
+                self._done = outcome.Error(
+                    TimeoutError(
+                        "TrioHost.close(): the trio run could not finish: a task shielded "
+                        "from cancellation never ends (a close that never finishes?)"
+                    )
+                )
+                self._end_raised = False
+                _forget_the_run(self._queue)
         self._raise_the_end()
+
+    def _watchdog(self, seconds: float) -> _Watchdog:
+        """A flag that is set once `seconds` of trio time have passed, unless disarmed."""
+        assert self._nursery is not None
+        assert self._token is not None
+        watchdog = _Watchdog()
+        self._token.run_sync_soon(self._nursery.start_soon, watchdog.run, seconds)
+        return watchdog
 
     def _raise_the_end(self) -> None:
         """Raise the error the run ended with, the first time only: once a rule has seen
@@ -188,6 +231,47 @@ class TrioHost:
         if not self._end_raised:
             self._end_raised = True
             _unwrap(self._done)
+
+
+_ABANDONED: list[object] = []
+"""Abandoned runs, kept alive: collecting their half-run tasks and nurseries would raise
+(as unraisable errors) in whatever code runs next."""
+
+
+def _forget_the_run(keep: object) -> None:
+    """Make this thread forget an abandoned guest run. Between ticks trio keeps the run in a
+    thread-local, so every later run on this thread would fail with `Attempted to call run()
+    from inside a run()`; trio clears it itself when a run ends (also an abandoned one, once
+    its generator is collected, which a parked I/O thread prevents). No public API does it."""
+    context = getattr(trio._core._run, "GLOBAL_RUN_CONTEXT", None)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+    if context is None:
+        return
+    runner = getattr(context, "runner", None)
+    _ABANDONED.append((runner, keep))
+    # What trio's own end of a run does: release the I/O manager and the signal wakeup fd.
+    with contextlib.suppress(Exception):
+        if runner is not None:
+            runner.close()
+    context.__dict__.clear()
+
+
+class _Watchdog:
+    """Set after a delay in trio time; `disarm` ends it early."""
+
+    def __init__(self) -> None:
+        self._expired = False
+        self._scope = trio.CancelScope()
+
+    def is_set(self) -> bool:
+        return self._expired
+
+    def disarm(self) -> None:
+        self._scope.cancel()
+
+    async def run(self, seconds: float) -> None:
+        with self._scope:
+            await trio.sleep(seconds)
+            self._expired = True
 
 
 def _unwrap(result: outcome.Outcome[T]) -> T:
