@@ -342,7 +342,7 @@ class AgentMachine(AgentChecks):
         self.host.settle()
         self.ref.finish_tool()
 
-    @rule(seconds=st.sampled_from([30.0, 50.0]))
+    @rule(seconds=st.sampled_from([30.0, 50.0, STEP_TIMEOUT]))
     def time_passes(self, seconds: float) -> None:
         """Trio time moves on (free with the autojump clock): a held step may time out."""
         self.host.run_sync(self.clock.jump, seconds)
