@@ -61,7 +61,7 @@ class TrioHost:
         *,
         call_timeout: float = 3600.0,
         stall_timeout: float = 60.0,
-        close_timeout: float = 20.0,
+        close_timeout: float = 5.0,
     ) -> None:
         """`call_timeout`: trio seconds one `call` may stay blocked before it fails as a
         deadlock. With the default autojump clock that costs no real time: time only moves
