@@ -179,7 +179,7 @@ class LifecycleMachine(FiberRules):
             self._runtime_stopped()
         self.raise_noted()
 
-    async def stop_runtime_and_wait(self) -> None:
+    async def _stop_runtime_and_wait(self) -> None:
         """Close the runtime (leave its block) and wait until it has closed. Always a
         checkpoint."""
         assert self._stop is not None
@@ -503,7 +503,7 @@ class LifecycleMachine(FiberRules):
             owned = {s for s, o in self.owner_of.items() if o == owner}
             closers.append((f"fiber {owner}'s aclose()", owned, self.fibers[owner].aclose))
         if runtime_too or owner not in self.fibers:
-            closers.append(("closing the runtime", set(self.owner_of), self.stop_runtime_and_wait))
+            closers.append(("closing the runtime", set(self.owner_of), self._stop_runtime_and_wait))
         ordered = [closers[i] for i in order if i < len(closers)]
         self.call(self._close_concurrently, ordered)
         if any(name == "closing the runtime" for name, _, _ in ordered):
@@ -570,7 +570,7 @@ class LifecycleMachine(FiberRules):
             sids, who, aclose = (
                 set(self.owner_of),
                 "closing the runtime",
-                self.stop_runtime_and_wait,
+                self._stop_runtime_and_wait,
             )
         else:
             return
@@ -656,7 +656,7 @@ class LifecycleMachine(FiberRules):
             except Exception as exc:
                 result.append(exc)
 
-        aclose = self.stop_runtime_and_wait if owner == "runtime" else self.fibers[owner].aclose
+        aclose = self._stop_runtime_and_wait if owner == "runtime" else self.fibers[owner].aclose
 
         async def close() -> None:
             for _ in range(delay):

@@ -11,9 +11,12 @@ from typing import Any
 class Seeded:
     """A seeded defect: `target` is the factory handed to `machine` (`agent`, `lifecycle`,
     `durable`, `shell`), which must fail with a `ContractViolation` of `property`.
-    `name` is its id in docs/conformance.md (`a-queued-prompt-batched`)."""
+    `name` is its id in docs/conformance.md (`a-queued-prompt-batched`). `also`: other
+    properties of the same rule the one defect may trip first, when which one comes first
+    depends on real time (real files, real processes); the catalogue lists `property`."""
 
     name: str
     target: Callable[..., Any]
     machine: str
     property: str
+    also: tuple[str, ...] = ()
