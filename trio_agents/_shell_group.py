@@ -12,6 +12,7 @@ __all__ = [
     "group_gone",
     "group_has_live_members",
     "live_group_members",
+    "live_groups",
     "signal_group",
 ]
 
@@ -34,10 +35,10 @@ def group_has_live_members(pgid: int) -> bool:
         return signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
 
 
-def live_group_members(pgid: int) -> list[int]:
-    """The live (not zombie) pids of group `pgid`, read from /proc. Raises OSError if /proc
-    cannot be listed."""
-    members: list[int] = []
+def live_groups() -> dict[int, list[int]]:
+    """The live (not zombie) pids of every process group, by group, read from /proc at once.
+    Raises OSError if /proc cannot be listed."""
+    groups: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -47,9 +48,15 @@ def live_group_members(pgid: int) -> list[int]:
         except OSError:
             continue  # exited while we looked
         # After the command name: state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry))
-    return members
+        if fields[0] not in (b"Z", b"X"):
+            groups.setdefault(int(fields[2]), []).append(int(entry))
+    return groups
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """The live (not zombie) pids of group `pgid`, read from /proc. Raises OSError if /proc
+    cannot be listed."""
+    return live_groups().get(pgid, [])
 
 
 def signal_group(pgid: int, sig: int) -> bool:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from .._registry import AgentHandle
 from .._shell import RunResult, ShellExecutor
+from .._shell_group import live_groups
 from ._shell_properties import (
     GROUP_KILLED,
     JOB_OUTCOME,
@@ -32,7 +33,6 @@ __all__ = [
     "Kind",
     "Probe",
     "job_command",
-    "live_groups",
     "open_gate",
 ]
 
@@ -224,24 +224,6 @@ class JobChecks:
                 NOTICE_ONLY_TO_OWNER.check(
                     job.owner == name, f"{name} got the notice of {job.owner!r}'s {job_id}"
                 )
-
-
-def live_groups() -> dict[int, list[int]]:
-    """The live (not zombie) pids of every process group, read from /proc at once (as
-    `live_group_members` reads one group's)."""
-    groups: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                fields = stat_file.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        # After the command name: state, ppid, pgrp, ...
-        if fields[0] not in (b"Z", b"X"):
-            groups.setdefault(int(fields[2]), []).append(int(entry))
-    return groups
 
 
 def open_gate(fifo: str, timeout: float = 30.0) -> None:
