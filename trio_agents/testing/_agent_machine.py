@@ -249,6 +249,12 @@ class AgentMachine(AgentChecks):
             self._idle_cancelled = False
             self._check_not_stranded(mid)
 
+    @rule(count=st.integers(2, 3))
+    def send_several(self, count: int) -> None:
+        """Send prompts back to back: they queue in the order sent, one turn each (A2)."""
+        for _ in range(count):
+            self.send()
+
     @rule()
     def steer(self) -> None:
         """Steer: steering for the running turn, or a prompt without one."""
@@ -349,6 +355,27 @@ class AgentMachine(AgentChecks):
         self.host.settle()
         self.ref.time_passes(seconds)
 
+    @precondition(lambda self: self.ref.phase is not None and self._turn_can_end_here())
+    @rule()
+    def steer_as_the_turn_ends(self) -> None:
+        """Steer in the turn's last step, then end that step so the turn ends with the
+        steering unconsumed: the step times out, or it is the last `max_steps` allows and
+        returns. That steering must become the next prompt, ahead of the queue (A3). A
+        random program reaches this window rarely, so it is a rule of its own."""
+        self.steer()
+        if self.ref.step_timeout is not None:
+            self.time_passes(STEP_TIMEOUT)
+        elif self.ref.phase == "model":
+            self.release_model("text")
+        else:
+            self.finish_tool()
+
+    def _turn_can_end_here(self) -> bool:
+        if self.ref.step_timeout is not None:
+            return True
+        turn, limit = self.ref.turn, self.ref.max_steps
+        return turn is not None and limit is not None and len(turn.steps) >= limit
+
     @rule()
     def wait_idle(self) -> None:
         """`wait_idle()` must return exactly when the reference is idle (or closed)."""
@@ -404,7 +431,7 @@ class AgentMachine(AgentChecks):
         self.host.call(both)
         self._raise_observed()
         self.host.settle()
-        cancelled_first = after_cancel = False
+        cancelled_first = after_cancel = idle_cancel_first = after_idle_cancel = False
         sent = ""
         for op, result in ran:
             if op == "send":
@@ -416,17 +443,20 @@ class AgentMachine(AgentChecks):
                     STATUS_AFTER_SEND.fail(
                         f"send() of {mid} from IDLE returned with the agent {status.value}"
                     )
-                sent, after_cancel = mid, cancelled_first
+                sent, after_cancel, after_idle_cancel = mid, cancelled_first, idle_cancel_first
             else:
                 effective, _ = cast("tuple[bool, object]", result)
                 # What the agent was before the cancel, as the reference has it now.
                 before = (self._ref_pending(), self.ref.status)
                 expected = self.ref.cancel_now("race", "user")
                 self._check_cancel(effective, expected, before, "cancel() racing a send()")
-                cancelled_first = expected
+                cancelled_first, idle_cancel_first = expected, not expected
         self.ref.settle()
         if after_cancel:
             self._check_sent_runs(sent)
+        if after_idle_cancel:
+            self.host.settle()
+            self._check_not_stranded(sent)
 
     @rule(event=st.sampled_from(["TurnStarted", "StepStarted", "StepEnded", "Idle"]))
     def arm(self, event: str) -> None:

@@ -155,6 +155,8 @@ class AgentChecks(ConformanceMachine):
             )
 
     def _check_not_stranded(self, mid: str) -> None:
+        # A listener's error that broke the turn is that rule's failure, not the cancel's.
+        self._check_listener_errors(self.records)
         actual = summarize_turns(self.records)
         IDLE_CANCEL_STRANDS_NOTHING.check(
             actual == self.ref.turns and self.agent.status.value == self.ref.status,
@@ -372,11 +374,23 @@ class AgentChecks(ConformanceMachine):
         twice = [mid for mid, count in seen.items() if count > 1]
         DELIVERED_ONCE.check(not twice, lambda: f"the records deliver {twice} more than once")
         pending = self._pending()
+        # A lost message is named before a late one: losing one is often why another waits
+        # (context held for a turn that never starts because its steering was dropped).
+        for mid, fate in self.ref.fate.items():
+            if (
+                fate != "discarded"
+                and mid not in seen
+                and pending is not None
+                and mid not in pending
+            ):
+                kind = self.ref.kind[mid]
+                _LOST[kind].fail(
+                    f"{mid} (a {kind} message) is neither recorded nor pending: it was lost"
+                )
         for mid, fate in self.ref.fate.items():
             kind = self.ref.kind[mid]
             recorded = mid in seen
             waiting = pending is not None and mid in pending
-            lost = not recorded and pending is not None and not waiting
             what = f"{mid} (a {kind} message)"
             if fate == "discarded":
                 if recorded:
@@ -387,8 +401,6 @@ class AgentChecks(ConformanceMachine):
                     CANCEL_EFFECTIVE.fail(
                         f"{what} is still pending after the cancel that dropped it"
                     )
-            elif lost:
-                _LOST[kind].fail(f"{what} is neither recorded nor pending: it was lost")
             elif fate == "delivered" and not recorded:
                 _LATE[kind].fail(f"{what} should have been delivered by now, but is still pending")
             elif fate == "pending" and recorded:

@@ -183,13 +183,16 @@ class SendLeavesStatusIdle(Agent):
 class _LastInFirstOutInbox(Inbox):
     __slots__ = ()
 
-    def pop_prompt(self) -> InboxMessage | None:
-        prompts = self._prompts  # pyright: ignore[reportPrivateUsage]
-        return prompts.pop() if prompts else None  # pop(), not pop(0)
+    def push(self, message: InboxMessage) -> None:
+        if message.kind == "prompt":
+            self._prompts.insert(0, message)  # pyright: ignore[reportPrivateUsage]
+        else:
+            super().push(message)
 
 
 class PromptsRunNewestFirst(Agent):
-    """(A2) The prompt queue pops its newest prompt: queued prompts run in reverse order."""
+    """(A2) A sent prompt is queued at the head, not the tail: queued prompts run newest
+    first (re-queued steering still runs first, as A3 wants)."""
 
     __slots__ = ()
 
