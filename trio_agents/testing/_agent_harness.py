@@ -1,11 +1,13 @@
 """The agent machine's instruments: a model and a tool that note what they were asked and
 take a while to stop when cancelled, a host that reports a listener error which escaped the
-agent, and the wording its violations use. Each is what a careful reviewer would set up by
-hand: slow-to-stop calls so a close or a second cancel lands while a step still unwinds."""
+agent, the wording its violations use, and `RandomSeeder`, which replays a drawn scheduler
+seed. Each is what a careful reviewer would set up by hand: slow-to-stop calls so a close or
+a second cancel lands while a step still unwinds."""
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -24,6 +26,7 @@ __all__ = [
     "MachineHost",
     "MachineModel",
     "QuietListenerFailures",
+    "RandomSeeder",
     "describe_end",
     "is_listener_failure",
     "open_turn",
@@ -167,3 +170,26 @@ def describe_end(end: Mapping[str, str] | None) -> str:
         if key != "kind"
     )
     return f"{end.get('kind')}{{{details}}}" if details else str(end.get("kind"))
+
+
+class RandomSeeder:
+    """Replays a scheduler seed Hypothesis drew (printed as `RandomSeeder(n)` in a shrunk
+    program): it seeds `random` and trio's scheduler randomness as Hypothesis did.
+
+    seed: the seed.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def __repr__(self) -> str:
+        return f"RandomSeeder({self.seed})"
+
+    def apply(self) -> None:
+        """Seed `random` and trio's scheduler with `seed`."""
+        random.seed(self.seed)
+        # trio's batch shuffle draws from this module-level Random, which trio registers
+        # with Hypothesis; there is no public handle on it.
+        scheduler_random = getattr(trio._core._run, "_r", None)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        if isinstance(scheduler_random, random.Random):
+            scheduler_random.seed(self.seed)

@@ -12,7 +12,6 @@ property of a contract rule (`_agent_properties.py`); the checks live in `_agent
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Literal, cast
@@ -48,6 +47,7 @@ from ._agent_harness import (
     MachineHost,
     MachineModel,
     QuietListenerFailures,
+    RandomSeeder,
 )
 from ._agent_properties import (
     CLOSED_REFUSES,
@@ -87,29 +87,6 @@ RAISING_AT: dict[str, type] = {
     "TurnEnded": TurnEnded,
     "TurnStarted": TurnStarted,
 }
-
-
-class RandomSeeder:
-    """Replays a scheduler seed Hypothesis drew (printed as `RandomSeeder(n)` in a shrunk
-    program): it seeds `random` and trio's scheduler randomness as Hypothesis did.
-
-    seed: the seed.
-    """
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-
-    def __repr__(self) -> str:
-        return f"RandomSeeder({self.seed})"
-
-    def apply(self) -> None:
-        """Seed `random` and trio's scheduler with `seed`."""
-        random.seed(self.seed)
-        # trio's batch shuffle draws from this module-level Random, which trio registers
-        # with Hypothesis; there is no public handle on it.
-        scheduler_random = getattr(trio._core._run, "_r", None)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
-        if isinstance(scheduler_random, random.Random):
-            scheduler_random.seed(self.seed)
 
 
 def _exploring(machine: AgentMachine) -> bool:
