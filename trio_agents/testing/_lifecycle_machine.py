@@ -12,6 +12,7 @@ and stored must agree. Each check is a named property of rules L1-L5 and F1-F3
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, ClassVar
@@ -31,11 +32,13 @@ from .._runtime import Runtime, open_runtime
 from .._session import Session
 from .._status import AgentStatus
 from .._store import SessionStore
+from ._agent_harness import LISTENER_FAILURE, QuietListenerFailures
 from ._fiber_rules import FiberRules
 from ._held_store import HeldStore
 from ._history import history_problems
 from ._host import TrioHost
 from ._lifecycle_properties import (
+    BUS_SKIPS_RAISING,
     CLOSE_EVENTS_ONCE,
     CLOSE_RACE,
     CLOSED_GONE,
@@ -129,6 +132,9 @@ class LifecycleMachine(FiberRules):
         self._open_rt: RuntimeSurface | None = None  # also while it closes
         self._bus: object = None
         self._checked: dict[str, int] = {}  # closed id -> durable records already checked
+        self._after_raising: list[Event] = []  # what a listener after a raising one got
+        self._quiet = QuietListenerFailures()
+        logging.getLogger("trio_agents.events").addFilter(self._quiet)
         self._init_fiber_rules()
 
     def _make_store(self) -> SessionStore:
@@ -152,6 +158,9 @@ class LifecycleMachine(FiberRules):
             self._open_rt = rt
             self._bus = rt.events
             rt.events.connect(self._observe)
+            # A buggy listener of the user's, then one connected after it (A11).
+            rt.events.connect(self._raise_at_lifecycle_events)
+            rt.events.connect(self._after_raising.append)
             for name in ("f1", "f2"):
                 self.fibers[name] = await rt.open_child(name)
             await rt.load(self.plugin)
@@ -163,6 +172,14 @@ class LifecycleMachine(FiberRules):
 
     def _history(self) -> Hashable:
         return tuple((type(e).__name__, _event_id(e)) for e in self.events)
+
+    def _after_close(self) -> None:
+        logging.getLogger("trio_agents.events").removeFilter(self._quiet)
+
+    @staticmethod
+    def _raise_at_lifecycle_events(event: Event) -> None:
+        if isinstance(event, LIFECYCLE_EVENTS):
+            raise RuntimeError(f"{LISTENER_FAILURE} at {type(event).__name__}")
 
     def _check_closing(self) -> None:
         self._stop_runtime()
@@ -738,6 +755,13 @@ class LifecycleMachine(FiberRules):
         cycles; every closed session ends, durably, with a valid history; the services are
         the same objects."""
         self.raise_noted()
+        if self._after_raising != self.events:
+            missed = [e for e in self.events if e not in self._after_raising]
+            BUS_SKIPS_RAISING.fail(
+                f"a listener connected after one that raised received "
+                f"{len(self._after_raising)} of {len(self.events)} events; it missed "
+                f"{missed[:3]}"
+            )
         live = set(self.owner_of)
         store_live = set(self.store.live_ids)
         registry = {a.id for a in self.rt.agents.list()} if self.rt is not None else set[str]()

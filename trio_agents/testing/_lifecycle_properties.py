@@ -1,5 +1,6 @@
 """The properties of the lifecycle machine: rules L1-L5 (publication and teardown) and F1-F3
-(fibers, plugins, services), each in the contract's words. A pure module."""
+(fibers, plugins, services), and A11 on the runtime's own bus, each in the contract's words.
+A pure module."""
 
 from __future__ import annotations
 
@@ -133,7 +134,14 @@ SERVICES = _lifecycle(
     "fiber.agents): the same objects every time, and the ones actually used",
 )
 
+BUS_SKIPS_RAISING = _lifecycle(
+    "A11",
+    "bus-skips-raising-listener",
+    "a listener that raises is logged and skipped: every listener connected after it still "
+    "receives the event, and every event after it",
+)
 PROPERTIES: tuple[Property, ...] = (
+    BUS_SKIPS_RAISING,
     TEARDOWN_ORDER,
     CLOSING_TURN_DURABLE,
     TEARDOWN_SHIELDED,

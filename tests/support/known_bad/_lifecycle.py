@@ -14,9 +14,10 @@ from trio_agents import (
     Plugin,
     Runtime,
     SessionStore,
+    ShellExecutor,
     open_runtime,
 )
-from trio_agents._events import AgentCreated, SessionCreated
+from trio_agents._events import AgentCreated, Event, EventBus, SessionCreated
 from trio_agents._registry import AgentRegistry, Lifecycle
 
 from ._seeded import Seeded
@@ -293,6 +294,39 @@ class _FiberAgentsOwnedByRuntime(Runtime):
         return super().agents_for(self)
 
 
+class _BusStopsAtRaisingListener(EventBus):
+    """(A11) One `try` around the whole delivery instead of one per listener: a listener that
+    raises is logged, and the listeners after it, and the events queued behind, miss it."""
+
+    __slots__ = ()
+
+    def emit(self, event: Event) -> None:
+        queue = self._queue  # pyright: ignore[reportPrivateUsage]
+        queue.append(event)
+        if self._delivering:  # pyright: ignore[reportPrivateUsage]
+            return
+        self._delivering = True
+        try:
+            while queue:
+                current = queue.popleft()
+                for listener in tuple(self._listeners):  # pyright: ignore[reportPrivateUsage]
+                    listener(current)
+        except Exception:
+            queue.clear()
+        finally:
+            self._delivering = False
+
+
+class _BusStopsAtRaisingRuntime(Runtime):
+    def __init__(
+        self, sessions: SessionStore, events: EventBus, shell: ShellExecutor | None = None
+    ) -> None:
+        super().__init__(sessions, _BusStopsAtRaisingListener(), shell)
+
+
+bus_stops_at_raising_listener = runtime_class_factory(_BusStopsAtRaisingRuntime)
+
+
 disposers_run_fifo = fiber_factory_for(_FifoFiber)
 first_error_only = fiber_factory_for(_FirstErrorOnly)
 fiber_close_not_shielded = fiber_factory_for(_FiberCloseNotShielded)
@@ -328,6 +362,12 @@ SEEDED = (
         "close-race-leaves-nothing",
     ),
     Seeded("silent-at-shutdown", silent_at_shutdown, "lifecycle", "close-events-once"),
+    Seeded(
+        "bus-stops-at-raising-listener",
+        bus_stops_at_raising_listener,
+        "lifecycle",
+        "bus-skips-raising-listener",
+    ),
     Seeded("disposers-run-fifo", disposers_run_fifo, "lifecycle", "fiber-unwind-order"),
     Seeded("first-error-only", first_error_only, "lifecycle", "fiber-unwind-errors"),
     Seeded(
