@@ -42,8 +42,18 @@ CALLERS = (*AGENTS, "")
 # Owners of jobs started on the executor directly: nobody, the empty string, and a token
 # no caller has, which must come back exactly as given (S2).
 TOKENS: tuple[str | None, ...] = (None, "", "Tok en/Ü")
-Probe = Literal["environment", "output", "past-timeout", "deaf"]
-PROBES: tuple[Probe, ...] = ("environment", "output", "past-timeout", "deaf")
+Probe = Literal["environment", "output", "output-at-cap", "past-timeout", "exit-0-on-term", "deaf"]
+PROBES: tuple[Probe, ...] = (
+    "environment",
+    "output",
+    "output-at-cap",
+    "past-timeout",
+    "exit-0-on-term",
+    "deaf",
+)
+PAST_TIMEOUT_PROBES: frozenset[Probe] = frozenset({"past-timeout", "exit-0-on-term", "deaf"})
+"""The probes that outlive their timeout: each costs the timeout and the grace, so an
+example runs one of them at most."""
 Kind = Literal["quick", "gated", "stubborn"]
 KINDS: tuple[Kind, ...] = ("quick", "gated", "stubborn")
 NOTICE = re.compile(r"background job (\S+) finished")

@@ -56,6 +56,7 @@ from ._shell_jobs import (
     AGENTS,
     CALLERS,
     KINDS,
+    PAST_TIMEOUT_PROBES,
     PROBES,
     TOKENS,
     Job,
@@ -497,22 +498,28 @@ class ShellMachine(JobChecks, ConformanceMachine):
     @rule(probe=st.sampled_from(PROBES))
     def run_foreground(self, probe: Probe) -> None:
         """A foreground command probes the executor: it prints its environment and reads
-        its stdin (`environment`), prints past the in-memory cap (`output`), or outlives its
-        timeout, trapping SIGTERM to exit 3 (`past-timeout`) or ignoring it (`deaf`).
+        its stdin (`environment`), prints past the in-memory cap (`output`) or exactly up to
+        it (`output-at-cap`), or outlives its timeout, trapping SIGTERM to exit 3
+        (`past-timeout`) or 0 (`exit-0-on-term`: timed_out all the same) or ignoring it
+        (`deaf`).
 
         What a probe asks does not change within an example: each runs once per example,
         the two past the timeout (which cost the timeout and the grace) once between them.
         """
         done = {t.removeprefix("probe ") for t in self.trace if t.startswith("probe ")}
-        if probe in done or (probe in ("past-timeout", "deaf") and done & {"past-timeout", "deaf"}):
+        if probe in done or (probe in PAST_TIMEOUT_PROBES and done & PAST_TIMEOUT_PROBES):
             return
         if probe == "environment":
             self.host.call(probe_environment, self.shell)
-        elif probe == "output":
-            self.host.call(probe_output, self.shell)
+        elif probe in ("output", "output-at-cap"):
+            at_cap = probe == "output-at-cap"
+            self.host.call(lambda: probe_output(self.shell, at_cap=at_cap))
         else:
             deaf = probe == "deaf"
-            self.host.call(lambda: probe_past_timeout(self.shell, self.dir, deaf=deaf))
+            exit_code = 0 if probe == "exit-0-on-term" else 3
+            self.host.call(
+                lambda: probe_past_timeout(self.shell, self.dir, deaf=deaf, exit_code=exit_code)
+            )
         self.trace.append(f"probe {probe}")
 
     def _observe_end(self, job_id: str) -> None:

@@ -119,13 +119,17 @@ def _big_output(cap: int) -> bytes:
         count *= 2
 
 
-async def probe_output(shell: ShellExecutor) -> None:
+async def probe_output(shell: ShellExecutor, *, at_cap: bool = False) -> None:
     """A command prints past the cap on stdout, one line on stderr, and exits 3: stdout keeps
-    its tail and spills all of it to a private file; stderr keeps everything."""
+    its tail and spills all of it to a private file; stderr keeps everything. `at_cap`: it
+    prints exactly the cap instead, which is not past it: all kept, nothing spilled."""
     cap = int(getattr(shell, "max_output_bytes", 64_000))
-    expected = _big_output(cap)
-    count = expected.count(b"\n")
-    command = f"seq -w 1 {count}; echo err-line >&2; exit 3"
+    expected = b"x" * cap if at_cap else _big_output(cap)
+    if at_cap:
+        command = f"head -c {cap} /dev/zero | tr '\\0' x; echo err-line >&2; exit 3"
+    else:
+        lines = expected.count(b"\n")
+        command = f"seq -w 1 {lines}; echo err-line >&2; exit 3"
     result = await shell.run(shell.resolve(ShellRequest(command, timeout=30)))
     OUTCOME_FIELDS.check(
         (result.exit_code, result.signal, result.timed_out, result.cancelled)
@@ -146,8 +150,20 @@ async def probe_output(shell: ShellExecutor) -> None:
         ),
     )
     try:
-        _check_tail(result.stdout, expected, cap)
-        _check_spill(result.stdout, expected)
+        if at_cap:
+            out = result.stdout
+            seen = (len(out.text), out.truncated, out.spill_path, out.total_bytes)
+            OUTPUT_TAIL_KEPT.check(
+                seen == (cap, False, None, cap) and out.text.encode() == expected,
+                lambda: (
+                    f"a stream of exactly the cap ({cap} bytes), not past it, reported "
+                    f"(len(text), truncated, spill_path, total_bytes) = {seen}, not "
+                    f"({cap}, False, None, {cap})"
+                ),
+            )
+        else:
+            _check_tail(result.stdout, expected, cap)
+            _check_spill(result.stdout, expected)
     finally:
         # Checked, so of no more use: spills would pile up over the examples.
         if result.stdout.spill_path is not None:
@@ -213,13 +229,16 @@ def _check_spill(out: StreamOutput, expected: bytes) -> None:
     )
 
 
-async def probe_past_timeout(shell: ShellExecutor, workdir: str, *, deaf: bool) -> None:
+async def probe_past_timeout(
+    shell: ShellExecutor, workdir: str, *, deaf: bool, exit_code: int = 3
+) -> None:
     """A foreground command, and a child of it, outlive the timeout: `deaf`, they ignore
     SIGTERM, so only SIGKILL after the grace ends them, within timeout + grace + a margin;
-    otherwise the leader traps TERM and exits 3. Either way nothing of the group is left and
-    the outcome's fields say exactly what happened."""
+    otherwise the leader traps TERM and exits `exit_code` (timed out all the same, also when
+    that is 0). Either way nothing of the group is left and the outcome's fields say exactly
+    what happened."""
     armed = os.path.join(workdir, f"armed-{time.monotonic_ns()}")
-    on_term = "''" if deaf else "'exit 3'"
+    on_term = "''" if deaf else f"'exit {exit_code}'"
     # The leader writes its pid (the group's id) once the trap is set and the child runs.
     command = f"trap {on_term} TERM; sleep 30 & echo $$ > {armed}; wait; exit 7"
     spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=PAST_TIMEOUT))
@@ -242,9 +261,9 @@ async def probe_past_timeout(shell: ShellExecutor, workdir: str, *, deaf: bool) 
             f"run() of a command past its timeout returned, leaving processes {survivors} of "
             f"its group {pgid} alive",
         )
-        expected = (None, "SIGKILL", True, False) if deaf else (3, None, True, False)
+        expected = (None, "SIGKILL", True, False) if deaf else (exit_code, None, True, False)
     seen = (result.exit_code, result.signal, result.timed_out, result.cancelled)
-    what = "ignores SIGTERM" if deaf else "traps SIGTERM and exits 3"
+    what = "ignores SIGTERM" if deaf else f"traps SIGTERM and exits {exit_code}"
     OUTCOME_FIELDS.check(
         seen == expected,
         lambda: (
