@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from trio_agents._cli import main
 from trio_agents.testing import TrioHost
@@ -83,3 +84,51 @@ def test_a_call_stuck_in_a_shielded_wait_fails_instead_of_hanging() -> None:
     with pytest.raises(TimeoutError, match="could not finish"):
         host.close()
     assert host.closed
+
+
+def _host_with_a_task_that_never_ends(clock: trio.abc.Clock | None) -> TrioHost:
+    # close_timeout of an hour: only seeing that the run is dead can end the close soon.
+    host = TrioHost(clock, close_timeout=3600.0)
+
+    async def never_ends() -> None:
+        with trio.CancelScope(shield=True):
+            await trio.sleep_forever()
+
+    host.start(never_ends)
+    host.settle()
+    return host
+
+
+@pytest.mark.parametrize(
+    "clock",
+    [
+        pytest.param(None, id="autojump"),
+        pytest.param(trio.testing.MockClock(), id="moved-by-hand"),
+    ],
+)
+def test_a_close_that_can_never_finish_is_given_up_at_once_on_a_mock_clock(
+    clock: trio.abc.Clock | None,
+) -> None:
+    host = _host_with_a_task_that_never_ends(clock)
+    with pytest.raises(TimeoutError, match="could not finish"):
+        host.close()
+    assert host.closed
+
+
+def test_a_close_waiting_for_a_deadline_is_not_given_up() -> None:
+    # Shielded, but with a deadline the autojump clock reaches: the run does finish.
+    host = TrioHost(close_timeout=3600.0)
+    finished: list[bool] = []
+
+    async def bounded() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(30)
+            finished.append(True)
+
+    host.start(bounded)
+    host.settle()
+    host.close()
+    assert finished == [True]

@@ -9,6 +9,7 @@ happens inside a rule, in an order trio's (Hypothesis-seeded) scheduler makes re
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,7 @@ from typing import Any, TypeVar, cast
 
 import outcome
 import trio
+import trio.lowlevel
 import trio.testing
 
 __all__ = ["TrioHost", "WallClock"]
@@ -81,6 +83,7 @@ class TrioHost:
         self._done: outcome.Outcome[None] | None = None
         self._end_raised = False
         self._nursery: trio.Nursery | None = None
+        self._io_baseline = 0  # tasks waiting on I/O in a run that does nothing
         self._token: trio.lowlevel.TrioToken | None = None
         self.clock = clock if clock is not None else trio.testing.MockClock(autojump_threshold=0)
         trio.lowlevel.start_guest_run(
@@ -95,6 +98,7 @@ class TrioHost:
 
     async def _main(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        self._io_baseline = _waiting_on_io()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await trio.sleep_forever()
@@ -193,11 +197,20 @@ class TrioHost:
         if self._done is None:
             assert self._nursery is not None
             assert self._token is not None
+            stuck: list[bool] = []
+            if isinstance(self.clock, trio.testing.MockClock):
+                self._token.run_sync_soon(
+                    trio.lowlevel.spawn_system_task,
+                    _report_a_dead_run,
+                    self.clock,
+                    stuck,
+                    self._io_baseline,
+                )
             self._token.run_sync_soon(self._nursery.cancel_scope.cancel)
             # Real time bounds it: an autojump clock with nothing left to wake keeps the run
             # ticking, so the queue alone never falls silent.
             deadline = time.monotonic() + self.close_timeout
-            while self._done is None and (left := deadline - time.monotonic()) > 0:
+            while self._done is None and not stuck and (left := deadline - time.monotonic()) > 0:
                 try:
                     callback = self._queue.get(timeout=left)
                 except queue.Empty:
@@ -231,6 +244,55 @@ class TrioHost:
         if not self._end_raised:
             self._end_raised = True
             _unwrap(self._done)
+
+
+# Real seconds every task must stay blocked before a closing run on a MockClock counts as
+# dead: long enough for a worker thread's short job to finish (trio does not count a task
+# waiting for a thread as waiting on anything), far below `close_timeout`.
+_DEAD_CUSHION = 0.2
+
+
+def _waiting_on_io() -> int:
+    """Tasks waiting on a file descriptor (trio's own wakeup reader among them)."""
+    io: object = trio.lowlevel.current_statistics().io_statistics
+    return int(getattr(io, "tasks_waiting_read", 0)) + int(getattr(io, "tasks_waiting_write", 0))
+
+
+async def _report_a_dead_run(
+    clock: trio.testing.MockClock, stuck: list[bool], io_baseline: int
+) -> None:
+    """Note in `stuck` when the closing run can never finish: every task blocked, waiting on
+    no I/O and no callback, and no deadline the clock will ever reach. Then `close` gives up
+    at once instead of after `close_timeout` real seconds, which a failure costs at every
+    attempt to shrink it. A system task: the run's end cancels it."""
+    frozen = clock.rate == 0 and math.isinf(clock.autojump_threshold)
+    while True:
+        # A task in wait_all_tasks_blocked keeps the clock from autojumping, so wait with no
+        # cushion, then sleep until the next deadline (the autojump fires it), or, with
+        # nothing that could ever wake a task, look once more after a real cushion.
+        await trio.testing.wait_all_tasks_blocked()
+        if not frozen and _next_deadline_in() < math.inf:
+            await trio.sleep(_next_deadline_in())
+            continue
+        if not _dead(io_baseline, frozen):
+            continue
+        await trio.testing.wait_all_tasks_blocked(cushion=_DEAD_CUSHION)
+        if _dead(io_baseline, frozen):
+            stuck.append(True)
+            return
+
+
+def _next_deadline_in() -> float:
+    return trio.lowlevel.current_statistics().seconds_to_next_deadline
+
+
+def _dead(io_baseline: int, frozen: bool) -> bool:
+    stats = trio.lowlevel.current_statistics()
+    return (
+        _waiting_on_io() <= io_baseline
+        and stats.run_sync_soon_queue_size == 0
+        and (frozen or math.isinf(stats.seconds_to_next_deadline))
+    )
 
 
 _ABANDONED: list[object] = []
