@@ -4,6 +4,7 @@ built-in `Agent` adapted through it passes the agent machine, in a test and from
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Callable
 from typing import Any
 
@@ -422,3 +423,17 @@ def test_the_cli_checks_it_as_a_target(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     assert code == 0, out
     assert TARGET in out
+
+
+def _code_lines(text: str) -> list[str]:
+    lines = (line.split("  #")[0].rstrip() for line in text.splitlines())
+    return [line for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_guides_complete_example_is_the_example_that_passes() -> None:
+    root = pathlib.Path(__file__).parent.parent
+    guide = (root / "docs" / "conformance.md").read_text()
+    section = guide.split("### A complete example", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    example = set(_code_lines((root / "examples" / "observed_trio_agents.py").read_text()))
+    assert [line for line in _code_lines(block) if line not in example] == []
