@@ -4,6 +4,10 @@ follows the designs it declares, and the report says what was skipped and why (D
 from __future__ import annotations
 
 import inspect
+import os
+import pathlib
+import subprocess
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 
@@ -30,6 +34,8 @@ from trio_agents.testing._conformance import (
 from trio_agents.testing._features import DESIGNS, FEATURES, GATES, FeatureError, features_of
 
 from .support import variants
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # The same examples every run, and no shrinking: the first failing example names the property.
 FOUND_IS_CAUGHT = settings(
@@ -286,3 +292,23 @@ def test_the_command_reports_what_it_skipped(capsys: pytest.CaptureFixture[str])
     assert "agent machine: passed" in out
     assert "    declared: no steer\n" in out
     assert "    steering-never-lost (A3): skipped, the target declares no steer\n" in out
+
+
+@pytest.mark.subprocess
+def test_a_reproduction_carries_the_features_given_to_the_run(tmp_path: pathlib.Path) -> None:
+    (report,) = run_conformance(
+        builtin_agent_factory,
+        seed=11,
+        max_examples=150,
+        features=Features(cancel_after_final_answer="completed"),
+    )
+    assert report.program is not None, describe_failure(report.failure)
+    assert "    features = Features(" in report.program
+    script = tmp_path / "repro.py"
+    script.write_text(report.program)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    replay = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert replay.returncode == 1
+    assert "A8 (turn-end-reason)" in replay.stderr, replay.stderr

@@ -198,7 +198,7 @@ def _run(
     program = reproduction(name, failure, spec, declared) if failure is not None else None
     own = [p for p in PROPERTIES if p.machine == name]
     features: Features | None = None
-    if isinstance(machine, type) and issubclass(machine, AgentMachine):
+    if issubclass(machine, AgentMachine):
         features = machine.features or Features()
         # An agent without `pending` is checked without it, as if it declared none.
         absent = ["pending"] if stats.get("without pending") else []
