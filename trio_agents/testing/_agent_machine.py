@@ -107,6 +107,7 @@ class AgentMachine(AgentWindows):
     roles: the role each injected context message was given, by id.
     replies: what each model call was let stream, in call order.
     outputs: what each tool call returned, by call id.
+    has: the `Features` the agent is checked on; a rule of a missing one never runs.
     """
 
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
