@@ -485,7 +485,7 @@ def agent_machine_for(
     factory: AgentFactory | None, features: Features | None = None
 ) -> type[AgentMachine]:
     """A fresh `AgentMachine` subclass checking `factory` (default: the built-in agent) on
-    `features` (default: what the factory declares). Raises FeatureError for a declaration
+    `features` (default: what the factory declares). Raises TypeError for a declaration
     that is not a `Features`."""
     machine = machine_for(AgentMachine, factory)
     machine.features = features if features is not None else features_of(machine.factory)

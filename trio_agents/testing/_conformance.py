@@ -114,7 +114,7 @@ def run_conformance(
     whose target is given. `*_spec` are the `module:attr` names used in reproductions.
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
     while a machine runs. The agent machine checks `factory` on `features` (default: its
-    `conformance_features` attribute, else all of them); raises FeatureError, before
+    `conformance_features` attribute, else all of them); raises TypeError, before
     running anything, for an attribute that is not a `Features`."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
