@@ -36,9 +36,19 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
-    from ..testing._conformance import describe_failure, run_conformance
+    from ..testing._conformance import describe_coverage, describe_failure, run_conformance
+    from ..testing._features import features_of, raised_by_features
 
-    factory = _load_target(args.target) if args.target else None
+    try:
+        factory = _load_target(args.target) if args.target else None
+        features_of(factory)  # a declaration that cannot be fails here, before any run
+    except (TypeError, ValueError) as exc:
+        # Also raised while importing the target, by a bad `Features(...)` in its module.
+        # Any other error importing a target is a bug of its own, shown with its traceback.
+        if not raised_by_features(exc):
+            raise
+        print(f"trio-agents conformance: --target {args.target}: {exc}", file=sys.stderr)
+        return 2
     runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
     shell_factory = _load_target(args.shell_target) if args.shell_target else None
     given = (args.target, args.runtime_target, args.shell_target)
@@ -61,10 +71,12 @@ def _conformance(args: argparse.Namespace) -> int:
             f"{report.examples} examples, {report.checks} checked steps, "
             f"{report.histories} distinct histories, seed {report.seed} ({report.seconds:.1f}s)"
         )
+        verdict = "passed" if report.passed else "FAILED"
+        print(f"  {report.machine} machine: {verdict}, {counts}")
+        for line in describe_coverage(report):
+            print(f"    {line}")
         if report.passed:
-            print(f"  {report.machine} machine: passed, {counts}")
             continue
-        print(f"  {report.machine} machine: FAILED, {counts}")
         for line in describe_failure(report.failure).splitlines():
             print(f"    {line}")
         if report.program is not None:

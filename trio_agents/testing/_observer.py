@@ -404,7 +404,9 @@ def observed(factory: ObservedFactory, *, agent_id: str = "observed") -> AgentFa
     """The `AgentFactory` that checks the adapter `factory`: each agent it opens gets an
     `AgentObserver` (with `agent_id`) over the machine's `EventBus`, and the machine reads
     its id, status and records from that observer. Assign the result to a module attribute
-    to name it as `trio-agents conformance --target module:attribute`."""
+    to name it as `trio-agents conformance --target module:attribute`. A
+    `conformance_features` declaration on `factory` is carried over to the result (or set it
+    on the result)."""
 
     @asynccontextmanager
     async def open_observed(
@@ -417,4 +419,7 @@ def observed(factory: ObservedFactory, *, agent_id: str = "observed") -> AgentFa
 
     open_observed.__name__ = f"observed({getattr(factory, '__name__', 'factory')})"
     open_observed.__qualname__ = open_observed.__name__
+    declared = getattr(factory, "conformance_features", None)
+    if declared is not None:
+        open_observed.conformance_features = declared  # type: ignore[attr-defined]
     return open_observed
