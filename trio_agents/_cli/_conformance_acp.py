@@ -4,6 +4,7 @@ CMD [ARGS...]`: the ACP machine against any ACP agent command."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -94,13 +95,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if shutil.which(command[0]) is None:
+    found = shutil.which(command[0])
+    if found is None:
         print(
             f"trio-agents conformance --acp: {command[0]!r} is not a command here (not on PATH "
             "and not a path to an executable)",
             file=sys.stderr,
         )
         return 2
+    # The agent runs in the example's work directory: a relative command must still resolve.
+    command[0] = os.path.abspath(found) if os.sep in command[0] else found
     for flag, value in (("--timeout", args.timeout), ("--grace", args.grace)):
         if not value > 0:
             print(f"trio-agents conformance: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
