@@ -48,10 +48,13 @@ async def test_a_scripted_turn_streams_text_then_a_tool_call_then_the_answer() -
         first = await collect(endpoint, request(user))
         calls = [c for c in first if isinstance(c, ToolCall)]
         assert [(c.name, c.arguments["command"]) for c in calls] == [("bash", "echo hi")]
-        assert isinstance(first[-1], Finish) and first[-1].reason == "tool_calls"
+        assert isinstance(first[-1], Finish)
+        assert first[-1].reason == "tool_calls"
         assert calls[0].arguments["description"]  # a required string is filled
         tool = Message("tool", "hi", call_id=calls[0].call_id)
-        second = await collect(endpoint, request(user, Message("assistant", "", tuple(calls)), tool))
+        second = await collect(
+            endpoint, request(user, Message("assistant", "", tuple(calls)), tool)
+        )
         text = "".join(c.text for c in second if isinstance(c, TextDelta))
         assert text == "all done now, truly"
         assert sum(isinstance(c, TextDelta) for c in second) == 3  # streamed in pieces
@@ -63,7 +66,8 @@ async def test_an_unscripted_call_gets_a_plain_ok() -> None:
     async with open_endpoint() as endpoint:
         chunks = await collect(endpoint, request(Message("user", "make a title")))
         assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "ok"
-        assert endpoint.unscripted == 1 and endpoint.served == []
+        assert endpoint.unscripted == 1
+        assert endpoint.served == []
 
 
 async def test_a_hold_waits_for_its_release() -> None:
@@ -77,12 +81,11 @@ async def test_a_hold_waits_for_its_release() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consume)
             with trio.fail_after(10):
-                while not endpoint.served:
-                    await trio.sleep(0.01)
-                await endpoint.served[0].reached.wait()
+                await endpoint.held("acp-check-2")
             assert got == []
             endpoint.release("acp-check-2")
-        assert isinstance(got[-1], Finish) and got[-1].reason == "stop"
+        assert isinstance(got[-1], Finish)
+        assert got[-1].reason == "stop"
 
 
 async def test_a_client_that_goes_away_ends_the_hold() -> None:
@@ -95,27 +98,31 @@ async def test_a_client_that_goes_away_ends_the_hold() -> None:
                     await collect(endpoint, request(Message("user", "acp-check-3")))
 
                 nursery.start_soon(consume)
-                while not endpoint.served:
-                    await trio.sleep(0.01)
-                await endpoint.served[0].reached.wait()
+                await endpoint.held("acp-check-3")
                 nursery.cancel_scope.cancel()  # the model closes its response
         with trio.fail_after(10):
-            while not endpoint.served[0].gone:
-                await trio.sleep(0.01)
+            await endpoint.served[0].ended.wait()
+        assert endpoint.served[0].gone
 
 
 async def test_non_streaming_calls_and_the_model_list() -> None:
     async with open_endpoint() as endpoint, httpx.AsyncClient() as client:
         endpoint.scripts["acp-check-4"] = (Shell("ls"),)
-        tools = [{"type": "function", "function": {"name": s.name, "parameters": s.parameters}}
-                 for s in BASH_SPECS]
-        body = {"model": MODEL, "messages": [{"role": "user", "content": "acp-check-4"}],
-                "tools": tools}
+        tools = [
+            {"type": "function", "function": {"name": s.name, "parameters": s.parameters}}
+            for s in BASH_SPECS
+        ]
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "acp-check-4"}],
+            "tools": tools,
+        }
         answer = (await client.post(f"{endpoint.base_url}/chat/completions", json=body)).json()
         choice = answer["choices"][0]
         assert choice["finish_reason"] == "tool_calls"
         call = choice["message"]["tool_calls"][0]["function"]
-        assert call["name"] == "bash" and json.loads(call["arguments"])["command"] == "ls"
+        assert call["name"] == "bash"
+        assert json.loads(call["arguments"])["command"] == "ls"
         models = (await client.get(f"{endpoint.base_url}/models")).json()
         assert models["data"][0]["id"] == MODEL
         missing = await client.get(f"{endpoint.base_url}/nothing")
@@ -136,12 +143,21 @@ def test_locate_counts_the_steps_after_the_last_user_message() -> None:
 def test_shell_call_fits_the_offered_tool() -> None:
     codex_like = [
         {"type": "function", "function": {"name": "read_file", "parameters": {}}},
-        {"type": "function", "function": {"name": "shell", "parameters": {
-            "type": "object", "required": ["command", "timeout_ms"],
-            "properties": {"command": {"type": "array"}, "timeout_ms": {"type": "integer"}}}}},
+        {
+            "type": "function",
+            "function": {
+                "name": "shell",
+                "parameters": {
+                    "type": "object",
+                    "required": ["command", "timeout_ms"],
+                    "properties": {"command": {"type": "array"}, "timeout_ms": {"type": "integer"}},
+                },
+            },
+        },
     ]
     assert shell_call(codex_like, "sleep 1") == (
-        "shell", {"command": ["bash", "-lc", "sleep 1"], "timeout_ms": 60000}
+        "shell",
+        {"command": ["bash", "-lc", "sleep 1"], "timeout_ms": 60000},
     )
     assert shell_call([{"type": "function", "function": {"name": "read_file"}}], "x") is None
     assert shell_call(None, "x") is None

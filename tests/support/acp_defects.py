@@ -149,6 +149,28 @@ def _second_session_never_answered() -> None:
     AcpServer._new_session = stuck  # type: ignore[method-assign]
 
 
+def _sticky_cancel() -> None:
+    cancel, admit = AcpServer._cancel, AcpServer._admit  # pyright: ignore[reportPrivateUsage]
+    pending: set[str] = set()
+
+    def remembered(self: Any, params: Any) -> None:
+        session = self._sessions.get(params.get("sessionId"))
+        if session is not None and session.prompt is None:
+            pending.add(session.id)  # a flag set with nothing to cancel, never cleared
+        cancel(self, params)
+
+    def admit_cancelled(self: Any, params: Any) -> Any:
+        session, prompt, message_id = admit(self, params)
+        if session.id in pending:
+            pending.discard(session.id)
+            prompt.cancel_requested = True
+            session.handle.agent.cancel("stale session/cancel", cause="user")
+        return session, prompt, message_id
+
+    AcpServer._cancel = remembered  # type: ignore[method-assign]
+    AcpServer._admit = admit_cancelled  # type: ignore[method-assign]
+
+
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
@@ -189,6 +211,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "helper-child-outlives-agent": (
         _leaves_a_child,
         AcpSeeded("helper-child-outlives-agent", "no-orphans"),
+    ),
+    "idle-cancel-cancels-next-prompt": (
+        _sticky_cancel,
+        AcpSeeded("idle-cancel-cancels-next-prompt", "prompt-ends-turn"),
     ),
     "banner-on-stdout": (_banner_on_stdout, AcpSeeded("banner-on-stdout", "schema-valid")),
 }

@@ -69,7 +69,9 @@ def _pairs(values: Sequence[str], flag: str) -> tuple[tuple[str, str], ...]:
     for value in values:
         name, sep, template = value.partition("=")
         if not sep or not name:
-            raise SystemExit(f"trio-agents conformance: {flag} {value!r}: write it as NAME=TEMPLATE")
+            raise SystemExit(
+                f"trio-agents conformance: {flag} {value!r}: write it as NAME=TEMPLATE"
+            )
         if flag == "--config-file" and template.startswith("@"):
             try:
                 with open(template[1:]) as source:
@@ -107,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
     command[0] = os.path.abspath(found) if os.sep in command[0] else found
     for flag, value in (("--timeout", args.timeout), ("--grace", args.grace)):
         if not value > 0:
-            print(f"trio-agents conformance: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
+            print(
+                f"trio-agents conformance: {flag} must be > 0 seconds, got {value}", file=sys.stderr
+            )
             return 2
     try:
         from ..testing._acp._client import Target

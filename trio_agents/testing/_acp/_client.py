@@ -225,7 +225,8 @@ class AgentProcess:
 
     async def send(self, data: bytes) -> bool:
         """Write `data` to the agent's stdin; False if it cannot be written in time."""
-        assert self._process is not None and self._process.stdin is not None
+        assert self._process is not None
+        assert self._process.stdin is not None
         async with self._lock:
             if self._stdin_closed:
                 return False
@@ -275,7 +276,8 @@ class AgentProcess:
         return self._pending[request_id].method
 
     async def close_stdin(self) -> None:
-        assert self._process is not None and self._process.stdin is not None
+        assert self._process is not None
+        assert self._process.stdin is not None
         async with self._lock:
             self._stdin_closed = True
             await self._process.stdin.aclose()
@@ -299,7 +301,8 @@ class AgentProcess:
     # -- receiving -------------------------------------------------------------------------
 
     async def _read_output(self) -> None:
-        assert self._process is not None and self._process.stdout is not None
+        assert self._process is not None
+        assert self._process.stdout is not None
         splitter = LineSplitter(MAX_LINE)
         stdout = self._process.stdout
         try:
@@ -321,7 +324,8 @@ class AgentProcess:
             self._wake()
 
     async def _read_stderr(self) -> None:
-        assert self._process is not None and self._process.stderr is not None
+        assert self._process is not None
+        assert self._process.stderr is not None
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             async for data in self._process.stderr:
                 self.stderr_tail = (self.stderr_tail + data)[-STDERR_TAIL:]

@@ -35,12 +35,12 @@ import trio
 __all__ = [
     "API_KEY",
     "MODEL",
+    "TOKEN",
     "Hold",
     "Say",
     "ScriptedEndpoint",
     "Shell",
     "Step",
-    "TOKEN",
     "open_endpoint",
     "shell_call",
 ]
@@ -89,6 +89,7 @@ class Served:
     tool: str | None = None  # the tool called, for a Shell step the agent offered one for
     reached: trio.Event = field(default_factory=trio.Event)  # held: the text was flushed
     released: trio.Event = field(default_factory=trio.Event)
+    ended: trio.Event = field(default_factory=trio.Event)  # the reply is over, either way
     gone: bool = False  # the client closed the connection before the reply ended
 
 
@@ -107,6 +108,7 @@ class ScriptedEndpoint:
         self.unscripted = 0
         self.bad_requests: list[str] = []
         self._ids = itertools.count(1)
+        self._arrival = trio.Event()
 
     @property
     def base_url(self) -> str:
@@ -114,6 +116,23 @@ class ScriptedEndpoint:
 
     def calls(self, token: str) -> list[Served]:
         return [s for s in self.served if s.token == token]
+
+    async def held(self, token: str) -> Served:
+        """The first held call of `token`, once its text is flushed: waits for it."""
+        while True:
+            for served in self.calls(token):
+                if isinstance(served.step, Hold):
+                    await served.reached.wait()
+                    return served
+            await self._arrival.wait()
+
+    async def call(self, token: str, index: int = 0) -> Served:
+        """The `index`-th call of `token`'s script, once it arrived: waits for it."""
+        while True:
+            for served in self.calls(token):
+                if served.index == index:
+                    return served
+            await self._arrival.wait()
 
     def release(self, token: str | None = None) -> None:
         """End the held streams of `token` (of every token when None). Never blocks."""
@@ -163,12 +182,30 @@ class ScriptedEndpoint:
             step = script[index] if index < len(script) else None
             served = Served(token, index, step)
             self.served.append(served)
+            self._arrival.set()
+            self._arrival = trio.Event()
         else:
             self.unscripted += 1
         call = shell_call(body.get("tools"), step.command) if isinstance(step, Shell) else None
         if served is not None and call is not None:
             served.tool = call[0]
         text = step.text if isinstance(step, Say | Hold) else ("ok" if call is None else "")
+        try:
+            await self._reply(conn, stream, body, served, text, call)
+        finally:
+            if served is not None:
+                served.ended.set()
+
+    async def _reply(
+        self,
+        conn: h11.Connection,
+        stream: trio.SocketStream,
+        body: Mapping[str, Any],
+        served: Served | None,
+        text: str,
+        call: tuple[str, dict[str, Any]] | None,
+    ) -> None:
+        step = served.step if served is not None else None
         chat_id = f"chatcmpl-{next(self._ids)}"
         if not body.get("stream"):
             await _send_json(conn, stream, 200, _completion(chat_id, text, call))
@@ -179,7 +216,9 @@ class ScriptedEndpoint:
             headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
         )
         await _send(conn, stream, head)
-        await _send_data(conn, stream, _event(_chunk(chat_id, {"role": "assistant", "content": ""})))
+        await _send_data(
+            conn, stream, _event(_chunk(chat_id, {"role": "assistant", "content": ""}))
+        )
         for piece in _pieces(text):
             await _send_data(conn, stream, _event(_chunk(chat_id, {"content": piece})))
         if isinstance(step, Hold) and served is not None:
@@ -229,7 +268,9 @@ def locate(messages: object) -> tuple[str | None, int]:
                 return None, 0
             after = items[position + 1 :]
             steps = sum(
-                1 for m in after if isinstance(m, dict) and m.get("role") == "assistant"  # pyright: ignore[reportUnknownMemberType]
+                1
+                for m in after
+                if isinstance(m, dict) and m.get("role") == "assistant"  # pyright: ignore[reportUnknownMemberType]
             )
             return str(found[-1]), steps
     return None, 0
@@ -241,7 +282,9 @@ def _text_of(content: object) -> str:
     if isinstance(content, list):
         parts: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
         return " ".join(
-            str(p.get("text", "")) for p in parts if isinstance(p, dict)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            str(p.get("text", ""))
+            for p in parts
+            if isinstance(p, dict)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         )
     return ""
 

@@ -11,9 +11,10 @@ the cancel lands: before the model is called, mid-stream, or while a shell tool 
 from __future__ import annotations
 
 import itertools
+import math
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from hypothesis.stateful import precondition
 from .._host import TrioHost, WallClock
 from .._machine import ConformanceMachine, rule
 from . import _wire as wire
-from ._client import AgentProcess, Answer, Target
+from ._client import AgentProcess, Answer, Target, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
 from ._properties import (
     CANCEL_ANSWERS_CANCELLED,
@@ -44,6 +45,7 @@ from ._properties import (
 __all__ = ["AcpMachine", "acp_machine"]
 
 MAX_SESSIONS = 3
+NULL_ERROR_WAIT = 2.0  # real seconds: a parse error is answered at once, or never
 QUIET = 0.15  # real seconds a cancelled session must stay silent after its answer
 # Turn output: what a cancelled turn must no longer send. Session-level updates (commands,
 # modes, config, info, usage) may come at any time.
@@ -95,6 +97,7 @@ class AcpMachine(ConformanceMachine):
         self.log: list[str] = []
         self.owners: dict[str, str] = {}  # token -> the session whose prompt carries it
         self.can_load = False
+        self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
         self.agent = self._spawn()
 
@@ -235,8 +238,10 @@ class AcpMachine(ConformanceMachine):
         reason = (answer.result or {}).get("stopReason") if answer.error is None else None
         PROMPT_ENDS_TURN.check(
             reason == "end_turn",
-            lambda: f"prompt {token} of session {session.id}, whose model finished, was "
-            f"answered {answer.error or answer.result}",
+            lambda: (
+                f"prompt {token} of session {session.id}, whose model finished, was "
+                f"answered {answer.error or answer.result}"
+            ),
         )
         session.turns.append((token, reply))
 
@@ -276,37 +281,32 @@ class AcpMachine(ConformanceMachine):
             request_id = await self._send_prompt(session, token, then=cancel)
         else:
             request_id = await self._send_prompt(session, token)
-            await self._reach(session, token, point)
+            if await self._reach(session, token, point):
+                stats = type(self).stats
+                stats[f"landed {point}"] = stats.get(f"landed {point}", 0) + 1
             await self.agent.notify("session/cancel", {"sessionId": session.id})
         answer = await self.agent.answer(request_id)
         self._expect_cancelled(session, token, answer)
         await self._quiet_period()
 
-    async def _reach(self, session: _Session, token: str, point: CancelPoint) -> None:
-        """Wait (bounded) until the turn is where the cancel should land."""
+    async def _reach(self, session: _Session, token: str, point: CancelPoint) -> bool:
+        """Wait (bounded) until the turn is where the cancel should land; whether it got
+        there (an agent that offers no shell tool never runs one)."""
         agent, endpoint = self.agent, self.endpoint
-
-        def streaming() -> bool:
-            calls = [c for c in endpoint.calls(token) if isinstance(c.step, Hold)]
-            return bool(calls) and calls[-1].reached.is_set()
-
         if point == "mid-tool":
             witness = self.dir / f"tool-{token}"
             with trio.move_on_after(agent.target.timeout):
-                # The file a real process writes: no event to wait for.
-                while not witness.exists() and not streaming():  # noqa: ASYNC110
+                # The file a real process writes: no event to wait for. A tool that failed
+                # at once leads to the held step instead.
+                while not witness.exists() and not endpoint.calls(token)[1:]:  # noqa: ASYNC110
                     if agent.exited:
-                        return
+                        return False
                     await trio.sleep(0.02)
             agent.snapshot()  # the tool's processes, while they run
-            return
-        with trio.move_on_after(agent.target.timeout):
-            while not streaming():  # noqa: ASYNC110 - the endpoint runs in this trio run
-                if agent.exited:
-                    return
-                await trio.sleep(0.01)
+            return witness.exists()
+        await _unless_exited(agent, agent.target.timeout, endpoint.held, token)
         # Until the partial text has reached the client, the cancel could overtake it.
-        await agent.wait_until(
+        return await agent.wait_until(
             2.0, lambda: any(token in u.text for u in agent.updates if u.session_id == session.id)
         )
 
@@ -321,8 +321,10 @@ class AcpMachine(ConformanceMachine):
         reason = (answer.result or {}).get("stopReason") if answer.error is None else None
         CANCEL_ANSWERS_CANCELLED.check(
             reason == "cancelled",
-            lambda: f"prompt {token} of session {session.id} was answered "
-            f"{answer.error or answer.result} after session/cancel",
+            lambda: (
+                f"prompt {token} of session {session.id} was answered "
+                f"{answer.error or answer.result} after session/cancel"
+            ),
         )
         session.quiet.append((answer.seq, float("inf")))
         # A defective agent still reading the stream would now get the rest of it.
@@ -334,10 +336,14 @@ class AcpMachine(ConformanceMachine):
     @precondition(lambda self: bool(self._live()))
     @rule(session=st.integers(0, MAX_SESSIONS - 1))
     def cancel_idle(self, session: int) -> None:
-        """session/cancel with no prompt in flight: nothing to cancel (the next prompt of
-        the session must still end its turn)."""
+        """session/cancel with no prompt in flight, then a prompt of that session: the
+        cancel had nothing to cancel, so the prompt must end its turn."""
         chosen = self._pick(session)
+        token = self._token(chosen)
+        reply = f"reply {token} done"
+        self.endpoint.scripts[token] = (Say(reply),)
         self.host.call(self.agent.notify, "session/cancel", {"sessionId": chosen.id})
+        self.host.call(self._prompt_to_end, chosen, token, reply)
         self.log.append("cancel-idle")
 
     @precondition(lambda self: len(self._live()) >= 2)
@@ -385,7 +391,7 @@ class AcpMachine(ConformanceMachine):
             before = len(agent.null_errors)
             await agent.send(b'{"jsonrpc": "2.0", "id": "broken", "method": "session/new"\n')
             got = await agent.wait_until(
-                min(agent.target.timeout, 5.0), lambda: len(agent.null_errors) > before
+                min(agent.target.timeout, NULL_ERROR_WAIT), lambda: len(agent.null_errors) > before
             )
             answer: Answer | None = agent.null_errors[-1] if got else None
         else:
@@ -403,7 +409,9 @@ class AcpMachine(ConformanceMachine):
         if answer is None:
             self._raise_found(agent)
             if agent.exited:
-                MALFORMED_SURVIVES.fail(f"after a malformed frame ({kind}), {agent.describe_exit()}")
+                MALFORMED_SURVIVES.fail(
+                    f"after a malformed frame ({kind}), {agent.describe_exit()}"
+                )
             MALFORMED_ANSWERED.fail(
                 f"a malformed frame ({kind}) got no JSON-RPC error within the timeout"
                 + (" (none with id null)" if request_id is None else f" (id {request_id!r})")
@@ -428,6 +436,7 @@ class AcpMachine(ConformanceMachine):
         for session in self.sessions:
             session.live = False
         self.agent = self._spawn()
+        self._checked = 0
         self.log.append("restart")
 
     @precondition(
@@ -448,27 +457,27 @@ class AcpMachine(ConformanceMachine):
             lambda: f"session/load of session {session.id} was answered {answer.error}",
         )
         replayed = [
-            u
-            for u in agent.updates
-            if u.session_id == session.id and start < u.seq < answer.seq
+            u for u in agent.updates if u.session_id == session.id and start < u.seq < answer.seq
         ]
-        users = " ".join(u.text for u in replayed if u.update.get("sessionUpdate") == "user_message_chunk")
+        users = " ".join(
+            u.text for u in replayed if u.update.get("sessionUpdate") == "user_message_chunk"
+        )
         texts = "".join(
             _content_text(u.update)
             for u in replayed
             if u.update.get("sessionUpdate") == "agent_message_chunk"
         )
         for token, reply in session.turns:
-            LOAD_REPLAYS.check(
-                token in users,
-                lambda: f"session/load of {session.id} did not replay prompt {token} "
-                f"(replayed {len(replayed)} updates)",
-            )
-            LOAD_REPLAYS.check(
-                reply in texts,
-                lambda: f"session/load of {session.id} did not replay the reply {reply!r} "
-                f"(replayed agent text: {texts[:300]!r})",
-            )
+            if token not in users:
+                LOAD_REPLAYS.fail(
+                    f"session/load of {session.id} did not replay prompt {token} "
+                    f"(replayed {len(replayed)} updates)"
+                )
+            if reply not in texts:
+                LOAD_REPLAYS.fail(
+                    f"session/load of {session.id} did not replay the reply {reply!r} "
+                    f"(replayed agent text: {texts[:300]!r})"
+                )
         session.live = session.loaded = True
         self.log.append("load")
 
@@ -478,47 +487,56 @@ class AcpMachine(ConformanceMachine):
         agent = self.agent
         agent.snapshot()
         self._raise_found(agent)
-        known = {s.id for s in self.sessions}
         by_id = {s.id: s for s in self.sessions}
-        for update in agent.updates:
-            SESSIONS_ISOLATED.check(
-                update.session_id in known,
-                lambda: f"a session/update for session {update.session_id!r}, which the "
-                f"client never opened: {update.update}",
+        # Only what arrived since the last check: quiet windows open at an answer, so an
+        # update checked before its window opened came before it.
+        fresh, self._checked = agent.updates[self._checked :], len(agent.updates)
+        for update in fresh:
+            self._check_update(update, by_id)
+
+    def _check_update(self, update: Update, by_id: Mapping[str, _Session]) -> None:
+        session = by_id.get(update.session_id)
+        if session is None:
+            SESSIONS_ISOLATED.fail(
+                f"a session/update for session {update.session_id!r}, which the client "
+                f"never opened: {update.update}"
             )
-            for token in TOKEN.findall(update.text):
-                owner = self.owners.get(token)
-                SESSIONS_ISOLATED.check(
-                    owner is None or owner == update.session_id,
-                    lambda: f"session {update.session_id} got an update carrying {token}, "
-                    f"from session {owner}'s prompt: {update.update}",
+        for token in TOKEN.findall(update.text):
+            owner = self.owners.get(token)
+            if owner is not None and owner != update.session_id:
+                SESSIONS_ISOLATED.fail(
+                    f"session {update.session_id} got an update carrying {token}, from "
+                    f"session {owner}'s prompt: {update.update}"
                 )
-            if update.update.get("sessionUpdate") in TURN_OUTPUT:
-                for start, until in by_id[update.session_id].quiet:
-                    QUIET_AFTER_CANCEL.check(
-                        not start < update.seq < until,
-                        lambda: f"session {update.session_id} sent "
-                        f"{update.update.get('sessionUpdate')} after its cancelled prompt "
-                        f"was answered: {update.update}",
-                    )
+        kind = update.update.get("sessionUpdate")
+        if kind in TURN_OUTPUT and any(a < update.seq < b for a, b in session.quiet):
+            QUIET_AFTER_CANCEL.fail(
+                f"session {update.session_id} sent {kind} after its cancelled prompt was "
+                f"answered: {update.update}"
+            )
 
     def _history(self) -> Hashable | None:
         return tuple(self.log) or None
 
     def _end_of_input(self, agent: AgentProcess) -> None:
         self.host.call(self._close_and_wait, agent)
+        self._verify()  # what it wrote as it exited
         try:
             EXITS_AT_EOF.check(
                 agent.exited,
-                lambda: f"the agent was still running {agent.target.grace:g} s after its stdin "
-                f"closed (pid {agent.pid})",
+                lambda: (
+                    f"the agent was still running {agent.target.grace:g} s after its stdin "
+                    f"closed (pid {agent.pid})"
+                ),
             )
             self.host.call(self._orphans_gone, agent)
             left = agent.left_behind()
             NO_ORPHANS.check(
                 not left,
-                lambda: "processes the agent started outlived it: "
-                + "; ".join(f"pid {p.pid}: {p.command[:120]}" for p in left),
+                lambda: (
+                    "processes the agent started outlived it: "
+                    + "; ".join(f"pid {p.pid}: {p.command[:120]}" for p in left)
+                ),
             )
         finally:
             self.host.call(self._stop_agent, agent)
@@ -540,6 +558,25 @@ class AcpMachine(ConformanceMachine):
 
     def _after_close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+async def _unless_exited(
+    agent: AgentProcess, seconds: float, afn: Callable[..., Awaitable[object]], *args: Any
+) -> None:
+    """Await `afn(*args)`, but no longer than `seconds`, nor past the agent's exit."""
+    with trio.move_on_after(seconds):
+        async with trio.open_nursery() as nursery:
+
+            async def then_stop() -> None:
+                await afn(*args)
+                nursery.cancel_scope.cancel()
+
+            async def on_exit() -> None:
+                await agent.wait_exit(math.inf)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(then_stop)
+            nursery.start_soon(on_exit)
 
 
 def _content_text(update: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ trio."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from dataclasses import dataclass
@@ -75,7 +76,5 @@ def kill_all(procs: list[Proc]) -> None:
     after an agent that left them)."""
     for proc in procs:
         if alive(proc):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass

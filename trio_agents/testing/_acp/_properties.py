@@ -40,8 +40,7 @@ CANCEL_ANSWERS_CANCELLED = Property(
     "P2",
     "cancel-answers-cancelled",
     _M,
-    "after session/cancel, the prompt in flight in that session answers stopReason "
-    '"cancelled"',
+    'after session/cancel, the prompt in flight in that session answers stopReason "cancelled"',
 )
 QUIET_AFTER_CANCEL = Property(
     "P2",

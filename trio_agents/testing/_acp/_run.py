@@ -70,7 +70,9 @@ def run_acp_conformance(
             "acp", 1, 0, 0, time.monotonic() - started, chosen_seed, failure, None
         )
         return report, can_load
-    budget = acp_settings(Settings(profile(profile_name), database=None, report_multiple_bugs=False))
+    budget = acp_settings(
+        Settings(profile(profile_name), database=None, report_multiple_bugs=False)
+    )
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
     if not shrink:
