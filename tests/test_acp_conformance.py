@@ -23,11 +23,11 @@ pytestmark = pytest.mark.subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKOUT = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
 VIOLATION = re.compile(r"^    P[0-9]+ \(([a-z-]+)\): ", re.MULTILINE)
-OUR_SERVER = (sys.executable, "-m", "trio_agents", "acp", "--model", "openai")
+OUR_SERVER = (sys.executable, "-m", "trio_agents._cli", "acp", "--model", "openai")
 
 
 def conformance(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "trio_agents", "conformance", "--acp", *args]
+    command = [sys.executable, "-m", "trio_agents._cli", "conformance", "--acp", *args]
     return subprocess.run(
         command, env=CHECKOUT, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -98,8 +98,11 @@ def test_an_agent_that_writes_garbage_gets_a_verdict() -> None:
 
 def test_usage_errors_are_one_line() -> None:
     missing = conformance()
-    assert missing.returncode == 2 and "name the agent's command after `--`" in missing.stderr
+    assert missing.returncode == 2
+    assert "name the agent's command after `--`" in missing.stderr
     absent = conformance("--", "no-such-agent-command")
-    assert absent.returncode == 2 and "'no-such-agent-command' is not a command" in absent.stderr
+    assert absent.returncode == 2
+    assert "'no-such-agent-command' is not a command" in absent.stderr
     bad_env = conformance("--env", "NOEQUALS", "--", sys.executable)
-    assert bad_env.returncode != 0 and "write it as NAME=TEMPLATE" in bad_env.stderr
+    assert bad_env.returncode != 0
+    assert "write it as NAME=TEMPLATE" in bad_env.stderr

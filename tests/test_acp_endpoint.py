@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import trio
-import trio.testing
 
 from trio_agents import AgentOptions, Finish, Message, ModelRequest, OpenAICompatibleModel
 from trio_agents._model import TextDelta, ToolCall, ToolSpec
@@ -130,7 +129,7 @@ async def test_non_streaming_calls_and_the_model_list() -> None:
 
 
 def test_locate_counts_the_steps_after_the_last_user_message() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "text", "text": "x acp-check-7"}]},
         {"role": "assistant", "content": "", "tool_calls": []},
         {"role": "tool", "content": "out"},
@@ -141,7 +140,7 @@ def test_locate_counts_the_steps_after_the_last_user_message() -> None:
 
 
 def test_shell_call_fits_the_offered_tool() -> None:
-    codex_like = [
+    codex_like: list[dict[str, Any]] = [
         {"type": "function", "function": {"name": "read_file", "parameters": {}}},
         {
             "type": "function",

@@ -16,9 +16,10 @@ from typing import Any
 import trio
 
 from trio_agents._events import TextStreamed
-from trio_agents.acp import _mapping, _server
-from trio_agents.acp import _stdio as stdio
+from trio_agents.acp import _jsonrpc as rpc
+from trio_agents.acp import _mapping
 from trio_agents.acp._server import AcpServer
+from trio_agents.acp._stdio import serve_stdio
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class AcpSeeded:
     name: str
     property: str
     also: tuple[str, ...] = ()
+    machine: str = "acp"
 
 
 def _update_after_cancel() -> None:
@@ -50,7 +52,7 @@ def _cancel_answers_end_turn() -> None:
         outcome = original(records, message_id, cancel_requested=cancel_requested)
         return "end_turn" if outcome == "cancelled" else outcome
 
-    _server.m.stop_reason = reason  # type: ignore[assignment]
+    _mapping.stop_reason = reason  # the server calls it through the module
 
 
 def _second_answer() -> None:
@@ -86,14 +88,14 @@ def _load_without_text() -> None:
             return [u for u in found if u.get("sessionUpdate") != "agent_message_chunk"]
         return found
 
-    _server.m.updates_for_record = updates  # type: ignore[assignment]
+    _mapping.updates_for_record = updates  # the server calls it through the module
 
 
 def _malformed_kills() -> None:
     dispatch = AcpServer._dispatch  # pyright: ignore[reportPrivateUsage]
 
     def fragile(self: Any, message: Any, prompts: Any, others: Any) -> None:
-        if isinstance(message, _server.rpc.Invalid):
+        if isinstance(message, rpc.Invalid):
             raise ValueError(f"cannot handle frame: {message.detail}")
         dispatch(self, message, prompts, others)
 
@@ -104,7 +106,7 @@ def _malformed_ignored() -> None:
     dispatch = AcpServer._dispatch  # pyright: ignore[reportPrivateUsage]
 
     def silent(self: Any, message: Any, prompts: Any, others: Any) -> None:
-        if isinstance(message, _server.rpc.Invalid) and message.code == _server.rpc.PARSE_ERROR:
+        if isinstance(message, rpc.Invalid) and message.code == rpc.PARSE_ERROR:
             return  # logged and dropped, as some JSON-RPC stacks do
         dispatch(self, message, prompts, others)
 
@@ -112,16 +114,15 @@ def _malformed_ignored() -> None:
 
 
 def _no_exit_at_eof() -> None:
-    serve = stdio.serve_stdio
+    serve = serve_stdio
 
     async def lingering(*args: Any, **kwargs: Any) -> None:
         await serve(*args, **kwargs)
         await trio.sleep_forever()  # a background task nobody stops
 
-    stdio.serve_stdio = lingering  # type: ignore[assignment]
-    import trio_agents._cli._acp as acp_cli
+    import trio_agents._cli._acp as acp_cli  # it holds its own reference to serve_stdio
 
-    acp_cli.serve_stdio = lingering  # type: ignore[assignment]
+    setattr(acp_cli, "serve_stdio", lingering)  # noqa: B010
 
 
 def _leaves_a_child() -> None:

@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
     try:
+        # Imported here: the suite needs Hypothesis and the ACP schema, the rest of the
+        # command neither.
         from ..testing._acp._client import Target
         from ..testing._acp._run import run_acp_conformance
     except ImportError as exc:  # acp.schema: the agent-client-protocol package
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from ..testing._conformance import describe_failure
+    from ..testing._conformance import describe_failure  # Hypothesis: as above
 
     target = Target(
         tuple(command),

@@ -27,7 +27,7 @@ import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import h11
 import trio
@@ -210,7 +210,7 @@ class ScriptedEndpoint:
         if not body.get("stream"):
             await _send_json(conn, stream, 200, _completion(chat_id, text, call))
             return
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        usage = bool(_dig(body, "stream_options", "include_usage"))
         head = h11.Response(
             status_code=200,
             headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
@@ -257,48 +257,40 @@ async def open_endpoint() -> AsyncGenerator[ScriptedEndpoint, None]:
 def locate(messages: object) -> tuple[str | None, int]:
     """The token of the last user message (None if it has none) and how many assistant
     messages follow it: which step of which script this call is."""
-    if not isinstance(messages, list):
-        return None, 0
-    items: list[Any] = messages  # pyright: ignore[reportUnknownVariableType]
+    items = _objects(messages)
     for position in range(len(items) - 1, -1, -1):
-        message = items[position]
-        if isinstance(message, dict) and message.get("role") == "user":  # pyright: ignore[reportUnknownMemberType]
-            found = TOKEN.findall(_text_of(message.get("content")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        if items[position].get("role") == "user":
+            found = TOKEN.findall(_text_of(items[position].get("content")))
             if not found:
                 return None, 0
             after = items[position + 1 :]
-            steps = sum(
-                1
-                for m in after
-                if isinstance(m, dict) and m.get("role") == "assistant"  # pyright: ignore[reportUnknownMemberType]
-            )
-            return str(found[-1]), steps
+            return str(found[-1]), sum(1 for m in after if m.get("role") == "assistant")
     return None, 0
+
+
+def _objects(value: object) -> list[Mapping[str, Any]]:
+    """The JSON objects of a JSON array (anything else in it skipped)."""
+    if not isinstance(value, list):
+        return []
+    items = cast("list[object]", value)
+    return [cast("Mapping[str, Any]", item) for item in items if isinstance(item, dict)]
 
 
 def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
-        return " ".join(
-            str(p.get("text", ""))
-            for p in parts
-            if isinstance(p, dict)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        )
-    return ""
+    return " ".join(str(part.get("text", "")) for part in _objects(content))
 
 
 def shell_call(tools: object, command: str) -> tuple[str, dict[str, Any]] | None:
     """The shell-like tool among the request's `tools` and arguments that run `command`,
     filled from its JSON schema; None if the agent offers no such tool."""
-    if not isinstance(tools, list):
-        return None
     functions: dict[str, Mapping[str, Any]] = {}
-    for tool in tools:  # pyright: ignore[reportUnknownVariableType]
-        function = tool.get("function") if isinstance(tool, dict) else None  # pyright: ignore[reportUnknownMemberType]
-        if isinstance(function, dict) and isinstance(function.get("name"), str):  # pyright: ignore[reportUnknownMemberType]
-            functions[function["name"]] = function  # pyright: ignore[reportUnknownArgumentType]
+    for tool in _objects(tools):
+        function = tool.get("function")
+        name = _dig(function, "name")
+        if isinstance(name, str):
+            functions[name] = cast("Mapping[str, Any]", function)
     chosen = next((functions[n] for n in _SHELL_NAMES if n in functions), None)
     if chosen is None:
         chosen = next(
@@ -311,12 +303,20 @@ def shell_call(tools: object, command: str) -> tuple[str, dict[str, Any]] | None
     required: list[str] = list(schema.get("required") or [])
     arguments: dict[str, Any] = {}
     key = next((k for k in _COMMAND_KEYS if k in properties), None) or "command"
-    kind = (properties.get(key) or {}).get("type")
+    kind = _dig(properties, key, "type")
     arguments[key] = ["bash", "-lc", command] if kind == "array" else command
     for name in required:
         if name not in arguments:
             arguments[name] = _filler(name, properties.get(name) or {})
     return str(chosen["name"]), arguments
+
+
+def _dig(value: object, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = cast("Mapping[str, Any]", value).get(key)
+    return value
 
 
 def _filler(name: str, schema: Mapping[str, Any]) -> Any:
@@ -391,7 +391,11 @@ async def _read_request(
             return None
 
 
-async def _send(conn: h11.Connection, stream: trio.SocketStream, event: Any) -> None:
+async def _send(
+    conn: h11.Connection,
+    stream: trio.SocketStream,
+    event: h11.Response | h11.Data | h11.EndOfMessage,
+) -> None:
     data = conn.send(event)
     if data:
         await stream.send_all(data)

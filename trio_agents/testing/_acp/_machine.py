@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mappi
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NoReturn
 
 import trio
 from hypothesis import strategies as st
@@ -157,10 +157,9 @@ class AcpMachine(ConformanceMachine):
         answer = self._ask(agent, "initialize", params)
         if answer.error is not None:
             REQUEST_ANSWERED.fail(f"initialize was answered with an error: {answer.error}")
-        capabilities = (answer.result or {}).get("agentCapabilities") or {}
-        self.can_load = bool(capabilities.get("loadSession"))
+        self.can_load = bool(wire.dig(answer.result, "agentCapabilities", "loadSession"))
         type(self).advertised = {
-            "agentInfo": (answer.result or {}).get("agentInfo"),
+            "agentInfo": wire.dig(answer.result, "agentInfo"),
             "loadSession": self.can_load,
         }
 
@@ -175,7 +174,7 @@ class AcpMachine(ConformanceMachine):
             self._unanswered(agent, method + what)
         return answer
 
-    def _unanswered(self, agent: AgentProcess, what: str) -> Any:
+    def _unanswered(self, agent: AgentProcess, what: str) -> NoReturn:
         self._raise_found(agent)
         REQUEST_ANSWERED.fail(
             f"{what} got no answer within {agent.target.timeout:g} s; {agent.describe_exit()}"
@@ -235,7 +234,7 @@ class AcpMachine(ConformanceMachine):
         if answer is None:
             self._unanswered(self.agent, f"session/prompt {token} (session {session.id})")
         assert answer is not None
-        reason = (answer.result or {}).get("stopReason") if answer.error is None else None
+        reason = wire.dig(answer.result, "stopReason") if answer.error is None else None
         PROMPT_ENDS_TURN.check(
             reason == "end_turn",
             lambda: (
@@ -298,7 +297,7 @@ class AcpMachine(ConformanceMachine):
             with trio.move_on_after(agent.target.timeout):
                 # The file a real process writes: no event to wait for. A tool that failed
                 # at once leads to the held step instead.
-                while not witness.exists() and not endpoint.calls(token)[1:]:  # noqa: ASYNC110
+                while not witness.exists() and not endpoint.calls(token)[1:]:
                     if agent.exited:
                         return False
                     await trio.sleep(0.02)
@@ -318,7 +317,7 @@ class AcpMachine(ConformanceMachine):
                 f"{self.agent.target.timeout:g} s after session/cancel; "
                 f"{self.agent.describe_exit()}"
             )
-        reason = (answer.result or {}).get("stopReason") if answer.error is None else None
+        reason = wire.dig(answer.result, "stopReason") if answer.error is None else None
         CANCEL_ANSWERS_CANCELLED.check(
             reason == "cancelled",
             lambda: (
@@ -401,7 +400,7 @@ class AcpMachine(ConformanceMachine):
             elif kind == "bad-params":
                 data = wire.frame(id=request_id, method="session/prompt", params={"prompt": 7})
             else:
-                params = {"sessionId": "no-such-session", "prompt": []}
+                params: dict[str, Any] = {"sessionId": "no-such-session", "prompt": []}
                 data = wire.frame(id=request_id, method="session/prompt", params=params)
             agent.expect(request_id, f"a malformed request ({kind})")
             await agent.send(data)
@@ -449,7 +448,11 @@ class AcpMachine(ConformanceMachine):
         candidates = [s for s in self.sessions if not s.live and s.turns and not s.loaded]
         session = candidates[pick % len(candidates)]
         agent = self.agent
-        params = {"sessionId": session.id, "cwd": str(agent.workdir), "mcpServers": []}
+        params: dict[str, Any] = {
+            "sessionId": session.id,
+            "cwd": str(agent.workdir),
+            "mcpServers": [],
+        }
         start = agent.mark()
         answer = self._ask(agent, "session/load", params, f" of session {session.id}")
         LOAD_REPLAYS.check(

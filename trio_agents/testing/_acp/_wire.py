@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 from acp import schema
@@ -22,6 +22,7 @@ __all__ = [
     "check_error",
     "check_from_agent_message",
     "check_from_client",
+    "dig",
     "frame",
     "parse_line",
 ]
@@ -63,6 +64,15 @@ NOTIFICATIONS_TO_CLIENT: dict[str, type[pydantic.BaseModel]] = {
     "session/update": schema.SessionNotification,
 }
 _KNOWN_TO_CLIENT = frozenset(CLIENT_METHODS.values())
+
+
+def dig(value: object, *keys: str) -> Any:
+    """`value[k1][k2]...` through JSON objects; None where a key or an object is missing."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = cast("dict[str, Any]", value).get(key)
+    return value
 
 
 def frame(**fields: Any) -> bytes:
