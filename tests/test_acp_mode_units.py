@@ -7,6 +7,7 @@ import os
 import pathlib
 import signal
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -38,9 +39,9 @@ def test_agent_messages_are_checked_against_the_schema() -> None:
     assert "PromptResponse" in str(wire.check_from_agent_message(prompt_answer, "session/prompt"))
     error = {"jsonrpc": "2.0", "id": 3, "error": {"code": "x"}}
     assert "Error" in str(wire.check_from_agent_message(error, "session/prompt"))
-    unknown = {"jsonrpc": "2.0", "method": "whatever/else", "params": {}}
+    unknown: dict[str, Any] = {"jsonrpc": "2.0", "method": "whatever/else", "params": {}}
     assert "does not have" in str(wire.check_from_agent_message(unknown, None))
-    extension = {"jsonrpc": "2.0", "method": "_vendor/thing", "params": {}}
+    extension: dict[str, Any] = {"jsonrpc": "2.0", "method": "_vendor/thing", "params": {}}
     assert wire.check_from_agent_message(extension, None) is None
 
 
