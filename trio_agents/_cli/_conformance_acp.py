@@ -9,6 +9,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Sequence
+from typing import Any, cast
 
 __all__ = ["add_arguments", "run"]
 
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     )
     shown = shlex.join(command)
     print(f"trio-agents conformance --acp: {shown}, profile {args.profile or 'ci'}", flush=True)
-    report, can_load = run_acp_conformance(
+    run_ = run_acp_conformance(
         target,
         profile_name=args.profile,
         max_examples=args.max_examples,
@@ -144,11 +145,23 @@ def run(args: argparse.Namespace) -> int:
         shrink=not args.no_shrink,
         progress=_progress,
     )
+    report = run_.report
     counts = (
         f"{report.examples} examples, {report.checks} checked steps, "
         f"{report.histories} distinct histories, seed {report.seed} ({report.seconds:.1f}s)"
     )
-    loads = "session/load checked" if can_load else "session/load not advertised: not checked"
+    info = run_.advertised.get("agentInfo")
+    if isinstance(info, dict):
+        agent = cast("dict[str, Any]", info)
+        print(f"  the agent says it is {agent.get('name')} {agent.get('version')}")
+    loads = (
+        "session/load checked"
+        if run_.advertised.get("loadSession")
+        else "session/load not advertised: not checked"
+    )
+    if run_.landed:
+        where = ", ".join(f"{point} {n}" for point, n in sorted(run_.landed.items()))
+        print(f"  cancels that landed where aimed: {where}")
     if report.passed:
         print(f"  acp machine: passed, {counts}; {loads}")
         return 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import hypothesis.core
 from hypothesis import Phase
@@ -17,7 +19,7 @@ from .._profiles import profile
 from ._client import Target
 from ._machine import AcpMachine, acp_machine
 
-__all__ = ["acp_settings", "preflight", "reproduction", "run_acp_conformance"]
+__all__ = ["AcpRun", "acp_settings", "preflight", "reproduction", "run_acp_conformance"]
 
 
 def acp_settings(base: Settings) -> Settings:
@@ -50,6 +52,17 @@ def preflight(target: Target) -> tuple[type[AcpMachine], BaseException | None]:
     return machine, None
 
 
+@dataclass(frozen=True)
+class AcpRun:
+    """What one ACP run found: the machine's report, what the agent advertised (`agentInfo`,
+    `loadSession`), and how often each kind of cancel landed where it was aimed (an agent
+    without a shell tool never runs one, so its mid-tool cancels land elsewhere)."""
+
+    report: MachineReport
+    advertised: Mapping[str, Any]
+    landed: Mapping[str, int]
+
+
 def run_acp_conformance(
     target: Target,
     *,
@@ -58,18 +71,16 @@ def run_acp_conformance(
     seed: int | None = None,
     shrink: bool = True,
     progress: Callable[[str, int, float], object] | None = None,
-) -> tuple[MachineReport, bool]:
-    """Run the ACP machine against `target`; the report, and whether the agent advertised
-    `loadSession` (so the load rules ran)."""
+) -> AcpRun:
+    """Run the ACP machine against `target`."""
     chosen_seed = seed if seed is not None else random.randrange(2**32)
     started = time.monotonic()
     probe, failure = preflight(target)
-    can_load = bool(probe.advertised.get("loadSession"))
     if failure is not None:
         report = MachineReport(
             "acp", 1, 0, 0, time.monotonic() - started, chosen_seed, failure, None
         )
-        return report, can_load
+        return AcpRun(report, probe.advertised, {})
     budget = acp_settings(
         Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     )
@@ -101,7 +112,8 @@ def run_acp_conformance(
         failure,
         program,
     )
-    return report, can_load
+    landed = {k.removeprefix("landed "): v for k, v in stats.items() if k.startswith("landed ")}
+    return AcpRun(report, machine.advertised, landed)
 
 
 def _report_progress(
