@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,22 @@ def test_usage_errors_are_one_line() -> None:
     bad_env = conformance("--env", "NOEQUALS", "--", sys.executable)
     assert bad_env.returncode != 0
     assert "write it as NAME=TEMPLATE" in bad_env.stderr
+
+
+def test_an_agent_that_refuses_session_new_is_not_checked_and_says_why(tmp_path: Any) -> None:
+    script = tmp_path / "refuses.py"
+    script.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if m.get('method') == 'initialize':\n"
+        "        r = {'protocolVersion': 1, 'agentCapabilities': {}}\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': r}), flush=True)\n"
+        "    elif 'id' in m:\n"
+        "        e = {'code': -32000, 'message': 'Authentication required'}\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'error': e}), flush=True)\n"
+    )
+    done = conformance("--timeout", "5", "--", sys.executable, str(script))
+    assert done.returncode == 1
+    assert "acp machine: NOT CHECKED: the agent refused session/new" in done.stdout
+    assert "Authentication required" in done.stdout

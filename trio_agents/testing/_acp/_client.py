@@ -33,10 +33,16 @@ from . import _wire as wire
 from ._procs import Proc, alive, descendants, kill_all
 from ._properties import ANSWER_UNIQUE, REQUEST_ANSWERED, SCHEMA_VALID
 
-__all__ = ["AgentProcess", "Answer", "Target", "Update"]
+__all__ = ["AgentProcess", "AgentSetupError", "Answer", "Target", "Update"]
 
 STDERR_TAIL = 4000
 MAX_LINE = 16 * 1024 * 1024
+
+
+class AgentSetupError(Exception):
+    """The agent cannot be checked as configured: its command does not start, or it refuses
+    `initialize` or `session/new` (it wants authentication, a model setting, ...). Not a
+    violation of a rule: the report says what to configure."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +162,7 @@ class AgentProcess:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise RuntimeError(
+            raise AgentSetupError(
                 f"cannot start the agent {self.target.argv[0]!r}: {exc.strerror or exc}"
             ) from None
         self._process = process
@@ -270,6 +276,9 @@ class AgentProcess:
         with trio.move_on_after(self.target.timeout if seconds is None else seconds):
             while not pending.answers and not self._output_ended.is_set():
                 await self._next_arrival()
+        if not pending.answers and self._output_ended.is_set():
+            # Its output ended: it is exiting, and the report should say with which code.
+            await self.wait_exit(1.0)
         return pending.answers[0] if pending.answers else None
 
     def method_of(self, request_id: int | str) -> str:

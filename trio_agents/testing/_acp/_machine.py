@@ -27,7 +27,7 @@ from hypothesis.stateful import precondition
 from .._host import TrioHost, WallClock
 from .._machine import ConformanceMachine, rule
 from . import _wire as wire
-from ._client import AgentProcess, Answer, Target, Update
+from ._client import AgentProcess, AgentSetupError, Answer, Target, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
 from ._properties import (
     CANCEL_ANSWERS_CANCELLED,
@@ -156,7 +156,7 @@ class AcpMachine(ConformanceMachine):
         }
         answer = self._ask(agent, "initialize", params)
         if answer.error is not None:
-            REQUEST_ANSWERED.fail(f"initialize was answered with an error: {answer.error}")
+            raise AgentSetupError(f"the agent refused initialize: {answer.error}")
         self.can_load = bool(wire.dig(answer.result, "agentCapabilities", "loadSession"))
         type(self).advertised = {
             "agentInfo": wire.dig(answer.result, "agentInfo"),
@@ -202,7 +202,10 @@ class AcpMachine(ConformanceMachine):
             self.agent, "session/new", {"cwd": str(self.agent.workdir), "mcpServers": []}
         )
         if answer.error is not None:
-            REQUEST_ANSWERED.fail(f"session/new was answered with an error: {answer.error}")
+            raise AgentSetupError(
+                f"the agent refused session/new: {answer.error}; if it needs a login or a "
+                "model setting, give it one with --env or --config-file"
+            )
         self.sessions.append(_Session(str(answer.result["sessionId"])))
         self.log.append("new")
 

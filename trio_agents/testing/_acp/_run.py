@@ -33,14 +33,17 @@ def acp_settings(base: Settings) -> Settings:
 
 
 def preflight(target: Target) -> tuple[type[AcpMachine], BaseException | None]:
-    """One example with no steps: the agent starts, answers `initialize`, and exits at the
-    end of its input. A failure here is reported as is (no search can shrink it)."""
+    """One example of one step: the agent starts, answers `initialize` and `session/new`,
+    and exits at the end of its input. A failure here is reported as is (no search could
+    shrink it, and each example of a search would wait for the same timeout)."""
     machine = acp_machine(target)
     try:
         state = machine()
     except Exception as exc:
         return machine, exc
     try:
+        state.check()
+        state.new_session()  # an agent that needs configuring says so here, once
         state.check()
     except Exception as exc:
         state.teardown()
