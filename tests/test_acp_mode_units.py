@@ -106,7 +106,7 @@ def test_descendants_are_known_by_pid_and_start_time() -> None:
         try:
             (sleeper,) = [p for p in descendants(parent.pid) if p.pid == grandchild]
             assert alive(sleeper)
-            assert sleeper.command == "sleep 30"
+            assert "sleep 30" in sleeper.command  # bash's own line, or sleep's once it exec'd
         finally:
             os.kill(grandchild, signal.SIGKILL)
             parent.wait()
@@ -132,3 +132,23 @@ def test_the_reproduction_replays_the_shrunk_steps() -> None:
     assert script.count("state.teardown()") == 1
     compile(script, "reproduction", "exec")
     assert reproduction(Target(("agent",)), AssertionError("no notes")) is None
+
+
+def test_env_and_config_templates_reach_the_agent(tmp_path: pathlib.Path) -> None:
+    target = Target(
+        ("agent",),
+        env=(("MY_ENDPOINT", "{base_url}/chat"), ("OPENAI_MODEL", "override")),
+        files=(("conf/agent.json", '{"url": "{base_url}", "key": "{api_key}", "d": "{dir}"}'),),
+    )
+    placeholders = {"base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m",
+                    "dir": str(tmp_path), "workdir": str(tmp_path / "work")}  # fmt: skip
+    agent = AgentProcess(target, placeholders, tmp_path)
+    env = agent.environment()
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:9/v1"
+    assert env["OPENAI_API_KEY"] == "k"
+    assert env["OPENAI_MODEL"] == "override"  # --env wins over the defaults
+    assert env["MY_ENDPOINT"] == "http://127.0.0.1:9/v1/chat"
+    assert env["XDG_CONFIG_HOME"] == str(tmp_path / "config")
+    agent.write_files()
+    written = (tmp_path / "conf" / "agent.json").read_text()
+    assert written == f'{{"url": "http://127.0.0.1:9/v1", "key": "k", "d": "{tmp_path}"}}'
