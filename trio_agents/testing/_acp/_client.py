@@ -37,6 +37,7 @@ __all__ = ["AgentProcess", "AgentSetupError", "Answer", "Target", "Update"]
 
 STDERR_TAIL = 4000
 MAX_LINE = 16 * 1024 * 1024
+MAX_PROBLEMS = 50
 
 
 class AgentSetupError(Exception):
@@ -274,7 +275,8 @@ class AgentProcess:
         target's timeout) or the agent's output ended first."""
         pending = self._pending[request_id]
         with trio.move_on_after(self.target.timeout if seconds is None else seconds):
-            while not pending.answers and not self._output_ended.is_set():
+            # A problem found meanwhile is the verdict: the check raises it, so stop here.
+            while not (pending.answers or self._output_ended.is_set() or self.problems):
                 await self._next_arrival()
         if not pending.answers and self._output_ended.is_set():
             # Its output ended: it is exiting, and the report should say with which code.
@@ -302,7 +304,7 @@ class AgentProcess:
         """Wait up to `seconds` until `predicate()` holds after an arrival; whether it does."""
         with trio.move_on_after(seconds):
             while not predicate():
-                if self._output_ended.is_set():
+                if self._output_ended.is_set() or self.problems:
                     break
                 await self._next_arrival()
         return bool(predicate())
@@ -340,7 +342,9 @@ class AgentProcess:
                 self.stderr_tail = (self.stderr_tail + data)[-STDERR_TAIL:]
 
     def _problem(self, prop: Property, happened: str) -> None:
-        self.problems.append((prop, happened))
+        # The first is what a check raises; a flood of garbage must not fill the memory.
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((prop, happened))
 
     async def _receive(self, line: bytes) -> None:
         message, wrong = wire.parse_line(line)
