@@ -399,14 +399,18 @@ class AgentProcess:
         await self.send(reply)
 
     def _client_answer(self, method: str, params: Mapping[str, Any], request_id: Any) -> bytes:
-        try:
-            result = self._client_result(method, params)
-        except _ClientError as exc:
-            return wire.frame(id=request_id, error={"code": exc.code, "message": str(exc)})
+        result = self._client_result(method, params)
+        if isinstance(result, tuple):
+            code, message = result
+            return wire.frame(id=request_id, error={"code": code, "message": message})
         wire.check_from_client(method, result, response_to=method)
         return wire.frame(id=request_id, result=result)
 
-    def _client_result(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _client_result(
+        self, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any] | tuple[int, str]:
+        """The client's result for one of the agent's requests, or (code, message) of the
+        error to answer it with."""
         if method == "session/request_permission":
             options: Sequence[Mapping[str, Any]] = params.get("options") or []
             by_kind = {str(o.get("kind")): str(o.get("optionId")) for o in options}
@@ -416,38 +420,33 @@ class AgentProcess:
             if chosen is None:
                 return {"outcome": {"outcome": "cancelled"}}
             return {"outcome": {"outcome": "selected", "optionId": chosen}}
-        if method == "fs/read_text_file":
-            path = self._inside(params.get("path"))
-            try:
-                text = path.read_text()
-            except OSError as exc:
-                raise _ClientError(-32002, f"cannot read {path}: {exc.strerror}") from None
-            line, limit = params.get("line"), params.get("limit")
-            if isinstance(line, int) or isinstance(limit, int):
-                lines = text.splitlines(keepends=True)
-                start = max(0, (line or 1) - 1)
-                text = "".join(lines[start : start + limit if isinstance(limit, int) else None])
-            return {"content": text}
+        if method not in ("fs/read_text_file", "fs/write_text_file"):
+            return -32601, f"this client does not implement {method}"
+        path = self._inside(params.get("path"))
+        if isinstance(path, tuple):
+            return path
         if method == "fs/write_text_file":
-            path = self._inside(params.get("path"))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(str(params.get("content", "")))
             return {}
-        raise _ClientError(-32601, f"this client does not implement {method}")
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            return -32002, f"cannot read {path}: {exc.strerror}"
+        line, limit = params.get("line"), params.get("limit")
+        if isinstance(line, int) or isinstance(limit, int):
+            lines = text.splitlines(keepends=True)
+            start = max(0, (line or 1) - 1)
+            text = "".join(lines[start : start + limit if isinstance(limit, int) else None])
+        return {"content": text}
 
-    def _inside(self, value: object) -> Path:
+    def _inside(self, value: object) -> Path | tuple[int, str]:
         if not isinstance(value, str) or not os.path.isabs(value):
-            raise _ClientError(-32602, f"path must be absolute: {value!r}")
+            return -32602, f"path must be absolute: {value!r}"
         path = Path(os.path.normpath(value))
         if not path.is_relative_to(self.workdir):
-            raise _ClientError(-32602, f"{path} is outside the session's directory")
+            return -32602, f"{path} is outside the session's directory"
         return path
-
-
-class _ClientError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def fill(template: str, placeholders: Mapping[str, str]) -> str:
