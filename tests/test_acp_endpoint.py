@@ -160,3 +160,13 @@ def test_shell_call_fits_the_offered_tool() -> None:
     )
     assert shell_call([{"type": "function", "function": {"name": "read_file"}}], "x") is None
     assert shell_call(None, "x") is None
+
+
+async def test_an_agent_without_a_shell_tool_gets_the_next_step() -> None:
+    async with open_endpoint() as endpoint:
+        endpoint.scripts["acp-check-5"] = (Shell("sleep 30"), Say("went on without it"))
+        no_tools = ModelRequest((Message("user", "acp-check-5"),), (), AgentOptions())
+        chunks = await collect(endpoint, no_tools)
+        assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "went on without it"
+        assert endpoint.served[0].step == Say("went on without it")
+        assert endpoint.served[0].tool is None

@@ -10,7 +10,8 @@ plain `ok`, so agents that make calls of their own still run. Steps:
     Hold(text)       stream `text`, then hold the stream open until released (or the client
                      goes away); a release ends it like `Say`
     Shell(command)   one tool call of the agent's shell tool (`bash`, `shell`, ... whichever
-                     the request offers) running `command`; finish_reason "tool_calls"
+                     the request offers) running `command`; finish_reason "tool_calls"; an
+                     agent that offers none gets the script's next step instead
 
 Streaming replies are standard SSE (`data: {chunk}` events, a usage chunk when
 `stream_options.include_usage` asks, `data: [DONE]`), chunked, over HTTP/1.1 with keep-alive
@@ -180,6 +181,10 @@ class ScriptedEndpoint:
         served: Served | None = None
         if token is not None and script is not None:
             step = script[index] if index < len(script) else None
+            if isinstance(step, Shell) and shell_call(body.get("tools"), step.command) is None:
+                # No shell tool to call: the script goes on with its next step, so a turn
+                # scripted to be held is still held.
+                step = script[index + 1] if index + 1 < len(script) else Say("ok")
             served = Served(token, index, step)
             self.served.append(served)
             self._arrival.set()
