@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
             "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",
-            "testing._features",
+            "testing._features", "testing._acp._wire", "testing._acp._procs",
+            "testing._acp._properties",
         ),
     ),
     (
