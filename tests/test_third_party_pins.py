@@ -15,6 +15,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "install-third-party-agents.sh"
+CHECK = ROOT / "scripts" / "check-third-party-agent.sh"
 GUIDE = ROOT / "docs" / "conformance.md"
 
 
@@ -45,13 +46,38 @@ def test_every_pin_is_exact_and_in_the_guide() -> None:
         assert f"{package}@{version}" in GUIDE.read_text(), f"{package}@{version} not in guide"
 
 
-def test_script_is_executable_bash_that_parses() -> None:
-    assert SCRIPT.stat().st_mode & 0o111, "the install script is not executable"
+@pytest.mark.parametrize("script", [SCRIPT, CHECK], ids=["install", "check"])
+def test_scripts_are_executable_bash_that_parses(script: pathlib.Path) -> None:
+    assert script.stat().st_mode & 0o111, f"{script.name} is not executable"
     bash = shutil.which("bash")
     if bash is None:
         pytest.skip("no bash")
-    result = subprocess.run([bash, "-n", str(SCRIPT)], capture_output=True, text=True, check=False)
+    result = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_check_script_knows_every_pinned_agent_and_its_templates_exist() -> None:
+    text = CHECK.read_text()
+    for name in script_pins():
+        assert f"\n  {name})" in text, f"check-third-party-agent.sh has no case for {name}"
+    templates = re.findall(r"=@\$root/(scripts/third-party/[\w.-]+)", text)
+    assert len(templates) == 2, templates
+    for template in templates:
+        assert "{base_url}" in (ROOT / template).read_text(), f"{template} never names {{base_url}}"
+
+
+def test_the_check_script_refuses_an_agent_that_is_not_installed(tmp_path: pathlib.Path) -> None:
+    result = subprocess.run(
+        [str(CHECK), "qwen-code"],
+        env={"THIRD_PARTY": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"qwen-code is not installed in {tmp_path}: run scripts/install-third-party-agents.sh"
+    ]
 
 
 def test_prefix_is_gitignored() -> None:
