@@ -9,7 +9,12 @@ import re
 from trio_agents.testing import PROPERTIES
 from trio_agents.testing._properties import catalogue_problems
 
-from .support.known_bad import SEEDED
+from .support.acp_defects import ACP_SEEDED, AcpSeeded
+from .support.known_bad import SEEDED as _MACHINE_SEEDED
+from .support.known_bad import Seeded
+
+# The ACP machine's seeded defects are servers run as commands (tests/test_acp_conformance.py).
+SEEDED: tuple[Seeded | AcpSeeded, ...] = (*_MACHINE_SEEDED, *ACP_SEEDED)
 
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
 RULE = re.compile(r"^- \*\*([A-Z][0-9]+)\.\*\*", re.MULTILINE)

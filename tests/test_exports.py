@@ -33,7 +33,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
-            "testing._lifecycle_properties",
+            "testing._lifecycle_properties", "testing._acp._wire", "testing._acp._procs",
+            "testing._acp._properties",
         ),
     ),
     (

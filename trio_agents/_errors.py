@@ -39,6 +39,8 @@ a conformance check (an AssertionError, so Hypothesis shrinks it): the suite rai
 about the implementation it checks. `testing._fiber_rules.DisposerError` and
 `testing._fiber_rules._ApplyFailed` are what the lifecycle machine's own disposers and probe
 plugin raise, so it can tell them apart when the fiber under test raises them back.
+`testing._acp._client.AgentSetupError` is the ACP mode's verdict that an agent could not be
+checked as configured (it did not start, or refused `initialize` or `session/new`).
 
 A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
 `ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import _acp as acp_cli
 from . import _chat as chat_cli
+from . import _conformance_acp as acp_conformance_cli
 from . import _sessions as sessions_cli
 
 __all__ = ["main"]
@@ -96,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     conformance.add_argument("--profile", choices=["ci", "deep"], default=None)
     conformance.add_argument("--max-examples", type=int, default=None)
     conformance.add_argument("--seed", type=int, default=None)
+    acp_conformance_cli.add_arguments(conformance)
     sessions_cli.add_parser(commands)
     acp_cli.add_parser(commands)
     chat_cli.add_parser(commands)
@@ -106,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return acp_cli.run(args)
     if args.command == "chat":
         return chat_cli.run(args)
+    if args.acp:
+        return acp_conformance_cli.run(args)
+    if args.agent_command:
+        parser.error(f"unexpected arguments {' '.join(args.agent_command)!r} (without --acp)")
     return _conformance(args)
 
 

@@ -3,6 +3,7 @@ rule (tests/test_conformance_catalogue.py ties the two together)."""
 
 from __future__ import annotations
 
+from ._acp._properties import PROPERTIES as _ACP
 from ._agent_machine import PROPERTIES as _AGENT
 from ._durable_machine import PROPERTIES as _DURABLE
 from ._lifecycle_machine import PROPERTIES as _LIFECYCLE
@@ -11,5 +12,5 @@ from ._shell_machine import PROPERTIES as _SHELL
 
 __all__ = ["PROPERTIES"]
 
-PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_DURABLE, *_SHELL)
+PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_DURABLE, *_SHELL, *_ACP)
 """Every `Property` of every machine, machine by machine."""

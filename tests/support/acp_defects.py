@@ -1,0 +1,236 @@
+"""Seeded-defect ACP servers: `python -m tests.support.acp_defects NAME` runs
+`trio-agents acp --model openai` with one realistic mistake patched into the server. The ACP
+machine must fail on each with the property `DEFECTS` names (tests/test_acp_conformance.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from trio_agents._events import TextStreamed
+from trio_agents.acp import _jsonrpc as rpc
+from trio_agents.acp import _mapping
+from trio_agents.acp._server import AcpServer
+from trio_agents.acp._stdio import serve_stdio
+
+
+@dataclass(frozen=True)
+class AcpSeeded:
+    """A seeded defect of the ACP machine: its name (the catalogue's), the property that
+    must catch it, and other properties of the same rule it may trip first."""
+
+    name: str
+    property: str
+    also: tuple[str, ...] = ()
+    machine: str = "acp"
+
+
+def _update_after_cancel() -> None:
+    settle = AcpServer._settle  # pyright: ignore[reportPrivateUsage]
+
+    async def late(self: Any, request_id: Any, session: Any, prompt: Any, message_id: Any) -> None:
+        await settle(self, request_id, session, prompt, message_id)
+        if prompt.cancel_requested:
+            # A last chunk the stream had buffered, sent after the answer.
+            self._update(session.id, _mapping.agent_text_update("...and one more thing"))
+
+    AcpServer._settle = late  # type: ignore[method-assign]
+
+
+def _cancel_answers_end_turn() -> None:
+    original = _mapping.stop_reason
+
+    def reason(records: Any, message_id: str, *, cancel_requested: bool) -> Any:
+        outcome = original(records, message_id, cancel_requested=cancel_requested)
+        return "end_turn" if outcome == "cancelled" else outcome
+
+    _mapping.stop_reason = reason  # the server calls it through the module
+
+
+def _second_answer() -> None:
+    send_result = AcpServer._send_result  # pyright: ignore[reportPrivateUsage]
+
+    def twice(self: Any, request_id: Any, result: Any) -> None:
+        send_result(self, request_id, result)
+        if isinstance(result, Mapping) and "sessionId" in result:
+            send_result(self, request_id, result)  # a retry path that forgot it had answered
+
+    AcpServer._send_result = twice  # type: ignore[method-assign]
+
+
+def _crossed_sessions() -> None:
+    on_event = AcpServer._on_event  # pyright: ignore[reportPrivateUsage]
+
+    def crossed(self: Any, event: Any) -> None:
+        sessions = list(self._sessions)
+        if isinstance(event, TextStreamed) and event.agent_id in sessions and len(sessions) > 1:
+            # Streamed text tagged with the first session's id, whichever session streamed it.
+            event = dataclasses.replace(event, agent_id=sessions[0])
+        on_event(self, event)
+
+    AcpServer._on_event = crossed  # type: ignore[method-assign]
+
+
+def _load_without_text() -> None:
+    original = _mapping.updates_for_record
+
+    def updates(record: Any, *, replay: bool) -> list[dict[str, Any]]:
+        found = original(record, replay=replay)
+        if replay:  # replays the prompts, forgets what the model answered
+            return [u for u in found if u.get("sessionUpdate") != "agent_message_chunk"]
+        return found
+
+    _mapping.updates_for_record = updates  # the server calls it through the module
+
+
+def _malformed_kills() -> None:
+    dispatch = AcpServer._dispatch  # pyright: ignore[reportPrivateUsage]
+
+    def fragile(self: Any, message: Any, prompts: Any, others: Any) -> None:
+        if isinstance(message, rpc.Invalid):
+            raise ValueError(f"cannot handle frame: {message.detail}")
+        dispatch(self, message, prompts, others)
+
+    AcpServer._dispatch = fragile  # type: ignore[method-assign]
+
+
+def _malformed_ignored() -> None:
+    dispatch = AcpServer._dispatch  # pyright: ignore[reportPrivateUsage]
+
+    def silent(self: Any, message: Any, prompts: Any, others: Any) -> None:
+        if isinstance(message, rpc.Invalid) and message.code == rpc.PARSE_ERROR:
+            return  # logged and dropped, as some JSON-RPC stacks do
+        dispatch(self, message, prompts, others)
+
+    AcpServer._dispatch = silent  # type: ignore[method-assign]
+
+
+def _no_exit_at_eof() -> None:
+    serve = serve_stdio
+
+    async def lingering(*args: Any, **kwargs: Any) -> None:
+        await serve(*args, **kwargs)
+        await trio.sleep_forever()  # a background task nobody stops
+
+    import trio_agents._cli._acp as acp_cli  # it holds its own reference to serve_stdio
+
+    setattr(acp_cli, "serve_stdio", lingering)  # noqa: B010
+
+
+def _leaves_a_child() -> None:
+    # A helper process started at launch in a session of its own and never stopped.
+    subprocess.Popen(
+        ["sleep", "600"], start_new_session=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _banner_on_stdout() -> None:
+    os.write(1, b"trio-agents acp: ready\n")  # a log line on the protocol's stream
+
+
+def _second_session_never_answered() -> None:
+    new_session = AcpServer._new_session  # pyright: ignore[reportPrivateUsage]
+    made = [0]
+
+    async def stuck(self: Any, params: Any) -> Any:
+        made[0] += 1
+        if made[0] == 2:
+            await trio.sleep_forever()  # waits on a lock the first session holds
+        return await new_session(self, params)
+
+    AcpServer._new_session = stuck  # type: ignore[method-assign]
+
+
+def _sticky_cancel() -> None:
+    cancel, admit = AcpServer._cancel, AcpServer._admit  # pyright: ignore[reportPrivateUsage]
+    pending: set[str] = set()
+
+    def remembered(self: Any, params: Any) -> None:
+        session = self._sessions.get(params.get("sessionId"))
+        if session is not None and session.prompt is None:
+            pending.add(session.id)  # a flag set with nothing to cancel, never cleared
+        cancel(self, params)
+
+    def admit_cancelled(self: Any, params: Any) -> Any:
+        session, prompt, message_id = admit(self, params)
+        if session.id in pending:
+            pending.discard(session.id)
+            prompt.cancel_requested = True
+            session.handle.agent.cancel("stale session/cancel", cause="user")
+        return session, prompt, message_id
+
+    AcpServer._cancel = remembered  # type: ignore[method-assign]
+    AcpServer._admit = admit_cancelled  # type: ignore[method-assign]
+
+
+DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
+    "update-after-cancelled-answer": (
+        _update_after_cancel,
+        AcpSeeded("update-after-cancelled-answer", "quiet-after-cancel"),
+    ),
+    "cancel-answered-end-turn": (
+        _cancel_answers_end_turn,
+        AcpSeeded("cancel-answered-end-turn", "cancel-answers-cancelled"),
+    ),
+    "session-new-answered-twice": (
+        _second_answer,
+        AcpSeeded("session-new-answered-twice", "answer-unique"),
+    ),
+    "second-session-never-answered": (
+        _second_session_never_answered,
+        AcpSeeded("second-session-never-answered", "request-answered"),
+    ),
+    "text-tagged-with-another-session": (
+        _crossed_sessions,
+        AcpSeeded("text-tagged-with-another-session", "sessions-isolated"),
+    ),
+    "load-replays-no-agent-text": (
+        _load_without_text,
+        AcpSeeded("load-replays-no-agent-text", "load-replays"),
+    ),
+    "malformed-frame-kills-server": (
+        _malformed_kills,
+        AcpSeeded("malformed-frame-kills-server", "malformed-survives"),
+    ),
+    "parse-error-unanswered": (
+        _malformed_ignored,
+        AcpSeeded("parse-error-unanswered", "malformed-answered"),
+    ),
+    "no-exit-at-end-of-input": (
+        _no_exit_at_eof,
+        AcpSeeded("no-exit-at-end-of-input", "exits-at-eof"),
+    ),
+    "helper-child-outlives-agent": (
+        _leaves_a_child,
+        AcpSeeded("helper-child-outlives-agent", "no-orphans"),
+    ),
+    "idle-cancel-cancels-next-prompt": (
+        _sticky_cancel,
+        AcpSeeded("idle-cancel-cancels-next-prompt", "prompt-ends-turn"),
+    ),
+    "banner-on-stdout": (_banner_on_stdout, AcpSeeded("banner-on-stdout", "schema-valid")),
+}
+
+ACP_SEEDED: tuple[AcpSeeded, ...] = tuple(seeded for _, seeded in DEFECTS.values())
+"""Every seeded defect of the ACP machine."""
+
+
+def main() -> int:
+    name = sys.argv[1]
+    DEFECTS[name][0]()
+    from trio_agents._cli import main as cli
+
+    return cli(["acp", "--model", "openai", *sys.argv[2:]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The ACP mode (issue 15, acceptance 3): `trio-agents conformance --acp -- CMD` passes on our
+own `trio-agents acp --model openai`, fails every seeded-defect server with the property
+named for it, and gives a clear verdict, never a hang, for an agent that crashes, never
+answers, or writes garbage."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from trio_agents.testing._acp._properties import PROPERTIES
+
+from .support.acp_defects import ACP_SEEDED, AcpSeeded
+
+pytestmark = pytest.mark.subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECKOUT = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+VIOLATION = re.compile(r"^    P[0-9]+ \(([a-z-]+)\): ", re.MULTILINE)
+OUR_SERVER = (sys.executable, "-m", "trio_agents._cli", "acp", "--model", "openai")
+
+
+def conformance(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "trio_agents._cli", "conformance", "--acp", *args]
+    return subprocess.run(
+        command, env=CHECKOUT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_our_own_server_passes_the_ci_profile() -> None:
+    started = time.monotonic()
+    done = conformance("--seed", "4242", "--", *OUR_SERVER)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "acp machine: passed" in done.stdout
+    assert "session/load checked" in done.stdout
+    assert time.monotonic() - started < 120
+
+
+@pytest.fixture(scope="module")
+def seeded_verdicts() -> dict[str, str]:
+    """Every seeded-defect server through the command line, four at a time (each run mostly
+    waits on its agent processes): the property each failed with, by defect."""
+
+    def verdict(seeded: AcpSeeded) -> str:
+        # Only the defect that never answers waits for a timeout: keep that one short.
+        timeout = "3" if seeded.property == "request-answered" else "15"
+        agent = (sys.executable, "-m", "tests.support.acp_defects", seeded.name)
+        args = ("--no-shrink", "--seed", "1", "--max-examples", "60", "--timeout", timeout)
+        done = conformance(*args, "--", *agent, timeout=400)
+        found = VIOLATION.search(done.stdout)
+        return found.group(1) if found else done.stdout + done.stderr
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return dict(zip([s.name for s in ACP_SEEDED], pool.map(verdict, ACP_SEEDED), strict=True))
+
+
+@pytest.mark.parametrize("seeded", ACP_SEEDED, ids=[s.name for s in ACP_SEEDED])
+def test_a_seeded_defect_is_caught_by_its_property(
+    seeded: AcpSeeded, seeded_verdicts: dict[str, str]
+) -> None:
+    assert seeded_verdicts[seeded.name] in (seeded.property, *seeded.also), seeded_verdicts[
+        seeded.name
+    ]
+
+
+def test_every_acp_property_has_a_seeded_defect() -> None:
+    assert {p.name for p in PROPERTIES} == {s.property for s in ACP_SEEDED}
+
+
+def test_an_agent_that_exits_at_once_gets_a_verdict() -> None:
+    done = conformance("--timeout", "5", "--", sys.executable, "-c", "import sys; sys.exit(3)")
+    assert done.returncode == 1
+    assert "P1 (request-answered): initialize got no answer" in done.stdout
+    assert "exited with code 3" in done.stdout
+
+
+def test_an_agent_that_never_answers_gets_a_verdict_within_the_timeout() -> None:
+    started = time.monotonic()
+    never = "import time; time.sleep(600)"
+    done = conformance("--timeout", "2", "--", sys.executable, "-c", never, timeout=60)
+    assert done.returncode == 1
+    assert "initialize got no answer within 2 s; it is still running" in done.stdout
+    assert time.monotonic() - started < 30
+
+
+def test_an_agent_that_writes_garbage_gets_a_verdict() -> None:
+    garbage = "import sys, time; print('hello, editor', flush=True); time.sleep(600)"
+    done = conformance("--timeout", "2", "--", sys.executable, "-c", garbage, timeout=60)
+    assert done.returncode == 1
+    assert "P7 (schema-valid): the agent wrote a line that is not JSON" in done.stdout
+
+
+def test_usage_errors_are_one_line() -> None:
+    missing = conformance()
+    assert missing.returncode == 2
+    assert "name the agent's command after `--`" in missing.stderr
+    absent = conformance("--", "no-such-agent-command")
+    assert absent.returncode == 2
+    assert "'no-such-agent-command' is not a command" in absent.stderr
+    bad_env = conformance("--env", "NOEQUALS", "--", sys.executable)
+    assert bad_env.returncode != 0
+    assert "write it as NAME=TEMPLATE" in bad_env.stderr
+
+
+def test_an_agent_that_refuses_session_new_is_not_checked_and_says_why(tmp_path: Any) -> None:
+    script = tmp_path / "refuses.py"
+    script.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if m.get('method') == 'initialize':\n"
+        "        r = {'protocolVersion': 1, 'agentCapabilities': {}}\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': r}), flush=True)\n"
+        "    elif 'id' in m:\n"
+        "        e = {'code': -32000, 'message': 'Authentication required'}\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'error': e}), flush=True)\n"
+    )
+    done = conformance("--timeout", "5", "--", sys.executable, str(script))
+    assert done.returncode == 1
+    assert "acp machine: NOT CHECKED: the agent refused session/new" in done.stdout
+    assert "Authentication required" in done.stdout

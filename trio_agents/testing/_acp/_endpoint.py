@@ -1,0 +1,487 @@
+"""A scripted OpenAI-compatible chat-completions endpoint on 127.0.0.1, for agents under test.
+
+The ACP machine puts a token (`acp-check-<n>`) in every prompt it sends and scripts what the
+model answers to it, step by step: a step is the n-th model call of the turn, counted as the
+assistant messages after the last user message. A request whose last user message carries
+no token (a title, a summary, a "who speaks next" check an agent makes on its own) gets a
+plain `ok`, so agents that make calls of their own still run. Steps:
+
+    Say(text)        stream `text` in a few chunks, then finish_reason "stop"
+    Hold(text)       stream `text`, then hold the stream open until released (or the client
+                     goes away); a release ends it like `Say`
+    Shell(command)   one tool call of the agent's shell tool (`bash`, `shell`, ... whichever
+                     the request offers) running `command`; finish_reason "tool_calls"; an
+                     agent that offers none gets the script's next step instead
+
+Streaming replies are standard SSE (`data: {chunk}` events, a usage chunk when
+`stream_options.include_usage` asks, `data: [DONE]`), chunked, over HTTP/1.1 with keep-alive
+(h11). `stream: false` gets one `chat.completion` object; `GET /v1/models` lists the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import re
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import h11
+import trio
+
+__all__ = [
+    "API_KEY",
+    "MODEL",
+    "TOKEN",
+    "Hold",
+    "Say",
+    "ScriptedEndpoint",
+    "Shell",
+    "Step",
+    "open_endpoint",
+    "shell_call",
+]
+
+MODEL = "conformance-model"
+API_KEY = "sk-conformance-local"
+TOKEN = re.compile(r"acp-check-[0-9]+")
+MAX_BODY = 32 * 1024 * 1024
+_SHELL_NAMES = (
+    "bash",
+    "shell",
+    "run_shell_command",
+    "exec_command",
+    "execute_command",
+    "run_terminal_cmd",
+    "terminal",
+)
+_COMMAND_KEYS = ("command", "cmd", "commands", "script")
+
+
+@dataclass(frozen=True)
+class Say:
+    text: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    text: str
+
+
+@dataclass(frozen=True)
+class Shell:
+    command: str
+
+
+Step = Say | Hold | Shell
+
+
+@dataclass
+class Served:
+    """One scripted model call: its token, the step index, and what was answered."""
+
+    token: str
+    index: int
+    step: Step | None
+    tool: str | None = None  # the tool called, for a Shell step the agent offered one for
+    reached: trio.Event = field(default_factory=trio.Event)  # held: the text was flushed
+    released: trio.Event = field(default_factory=trio.Event)
+    ended: trio.Event = field(default_factory=trio.Event)  # the reply is over, either way
+    gone: bool = False  # the client closed the connection before the reply ended
+
+
+class ScriptedEndpoint:
+    """The scripts by token, and what was served. Fill `scripts` before sending the prompt.
+
+    port: the port it listens on, once started.
+    served: every scripted call, in arrival order.
+    unscripted: how many requests got the plain default answer.
+    """
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.scripts: dict[str, Sequence[Step]] = {}
+        self.served: list[Served] = []
+        self.unscripted = 0
+        self.bad_requests: list[str] = []
+        self._ids = itertools.count(1)
+        self._arrival = trio.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def calls(self, token: str) -> list[Served]:
+        return [s for s in self.served if s.token == token]
+
+    async def held(self, token: str) -> Served:
+        """The first held call of `token`, once its text is flushed: waits for it."""
+        while True:
+            for served in self.calls(token):
+                if isinstance(served.step, Hold):
+                    await served.reached.wait()
+                    return served
+            await self._arrival.wait()
+
+    async def call(self, token: str, index: int = 0) -> Served:
+        """The `index`-th call of `token`'s script, once it arrived: waits for it."""
+        while True:
+            for served in self.calls(token):
+                if served.index == index:
+                    return served
+            await self._arrival.wait()
+
+    def release(self, token: str | None = None) -> None:
+        """End the held streams of `token` (of every token when None). Never blocks."""
+        for served in self.served:
+            if token is None or served.token == token:
+                served.released.set()
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            async with stream:
+                while True:
+                    request = await _read_request(conn, stream)
+                    if request is None:
+                        return
+                    target, body = request
+                    await self._route(conn, stream, target, body)
+                    if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                        return
+                    conn.start_next_cycle()
+
+    async def _route(
+        self, conn: h11.Connection, stream: trio.SocketStream, target: tuple[str, str], body: Any
+    ) -> None:
+        method, path = target
+        path = path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and path.endswith("/models"):
+            models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
+            await _send_json(conn, stream, 200, models)
+        elif method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
+            await self._complete(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            self.bad_requests.append(f"{method} {path}")
+            error = {"error": {"message": f"no such endpoint: {method} {path}", "type": "x"}}
+            await _send_json(conn, stream, 404, error)
+
+    async def _complete(
+        self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
+    ) -> None:
+        token, index = locate(body.get("messages"))
+        script = self.scripts.get(token) if token is not None else None
+        step: Step | None = None
+        served: Served | None = None
+        if token is not None and script is not None:
+            step = script[index] if index < len(script) else None
+            if isinstance(step, Shell) and shell_call(body.get("tools"), step.command) is None:
+                # No shell tool to call: the script goes on with its next step, so a turn
+                # scripted to be held is still held.
+                step = script[index + 1] if index + 1 < len(script) else Say("ok")
+            served = Served(token, index, step)
+            self.served.append(served)
+            self._arrival.set()
+            self._arrival = trio.Event()
+        else:
+            self.unscripted += 1
+        call = shell_call(body.get("tools"), step.command) if isinstance(step, Shell) else None
+        if served is not None and call is not None:
+            served.tool = call[0]
+        text = step.text if isinstance(step, Say | Hold) else ("ok" if call is None else "")
+        try:
+            await self._reply(conn, stream, body, served, text, call)
+        finally:
+            if served is not None:
+                served.ended.set()
+
+    async def _reply(
+        self,
+        conn: h11.Connection,
+        stream: trio.SocketStream,
+        body: Mapping[str, Any],
+        served: Served | None,
+        text: str,
+        call: tuple[str, dict[str, Any]] | None,
+    ) -> None:
+        step = served.step if served is not None else None
+        chat_id = f"chatcmpl-{next(self._ids)}"
+        if not body.get("stream"):
+            await _send_json(conn, stream, 200, _completion(chat_id, text, call))
+            return
+        usage = bool(_dig(body, "stream_options", "include_usage"))
+        head = h11.Response(
+            status_code=200,
+            headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
+        )
+        await _send(conn, stream, head)
+        await _send_data(
+            conn, stream, _event(_chunk(chat_id, {"role": "assistant", "content": ""}))
+        )
+        for piece in _pieces(text):
+            await _send_data(conn, stream, _event(_chunk(chat_id, {"content": piece})))
+        if isinstance(step, Hold) and served is not None:
+            served.reached.set()
+            if not await _hold(stream, served.released):
+                served.gone = True
+                return
+        finish = "stop"
+        if call is not None:
+            delta = {"tool_calls": [_tool_delta(call, chat_id)]}
+            await _send_data(conn, stream, _event(_chunk(chat_id, delta)))
+            finish = "tool_calls"
+        await _send_data(conn, stream, _event(_chunk(chat_id, {}, finish)))
+        if usage:
+            await _send_data(conn, stream, _event(_usage_chunk(chat_id)))
+        await _send_data(conn, stream, b"data: [DONE]\n\n")
+        await _send(conn, stream, h11.EndOfMessage())
+
+
+@asynccontextmanager
+async def open_endpoint() -> AsyncGenerator[ScriptedEndpoint, None]:
+    """A `ScriptedEndpoint` serving on an ephemeral port of 127.0.0.1 until the block ends."""
+    endpoint = ScriptedEndpoint()
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, endpoint.handle, 0, host="127.0.0.1")
+        )
+        endpoint.port = listeners[0].socket.getsockname()[1]
+        try:
+            yield endpoint
+        finally:
+            endpoint.release()
+            nursery.cancel_scope.cancel()
+
+
+def locate(messages: object) -> tuple[str | None, int]:
+    """The token of the last user message (None if it has none) and how many assistant
+    messages follow it: which step of which script this call is."""
+    items = _objects(messages)
+    for position in range(len(items) - 1, -1, -1):
+        if items[position].get("role") == "user":
+            found = TOKEN.findall(_text_of(items[position].get("content")))
+            if not found:
+                return None, 0
+            after = items[position + 1 :]
+            return str(found[-1]), sum(1 for m in after if m.get("role") == "assistant")
+    return None, 0
+
+
+def _objects(value: object) -> list[Mapping[str, Any]]:
+    """The JSON objects of a JSON array (anything else in it skipped)."""
+    if not isinstance(value, list):
+        return []
+    items = cast("list[object]", value)
+    return [cast("Mapping[str, Any]", item) for item in items if isinstance(item, dict)]
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(str(part.get("text", "")) for part in _objects(content))
+
+
+def shell_call(tools: object, command: str) -> tuple[str, dict[str, Any]] | None:
+    """The shell-like tool among the request's `tools` and arguments that run `command`,
+    filled from its JSON schema; None if the agent offers no such tool."""
+    functions: dict[str, Mapping[str, Any]] = {}
+    for tool in _objects(tools):
+        function = tool.get("function")
+        name = _dig(function, "name")
+        if isinstance(name, str):
+            functions[name] = cast("Mapping[str, Any]", function)
+    chosen = next((functions[n] for n in _SHELL_NAMES if n in functions), None)
+    if chosen is None:
+        chosen = next(
+            (f for n, f in functions.items() if re.search(r"bash|shell|exec|command", n)), None
+        )
+    if chosen is None:
+        return None
+    schema: Any = chosen.get("parameters") or {}
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    required: list[str] = list(schema.get("required") or [])
+    arguments: dict[str, Any] = {}
+    key = next((k for k in _COMMAND_KEYS if k in properties), None) or "command"
+    kind = _dig(properties, key, "type")
+    arguments[key] = ["bash", "-lc", command] if kind == "array" else command
+    for name in required:
+        if name not in arguments:
+            arguments[name] = _filler(name, properties.get(name) or {})
+    return str(chosen["name"]), arguments
+
+
+def _dig(value: object, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = cast("Mapping[str, Any]", value).get(key)
+    return value
+
+
+def _filler(name: str, schema: Mapping[str, Any]) -> Any:
+    if "default" in schema:
+        return schema["default"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]  # pyright: ignore[reportUnknownVariableType]
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        return 60000 if "timeout" in name else 1
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    return "a conformance check"
+
+
+async def _hold(stream: trio.SocketStream, released: trio.Event) -> bool:
+    """Wait for `released`; False if the client closed the connection first."""
+    result = False
+    async with trio.open_nursery() as nursery:
+
+        async def release() -> None:
+            nonlocal result
+            await released.wait()
+            result = True
+            nursery.cancel_scope.cancel()
+
+        async def watch() -> None:
+            with contextlib.suppress(trio.BrokenResourceError):
+                while await stream.receive_some(4096):
+                    pass  # a client sends nothing during a response; b"" is its close
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(release)
+        nursery.start_soon(watch)
+    return result
+
+
+async def _read_request(
+    conn: h11.Connection, stream: trio.SocketStream
+) -> tuple[tuple[str, str], Any] | None:
+    """The next request's method and path, and its JSON body (None if not JSON); None at the
+    end of the connection or on a request that is not HTTP."""
+    target: tuple[str, str] | None = None
+    body = bytearray()
+    while True:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError:
+            return None
+        if event is h11.NEED_DATA:
+            data = await stream.receive_some(65536)
+            conn.receive_data(data)
+            continue
+        if isinstance(event, h11.Request):
+            target = (event.method.decode(), event.target.decode("latin-1"))
+        elif isinstance(event, h11.Data):
+            body += event.data
+            if len(body) > MAX_BODY:
+                return None
+        elif isinstance(event, h11.EndOfMessage) and target is not None:
+            try:
+                parsed: Any = json.loads(bytes(body)) if body else None
+            except ValueError:
+                parsed = None
+            return target, parsed
+        elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+            return None
+
+
+async def _send(
+    conn: h11.Connection,
+    stream: trio.SocketStream,
+    event: h11.Response | h11.Data | h11.EndOfMessage,
+) -> None:
+    data = conn.send(event)
+    if data:
+        await stream.send_all(data)
+
+
+async def _send_data(conn: h11.Connection, stream: trio.SocketStream, data: bytes) -> None:
+    await _send(conn, stream, h11.Data(data=data))
+
+
+async def _send_json(
+    conn: h11.Connection, stream: trio.SocketStream, status: int, payload: object
+) -> None:
+    data = json.dumps(payload).encode()
+    headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
+    await _send(conn, stream, h11.Response(status_code=status, headers=headers))
+    await _send_data(conn, stream, data)
+    await _send(conn, stream, h11.EndOfMessage())
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` in up to three chunks, cut at spaces: a stream, not one blob."""
+    words = text.split(" ")
+    if len(words) < 3:
+        return [text] if text else []
+    third = max(1, len(words) // 3)
+    cuts = [words[:third], words[third : 2 * third], words[2 * third :]]
+    return [" ".join(c) + (" " if i < 2 else "") for i, c in enumerate(cuts)]
+
+
+def _event(payload: object) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _chunk(chat_id: str, delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": chat_id,
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
+    }
+
+
+def _usage_chunk(chat_id: str) -> dict[str, Any]:
+    return {
+        "id": chat_id,
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _tool_delta(call: tuple[str, dict[str, Any]], chat_id: str) -> dict[str, Any]:
+    name, arguments = call
+    return {
+        "index": 0,
+        "id": f"call_{chat_id.rsplit('-', 1)[-1]}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+def _completion(chat_id: str, text: str, call: tuple[str, dict[str, Any]] | None) -> object:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if call is not None:
+        tool = _tool_delta(call, chat_id)
+        del tool["index"]
+        message["tool_calls"] = [tool]
+    return {
+        "id": chat_id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if call is not None else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }

@@ -1,0 +1,121 @@
+"""The ACP machine's named properties, rule by rule (rules P1-P7 of docs/contract.md's ACP
+section). Pure: no trio."""
+
+from __future__ import annotations
+
+from .._properties import Property
+
+__all__ = [
+    "ANSWER_UNIQUE",
+    "CANCEL_ANSWERS_CANCELLED",
+    "EXITS_AT_EOF",
+    "LOAD_REPLAYS",
+    "MALFORMED_ANSWERED",
+    "MALFORMED_SURVIVES",
+    "NO_ORPHANS",
+    "PROMPT_ENDS_TURN",
+    "PROPERTIES",
+    "QUIET_AFTER_CANCEL",
+    "REQUEST_ANSWERED",
+    "SCHEMA_VALID",
+    "SESSIONS_ISOLATED",
+]
+
+_M = "acp"
+
+REQUEST_ANSWERED = Property(
+    "P1",
+    "request-answered",
+    _M,
+    "every request the client sends is answered, by a response with its id holding a "
+    "result or an error (a prompt once its turn is over, anything else within the timeout)",
+)
+ANSWER_UNIQUE = Property(
+    "P1",
+    "answer-unique",
+    _M,
+    "a request is answered exactly once, and nothing is answered that was not asked",
+)
+CANCEL_ANSWERS_CANCELLED = Property(
+    "P2",
+    "cancel-answers-cancelled",
+    _M,
+    'after session/cancel, the prompt in flight in that session answers stopReason "cancelled"',
+)
+QUIET_AFTER_CANCEL = Property(
+    "P2",
+    "quiet-after-cancel",
+    _M,
+    "once a cancelled prompt is answered, no session/update of that session follows until "
+    "the client sends that session's next prompt",
+)
+PROMPT_ENDS_TURN = Property(
+    "P2",
+    "prompt-ends-turn",
+    _M,
+    'a prompt that was not cancelled answers stopReason "end_turn" once its model finished; '
+    "a session/cancel with no prompt in flight changes nothing",
+)
+SESSIONS_ISOLATED = Property(
+    "P3",
+    "sessions-isolated",
+    _M,
+    "a session/update names a session the client opened, and never carries what another "
+    "session's prompt or model produced",
+)
+LOAD_REPLAYS = Property(
+    "P4",
+    "load-replays",
+    _M,
+    "when the agent advertises loadSession, session/load of a session from an earlier "
+    "process replays, before it answers, each prompt of its completed turns and the text "
+    "the model streamed for it",
+)
+MALFORMED_ANSWERED = Property(
+    "P5",
+    "malformed-answered",
+    _M,
+    "a malformed frame gets a JSON-RPC error: with the frame's id when it has one, with id "
+    "null when none can be read",
+)
+MALFORMED_SURVIVES = Property(
+    "P5",
+    "malformed-survives",
+    _M,
+    "after a malformed frame the agent keeps serving: the next request is answered",
+)
+EXITS_AT_EOF = Property(
+    "P6",
+    "exits-at-eof",
+    _M,
+    "at the end of its standard input the agent exits within the grace",
+)
+NO_ORPHANS = Property(
+    "P6",
+    "no-orphans",
+    _M,
+    "once the agent has exited, no process it started is left alive",
+)
+SCHEMA_VALID = Property(
+    "P7",
+    "schema-valid",
+    _M,
+    "every line the agent writes to its standard output is one JSON-RPC 2.0 message, valid "
+    "against the ACP schema",
+)
+
+PROPERTIES: tuple[Property, ...] = (
+    REQUEST_ANSWERED,
+    ANSWER_UNIQUE,
+    CANCEL_ANSWERS_CANCELLED,
+    QUIET_AFTER_CANCEL,
+    PROMPT_ENDS_TURN,
+    SESSIONS_ISOLATED,
+    LOAD_REPLAYS,
+    MALFORMED_ANSWERED,
+    MALFORMED_SURVIVES,
+    EXITS_AT_EOF,
+    NO_ORPHANS,
+    SCHEMA_VALID,
+)
+"""Every property of the ACP machine."""

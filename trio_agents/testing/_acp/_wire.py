@@ -1,0 +1,159 @@
+"""The ACP wire as the ACP machine checks it: every message, both ways, against the official
+schema (`acp.schema`, the pydantic models of agent-client-protocol), and the frames the
+client sends. Pure: no trio.
+
+`check_from_agent` says what is wrong with one line the agent wrote (None: nothing);
+`check_from_client` does the same for ours, so a frame the suite builds wrong is the suite's
+bug, raised at once, never blamed on the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pydantic
+from acp import schema
+from acp.meta import CLIENT_METHODS
+
+__all__ = [
+    "RESPONSES",
+    "check_error",
+    "check_from_agent_message",
+    "check_from_client",
+    "dig",
+    "frame",
+    "parse_line",
+]
+
+REQUESTS_TO_AGENT: dict[str, type[pydantic.BaseModel]] = {
+    "initialize": schema.InitializeRequest,
+    "authenticate": schema.AuthenticateRequest,
+    "session/new": schema.NewSessionRequest,
+    "session/load": schema.LoadSessionRequest,
+    "session/prompt": schema.PromptRequest,
+}
+NOTIFICATIONS_TO_AGENT: dict[str, type[pydantic.BaseModel]] = {
+    "session/cancel": schema.CancelNotification,
+}
+RESPONSES: dict[str, type[pydantic.BaseModel]] = {
+    "initialize": schema.InitializeResponse,
+    "authenticate": schema.AuthenticateResponse,
+    "session/new": schema.NewSessionResponse,
+    "session/load": schema.LoadSessionResponse,
+    "session/prompt": schema.PromptResponse,
+}
+"""The result model of each request the client sends."""
+REQUESTS_TO_CLIENT: dict[str, type[pydantic.BaseModel]] = {
+    "session/request_permission": schema.RequestPermissionRequest,
+    "fs/read_text_file": schema.ReadTextFileRequest,
+    "fs/write_text_file": schema.WriteTextFileRequest,
+    "terminal/create": schema.CreateTerminalRequest,
+    "terminal/output": schema.TerminalOutputRequest,
+    "terminal/release": schema.ReleaseTerminalRequest,
+    "terminal/wait_for_exit": schema.WaitForTerminalExitRequest,
+    "terminal/kill": schema.KillTerminalRequest,
+}
+CLIENT_RESPONSES: dict[str, type[pydantic.BaseModel]] = {
+    "session/request_permission": schema.RequestPermissionResponse,
+    "fs/read_text_file": schema.ReadTextFileResponse,
+    "fs/write_text_file": schema.WriteTextFileResponse,
+}
+NOTIFICATIONS_TO_CLIENT: dict[str, type[pydantic.BaseModel]] = {
+    "session/update": schema.SessionNotification,
+}
+_KNOWN_TO_CLIENT = frozenset(CLIENT_METHODS.values())
+
+
+def dig(value: object, *keys: str) -> Any:
+    """`value[k1][k2]...` through JSON objects; None where a key or an object is missing."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = cast("dict[str, Any]", value).get(key)
+    return value
+
+
+def frame(**fields: Any) -> bytes:
+    """One JSON-RPC 2.0 line."""
+    return json.dumps({"jsonrpc": "2.0", **fields}, separators=(",", ":")).encode() + b"\n"
+
+
+def parse_line(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """A line the agent wrote as a JSON-RPC 2.0 message, or what is wrong with it."""
+    try:
+        value = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return None, f"a line that is not JSON ({type(exc).__name__}): {_cut(line)}"
+    if not isinstance(value, dict):
+        return None, f"a line that is not a JSON object: {_cut(line)}"
+    message: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    if message.get("jsonrpc") != "2.0":
+        return None, f'a message without "jsonrpc": "2.0": {_cut(line)}'
+    return message, None
+
+
+def check_from_agent_message(message: Mapping[str, Any], answers: str | None) -> str | None:
+    """What is wrong with a message the agent sent, against the schema. `answers` is the
+    method of our request a response answers (None: not a response to a request of ours)."""
+    method = message.get("method")
+    if method is None:
+        if "error" in message:
+            return check_error(message.get("error"))
+        if "result" not in message:
+            return f"a message with neither method, result nor error: {_cut_value(message)}"
+        model = RESPONSES.get(answers) if answers is not None else None
+        return _invalid(model, message["result"], f"the result of {answers}")
+    if not isinstance(method, str):
+        return f"a method that is not a string: {_cut_value(message)}"
+    params = message.get("params", {})
+    if "id" in message:
+        model = REQUESTS_TO_CLIENT.get(method)
+    else:
+        model = NOTIFICATIONS_TO_CLIENT.get(method)
+    if model is None:
+        if method.startswith("_") or method in _KNOWN_TO_CLIENT:
+            return None  # an extension method, or one this client does not take: answered
+        return f"a method the client side of ACP does not have: {method!r}"
+    return _invalid(model, params, method)
+
+
+def check_error(error: object) -> str | None:
+    """What is wrong with a JSON-RPC error object (code, message, optional data)."""
+    return _invalid(schema.Error, error, "a JSON-RPC error")
+
+
+def check_from_client(method: str, params: object, *, response_to: str | None = None) -> None:
+    """Raise AssertionError if a frame the suite sends is not valid ACP (the suite's bug)."""
+    if response_to is not None:
+        model = CLIENT_RESPONSES.get(response_to)
+    else:
+        model = REQUESTS_TO_AGENT.get(method) or NOTIFICATIONS_TO_AGENT.get(method)
+    problem = _invalid(model, params, response_to or method)
+    if problem is not None:
+        raise AssertionError(f"the ACP machine built an invalid frame: {problem}")
+
+
+def _invalid(model: type[pydantic.BaseModel] | None, value: object, what: str) -> str | None:
+    if model is None:
+        return None
+    try:
+        model.model_validate(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top)"
+        return f"{what} is not valid ACP ({model.__name__}: {where}: {first['msg']}): " + (
+            _cut_value(value)
+        )
+    return None
+
+
+def _cut(line: bytes, limit: int = 200) -> str:
+    text = line.decode("utf-8", "replace")
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _cut_value(value: object, limit: int = 300) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."
