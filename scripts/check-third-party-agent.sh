@@ -6,7 +6,7 @@
 #   scripts/check-third-party-agent.sh NAME [SEED] [EXTRA CONFORMANCE OPTIONS...]
 #
 # NAME is qwen-code, codex-acp or opencode; SEED defaults to 1. Runs the checkout's code
-# (python -m trio_agents from the repository root; PYTHON overrides the interpreter) and
+# (python -m trio_agents._cli from the repository root; PYTHON overrides the interpreter) and
 # gives every agent a scratch HOME inside the example's directory.
 set -euo pipefail
 
@@ -39,5 +39,5 @@ case "$name" in
 esac
 
 cd "$root"
-exec env PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -m trio_agents conformance --acp \
+exec env PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -m trio_agents._cli conformance --acp \
   --seed "$seed" "${options[@]}" "$@" -- "${command[@]}"
