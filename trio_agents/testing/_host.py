@@ -98,6 +98,9 @@ class TrioHost:
 
     async def _main(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        # Once trio's own tasks run, one of them waits on its wakeup socket: what a run that
+        # does nothing waits on.
+        await trio.testing.wait_all_tasks_blocked()
         self._io_baseline = _waiting_on_io()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -268,13 +271,11 @@ async def _report_a_dead_run(
     frozen = clock.rate == 0 and math.isinf(clock.autojump_threshold)
     while True:
         # A task in wait_all_tasks_blocked keeps the clock from autojumping, so wait with no
-        # cushion, then sleep until the next deadline (the autojump fires it), or, with
-        # nothing that could ever wake a task, look once more after a real cushion.
+        # cushion, then sleep until the next deadline (the autojump fires it); otherwise
+        # wait a real cushion (I/O may wake a task meanwhile), and look.
         await trio.testing.wait_all_tasks_blocked()
         if not frozen and _next_deadline_in() < math.inf:
             await trio.sleep(_next_deadline_in())
-            continue
-        if not _dead(io_baseline, frozen):
             continue
         await trio.testing.wait_all_tasks_blocked(cushion=_DEAD_CUSHION)
         if _dead(io_baseline, frozen):
