@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
-            "testing._lifecycle_properties",
+            "testing._lifecycle_properties", "testing._observer",
         ),
     ),
     (
@@ -70,7 +70,8 @@ EXPORTS = {
         "default_store_path", "open_agent", "open_runtime",
         # the errors, one class per reason (D58)
         "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
-        "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ReadOnlyStoreError",
+        "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ObserverMisuse",
+        "ReadOnlyStoreError",
         "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "StoreBrokenError", "StoreClosedError", "StoreNotFoundError",
         "UnknownStoreVersionError",
@@ -84,6 +85,7 @@ EXPORTS = {
         "WallClock", "check_agent_conformance", "check_durable_conformance",
         "check_lifecycle_conformance",
         "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
+        "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
     },
 }  # fmt: skip
 

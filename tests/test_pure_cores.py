@@ -38,6 +38,7 @@ PURE_MODULES = [
     "_transcript",
     "testing/_reference",
     "testing/_history",
+    "testing/_observer",
 ]
 
 

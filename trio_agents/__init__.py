@@ -15,6 +15,7 @@ from ._errors import JobNotFoundError as JobNotFoundError
 from ._errors import LabelNotFoundError as LabelNotFoundError
 from ._errors import ModelEndpointError as ModelEndpointError
 from ._errors import NotAStoreError as NotAStoreError
+from ._errors import ObserverMisuse as ObserverMisuse
 from ._errors import PersistenceError as PersistenceError
 from ._errors import ReadOnlyStoreError as ReadOnlyStoreError
 from ._errors import SessionExistsError as SessionExistsError
@@ -122,6 +123,7 @@ __all__ = [
     "ModelEndpointError",
     "ModelRequest",
     "NotAStoreError",
+    "ObserverMisuse",
     "OfflineModel",
     "OpenAICompatibleModel",
     "PersistenceError",

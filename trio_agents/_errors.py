@@ -30,6 +30,7 @@ names the value and what to do.
      +-- ReadOnlyStoreError .......... [io.UnsupportedOperation]
      +-- ChatStreamError ............. [ValueError]
      +-- ModelEndpointError .......... [RuntimeError]
+     +-- ObserverMisuse .............. [ValueError]
 
 Kept in their own modules, outside the tree, because no caller ever sees them:
 `acp._jsonrpc.JsonRpcError` is the value an ACP request handler raises to answer with a
@@ -66,6 +67,7 @@ __all__ = [
     "LabelNotFoundError",
     "ModelEndpointError",
     "NotAStoreError",
+    "ObserverMisuse",
     "PersistenceError",
     "ReadOnlyStoreError",
     "SessionExistsError",
@@ -231,3 +233,12 @@ class ModelEndpointError(TrioAgentsError, RuntimeError):
         super().__init__(message)
         self.url = url
         self.status = status
+
+
+# -- the conformance suite ------------------------------------------------------------------
+
+
+class ObserverMisuse(TrioAgentsError, ValueError):
+    """An adapter called the conformance suite's `AgentObserver` out of order (a step
+    outside a turn, a result for a call it never announced): a bug of the adapter, not a
+    contract violation of the agent. The message names the call and what to call first."""

@@ -14,6 +14,10 @@ from .._util import fixup_module_metadata as _fixup_module_metadata
 from ._history import history_problems as history_problems
 from ._host import TrioHost as TrioHost
 from ._host import WallClock as WallClock
+from ._observer import AgentObserver as AgentObserver
+from ._observer import ObservedAgent as ObservedAgent
+from ._observer import ObservedFactory as ObservedFactory
+from ._observer import observed as observed
 from ._properties import ContractViolation as ContractViolation
 from ._properties import Property as Property
 from ._reference import AgentReference as AgentReference
@@ -49,6 +53,7 @@ __all__ = [
     "PROPERTIES",
     "AgentFactory",
     "AgentMachine",
+    "AgentObserver",
     "AgentReference",
     "AgentSurface",
     "ContractViolation",
@@ -57,6 +62,8 @@ __all__ = [
     "EchoTool",
     "GateTool",
     "LifecycleMachine",
+    "ObservedAgent",
+    "ObservedFactory",
     "Property",
     "RandomSeeder",
     "RuntimeFactory",
@@ -73,6 +80,7 @@ __all__ = [
     "check_shell_conformance",
     "echo_reply",
     "history_problems",
+    "observed",
     "reply",
     "tool_step",
 ]
