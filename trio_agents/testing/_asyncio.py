@@ -22,10 +22,11 @@ from typing import Any, Protocol, TypeVar, cast
 
 import trio
 
+from .._errors import AgentClosedError
 from .._model import ModelChunk, ModelRequest
 from .._tool import Tool, ToolContext, ToolResult
 
-__all__ = ["AsyncioModel", "AsyncioPeer", "AsyncioTool", "open_asyncio_peer"]
+__all__ = ["AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer"]
 
 T = TypeVar("T")
 
@@ -157,3 +158,238 @@ async def open_asyncio_peer(
         finally:
             with trio.CancelScope(shield=True):
                 await peer._stop()  # pyright: ignore[reportPrivateUsage]
+
+
+Claim = tuple[str, str, str, str]
+"""A message a step took: (id, kind "steering" or "context", content, role)."""
+
+
+class PeerAgent:
+    """The part of an adapter every framework shares: the inbox, the status and the turn
+    driver, on the peer's loop, reporting to an `AgentObserver`. It is the `ObservedAgent`
+    an adapter factory yields; the adapter subclasses it and writes `run_turn`.
+
+    `run_turn(prompt)` runs one turn in the framework's own loop, as an asyncio task, and
+    calls `begin_step()` before each model call (it returns the steering and context the
+    step claims, for the framework's request), `end_step()` after each step, and the
+    observer's `text_streamed`, `reply_ended`, `tool_called` and `tool_answered` as they
+    happen. It returns None (completed) or the turn's end reason. `cancel` cancels the
+    turn's task (`cancel_turn`, which a framework with another cancel primitive overrides);
+    a step still open when the task ends is closed: its reply interrupted, its unanswered
+    tool calls interrupted.
+
+    peer: the AsyncioPeer the framework runs on.
+    observer: the AgentObserver the instants go to.
+    options: the agent's options; `max_steps` is the adapter's to honour.
+    steps: the steps the running turn has started.
+    turn: the running (or last) turn's number.
+    task: the running turn's asyncio task, or None.
+    """
+
+    def __init__(self, peer: AsyncioPeer, observer: Any, options: Any) -> None:
+        self.peer = peer
+        self.observer = observer
+        self.options = options
+        self.steps = 0
+        self.turn = 0
+        self.task: asyncio.Task[Any] | None = None
+        self._ids = 0
+        self._queue: list[tuple[str, str]] = []
+        self._claims: list[Claim] = []  # steering and context for the next step
+        self._ending: dict[str, Any] | None = None  # the first cancel's turn end
+        self._step_open = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._replied = False
+        self._open_calls: list[str] = []
+        self._closed = False
+        self._wakeup = asyncio.Event()
+        self._settled = trio.Event()
+        self._settled.set()
+        self._driver: asyncio.Task[None] | None = None
+
+    @property
+    def pending(self) -> tuple[tuple[str, str], ...]:
+        """The accepted messages not yet delivered, in order: (id, kind)."""
+        queued = tuple((mid, "prompt") for mid, _ in self._queue)
+        return tuple((c[0], c[1]) for c in self._claims) + queued
+
+    def send(self, content: str) -> str:
+        """Queue a prompt; RUNNING before it returns (A1)."""
+        mid = self._accept()
+        self._queue.append((mid, content))
+        self._running()
+        return mid
+
+    def steer(self, content: str) -> str:
+        """Steering for the running turn's next step, or a prompt without a turn (A3)."""
+        if self.task is None:
+            return self.send(content)
+        mid = self._accept()
+        self._claims.append((mid, "steering", content, "user"))
+        return mid
+
+    def inject(self, message: Any, /) -> str:
+        """Context for the next step, as a str or a user or system Message (A4)."""
+        mid = self._accept()
+        content, role = (message, "user") if isinstance(message, str) else (message.content, message.role)
+        self._claims.append((mid, "context", content, role))
+        return mid
+
+    def cancel(self, reason: str, *, cause: Any) -> bool:
+        """Cancel the running turn and the queue (A5, A6)."""
+        steering = any(kind == "steering" for _, kind, _, _ in self._claims)
+        if self._closed or (self.task is None and not self._queue and not steering):
+            return False
+        self.observer.cancel_requested(cause, reason)
+        self._queue.clear()
+        self._claims = [c for c in self._claims if c[1] == "context"]
+        if self.task is not None:
+            if self._ending is None:
+                self._ending = {"kind": "aborted", "reason": reason, "cause": cause}
+            self.cancel_turn()
+        else:
+            self._idle()
+        return True
+
+    def cancel_turn(self) -> None:
+        """The framework's cancel primitive; by default, cancel the turn's asyncio task."""
+        if self.task is not None:
+            self.task.cancel()
+
+    async def wait_idle(self) -> None:
+        """Return once nothing runs or is queued (A9), or the driver ended if closed."""
+        await trio.lowlevel.checkpoint()
+        while not self._settled.is_set():
+            await self._settled.wait()
+
+    async def run_turn(self, prompt: str) -> Mapping[str, Any] | None:
+        """One turn in the framework's loop; the adapter's to write."""
+        raise NotImplementedError
+
+    def begin_step(self) -> list[Claim]:
+        """Claim the next step's steering and context, and start the step."""
+        claims, self._claims = self._claims, []
+        for mid, kind, content, role in claims:
+            self.observer.message_claimed(mid, kind, content, role=role)
+        self.steps += 1
+        self._step_open, self._replied, self._open_calls = True, False, []
+        timeout = self.options.step_timeout
+        if timeout is not None:
+            # The frameworks have no step timeout: the adapter's, by their cancel primitive.
+            self._timer = self.peer.loop.call_later(timeout, self._timed_out)
+        self.observer.step_started()
+        return claims
+
+    def _timed_out(self) -> None:
+        if self._ending is None:
+            self._ending = {"kind": "aborted", "reason": "step-timeout", "cause": "timeout"}
+        self.cancel_turn()
+
+    def reply_ended(self, finish: Any = "stop") -> None:
+        """The step's reply ended (`finish`): `observer.reply_ended`, noted for the close."""
+        self._replied = True
+        self.observer.reply_ended(finish=finish)
+
+    def tool_called(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> None:
+        """`observer.tool_called`, noted: a call left unanswered is interrupted."""
+        self._open_calls.append(call_id)
+        self.observer.tool_called(call_id, name, arguments)
+
+    def tool_answered(self, call_id: str, result: ToolResult) -> None:
+        """`observer.tool_answered` with the tool's result."""
+        self._open_calls.remove(call_id)
+        self.observer.tool_answered(call_id, result.content, is_error=result.is_error)
+
+    def end_step(self) -> None:
+        """End the open step (if one is open)."""
+        if self._step_open:
+            self._step_open = False
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self.observer.step_ended()
+
+    def steering_waits(self) -> bool:
+        """Whether steering waits for a next step."""
+        return any(kind == "steering" for _, kind, _, _ in self._claims)
+
+    # -- the driver ----------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Start the turn driver on the peer's loop."""
+        self._driver = self.peer.start(self._drive())
+
+    async def aclose(self) -> None:
+        """Close: CLOSED, the turn cancelled and ended `closed`, the driver ended."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.clear()
+        self._claims = [c for c in self._claims if c[1] == "context"]
+        if self._settled.is_set():  # a waiter parked on the unset one must see it set
+            self._settled = trio.Event()
+        self.observer.status_changed("closed")
+        if self.task is not None:
+            self._ending = self._ending or {"kind": "closed"}
+            self.cancel_turn()
+        self._wakeup.set()
+        if self._driver is not None:
+            await self.peer._loop.run_aio_future(  # pyright: ignore[reportPrivateUsage]
+                asyncio.gather(self._driver, return_exceptions=True)
+            )
+        self._settled.set()
+
+    async def _drive(self) -> None:
+        while not self._closed:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            mid, content = self._queue.pop(0)
+            await self._turn(mid, content)
+            if not self._queue and not self._closed:
+                self._idle()
+
+    async def _turn(self, mid: str, content: str) -> None:
+        self._ending, self.steps = None, 0
+        self.turn += 1
+        self.task = self.peer.start(self.run_turn(content))
+        self.observer.turn_started(mid, content)
+        try:
+            end = await self.task
+        except asyncio.CancelledError:
+            end = None  # the cancel's reason, in `_ending`
+        except Exception as exc:
+            end = {"kind": "error", "message": f"{type(exc).__name__}: {exc}"}
+        if self._ending is not None:
+            end = self._ending
+        self.task = None
+        if self._step_open:
+            if not self._replied:
+                self.observer.reply_ended(interrupted=True)
+            for call_id in self._open_calls:
+                self.observer.tool_interrupted(call_id)
+            self.end_step()
+        self.observer.turn_ended(end or {"kind": "completed"})
+        # Steering the turn did not take becomes the next prompt, ahead of the queue (A3).
+        left = [(c[0], c[2]) for c in self._claims if c[1] == "steering"]
+        self._claims = [c for c in self._claims if c[1] == "context"]
+        self._queue[:0] = left
+
+    def _accept(self) -> str:
+        if self._closed:
+            raise AgentClosedError("the agent is closed")
+        self._ids += 1
+        return f"m{self._ids}"
+
+    def _running(self) -> None:
+        if self._settled.is_set():
+            self._settled = trio.Event()
+        self.observer.status_changed("running")
+        self._wakeup.set()
+
+    def _idle(self) -> None:
+        if self._closed:
+            return
+        self.observer.status_changed("idle")
+        self._settled.set()
