@@ -33,7 +33,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
-            "testing._lifecycle_properties", "testing._observer",
+            "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",
+            "testing._features",
         ),
     ),
     (
@@ -80,7 +81,8 @@ EXPORTS = {
     "trio_agents.testing": {
         "HOLD", "PROPERTIES", "ContractViolation", "Draws", "DurableMachine", "Property",
         "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface", "EchoTool",
-        "GateTool", "LifecycleMachine", "RandomSeeder", "RuntimeFactory", "RuntimeSurface",
+        "Features", "GateTool", "LifecycleMachine", "RandomSeeder", "RuntimeFactory",
+        "RuntimeSurface",
         "ScriptedModel", "ScriptedStep", "ShellFactory", "ShellMachine", "TrioHost",
         "WallClock", "check_agent_conformance", "check_durable_conformance",
         "check_lifecycle_conformance",

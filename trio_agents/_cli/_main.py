@@ -23,11 +23,21 @@ def _load_target(spec: str) -> Any:
     # Like `python -m`, look in the working directory first: targets live in your project.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    # Imported here: only `conformance` loads trio_agents.testing.
+    from ..testing._features import FeatureError
+
+    try:
+        module = importlib.import_module(module_name)
+    except FeatureError as exc:  # a bad `Features(...)` declaration in the target's module
+        raise _BadDeclaration(f"--target {spec}: {exc}") from None
     try:
         return getattr(module, attr)
     except AttributeError:
         raise SystemExit(f"--target: module {module_name!r} has no attribute {attr!r}") from None
+
+
+class _BadDeclaration(Exception):
+    """A target's feature declaration cannot be: the command says so in one line, exit 2."""
 
 
 def _progress(machine: str, examples: int, seconds: float) -> None:
@@ -36,9 +46,18 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
-    from ..testing._conformance import describe_failure, run_conformance
+    from ..testing._conformance import describe_coverage, describe_failure, run_conformance
+    from ..testing._features import FeatureError, features_of
 
-    factory = _load_target(args.target) if args.target else None
+    try:
+        factory = _load_target(args.target) if args.target else None
+        features_of(factory)  # a declaration that cannot be fails here, before any run
+    except FeatureError as exc:
+        print(f"trio-agents conformance: --target {args.target}: {exc}", file=sys.stderr)
+        return 2
+    except _BadDeclaration as exc:
+        print(f"trio-agents conformance: {exc}", file=sys.stderr)
+        return 2
     runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
     shell_factory = _load_target(args.shell_target) if args.shell_target else None
     given = (args.target, args.runtime_target, args.shell_target)
@@ -61,10 +80,12 @@ def _conformance(args: argparse.Namespace) -> int:
             f"{report.examples} examples, {report.checks} checked steps, "
             f"{report.histories} distinct histories, seed {report.seed} ({report.seconds:.1f}s)"
         )
+        verdict = "passed" if report.passed else "FAILED"
+        print(f"  {report.machine} machine: {verdict}, {counts}")
+        for line in describe_coverage(report):
+            print(f"    {line}")
         if report.passed:
-            print(f"  {report.machine} machine: passed, {counts}")
             continue
-        print(f"  {report.machine} machine: FAILED, {counts}")
         for line in describe_failure(report.failure).splitlines():
             print(f"    {line}")
         if report.program is not None:

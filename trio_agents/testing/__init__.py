@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._features import Features as Features
 from ._history import history_problems as history_problems
 from ._host import TrioHost as TrioHost
 from ._host import WallClock as WallClock
@@ -60,6 +61,7 @@ __all__ = [
     "Draws",
     "DurableMachine",
     "EchoTool",
+    "Features",
     "GateTool",
     "LifecycleMachine",
     "ObservedAgent",

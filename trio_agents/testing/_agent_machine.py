@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import trio
 import trio.testing
@@ -25,15 +25,9 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 
 from .._agent import Agent
 from .._events import (
-    CancelRequested,
     Event,
     EventBus,
     StatusChanged,
-    StepEnded,
-    StepStarted,
-    TextStreamed,
-    TurnEnded,
-    TurnStarted,
 )
 from .._model import Message, Model, TextDelta, ToolCall
 from .._options import AgentOptions
@@ -42,7 +36,6 @@ from .._status import AgentStatus
 from .._tool import Tool
 from ._agent_checks import Reply
 from ._agent_harness import (
-    LISTENER_FAILURE,
     MachineGate,
     MachineHost,
     MachineModel,
@@ -57,7 +50,9 @@ from ._agent_properties import (
     STATUS_AFTER_SEND,
     WAIT_IDLE_RETURNS,
 )
-from ._agent_verify import AgentChecks, summarize_turns
+from ._agent_verify import summarize_turns
+from ._agent_windows import AgentWindows
+from ._features import Features, features_of
 from ._history import history_problems
 from ._machine import machine_for, rule
 from ._properties import Property
@@ -70,6 +65,7 @@ __all__ = [
     "AgentFactory",
     "AgentMachine",
     "RandomSeeder",
+    "agent_machine_for",
     "check_agent_conformance",
     "summarize_turns",
 ]
@@ -77,20 +73,6 @@ __all__ = [
 STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 # A close ends what a program can explore: it is enabled only once this many steps ran.
 CLOSE_AFTER = 12
-# The events a raising listener may be armed at (A11).
-RAISING_AT: dict[str, type] = {
-    "CancelRequested": CancelRequested,
-    "StatusChanged": StatusChanged,
-    "StepEnded": StepEnded,
-    "StepStarted": StepStarted,
-    "TextStreamed": TextStreamed,
-    "TurnEnded": TurnEnded,
-    "TurnStarted": TurnStarted,
-}
-
-
-def _exploring(machine: AgentMachine) -> bool:
-    return type(machine).explore_schedules
 
 
 def agent_settings(settings: Settings) -> Settings:
@@ -106,8 +88,9 @@ def builtin_agent_factory(
     return open_agent(model, tools=tools, events=events, options=options)
 
 
-class AgentMachine(AgentChecks):
-    """Subclass and set `factory` to check another implementation.
+class AgentMachine(AgentWindows):
+    """Subclass and set `factory` to check another implementation, and `features` to say
+    what it has (default: what the factory's `conformance_features` attribute declares).
 
     What a subclass's rules and checks can use:
 
@@ -184,7 +167,17 @@ class AgentMachine(AgentChecks):
         A printed reproduction passes our `RandomSeeder` to do the same outside Hypothesis."""
         if isinstance(scheduler, RandomSeeder):
             scheduler.apply()
-        self.ref = AgentReference(max_steps=max_steps, step_timeout=step_timeout)
+        has = self.has
+        # An option the agent does not honour is never set (drawn all the same, so the
+        # programs of a full agent and of one without it are drawn alike).
+        max_steps = max_steps if has.max_steps else None
+        step_timeout = step_timeout if has.step_timeout else None
+        self.ref = AgentReference(
+            max_steps=max_steps,
+            step_timeout=step_timeout,
+            steering_at_step_limit=has.steering_at_step_limit,
+            cancel_after_final_answer=has.cancel_after_final_answer,
+        )
         options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
         factory = type(self).factory
         self.agent = self._start_service(
@@ -232,6 +225,7 @@ class AgentMachine(AgentChecks):
         for _ in range(count):
             self.send()
 
+    @precondition(lambda self: self.has.steer)
     @rule()
     def steer(self) -> None:
         """Steer: steering for the running turn, or a prompt without one."""
@@ -241,12 +235,15 @@ class AgentMachine(AgentChecks):
         self.host.settle()
         self.ref.steer(mid)
 
+    @precondition(lambda self: self.has.inject)
     @rule(role=st.sampled_from(["str", "user", "system"]))
     def inject(self, role: Literal["str", "user", "system"]) -> None:
-        """Inject context for the next step, as a str or a Message of role user or system:
-        it never wakes the agent (A4)."""
+        """Inject context for the next step, as a str or a Message of role user or system
+        (user, for an agent without `system_context`): it never wakes the agent (A4)."""
         if self._refused("inject"):
             return
+        if role == "system" and not self.has.system_context:
+            role = "user"
         content = self._content("context")
         message: Message | str = content if role == "str" else Message(role, content)
         idle = self.ref.status == "idle"
@@ -304,7 +301,7 @@ class AgentMachine(AgentChecks):
         self.host.settle()
         self.ref.release_model(answer)
 
-    @precondition(lambda self: self.ref.phase == "model")
+    @precondition(lambda self: self.has.partial_replies and self.ref.phase == "model")
     @rule()
     def release_partial(self) -> None:
         """Let the held model call stream a piece of text, then hold the rest: a cancel, a
@@ -325,6 +322,7 @@ class AgentMachine(AgentChecks):
         self.host.settle()
         self.ref.finish_tool()
 
+    @precondition(lambda self: self.has.step_timeout)
     @rule(seconds=st.sampled_from([30.0, 50.0, STEP_TIMEOUT]))
     def time_passes(self, seconds: float) -> None:
         """Trio time moves on (free with the autojump clock): a held step may time out."""
@@ -332,13 +330,16 @@ class AgentMachine(AgentChecks):
         self.host.settle()
         self.ref.time_passes(seconds)
 
-    @precondition(lambda self: self.ref.phase is not None and self._turn_can_end_here())
+    @precondition(
+        lambda self: self.has.steer and self.ref.phase is not None and self._turn_can_end_here()
+    )
     @rule()
     def steer_as_the_turn_ends(self) -> None:
         """Steer in the turn's last step, then end that step so the turn ends with the
         steering unconsumed: the step times out, or it is the last `max_steps` allows and
-        returns. That steering must become the next prompt, ahead of the queue (A3). A
-        random program reaches this window rarely, so it is a rule of its own."""
+        returns. That steering must become the next prompt, ahead of the queue (A3), or,
+        with `steering_at_step_limit="answer"`, be answered by one more step. A random
+        program reaches this window rarely, so it is a rule of its own."""
         self.steer()
         if self.ref.step_timeout is not None:
             self.time_passes(STEP_TIMEOUT)
@@ -374,116 +375,19 @@ class AgentMachine(AgentChecks):
         self._close(None)
         self._check_closed()
 
-    @precondition(lambda self: self.ref.turn is not None and self._steps >= CLOSE_AFTER // 2)
+    @precondition(
+        lambda self: (
+            self.has.close_while_cancelling
+            and self.ref.turn is not None
+            and self._steps >= CLOSE_AFTER // 2
+        )
+    )
     @rule(cause=st.sampled_from(["user", "parent"]))
     def cancel_then_close(self, cause: Literal["user", "parent"]) -> None:
         """Cancel the running turn and close the agent in one go: the close reaches the turn
         while it unwinds, and must not rewrite its first cause (A8)."""
         self._close(cause)
         self._check_closed()
-
-    @precondition(lambda self: _exploring(self) and self.ref.status != "closed")
-    @rule(cancel_spawned_first=st.booleans())
-    def race_cancel_and_send(self, cancel_spawned_first: bool) -> None:
-        """cancel() and send() from two tasks started in the same scheduler batch: which
-        runs first is the scheduler's choice. Both are synchronous, so the order they ran in
-        is observed exactly and the reference applies them in it, with no driver step in
-        between (a task they wake runs in a later batch)."""
-        ran: list[tuple[str, object]] = []
-        content = self._content("raced")
-
-        async def cancel() -> None:
-            before = (self._ref_pending(), self.ref.status)  # the reference, as yet unmoved
-            ran.append(("cancel", (self._rule_cancel("race", "user"), before)))
-
-        async def send() -> None:
-            mid = str(self.agent.send(content))
-            ran.append(("send", (mid, self.agent.status)))
-
-        async def both() -> None:
-            async with trio.open_nursery() as nursery:
-                for op in (cancel, send) if cancel_spawned_first else (send, cancel):
-                    nursery.start_soon(op)
-
-        self.host.call(both)
-        self._raise_observed()
-        self.host.settle()
-        cancelled_first = after_cancel = idle_cancel_first = after_idle_cancel = False
-        sent = ""
-        for op, result in ran:
-            if op == "send":
-                mid, status = cast("tuple[str, AgentStatus]", result)
-                self.contents[mid] = content
-                was = self.ref.status
-                self.ref.send_nowait(mid)
-                if was == "idle" and status is not AgentStatus.RUNNING:
-                    STATUS_AFTER_SEND.fail(
-                        f"send() of {mid} from IDLE returned with the agent {status.value}"
-                    )
-                sent, after_cancel, after_idle_cancel = mid, cancelled_first, idle_cancel_first
-            else:
-                effective, _ = cast("tuple[bool, object]", result)
-                # What the agent was before the cancel, as the reference has it now.
-                before = (self._ref_pending(), self.ref.status)
-                expected = self.ref.cancel_now("race", "user")
-                self._check_cancel(effective, expected, before, "cancel() racing a send()")
-                cancelled_first, idle_cancel_first = expected, not expected
-        self.ref.settle()
-        if after_cancel:
-            self._check_sent_runs(sent)
-        if after_idle_cancel:
-            self.host.settle()
-            self._check_not_stranded(sent)
-
-    @rule(event=st.sampled_from(["TurnStarted", "StepStarted", "StepEnded", "Idle"]))
-    def arm(self, event: str) -> None:
-        """A one-shot listener: cancel at the next TurnStarted/StepStarted/StepEnded (the
-        pre-step, pre-model and continuation windows), or send at the next IDLE (the
-        replacement-turn race)."""
-        if event in self.ref.armed or self.ref.status == "closed":
-            return
-        self.ref.armed.add(event)
-        kinds: dict[str, type] = {
-            "TurnStarted": TurnStarted,
-            "StepStarted": StepStarted,
-            "StepEnded": StepEnded,
-            "Idle": StatusChanged,
-        }
-        fired: list[bool] = []
-
-        def listener(e: Event) -> None:
-            if fired or not isinstance(e, kinds[event]):
-                return
-            if event == "Idle" and not (
-                isinstance(e, StatusChanged) and e.status is AgentStatus.IDLE
-            ):
-                return
-            fired.append(True)
-            disconnect()
-            if event == "Idle":
-                content = self._content("follow-up")
-                mid = str(self.agent.send(content))
-                self.contents[mid] = content
-                self.ref.idle_sends.append(mid)
-            else:
-                self.agent.cancel("armed", cause="user")
-
-        disconnect = self.bus.connect(listener)
-
-    @rule(event=st.sampled_from(sorted(RAISING_AT)))
-    def arm_raising(self, event: str) -> None:
-        """A one-shot listener that raises at the next event of a kind: the agent must
-        contain it, and nothing else may change (A11)."""
-        fired: list[bool] = []
-
-        def listener(e: Event) -> None:
-            if fired or not isinstance(e, RAISING_AT[event]):
-                return
-            fired.append(True)
-            disconnect()
-            raise RuntimeError(f"{LISTENER_FAILURE} at {event}")
-
-        disconnect = self.bus.connect(listener)
 
     @rule()
     def start_waiter(self) -> None:
@@ -502,14 +406,6 @@ class AgentMachine(AgentChecks):
 
     # -- rule helpers ------------------------------------------------------------------
 
-    def _next(self) -> int:
-        self._counter += 1
-        return self._counter
-
-    def _content(self, what: str) -> str:
-        """A content no other message has: a request that misplaces one shows it."""
-        return f"{what} {self._next()}"
-
     def _deliver(self, op: Any, content: str, verb: str) -> str:
         """send/steer `content`; from IDLE (or, steering, with no turn) it must be RUNNING
         as the call returns."""
@@ -521,14 +417,6 @@ class AgentMachine(AgentChecks):
             lambda: f"{verb}() of {mid} from IDLE returned with the agent {status.value}",
         )
         return mid
-
-    def _rule_cancel(self, reason: str, cause: Literal["user", "parent"]) -> bool:
-        self._rule_cancelling = True
-        self._cancel_views.clear()
-        try:
-            return bool(self.agent.cancel(reason, cause=cause))
-        finally:
-            self._rule_cancelling = False
 
     def _close(self, cancel_cause: Literal["user", "parent"] | None) -> None:
         """Close the agent (after cancelling its turn, with `cancel_cause`), with a wait_idle
@@ -592,12 +480,27 @@ class AgentMachine(AgentChecks):
         return self.replies[-1]
 
 
+def agent_machine_for(
+    factory: AgentFactory | None, features: Features | None = None
+) -> type[AgentMachine]:
+    """A fresh `AgentMachine` subclass checking `factory` (default: the built-in agent) on
+    `features` (default: what the factory declares). Raises FeatureError for a declaration
+    that is not a `Features`."""
+    machine = machine_for(AgentMachine, factory)
+    machine.features = features if features is not None else features_of(machine.factory)
+    return machine
+
+
 def check_agent_conformance(
-    factory: AgentFactory | None = None, *, settings: Settings | None = None
+    factory: AgentFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    features: Features | None = None,
 ) -> None:
-    """Run the agent state machine against `factory` (default: the built-in agent).
+    """Run the agent state machine against `factory` (default: the built-in agent), on the
+    `features` it has (default: its `conformance_features` attribute, else all of them).
 
     Raises the shrunk failing program's error on the first violation. Plain function, no
     pytest needed: call it from any test runner.
     """
-    run_state_machine_as_test(machine_for(AgentMachine, factory), settings=settings)
+    run_state_machine_as_test(agent_machine_for(factory, features), settings=settings)

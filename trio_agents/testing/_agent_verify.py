@@ -6,7 +6,7 @@ every property check, each raising a `ContractViolation` in the contract's words
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from .._errors import AgentClosedError
 from .._events import CancelRequested, Event, StatusChanged, StepStarted, TurnStarted
@@ -39,11 +39,13 @@ from ._agent_properties import (
     WAIT_IDLE_CLOSED,
     WAIT_IDLE_RETURNS,
 )
+from ._features import Features, features_of
 from ._history import history_problems
 from ._machine import ConformanceMachine
 from ._properties import Property
 from ._reference import AgentReference, StepSummary, TurnSummary
 from ._scripted import GateTool
+from ._targets import AgentFactory
 
 __all__ = ["AgentChecks", "summarize_turns"]
 
@@ -71,6 +73,11 @@ def summarize_turns(records: Sequence[Record]) -> list[TurnSummary]:
 class AgentChecks(ConformanceMachine):
     """The checks of `AgentMachine`, over the state its rules log (see there)."""
 
+    factory: ClassVar[AgentFactory]
+    features: ClassVar[Features | None] = None
+    """What the agent under test has and which designs it chose; None: what its factory's
+    `conformance_features` attribute declares (everything, without one)."""
+
     model: MachineModel
     gate: GateTool
     events: list[Event]
@@ -87,6 +94,12 @@ class AgentChecks(ConformanceMachine):
     _rule_cancelling: bool
     _closed_waits: list[str | None]
     _requests_checked: int
+
+    @property
+    def has(self) -> Features:
+        """The features the agent is checked on: `features`, else its factory's."""
+        declared = type(self).features
+        return declared if declared is not None else features_of(type(self).factory)
 
     def _refused(self, verb: str) -> bool:
         """On a CLOSED agent: `verb` must raise AgentClosedError (A10). Whether closed."""
@@ -207,7 +220,8 @@ class AgentChecks(ConformanceMachine):
             if seen is not None:
                 WAIT_IDLE_CLOSED.fail(seen)
         for verb in ("send", "steer", "inject"):
-            self._refused(verb)
+            if verb == "send" or getattr(self.has, verb):
+                self._refused(verb)
         result = self.host.run_sync(lambda: self.agent.cancel("after close", cause="user"))
         CLOSED_REFUSES.check(result is False, f"cancel() on the CLOSED agent returned {result}")
 
@@ -271,8 +285,14 @@ class AgentChecks(ConformanceMachine):
         return self.agent is not None
 
     def _pending(self) -> list[str] | None:
+        """What the agent holds, or None when it has (or declares) no `pending`."""
+        if not self.has.pending:
+            return None
         pending = getattr(self.agent, "pending", None)
-        return None if pending is None else [str(mid) for mid, _ in pending]
+        if pending is None:
+            type(self).stats["without pending"] = 1
+            return None
+        return [str(mid) for mid, _ in pending]
 
     def _turn_starts(self) -> int:
         return sum(1 for r in self.records if r.type == TURN_START)

@@ -20,18 +20,21 @@ import hypothesis.core
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from ._agent_machine import AgentFactory, AgentMachine, agent_settings
+from ._agent_machine import AgentFactory, AgentMachine, agent_machine_for, agent_settings
+from ._catalogue import PROPERTIES
 from ._durable_machine import DurableMachine, durable_settings
+from ._features import Features, Reasoned, coverage
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import ConformanceMachine, machine_for
 from ._profiles import profile
-from ._properties import ContractViolation
+from ._properties import ContractViolation, Property
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
 
 __all__ = [
     "MACHINES",
     "MachineReport",
     "MachineSpec",
+    "describe_coverage",
     "describe_failure",
     "reproduction",
     "run_conformance",
@@ -68,7 +71,9 @@ MACHINES: dict[str, MachineSpec] = {
 @dataclass(frozen=True)
 class MachineReport:
     """What one machine did: examples, checked steps, distinct histories it produced, the
-    seed, and a failure with its shrunk program if any."""
+    seed, and a failure with its shrunk program if any; the properties it checked, those it
+    skipped and those it checked only in part, each with the reason (the features the
+    target declares it lacks), and the features it ran with (the agent machine)."""
 
     machine: str
     examples: int
@@ -78,6 +83,10 @@ class MachineReport:
     seed: int
     failure: BaseException | None
     program: str | None
+    checked: tuple[Property, ...] = ()
+    skipped: Reasoned = ()
+    narrowed: Reasoned = ()
+    features: Features | None = None
 
     @property
     def passed(self) -> bool:
@@ -97,13 +106,16 @@ def run_conformance(
     seed: int | None = None,
     progress: Callable[[str, int, float], object] | None = None,
     progress_every: float = 5.0,
+    features: Features | None = None,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory` and the shell machine against `shell_factory` (each default: the
     built-in implementation). With none given all of them run; otherwise only the machines
     whose target is given. `*_spec` are the `module:attr` names used in reproductions.
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
-    while a machine runs."""
+    while a machine runs. The agent machine checks `factory` on `features` (default: its
+    `conformance_features` attribute, else all of them); raises FeatureError, before
+    running anything, for an attribute that is not a `Features`."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
@@ -114,6 +126,7 @@ def run_conformance(
         "shell": (shell_factory, shell_spec),
     }
     everything = all(target is None for target, _ in targets.values())
+    agent_machine = agent_machine_for(factory, features)
     reports: list[MachineReport] = []
     for name, spec_of in MACHINES.items():
         target, spec = targets[spec_of.target]
@@ -122,9 +135,12 @@ def run_conformance(
         settings = spec_of.budget(budget)
         if max_examples is not None:
             settings = Settings(settings, max_examples=max_examples)
-        machine = machine_for(spec_of.base, target)
+        if spec_of.base is AgentMachine:
+            machine: type[ConformanceMachine] = agent_machine
+        else:
+            machine = machine_for(spec_of.base, target)
         _report_progress(machine, name, progress, progress_every)
-        reports.append(_run(name, machine, settings, chosen_seed, spec))
+        reports.append(_run(name, machine, settings, chosen_seed, spec, features))
     return reports
 
 
@@ -158,6 +174,7 @@ def _run(
     budget: Settings,
     seed: int,
     spec: str | None,
+    declared: Features | None = None,
 ) -> MachineReport:
     def run() -> None:
         run_state_machine_as_test(machine, settings=budget)
@@ -178,7 +195,16 @@ def _run(
     elapsed = time.monotonic() - started
     stats: dict[str, int] = getattr(machine, "stats", {})
     histories: set[int] = getattr(machine, "histories", set())
-    program = reproduction(name, failure, spec) if failure is not None else None
+    program = reproduction(name, failure, spec, declared) if failure is not None else None
+    own = [p for p in PROPERTIES if p.machine == name]
+    features: Features | None = None
+    if isinstance(machine, type) and issubclass(machine, AgentMachine):
+        features = machine.features or Features()
+        # An agent without `pending` is checked without it, as if it declared none.
+        absent = ["pending"] if stats.get("without pending") else []
+        checked, skipped, narrowed = coverage(own, features, absent=absent)
+    else:
+        checked, skipped, narrowed = tuple(own), (), ()
     return MachineReport(
         name,
         stats.get("examples", 0),
@@ -188,12 +214,19 @@ def _run(
         seed,
         failure,
         program,
+        checked,
+        skipped,
+        narrowed,
+        features,
     )
 
 
-def reproduction(machine: str, failure: BaseException, spec: str | None) -> str | None:
+def reproduction(
+    machine: str, failure: BaseException, spec: str | None, features: Features | None = None
+) -> str | None:
     """A runnable script that replays the shrunk failing program, or None if Hypothesis
-    attached none (the failure was not a rule violation)."""
+    attached none (the failure was not a rule violation). `features`, given explicitly to
+    the run, are written into it (declared ones come with the target)."""
     notes: list[str] = list(getattr(failure, "__notes__", []))
     steps: list[str] = []
     draws: list[str] = []
@@ -232,6 +265,9 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
         lines.append("from trio_agents.testing import RandomSeeder  # noqa: E402")
     if any("Draws(" in step for step in steps):
         lines.append("from trio_agents.testing import Draws  # noqa: E402")
+    declares = [f"    features = {features!r}"] if features is not None else []
+    if declares:
+        lines.append("from trio_agents.testing import Features  # noqa: E402")
     if spec is not None:
         target_module, _, attr = spec.partition(":")
         lines += [
@@ -240,10 +276,13 @@ def reproduction(machine: str, failure: BaseException, spec: str | None) -> str 
             "",
             f"class Machine({base}):",
             "    factory = staticmethod(target)",
+            *declares,
             "",
             "",
             "state = Machine()",
         ]
+    elif declares:
+        lines += ["", "", f"class Machine({base}):", *declares, "", "", "state = Machine()"]
     else:
         lines += ["", f"state = {base}()"]
     # teardown() closes the trio run even when a step raised, as the machine would.
@@ -267,3 +306,28 @@ def describe_failure(failure: BaseException | None) -> str:
     shown.__notes__ = None
     crash = "".join(shown.format()).rstrip()
     return f"the implementation crashed (not a violation of a rule):\n{crash}"
+
+
+def describe_coverage(report: MachineReport) -> list[str]:
+    """What a report prints about what it checked: the features and designs it ran with
+    (the agent machine), the properties checked, and each one skipped or checked in part,
+    with the reason."""
+    lines: list[str] = []
+    features = report.features
+    if features is not None and (features.missing or features.designs):
+        missing = ", ".join(f"no {name}" for name in features.missing) or "every feature"
+        designs = "".join(f", {k}={v!r}" for k, v in features.designs.items())
+        lines.append(f"declared: {missing}{designs}")
+    total = len(report.checked) + len(report.skipped)
+    if not report.skipped and not report.narrowed:
+        lines.append(f"checked: all {total} properties")
+        return lines
+    names = ", ".join(_label(p) for p in report.checked)
+    lines.append(f"checked: {len(report.checked)} of {total} properties: {names}")
+    lines += [f"{_label(p)}: skipped, {why}" for p, why in report.skipped]
+    lines += [f"{_label(p)}: checked in part, {why}" for p, why in report.narrowed]
+    return lines
+
+
+def _label(prop: Property) -> str:
+    return f"{prop.name} ({prop.rule})"

@@ -41,6 +41,10 @@ class AgentReference:
 
     max_steps: the agent's `max_steps` option.
     step_timeout: the agent's `step_timeout` option.
+    steering_at_step_limit: steering left when `max_steps` ends a turn is `requeue`d as the
+        next prompt, or `answer`ed by one more step beyond the limit (D91).
+    cancel_after_final_answer: a cancel after the model's final answer (a StepEnded
+        listener's) ends the turn `aborted`, or the answer stands: `completed` (D92).
     clock: trio time; it only moves in `time_passes`.
     step_started_at: the clock when the current step called the model.
     status: `idle`, `running` or `closed`.
@@ -59,9 +63,18 @@ class AgentReference:
     idle_sends: the ids the sends of armed `Idle` listeners got, in order.
     """
 
-    def __init__(self, *, max_steps: int | None = None, step_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_steps: int | None = None,
+        step_timeout: float | None = None,
+        steering_at_step_limit: Literal["requeue", "answer"] = "requeue",
+        cancel_after_final_answer: Literal["aborted", "completed"] = "aborted",
+    ) -> None:
         self.max_steps = max_steps
         self.step_timeout = step_timeout
+        self.steering_at_step_limit = steering_at_step_limit
+        self.cancel_after_final_answer = cancel_after_final_answer
         self.clock = 0.0  # trio time; it only moves in `time_passes`
         self.step_started_at = 0.0
         self.status: Literal["idle", "running", "closed"] = "idle"
@@ -80,6 +93,7 @@ class AgentReference:
         self.armed: set[str] = set()
         self.idle_sends: deque[str] = deque()
         self._unwinding_step = False
+        self._final_answer = False  # a StepEnded listener runs after the final answer
 
     @property
     def turn(self) -> TurnSummary | None:
@@ -150,7 +164,10 @@ class AgentReference:
             # The open step ends when the driver unwinds it, in a later batch: a StepEnded
             # listener fires then (in `_advance`), after anything else this batch did.
             self._unwinding_step = self.phase is not None
-            self._end_turn({"kind": "aborted", "reason": reason, "cause": cause})
+            if self._final_answer and self.cancel_after_final_answer == "completed":
+                self._end_turn({"kind": "completed"})
+            else:
+                self._end_turn({"kind": "aborted", "reason": reason, "cause": cause})
         return True
 
     def release_model(self, reply: Literal["text", "tool"]) -> None:
@@ -162,9 +179,10 @@ class AgentReference:
             self.phase = "tool"
             return
         self.phase = None
-        if self._step_ended():
+        steering = any(kind == "steering" for _, kind in self.step_input)
+        if self._step_ended(final=not steering):
             pass  # a StepEnded listener cancelled the turn
-        elif any(kind == "steering" for _, kind in self.step_input):
+        elif steering:
             self._next_step_or_max()
         else:
             self._end_turn({"kind": "completed"})
@@ -250,7 +268,13 @@ class AgentReference:
     def _next_step_or_max(self) -> None:
         turn = self.turn
         assert turn is not None
-        if self.max_steps is not None and len(turn.steps) >= self.max_steps:
+        limit = self.max_steps
+        if limit is not None and len(turn.steps) >= limit:
+            # D91: steering waiting at the limit may be answered by one more step, once.
+            steering = any(kind == "steering" for _, kind in self.step_input)
+            if self.steering_at_step_limit == "answer" and steering and len(turn.steps) == limit:
+                self.phase = None
+                return
             self._end_turn({"kind": "max_steps"})
         else:
             self.phase = None
@@ -272,12 +296,17 @@ class AgentReference:
         self.phase = "model"
         self.step_started_at = self.clock
 
-    def _step_ended(self) -> bool:
-        """A step ended: fire an armed StepEnded listener. True if it cancelled the turn."""
+    def _step_ended(self, *, final: bool = False) -> bool:
+        """A step ended (`final`: with the turn's final answer): fire an armed StepEnded
+        listener. True if it cancelled the turn."""
         if "StepEnded" not in self.armed:
             return False
         self.armed.discard("StepEnded")
-        return self._listener_cancel()
+        self._final_answer = final
+        try:
+            return self._listener_cancel()
+        finally:
+            self._final_answer = False
 
     def _listener_cancel(self) -> bool:
         return self.cancel_now("armed", "user")

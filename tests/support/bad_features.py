@@ -1,0 +1,9 @@
+"""A target module whose feature declaration cannot be: importing it raises FeatureError."""
+
+from __future__ import annotations
+
+from trio_agents.testing import Features
+
+from .variants import NoSteer, factory_for
+
+factory = factory_for(NoSteer, Features(steer="no"))  # type: ignore[arg-type]
