@@ -15,6 +15,7 @@ machine's model and tools in asyncio form. trio-asyncio is imported only here, o
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -131,6 +132,22 @@ class AsyncioPeer:
         await self._loop.run_aio_future(asyncio.gather(*tasks, return_exceptions=True))
 
 
+def _check_anyio() -> None:
+    """trio-asyncio replaces `asyncio.get_running_loop` when it is imported; anyio's asyncio
+    backend imports the function by name, so one imported first (as anyio's pytest plugin
+    does) never sees trio-asyncio's loop, and every anyio task group in the framework fails
+    with `no running event loop`. Name that instead of letting a turn fail with it."""
+    backend = sys.modules.get("anyio._backends._asyncio")
+    if backend is not None and getattr(backend, "get_running_loop", None) is not (
+        asyncio.get_running_loop
+    ):
+        raise RuntimeError(
+            "open_asyncio_peer(): anyio's asyncio backend was imported before trio-asyncio, "
+            "so it cannot see trio-asyncio's loop; import trio_asyncio first "
+            "(under pytest: run with -p no:anyio)"
+        )
+
+
 @asynccontextmanager
 async def open_asyncio_peer(
     model: Any, tools: Sequence[Tool] = ()
@@ -145,6 +162,7 @@ async def open_asyncio_peer(
     """
     import trio_asyncio  # type: ignore[import-untyped]  # pyright: ignore[reportMissingTypeStubs]
 
+    _check_anyio()
     opener = cast("Callable[[], Any]", trio_asyncio.open_loop)  # pyright: ignore[reportUnknownMemberType]
     async with opener() as raw:
         loop = cast("_TrioAsyncioLoop", raw)
