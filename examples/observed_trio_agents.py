@@ -111,7 +111,9 @@ async def open_observed(
     session.observe(lambda record: relay_record(observer, record))
     bus = EventBus()  # the agent's own bus: the suite's listeners hear the observer's
     bus.connect(lambda event: relay_event(observer, event))
-    async with open_agent(model, tools=tools, options=options, session=session, events=bus) as agent:
+    async with open_agent(
+        model, tools=tools, options=options, session=session, events=bus
+    ) as agent:
         yield ObservedTrioAgent(agent)
 
 

@@ -14,15 +14,15 @@ import trio.testing
 
 pytest.importorskip("trio_asyncio")
 
-from trio_agents.testing import (  # noqa: E402
+from trio_agents.testing import (
     AgentMachine,
     ContractViolation,
     RandomSeeder,
     ScriptedModel,
     TrioHost,
 )
-from trio_agents.testing._asyncio import open_asyncio_peer  # noqa: E402
-from trio_agents.testing._machine import machine_for  # noqa: E402
+from trio_agents.testing._asyncio import open_asyncio_peer
+from trio_agents.testing._machine import machine_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,7 @@ def _run(factory: object, *steps: str) -> ContractViolation | None:
         state.check()
         for step in steps:
             name, _, args = step.partition("(")
-            kwargs = eval(f"dict({args}")  # noqa: S307 -- the program's own rule calls
+            kwargs = eval(f"dict({args}")
             getattr(state, name)(**kwargs)
             state.check()
     except ContractViolation as violation:
@@ -116,9 +116,7 @@ def test_pydantic_ai_drops_a_tool_result_when_a_cancel_lands_right_after_it() ->
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize(
-    "script", ["pydantic_ai_cancel_after_tool.py"]
-)
+@pytest.mark.parametrize("script", ["pydantic_ai_cancel_after_tool.py"])
 def test_the_finding_holds_against_the_framework_alone(script: str) -> None:
     pytest.importorskip("pydantic_ai")
     done = subprocess.run(

@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
-from collections.abc import Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar, cast
 
 import trio
 
 from .._errors import AgentClosedError
-from .._model import ModelChunk, ModelRequest
+from .._model import Message, ModelChunk, ModelRequest, TextDelta, ToolCall, ToolSpec
 from .._tool import Tool, ToolContext, ToolResult
 
 __all__ = ["AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer"]
@@ -204,6 +211,10 @@ class PeerAgent:
     task: the running turn's asyncio task, or None.
     """
 
+    interrupted_content: str | None = None
+    """What the framework tells its model of an interrupted tool call (None: the suite's
+    default sentence)."""
+
     def __init__(self, peer: AsyncioPeer, observer: Any, options: Any) -> None:
         self.peer = peer
         self.observer = observer
@@ -249,7 +260,10 @@ class PeerAgent:
     def inject(self, message: Any, /) -> str:
         """Context for the next step, as a str or a user or system Message (A4)."""
         mid = self._accept()
-        content, role = (message, "user") if isinstance(message, str) else (message.content, message.role)
+        if isinstance(message, str):
+            content, role = message, "user"
+        else:
+            content, role = message.content, message.role
         self._claims.append((mid, "context", content, role))
         return mid
 
@@ -302,6 +316,45 @@ class PeerAgent:
         if self._ending is None:
             self._ending = {"kind": "aborted", "reason": "step-timeout", "cause": "timeout"}
         self.cancel_turn()
+
+    async def next_step(self) -> list[Claim]:
+        """`end_step()`, then `begin_step()`, each followed by an asyncio checkpoint: a cancel
+        from a StepEnded or StepStarted listener lands there, before the model is called."""
+        self.end_step()
+        await asyncio.sleep(0)
+        claims = self.begin_step()
+        await asyncio.sleep(0)
+        return claims
+
+    async def stream_reply(self, messages: Sequence[Message]) -> tuple[str, list[ToolCall]]:
+        """Call the suite's model with `messages` (what the framework would send) and this
+        agent's tools and options, report its text as it streams and the reply's end, and
+        return the text and the tool calls."""
+        specs = [ToolSpec(t.name, t.description, t.parameters) for t in self.peer.tools.values()]
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        finish: Any = "stop"
+        async for chunk in self.peer.model.stream(ModelRequest(messages, specs, self.options)):
+            if isinstance(chunk, TextDelta):
+                text.append(chunk.text)
+                self.observer.text_streamed(chunk.text)
+            elif isinstance(chunk, ToolCall):
+                calls.append(chunk)
+            else:
+                finish = chunk.reason
+                break
+        self.reply_ended(finish)
+        return "".join(text), calls
+
+    async def call_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> str:
+        """Run the suite's tool `name` for the framework, reporting the call and its answer;
+        the text the framework gives its model."""
+        tool = self.peer.tools[name]
+        self.tool_called(call_id, name, arguments)
+        context = ToolContext(self.observer.agent_id, call_id, self.turn, self.steps)
+        result = await tool(arguments, context)
+        self.tool_answered(call_id, result)
+        return result.content
 
     def reply_ended(self, finish: Any = "stop") -> None:
         """The step's reply ended (`finish`): `observer.reply_ended`, noted for the close."""
@@ -386,7 +439,7 @@ class PeerAgent:
             if not self._replied:
                 self.observer.reply_ended(interrupted=True)
             for call_id in self._open_calls:
-                self.observer.tool_interrupted(call_id)
+                self.observer.tool_interrupted(call_id, content=self.interrupted_content)
             self.end_step()
         self.observer.turn_ended(end or {"kind": "completed"})
         # Steering the turn did not take becomes the next prompt, ahead of the queue (A3).
