@@ -86,13 +86,14 @@ class PydanticAiAgent(ta.PeerAgent):
                 try:
                     node = run.next_node
                     while not Agent.is_end_node(node):
-                        if Agent.is_model_request_node(node) and not begun:
+                        if Agent.is_model_request_node(node) and begun:
+                            begun = False
+                        elif Agent.is_model_request_node(node):
                             if self.at_limit():  # the previous step's tools have answered
                                 self.end_step()
                                 return {"kind": "max_steps"}
                             claims = map(as_part, await self.next_step())
                             node.request.parts = [*node.request.parts, *claims]
-                        begun = False
                         node = await run.next(node)
                 finally:
                     self.history = run.all_messages()
