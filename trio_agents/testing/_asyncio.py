@@ -65,7 +65,9 @@ class AsyncioModel:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """The chunks of `model.stream(request)`, for asyncio. Leaving the loop early (a
-        `break`, an error, a cancel) closes the trio stream, as the agent's loop would."""
+        `break`, an error, a cancel) closes the trio stream, as the agent's loop would.
+        asyncio code: each chunk is an asyncio await (a trio checkpoint in the task that
+        reads it), not a trio checkpoint of its caller."""
         chunks = cast("AsyncIterator[ModelChunk]", self._model.stream(request))
         try:
             while True:
@@ -83,7 +85,9 @@ class AsyncioModel:
 class AsyncioTool:
     """One of the machine's tools, callable from asyncio code on the peer's loop.
 
-    name, description, parameters: the tool's, as the model is told them.
+    name: the tool's name.
+    description: the tool's description, for the model.
+    parameters: the JSON schema of its arguments.
     """
 
     def __init__(self, loop: _TrioAsyncioLoop, tool: Tool) -> None:
@@ -95,7 +99,8 @@ class AsyncioTool:
 
     async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
         """Run the tool in trio and return its answer as a ToolResult. Cancelling the asyncio
-        task that awaits it cancels the call in trio; a tool's error propagates."""
+        task that awaits it cancels the call in trio; a tool's error propagates. asyncio
+        code: an asyncio await, not a trio checkpoint of its caller."""
         result = await self._loop.trio_as_future(self._tool, arguments, context)
         return result if isinstance(result, ToolResult) else ToolResult(str(result))
 
@@ -161,12 +166,14 @@ async def open_asyncio_peer(
 ) -> AsyncGenerator[AsyncioPeer, None]:
     """Open a trio-asyncio loop in the current trio task and yield an `AsyncioPeer` over
     `model` (anything with the `Model` surface) and `tools`. On exit, however it is left, the
-    peer's tasks are cancelled and awaited, then the loop closes.
+    peer's tasks are cancelled and awaited, then the loop closes. Entering and leaving are
+    trio checkpoints.
 
     Use it inside an agent factory, around what the factory yields, so the loop lives
     exactly as long as the agent. An implementation under test must run all its work on this
     loop: no threads, no wall-clock sleeps, no event loop of its own (docs/conformance.md).
     """
+    # Lazy: trio-asyncio patches asyncio's loop lookup on import; only the asyncio path needs it.
     import trio_asyncio  # type: ignore[import-untyped]  # pyright: ignore[reportMissingTypeStubs]
 
     _check_anyio()
@@ -289,13 +296,15 @@ class PeerAgent:
             self.task.cancel()
 
     async def wait_idle(self) -> None:
-        """Return once nothing runs or is queued (A9), or the driver ended if closed."""
+        """Return once nothing runs or is queued (A9), or the driver ended if closed.
+        Always a trio checkpoint."""
         await trio.lowlevel.checkpoint()
         while not self._settled.is_set():
             await self._settled.wait()
 
     async def run_turn(self, prompt: str) -> Mapping[str, Any] | None:
-        """One turn in the framework's loop; the adapter's to write."""
+        """One turn in the framework's loop; the adapter's to write. asyncio code: it runs
+        as the turn's asyncio task (no trio checkpoint)."""
         raise NotImplementedError
 
     def begin_step(self) -> list[Claim]:
@@ -318,8 +327,9 @@ class PeerAgent:
         self.cancel_turn()
 
     async def next_step(self) -> list[Claim]:
-        """`end_step()`, then `begin_step()`, each followed by an asyncio checkpoint: a cancel
-        from a StepEnded or StepStarted listener lands there, before the model is called."""
+        """`end_step()`, then `begin_step()`, each followed by an asyncio checkpoint
+        (`asyncio.sleep(0)`): a cancel from a StepEnded or StepStarted listener lands there,
+        before the model is called. asyncio code."""
         self.end_step()
         await asyncio.sleep(0)
         claims = self.begin_step()
@@ -329,7 +339,8 @@ class PeerAgent:
     async def stream_reply(self, messages: Sequence[Message]) -> tuple[str, list[ToolCall]]:
         """Call the suite's model with `messages` (what the framework would send) and this
         agent's tools and options, report its text as it streams and the reply's end, and
-        return the text and the tool calls."""
+        return the text and the tool calls. asyncio code: it awaits the model's chunks (see
+        `AsyncioModel.stream`; not a trio checkpoint of its caller)."""
         specs = [ToolSpec(t.name, t.description, t.parameters) for t in self.peer.tools.values()]
         text: list[str] = []
         calls: list[ToolCall] = []
@@ -348,7 +359,8 @@ class PeerAgent:
 
     async def call_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> str:
         """Run the suite's tool `name` for the framework, reporting the call and its answer;
-        the text the framework gives its model."""
+        the text the framework gives its model. asyncio code (see `AsyncioTool.__call__`;
+        not a trio checkpoint of its caller)."""
         tool = self.peer.tools[name]
         self.tool_called(call_id, name, arguments)
         context = ToolContext(self.observer.agent_id, call_id, self.turn, self.steps)
@@ -391,7 +403,9 @@ class PeerAgent:
         self._driver = self.peer.start(self._drive())
 
     async def aclose(self) -> None:
-        """Close: CLOSED, the turn cancelled and ended `closed`, the driver ended."""
+        """Close: CLOSED, the turn cancelled and ended `closed`, the driver ended. trio
+        code, for the factory's exit. Always a trio checkpoint."""
+        await trio.lowlevel.checkpoint()
         if self._closed:
             return
         self._closed = True
