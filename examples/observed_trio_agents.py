@@ -68,10 +68,11 @@ def relay_record(observer: AgentObserver, record: Record) -> None:
     match record.type:
         case "user/message":  # its turn/start came just before: the turn has started
             observer.turn_started(data["id"], data["content"])
-        case "steering/message" | "context/message":
-            kind = "steering" if record.type == "steering/message" else "context"
-            role = "system" if data.get("role") == "system" else "user"
-            observer.message_claimed(data["id"], kind, data["content"], role=role)
+        case "steering/message":
+            observer.message_claimed(data["id"], "steering", data["content"])
+        case "context/message":
+            role = data.get("role", "user")
+            observer.message_claimed(data["id"], "context", data["content"], role=role)
         case "step/start":
             observer.step_started()
         case "assistant/message":

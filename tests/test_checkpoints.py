@@ -41,6 +41,7 @@ import trio.testing
 import trio_agents
 import trio_agents.acp
 import trio_agents.testing
+from examples.observed_trio_agents import factory as observed_trio_agents
 from trio_agents import (
     Agent,
     AgentConfig,
@@ -93,6 +94,7 @@ NOT_MEASURED: dict[str, str] = {
         "implementations have cases"
         for name in (
             "AgentSurface.wait_idle",
+            "ObservedAgent.wait_idle",
             "RuntimeSurface.load",
             "RuntimeSurface.open_child",
             "RuntimeSurface.reload",
@@ -120,6 +122,7 @@ NOT_MEASURED.update(
 # Cases for async callables the enumeration cannot see: instances of private classes.
 EXTRA_TARGETS: dict[str, str] = {
     "trio_agents.BashTools.tools": "the tools' __call__ (bash, bash_output, bash_kill)",
+    "trio_agents.testing.observed": "the factory it returns and its surface's wait_idle",
 }
 
 
@@ -215,6 +218,20 @@ async def _(probe: Probe) -> None:
             await agent.wait_idle()
     with probe.checkpoints():
         await agent.wait_idle()
+
+
+@case("trio_agents.testing.observed", "the factory it returns; its surface's wait_idle")
+async def _(probe: Probe) -> None:
+    cm = observed_trio_agents(ScriptedModel(), [], EventBus(), AgentOptions())
+    with probe.checkpoints():
+        agent = await cm.__aenter__()
+    with probe.checkpoints():
+        await agent.wait_idle()
+    agent.send("hi")
+    with probe.checkpoints():
+        await agent.wait_idle()
+    with probe.checkpoints():
+        await cm.__aexit__(None, None, None)
 
 
 # -- the runtime, fibers, handles, registries -------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from examples.observed_trio_agents import factory as observed_factory
 from examples.third_party_agent import factory as third_party_factory
 from trio_agents import AgentOptions, EventBus, MemoryStore, ShellExecutor, open_agent
 from trio_agents import open_runtime as builtin_open_runtime
@@ -24,6 +25,7 @@ from trio_agents.testing._shell_machine import builtin_shell_factory
 AGENT_FACTORIES: dict[str, AgentFactory] = {
     "builtin": builtin_agent_factory,
     "third party": third_party_factory,
+    "observed": observed_factory,
 }
 RUNTIME_FACTORIES: dict[str, RuntimeFactory] = {
     "builtin": builtin_runtime_factory,

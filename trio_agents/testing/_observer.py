@@ -76,11 +76,11 @@ class AgentObserver:
         "_calls",
         "_events",
         "_misuse",
-        "_open_calls",
         "_records",
         "_replied",
         "_status",
         "_step",
+        "_steps",
         "_text",
         "_turn",
         "_turns",
@@ -95,10 +95,10 @@ class AgentObserver:
         self._turns = 0
         self._turn: int | None = None  # the open turn's number
         self._step: int | None = None  # the open step's number
+        self._steps = 0  # steps the open turn has started
         self._text: list[str] = []  # the open step's streamed reply
         self._replied = False  # the open step's reply has ended
         self._calls: dict[str, str] = {}  # the open step's tool calls: call id -> tool name
-        self._open_calls: set[str] = set()  # ... of which those not answered yet
         self._misuse: ObserverMisuse | None = None
 
     @property
@@ -143,6 +143,7 @@ class AgentObserver:
             )
         self._turns += 1
         self._turn = self._turns
+        self._steps = 0
         self._append(TURN_START, {"turn": self._turn})
         self._append(USER_MESSAGE, {"id": prompt_id, "content": content})
         self._events.emit(TurnStarted(self.agent_id, self._turn))
@@ -178,12 +179,9 @@ class AgentObserver:
         turn = self._need_turn("step_started()")
         if self._step is not None:
             self._misused(f"step_started() while step {self._step} is open: call step_ended first")
-        self._step = sum(
-            1 for r in self._records if r.type == STEP_START and r.data["turn"] == turn
-        )
-        self._step += 1
-        self._text, self._replied = [], False
-        self._calls, self._open_calls = {}, set()
+        self._steps += 1
+        self._step = self._steps
+        self._text, self._replied, self._calls = [], False, {}
         self._append(STEP_START, {"turn": turn, "step": self._step})
         self._events.emit(StepStarted(self.agent_id, turn, self._step))
 
@@ -222,13 +220,11 @@ class AgentObserver:
         if not self._replied:
             self._misused(f"tool_called({call_id!r}) before reply_ended: end the reply first")
         self._calls[call_id] = name
-        self._open_calls.add(call_id)
         self._append(TOOL_CALL, {"call_id": call_id, "name": name, "arguments": arguments})
 
     def tool_answered(self, call_id: str, content: str, *, is_error: bool = False) -> None:
         """A tool call of this step returned (or failed, `is_error`): records tool/result."""
         self._need_call(f"tool_answered({call_id!r})", call_id)
-        self._open_calls.discard(call_id)
         self._append(TOOL_RESULT, {"call_id": call_id, "content": content, "is_error": is_error})
 
     def tool_interrupted(self, call_id: str, *, content: str | None = None) -> None:
@@ -236,7 +232,6 @@ class AgentObserver:
         tool/result with `interrupted: true`. `content` is what the model will read of it;
         by default trio-agents' own sentence."""
         name = self._need_call(f"tool_interrupted({call_id!r})", call_id)
-        self._open_calls.discard(call_id)
         text = (
             content
             if content is not None

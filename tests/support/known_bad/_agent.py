@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import trio
 
+from examples.observed_trio_agents import (
+    ObservedTrioAgent,
+    relay_event,
+    relay_record,
+)
 from trio_agents import (
     Agent,
     AgentOptions,
     AgentStatus,
     CancelCause,
+    CancelRequested,
     Event,
     EventBus,
     Message,
     MessageId,
     Model,
     Record,
+    Session,
     TextStreamed,
     Tool,
     TurnStarted,
@@ -27,6 +34,7 @@ from trio_agents import (
 from trio_agents._inbox import Inbox, InboxMessage, MessageKind
 from trio_agents._model import Finish, ModelRequest, ToolCall
 from trio_agents._turn import Turn, read_reply
+from trio_agents.testing import AgentObserver, observed
 
 from ._seeded import Seeded
 
@@ -391,6 +399,61 @@ system_context_as_user = factory_for(SystemContextAsUser)
 tool_calls_not_recorded = factory_for(ToolCallsNotRecorded)
 
 
+# -- through the observer API: the defect is the adapter's, the agent under it is sound ------
+
+
+def _observed_with(on_record: Any, on_event: Any, wrap: Any) -> Any:
+    @asynccontextmanager
+    async def adapter(
+        model: Model, tools: Sequence[Tool], observer: AgentObserver, options: AgentOptions
+    ) -> AsyncGenerator[Any, None]:
+        session = Session(observer.agent_id)
+        session.observe(lambda record: on_record(observer, record))
+        bus = EventBus()
+        bus.connect(lambda event: on_event(observer, event))
+        async with open_agent(
+            model, tools=tools, options=options, session=session, events=bus
+        ) as agent:
+            yield wrap(agent, observer)
+
+    return observed(adapter)
+
+
+def _skip_tool_results(observer: AgentObserver, record: Record) -> None:
+    if record.type == "tool/result" and not record.data.get("interrupted"):
+        return  # the adapter never calls tool_answered
+    relay_record(observer, record)
+
+
+def _relay_all_but_cancels(observer: AgentObserver, event: Event) -> None:
+    if not isinstance(event, CancelRequested):
+        relay_event(observer, event)
+
+
+class _AnnouncesCancelAfterClearing(ObservedTrioAgent):
+    """Calls cancel_requested once the agent's cancel has returned, i.e. after clearing."""
+
+    def __init__(self, agent: Agent, observer: AgentObserver) -> None:
+        super().__init__(agent)
+        self._observer = observer
+
+    def cancel(self, reason: str, *, cause: CancelCause) -> bool:
+        effective = super().cancel(reason, cause=cause)
+        if effective:
+            self._observer.cancel_requested(cause, reason)
+        return effective
+
+
+def _plain(agent: Agent, _: AgentObserver) -> ObservedTrioAgent:
+    return ObservedTrioAgent(agent)
+
+
+observer_tool_result_missing = _observed_with(_skip_tool_results, relay_event, _plain)
+observer_cancel_after_clearing = _observed_with(
+    relay_record, _relay_all_but_cancels, _AnnouncesCancelAfterClearing
+)
+
+
 SEEDED = (
     Seeded(
         "a-queued-prompt-batched",
@@ -437,4 +500,8 @@ SEEDED = (
     Seeded("request-from-turn-snapshot", request_from_turn_snapshot, "agent", "request-history"),
     Seeded("system-context-as-user", system_context_as_user, "agent", "request-history"),
     Seeded("tool-calls-not-recorded", tool_calls_not_recorded, "agent", "records-complete"),
+    Seeded("observer-tool-result-missing", observer_tool_result_missing, "agent", "history-valid"),
+    Seeded(
+        "observer-cancel-after-clearing", observer_cancel_after_clearing, "agent", "cancel-order"
+    ),
 )
