@@ -4,6 +4,10 @@ follows the designs it declares, and the report says what was skipped and why (D
 from __future__ import annotations
 
 import inspect
+import os
+import pathlib
+import subprocess
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 
@@ -27,9 +31,11 @@ from trio_agents.testing._conformance import (
     describe_failure,
     run_conformance,
 )
-from trio_agents.testing._features import DESIGNS, FEATURES, GATES, FeatureError, features_of
+from trio_agents.testing._features import DESIGNS, FEATURES, GATES, features_of
 
 from .support import variants
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # The same examples every run, and no shrinking: the first failing example names the property.
 FOUND_IS_CAUGHT = settings(
@@ -78,7 +84,7 @@ def test_every_feature_is_on_by_default_and_the_designs_are_the_builtins() -> No
     ],
 )
 def test_a_bad_value_is_one_line_naming_it(kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(FeatureError) as info:
+    with pytest.raises(ValueError, match=r"^Features") as info:
         Features(**kwargs)  # type: ignore[arg-type]
     assert str(info.value) == message
 
@@ -86,7 +92,7 @@ def test_a_bad_value_is_one_line_naming_it(kwargs: dict[str, object], message: s
 def test_a_factory_declares_its_features_in_an_attribute() -> None:
     assert features_of(variants.no_steer) == Features(steer=False)
     assert features_of(builtin_agent_factory) == Features()
-    with pytest.raises(FeatureError, match=r"^bad_declaration\.conformance_features is a dict"):
+    with pytest.raises(TypeError, match=r"^bad_declaration\.conformance_features is a dict"):
         features_of(variants.bad_declaration)
 
 
@@ -286,3 +292,23 @@ def test_the_command_reports_what_it_skipped(capsys: pytest.CaptureFixture[str])
     assert "agent machine: passed" in out
     assert "    declared: no steer\n" in out
     assert "    steering-never-lost (A3): skipped, the target declares no steer\n" in out
+
+
+@pytest.mark.subprocess
+def test_a_reproduction_carries_the_features_given_to_the_run(tmp_path: pathlib.Path) -> None:
+    (report,) = run_conformance(
+        builtin_agent_factory,
+        seed=11,
+        max_examples=150,
+        features=Features(cancel_after_final_answer="completed"),
+    )
+    assert report.program is not None, describe_failure(report.failure)
+    assert "    features = Features(" in report.program
+    script = tmp_path / "repro.py"
+    script.write_text(report.program)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    replay = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert replay.returncode == 1
+    assert "A8 (turn-end-reason)" in replay.stderr, replay.stderr

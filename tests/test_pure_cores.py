@@ -39,6 +39,7 @@ PURE_MODULES = [
     "testing/_reference",
     "testing/_history",
     "testing/_observer",
+    "testing/_features",
 ]
 
 

@@ -1,4 +1,4 @@
-"""A target module whose feature declaration cannot be: importing it raises FeatureError."""
+"""A target module whose feature declaration cannot be: importing it raises ValueError."""
 
 from __future__ import annotations
 

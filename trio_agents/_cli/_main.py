@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,21 +24,21 @@ def _load_target(spec: str) -> Any:
     # Like `python -m`, look in the working directory first: targets live in your project.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    # Imported here: only `conformance` loads trio_agents.testing.
-    from ..testing._features import FeatureError
-
-    try:
-        module = importlib.import_module(module_name)
-    except FeatureError as exc:  # a bad `Features(...)` declaration in the target's module
-        raise _BadDeclaration(f"--target {spec}: {exc}") from None
+    module = importlib.import_module(module_name)
     try:
         return getattr(module, attr)
     except AttributeError:
         raise SystemExit(f"--target: module {module_name!r} has no attribute {attr!r}") from None
 
 
-class _BadDeclaration(Exception):
-    """A target's feature declaration cannot be: the command says so in one line, exit 2."""
+def _raised_by_features(exc: BaseException) -> bool:
+    """Whether `Features` validation raised `exc`: any other error importing a target is a
+    bug of its own, shown with its traceback."""
+    # Imported here: only `conformance` loads trio_agents.testing.
+    from ..testing import _features
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename == _features.__file__
 
 
 def _progress(machine: str, examples: int, seconds: float) -> None:
@@ -47,16 +48,16 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
     from ..testing._conformance import describe_coverage, describe_failure, run_conformance
-    from ..testing._features import FeatureError, features_of
+    from ..testing._features import features_of
 
     try:
         factory = _load_target(args.target) if args.target else None
         features_of(factory)  # a declaration that cannot be fails here, before any run
-    except FeatureError as exc:
+    except (TypeError, ValueError) as exc:
+        # Also raised while importing the target, by a bad `Features(...)` in its module.
+        if not _raised_by_features(exc):
+            raise
         print(f"trio-agents conformance: --target {args.target}: {exc}", file=sys.stderr)
-        return 2
-    except _BadDeclaration as exc:
-        print(f"trio-agents conformance: {exc}", file=sys.stderr)
         return 2
     runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
     shell_factory = _load_target(args.shell_target) if args.shell_target else None

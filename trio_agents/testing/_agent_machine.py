@@ -107,6 +107,7 @@ class AgentMachine(AgentWindows):
     roles: the role each injected context message was given, by id.
     replies: what each model call was let stream, in call order.
     outputs: what each tool call returned, by call id.
+    has: the `Features` the agent is checked on; a rule of a missing one never runs.
     """
 
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
@@ -484,7 +485,7 @@ def agent_machine_for(
     factory: AgentFactory | None, features: Features | None = None
 ) -> type[AgentMachine]:
     """A fresh `AgentMachine` subclass checking `factory` (default: the built-in agent) on
-    `features` (default: what the factory declares). Raises FeatureError for a declaration
+    `features` (default: what the factory declares). Raises TypeError for a declaration
     that is not a `Features`."""
     machine = machine_for(AgentMachine, factory)
     machine.features = features if features is not None else features_of(machine.factory)

@@ -5,6 +5,7 @@ every property check, each raising a `ContractViolation` in the contract's words
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -95,7 +96,7 @@ class AgentChecks(ConformanceMachine):
     _closed_waits: list[str | None]
     _requests_checked: int
 
-    @property
+    @functools.cached_property
     def has(self) -> Features:
         """The features the agent is checked on: `features`, else its factory's."""
         declared = type(self).features

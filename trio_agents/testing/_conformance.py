@@ -114,7 +114,7 @@ def run_conformance(
     whose target is given. `*_spec` are the `module:attr` names used in reproductions.
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
     while a machine runs. The agent machine checks `factory` on `features` (default: its
-    `conformance_features` attribute, else all of them); raises FeatureError, before
+    `conformance_features` attribute, else all of them); raises TypeError, before
     running anything, for an attribute that is not a `Features`."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
@@ -198,7 +198,7 @@ def _run(
     program = reproduction(name, failure, spec, declared) if failure is not None else None
     own = [p for p in PROPERTIES if p.machine == name]
     features: Features | None = None
-    if isinstance(machine, type) and issubclass(machine, AgentMachine):
+    if issubclass(machine, AgentMachine):
         features = machine.features or Features()
         # An agent without `pending` is checked without it, as if it declared none.
         absent = ["pending"] if stats.get("without pending") else []

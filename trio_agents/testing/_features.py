@@ -38,7 +38,6 @@ __all__ = [
     "ATTRIBUTE",
     "GATES",
     "CancelAfterFinalAnswer",
-    "FeatureError",
     "Features",
     "Gate",
     "SteeringAtStepLimit",
@@ -53,14 +52,11 @@ ATTRIBUTE = "conformance_features"
 """The attribute of an agent factory that declares its `Features`."""
 
 
-class FeatureError(ValueError):
-    """A declaration of features that cannot be: its message is one line naming the value."""
-
-
 @dataclass(frozen=True)
 class Features:
     """What an agent under test has (each True by default: the built-in `Agent` has all of
     it) and the design it chose where the contract allows two (default: the built-in's).
+    A value of the wrong kind raises ValueError naming it.
 
     steer: `steer` exists (A3).
     inject: `inject` exists (A4).
@@ -100,11 +96,11 @@ class Features:
         for name in FEATURES:
             value = getattr(self, name)
             if not isinstance(value, bool):
-                raise FeatureError(f"Features({name}={value!r}): {name} must be True or False")
+                raise ValueError(f"Features({name}={value!r}): {name} must be True or False")
         for name, allowed in DESIGNS.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise FeatureError(
+                raise ValueError(
                     f"Features({name}={value!r}): {name} must be one of "
                     f"{', '.join(map(repr, allowed))}"
                 )
@@ -182,13 +178,13 @@ GATES: dict[str, Gate] = {
 
 def features_of(target: object) -> Features:
     """The features `target` (an agent factory) declares in its `conformance_features`
-    attribute; all of them when it has none. Raises `FeatureError` for anything else."""
+    attribute; all of them when it has none. Raises TypeError for anything else."""
     declared: object = getattr(target, ATTRIBUTE, None)
     if declared is None:
         return Features()
     if not isinstance(declared, Features):
         name = getattr(target, "__name__", repr(target))
-        raise FeatureError(
+        raise TypeError(
             f"{name}.{ATTRIBUTE} is a {type(declared).__name__}; it must be a "
             "trio_agents.testing.Features"
         )
