@@ -27,10 +27,11 @@ from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
 from trio_agents import testing as ta
 
 
-def as_messages(items: str | Sequence[Any]) -> list[Message]:
+def as_messages(items: str | Sequence[Mapping[str, Any]]) -> list[Message]:
     """openai-agents' input items as the suite's model sees a request."""
     out: list[Message] = []
-    for item in [{"role": "user", "content": items}] if isinstance(items, str) else items:
+    user: Mapping[str, Any] = {"role": "user", "content": items}
+    for item in [user] if isinstance(items, str) else items:
         kind, role = item.get("type"), item.get("role")
         if kind == "function_call":
             call = ToolCall(item["call_id"], item["name"], json.loads(item["arguments"] or "{}"))
@@ -42,9 +43,10 @@ def as_messages(items: str | Sequence[Any]) -> list[Message]:
         elif kind == "function_call_output":
             out.append(Message("tool", str(item["output"]), call_id=item["call_id"]))
         elif role == "assistant":
-            out.append(Message("assistant", "".join(c.get("text", "") for c in item["content"])))
+            parts: Sequence[Mapping[str, Any]] = item["content"]
+            out.append(Message("assistant", "".join(p.get("text", "") for p in parts)))
         elif role in ("user", "system"):
-            out.append(Message(role, str(item["content"])))
+            out.append(Message("system" if role == "system" else "user", str(item["content"])))
     return out
 
 
@@ -99,11 +101,9 @@ class ScriptedAgentsModel(AgentsModel):
 class OpenAIAgentsAgent(ta.PeerAgent):
     """The `ObservedAgent` over an openai-agents `Agent` and its session."""
 
-    def __init__(
-        self, peer: ta.AsyncioPeer, observer: ta.AgentObserver, options: AgentOptions
-    ) -> None:
+    def __init__(self, peer: ta.AsyncioPeer, observer: ta.AgentObserver, options: Any) -> None:
         super().__init__(peer, observer, options)
-        tools = [self._tool(tool) for tool in peer.tools.values()]
+        tools: list[Any] = [self._tool(tool) for tool in peer.tools.values()]
         self.agent = Agent(name="adapted", model=ScriptedAgentsModel(self), tools=tools)
         self.session = MemorySession(observer.agent_id)
         self.config = RunConfig(tracing_disabled=True)

@@ -57,13 +57,13 @@ class PydanticAiAgent(ta.PeerAgent):
 
     interrupted_content = "The tool call was interrupted before a result was produced."
 
-    def __init__(
-        self, peer: ta.AsyncioPeer, observer: ta.AgentObserver, options: AgentOptions
-    ) -> None:
+    def __init__(self, peer: ta.AsyncioPeer, observer: ta.AgentObserver, options: Any) -> None:
         super().__init__(peer, observer, options)
         self.history: list[pm.ModelMessage] = []
         tools = [self._tool(tool) for tool in peer.tools.values()]
-        self.agent = Agent(FunctionModel(self._respond), name="adapted", tools=tools)
+        self.agent = Agent(
+            FunctionModel(self._respond), name="adapted", tools=tools, deps_type=None
+        )
 
     async def _respond(self, messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
         text, calls = await self.stream_reply(as_messages(messages))

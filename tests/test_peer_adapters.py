@@ -13,6 +13,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, Phase, settings
 
+from trio_agents import AgentOptions, Message, ModelRequest
 from trio_agents.testing import (
     AgentFactory,
     AgentMachine,
@@ -75,9 +76,7 @@ async def test_the_peer_cancels_and_awaits_its_tasks_on_exit() -> None:
     assert model.held == 0
 
 
-def _request() -> object:
-    from trio_agents import AgentOptions, Message, ModelRequest
-
+def _request() -> ModelRequest:
     return ModelRequest([Message("user", "hi")], [], AgentOptions())
 
 
@@ -108,7 +107,7 @@ VERDICT = settings(
     database=None,
     report_multiple_bugs=False,
     phases=[Phase.generate, Phase.shrink],
-    suppress_health_check=list(HealthCheck),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
 

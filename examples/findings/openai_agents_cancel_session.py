@@ -12,6 +12,7 @@ tool ran. Prints what it saw; exits 1 if the loss is gone (the finding no longer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from typing import Any
 
@@ -22,6 +23,7 @@ from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall
 
 finished: list[str] = []
+quick_done = asyncio.Event()
 
 
 class TwoCalls(Model):
@@ -45,6 +47,7 @@ async def work(_context: Any, arguments: str) -> str:
     if "slow" in arguments:
         await asyncio.Event().wait()  # held until the cancel
     finished.append(arguments)
+    quick_done.set()
     return "worked"
 
 
@@ -62,14 +65,12 @@ async def main() -> int:
     session = SQLiteSession("finding")
     config = RunConfig(tracing_disabled=True)
     task = asyncio.create_task(Runner.run(agent, "go", session=session, run_config=config))
-    while not finished and not task.done():
-        await asyncio.sleep(0)
+    await quick_done.wait()  # the quick call has completed; the slow one is held
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
-    kinds = [item.get("type", item.get("role")) for item in await session.get_items()]  # type: ignore[union-attr]
+    items: list[Any] = list(await session.get_items())
+    kinds = [item.get("type", item.get("role")) for item in items]
     print(f"after the cancel: {len(finished)} tool call(s) completed; the session holds {kinds}")
     return 0 if finished and kinds == ["user"] else 1
 

@@ -13,6 +13,7 @@ gone (the finding no longer holds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 
 from pydantic_ai import Agent
@@ -60,10 +61,8 @@ async def main() -> int:
                     await asyncio.sleep(0)
 
     task = asyncio.create_task(cancelled_run())
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     kinds = [type(p).__name__ for m in history for p in m.parts]
     print(f"after the cancel: tool ran {runs} time(s); history parts: {kinds}")
     lost = "ToolReturnPart" not in kinds and "ToolCallPart" in kinds
