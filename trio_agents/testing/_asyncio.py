@@ -404,10 +404,19 @@ class PeerAgent:
 
     async def aclose(self) -> None:
         """Close: CLOSED, the turn cancelled and ended `closed`, the driver ended. trio
-        code, for the factory's exit. Always a trio checkpoint."""
-        await trio.lowlevel.checkpoint()
-        if self._closed:
-            return
+        code, for the factory's exit. Always a trio checkpoint; a close always finishes
+        (shielded from an outer cancel)."""
+        with trio.CancelScope(shield=True):
+            if not self._closed:
+                self._close()
+                if self._driver is not None:
+                    await self.peer._loop.run_aio_future(  # pyright: ignore[reportPrivateUsage]
+                        asyncio.gather(self._driver, return_exceptions=True)
+                    )
+                self._settled.set()
+            await trio.lowlevel.checkpoint()
+
+    def _close(self) -> None:
         self._closed = True
         self._queue.clear()
         self._claims = [c for c in self._claims if c[1] == "context"]
@@ -418,11 +427,6 @@ class PeerAgent:
             self._ending = self._ending or {"kind": "closed"}
             self.cancel_turn()
         self._wakeup.set()
-        if self._driver is not None:
-            await self.peer._loop.run_aio_future(  # pyright: ignore[reportPrivateUsage]
-                asyncio.gather(self._driver, return_exceptions=True)
-            )
-        self._settled.set()
 
     async def _drive(self) -> None:
         while not self._closed:
