@@ -7,8 +7,9 @@ records the suite checks, the events its listeners see, the status, is the obser
 
     trio-agents conformance --target examples.observed_trio_agents:factory
 
-A framework with its own loop calls the same instants from that loop instead (see
-docs/conformance.md, "Checking an agent the suite does not own").
+A framework with its own loop calls the same instants from that loop instead: see
+`examples/observed_loop.py`, and docs/conformance.md, "Checking an agent the suite does not
+own".
 """
 
 from __future__ import annotations

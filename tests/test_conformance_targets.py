@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from examples.observed_loop import factory as loop_factory
 from examples.observed_trio_agents import factory as observed_factory
 from examples.third_party_agent import factory as third_party_factory
 from trio_agents import AgentOptions, EventBus, MemoryStore, ShellExecutor, open_agent
@@ -26,6 +27,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "builtin": builtin_agent_factory,
     "third party": third_party_factory,
     "observed": observed_factory,
+    "observed loop": loop_factory,
 }
 RUNTIME_FACTORIES: dict[str, RuntimeFactory] = {
     "builtin": builtin_runtime_factory,

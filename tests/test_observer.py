@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from examples.observed_loop import LoopAgent
+from examples.observed_loop import factory as loop_factory
 from examples.observed_trio_agents import ObservedTrioAgent
 from examples.observed_trio_agents import factory as observed_factory
 from trio_agents import (
@@ -391,8 +393,9 @@ async def test_the_observed_surface_takes_its_state_from_the_observer() -> None:
     assert [type(e).__name__ for e in heard][:3] == ["StatusChanged", "TurnStarted", "StepStarted"]
 
 
-def test_the_example_adapter_is_an_observed_agent() -> None:
+def test_the_example_adapters_are_observed_agents() -> None:
     assert issubclass(ObservedTrioAgent, ObservedAgent)
+    assert issubclass(LoopAgent, ObservedAgent)
 
 
 def test_an_adapter_without_pending_leaves_it_unchecked() -> None:
@@ -408,6 +411,13 @@ def test_an_adapter_without_pending_leaves_it_unchecked() -> None:
 def test_the_agent_machine_passes_on_the_built_in_agent_observed() -> None:
     check_agent_conformance(
         observed_factory, settings=settings(max_examples=100, database=None, deadline=None)
+    )
+
+
+def test_the_agent_machine_passes_on_a_loop_written_against_the_observer() -> None:
+    # Its own queue, history, status transitions and cancel: nothing of trio-agents' Agent.
+    check_agent_conformance(
+        loop_factory, settings=settings(max_examples=100, database=None, deadline=None)
     )
 
 

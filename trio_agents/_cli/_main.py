@@ -6,7 +6,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,16 +30,6 @@ def _load_target(spec: str) -> Any:
         raise SystemExit(f"--target: module {module_name!r} has no attribute {attr!r}") from None
 
 
-def _raised_by_features(exc: BaseException) -> bool:
-    """Whether `Features` validation raised `exc`: any other error importing a target is a
-    bug of its own, shown with its traceback."""
-    # Imported here: only `conformance` loads trio_agents.testing.
-    from ..testing import _features
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    return bool(frames) and frames[-1].filename == _features.__file__
-
-
 def _progress(machine: str, examples: int, seconds: float) -> None:
     print(f"  ... {machine} machine: {examples} examples so far ({seconds:.0f}s)", flush=True)
 
@@ -48,14 +37,15 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
     from ..testing._conformance import describe_coverage, describe_failure, run_conformance
-    from ..testing._features import features_of
+    from ..testing._features import features_of, raised_by_features
 
     try:
         factory = _load_target(args.target) if args.target else None
         features_of(factory)  # a declaration that cannot be fails here, before any run
     except (TypeError, ValueError) as exc:
         # Also raised while importing the target, by a bad `Features(...)` in its module.
-        if not _raised_by_features(exc):
+        # Any other error importing a target is a bug of its own, shown with its traceback.
+        if not raised_by_features(exc):
             raise
         print(f"trio-agents conformance: --target {args.target}: {exc}", file=sys.stderr)
         return 2

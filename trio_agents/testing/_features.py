@@ -9,6 +9,7 @@ A pure module: no trio, no Hypothesis.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Literal, get_args
@@ -43,6 +44,7 @@ __all__ = [
     "SteeringAtStepLimit",
     "coverage",
     "features_of",
+    "raised_by_features",
 ]
 
 SteeringAtStepLimit = Literal["requeue", "answer"]
@@ -189,6 +191,12 @@ def features_of(target: object) -> Features:
             "trio_agents.testing.Features"
         )
     return declared
+
+
+def raised_by_features(exc: BaseException) -> bool:
+    """Whether `exc` was raised here: by `Features` validation or `features_of`."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename == __file__
 
 
 def _why(feature: str, absent: Iterable[str]) -> str:
