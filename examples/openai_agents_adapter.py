@@ -145,5 +145,5 @@ factory = ta.observed(open_adapter)
 """What `--target examples.openai_agents_adapter:factory` names."""
 # No steering or injection into a run, and no partial reply kept: not checked (D95).
 factory.conformance_features = ta.Features(  # type: ignore[attr-defined]
-    steer=False, inject=False, system_context=False, partial_replies=False
+    steer=False, inject=False, system_context=False, partial_replies=False, step_timeout=False
 )

@@ -133,8 +133,15 @@ def test_pydantic_ai_verdict() -> None:
     from examples.pydantic_ai_adapter import factory
 
     violation, program = _verdict(factory)
-    assert (violation.property.rule, violation.property.name) == ("A12", "request-history")
-    assert _prompt_lost(program), program
+    found = (violation.property.rule, violation.property.name)
+    # Which of its two boundary losses a run meets first depends on state earlier tests in
+    # the process left (Hypothesis's): the prompt (A12), or a tool result, whose next turn
+    # then ends in pydantic-ai's UserError (A8).
+    assert found in {("A12", "request-history"), ("A8", "turn-end-reason")}, str(violation)
+    if found[0] == "A12":
+        assert _prompt_lost(program), program
+    else:
+        assert "unprocessed tool calls" in str(violation), str(violation)
 
 
 def test_pydantic_ai_drops_a_tool_result_when_a_cancel_lands_right_after_it() -> None:

@@ -234,7 +234,6 @@ class PeerAgent:
         self._claims: list[Claim] = []  # steering and context for the next step
         self._ending: dict[str, Any] | None = None  # the first cancel's turn end
         self._step_open = False
-        self._timer: asyncio.TimerHandle | None = None
         self._replied = False
         self._open_calls: list[str] = []
         self._closed = False
@@ -314,17 +313,8 @@ class PeerAgent:
             self.observer.message_claimed(mid, kind, content, role=role)
         self.steps += 1
         self._step_open, self._replied, self._open_calls = True, False, []
-        timeout = self.options.step_timeout
-        if timeout is not None:
-            # The frameworks have no step timeout: the adapter's, by their cancel primitive.
-            self._timer = self.peer.loop.call_later(timeout, self._timed_out)
         self.observer.step_started()
         return claims
-
-    def _timed_out(self) -> None:
-        if self._ending is None:
-            self._ending = {"kind": "aborted", "reason": "step-timeout", "cause": "timeout"}
-        self.cancel_turn()
 
     async def next_step(self) -> list[Claim]:
         """`end_step()`, then `begin_step()`, each followed by an asyncio checkpoint
@@ -387,9 +377,6 @@ class PeerAgent:
         """End the open step (if one is open)."""
         if self._step_open:
             self._step_open = False
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
             self.observer.step_ended()
 
     def steering_waits(self) -> bool:
