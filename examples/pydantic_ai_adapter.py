@@ -129,6 +129,5 @@ factory = ta.observed(open_adapter)
 """What `--target examples.pydantic_ai_adapter:factory` names."""
 # pydantic-ai keeps no partial reply, and sends a system part mid-history as a user
 # `<system>` block (pydantic_ai/framing.py): design differences, not checked (D95).
-factory.conformance_features = ta.Features(
-    partial_replies=False, system_context=False, step_timeout=False
-)  # type: ignore[attr-defined]
+declared = ta.Features(partial_replies=False, system_context=False, step_timeout=False)
+factory.conformance_features = declared  # type: ignore[attr-defined]
