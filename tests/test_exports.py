@@ -89,6 +89,7 @@ EXPORTS = {
         "check_lifecycle_conformance",
         "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
         "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
+        "AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer",
     },
 }  # fmt: skip
 

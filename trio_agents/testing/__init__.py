@@ -11,6 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._asyncio import AsyncioModel as AsyncioModel
+from ._asyncio import AsyncioPeer as AsyncioPeer
+from ._asyncio import AsyncioTool as AsyncioTool
+from ._asyncio import PeerAgent as PeerAgent
+from ._asyncio import open_asyncio_peer as open_asyncio_peer
 from ._features import Features as Features
 from ._history import history_problems as history_problems
 from ._host import TrioHost as TrioHost
@@ -57,6 +62,9 @@ __all__ = [
     "AgentObserver",
     "AgentReference",
     "AgentSurface",
+    "AsyncioModel",
+    "AsyncioPeer",
+    "AsyncioTool",
     "ContractViolation",
     "Draws",
     "DurableMachine",
@@ -66,6 +74,7 @@ __all__ = [
     "LifecycleMachine",
     "ObservedAgent",
     "ObservedFactory",
+    "PeerAgent",
     "Property",
     "RandomSeeder",
     "RuntimeFactory",
@@ -83,6 +92,7 @@ __all__ = [
     "echo_reply",
     "history_problems",
     "observed",
+    "open_asyncio_peer",
     "reply",
     "tool_step",
 ]
