@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
+from ._failure import print_failure
+
 __all__ = ["add_arguments", "run"]
 
 PLACEHOLDERS = "{base_url}, {api_key}, {model}, {dir}, {workdir}"
@@ -126,8 +128,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from ..testing._conformance import describe_failure  # Hypothesis: as above
-
     target = Target(
         tuple(command),
         env=_pairs(args.env, "--env"),
@@ -169,13 +169,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  acp machine: NOT CHECKED: {report.failure}")
         return 1
     print(f"  acp machine: FAILED, {counts}; {loads}")
-    for line in describe_failure(report.failure).splitlines():
-        print(f"    {line}")
-    if report.program is not None:
-        print("    shrunk reproduction (run it with python):")
-        for line in report.program.splitlines():
-            print(f"      {line}")
-    print(f"    replay this run: trio-agents conformance --acp ... --seed {report.seed} -- {shown}")
+    print_failure(report, f"trio-agents conformance --acp ... --seed {report.seed} -- {shown}")
     return 1
 
 

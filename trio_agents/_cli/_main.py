@@ -13,6 +13,7 @@ from . import _acp as acp_cli
 from . import _chat as chat_cli
 from . import _conformance_acp as acp_conformance_cli
 from . import _sessions as sessions_cli
+from ._failure import print_failure
 
 __all__ = ["main"]
 
@@ -37,7 +38,7 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 
 def _conformance(args: argparse.Namespace) -> int:
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
-    from ..testing._conformance import describe_coverage, describe_failure, run_conformance
+    from ..testing._conformance import describe_coverage, run_conformance
     from ..testing._features import features_of, raised_by_features
 
     try:
@@ -78,13 +79,7 @@ def _conformance(args: argparse.Namespace) -> int:
             print(f"    {line}")
         if report.passed:
             continue
-        for line in describe_failure(report.failure).splitlines():
-            print(f"    {line}")
-        if report.program is not None:
-            print("    shrunk reproduction (run it with python):")
-            for line in report.program.splitlines():
-                print(f"      {line}")
-        print(f"    replay this run: trio-agents conformance ... --seed {report.seed}")
+        print_failure(report, f"trio-agents conformance ... --seed {report.seed}")
     return 0 if all(report.passed for report in reports) else 1
 
 
