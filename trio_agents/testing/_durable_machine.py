@@ -108,6 +108,13 @@ class _Kill(SqliteStore):
     takes from its process (its protected connection and claims)."""
 
     @staticmethod
+    async def stop_writing(store: SqliteStore) -> None:
+        """Take the store's database lock and keep it: no worker thread of the old run is
+        inside SQLite after this returns, nor enters it later (closing a connection under a
+        thread that is using it crashes the process). Always a checkpoint."""
+        await store._lock.acquire()
+
+    @staticmethod
     def of(store: SqliteStore) -> None:
         """The kernel drops a killed process's locks and file descriptors: the session
         claims go, and the connection goes without committing, so an open transaction rolls
@@ -536,6 +543,7 @@ class DurableMachine(ConformanceMachine):
         for sid in cut:
             self._forget(sid, self.handles[sid].agent.session.records, clean=False)
         self._closed_here.clear()  # already checked: the crash check covers them
+        self.host.call(_Kill.stop_writing, self.store)
         _Kill.of(self.store)
         # The old run's tasks only meet a store without a connection now; whatever they
         # raise while they are discarded is not the new runtime's. (One trio run per
