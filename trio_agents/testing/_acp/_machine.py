@@ -10,6 +10,7 @@ the cancel lands: before the model is called, mid-stream, or while a shell tool 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import shutil
@@ -99,7 +100,15 @@ class AcpMachine(ConformanceMachine):
         self.can_load = False
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
-        self.agent = self._spawn()
+        try:
+            self.agent = self._spawn()
+        except BaseException:
+            # No teardown follows a constructor that raised: end the run here, which kills
+            # the agent (an agent that never answers `initialize` would outlive the suite).
+            with contextlib.suppress(Exception):
+                self.host.close()
+            self._after_close()
+            raise
 
     @asynccontextmanager
     async def _open_world(self) -> AsyncGenerator[_World, None]:
