@@ -187,6 +187,11 @@ class AgentProcess:
     def exited(self) -> bool:
         return self._exited.is_set()
 
+    @property
+    def output_ended(self) -> bool:
+        """Its stdout closed: it has stopped serving, whether or not it has exited yet."""
+        return self._output_ended.is_set()
+
     async def _wait_exit(self) -> None:
         assert self._process is not None
         self.returncode = await self._process.wait()

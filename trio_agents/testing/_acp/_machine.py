@@ -421,11 +421,10 @@ class AcpMachine(ConformanceMachine):
             await agent.send(data)
             answer = await agent.answer(request_id)
         if answer is None:
+            # Whether it still serves decides which rule broke: a dead agent answers nothing,
+            # and how slowly a loaded machine lets it die must not change the verdict.
             self._raise_found(agent)
-            if agent.exited:
-                MALFORMED_SURVIVES.fail(
-                    f"after a malformed frame ({kind}), {agent.describe_exit()}"
-                )
+            await self._still_serving(agent, kind)
             MALFORMED_ANSWERED.fail(
                 f"a malformed frame ({kind}) got no JSON-RPC error within the timeout"
                 + (" (none with id null)" if request_id is None else f" (id {request_id!r})")
@@ -434,9 +433,14 @@ class AcpMachine(ConformanceMachine):
             answer.error is not None,
             lambda: f"a malformed frame ({kind}) was answered with a result: {answer.result}",
         )
+        await self._still_serving(agent, kind)
+
+    async def _still_serving(self, agent: AgentProcess, kind: Malformed) -> None:
         ping = await agent.start_request("_trio_agents/ping", {})
         if await agent.answer(ping) is None:
             self._raise_found(agent)
+            if agent.output_ended:
+                await agent.wait_exit(agent.target.timeout)
             MALFORMED_SURVIVES.fail(
                 f"after a malformed frame ({kind}) the next request got no answer; "
                 f"{agent.describe_exit()}"
