@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Awaitable, Callable
+from typing import NoReturn
+from collections.abc import Awaitable, Callable, Mapping
 
 import pytest
 import trio
 
 import trio_agents._shell as shell_module
-import trio_agents._shell_output as collector_module
 from trio_agents import (
     DuplicateSessionError,
     MemoryStore,
@@ -21,6 +21,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._shell_output import OutputCollector
+from trio_agents._spill import SpillDirectory
 from trio_agents.testing import ScriptedModel
 
 from .support.helpers import bash_runtime, of_type
@@ -29,14 +30,11 @@ from .support.processes import gone, live_group_members
 pytestmark = pytest.mark.subprocess
 
 
-def test_a_spill_file_that_cannot_be_made_leaves_the_tail(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    not_a_dir = tmp_path / "file"
-    not_a_dir.write_text("")
-    monkeypatch.setattr(collector_module, "_spill_dir", str(not_a_dir / "x"))
-    monkeypatch.setattr(collector_module, "spill_directory", lambda: str(not_a_dir / "x"))
-    out = OutputCollector(4, "t")
+def test_a_spill_file_that_cannot_be_made_leaves_the_tail(tmp_path: pathlib.Path) -> None:
+    def no_directory() -> SpillDirectory:
+        raise NotADirectoryError(20, "Not a directory", str(tmp_path / "file" / "x"))
+
+    out = OutputCollector(4, "t", spill=no_directory)
     out.feed(b"0123456789")  # must not raise
     result = out.finish()
     assert (result.text, result.truncated, result.spill_path) == ("6789", True, None)
@@ -56,7 +54,10 @@ def test_a_stream_past_the_spill_cap_keeps_only_its_tail() -> None:
 async def test_a_job_whose_spill_fails_still_ends_and_leaves_nothing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
 ) -> None:
-    monkeypatch.setattr(collector_module, "spill_directory", lambda: str(tmp_path / "no" / "x"))
+    def cannot_create(self: SpillDirectory, label: str, mode: int = 0o600) -> NoReturn:
+        raise FileNotFoundError(2, "No such file or directory", str(tmp_path / "no" / "x"))
+
+    monkeypatch.setattr(SpillDirectory, "open_file", cannot_create)
     ex = ShellExecutor(grace=0.3, max_output_bytes=100)
     async with ex.running():
         job = await ex.start(ex.resolve(ShellRequest("seq 1 2000")))
@@ -91,11 +92,13 @@ async def test_a_start_that_races_the_close_leaves_no_process(
 ) -> None:
     spawned = trio.Event()
     release = trio.Event()
-    real_spawn: Callable[[shell_module.ShellSpec], Awaitable[trio.Process]] = shell_module._spawn  # pyright: ignore[reportPrivateUsage]
+    real_spawn: Callable[[shell_module.ShellSpec, Mapping[str, str]], Awaitable[trio.Process]] = (
+        shell_module._spawn  # pyright: ignore[reportPrivateUsage]
+    )
     pgids: list[int] = []
 
-    async def slow_spawn(spec: shell_module.ShellSpec) -> trio.Process:
-        process = await real_spawn(spec)
+    async def slow_spawn(spec: shell_module.ShellSpec, env: Mapping[str, str]) -> trio.Process:
+        process = await real_spawn(spec, env)
         pgids.append(process.pid)
         spawned.set()
         await release.wait()

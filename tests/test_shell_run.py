@@ -59,12 +59,19 @@ async def test_secrets_in_the_parent_environment_never_reach_the_child(
 ) -> None:
     for name in ("MY_API_KEY", "CLIENT_SECRET", "GITHUB_TOKEN", "DB_PASSWORD", "aws_secret"):
         monkeypatch.setenv(name, "hunter2")
-    monkeypatch.setenv("HARMLESS", "visible")
+    monkeypatch.setenv("HARMLESS", "visible")  # not allowed: only passed when asked for
+    monkeypatch.setenv("LC_HARMLESS", "allowed")
     ex = executor()
     result = await ex.run(ex.resolve(ShellRequest("env")))
     assert "hunter2" not in result.stdout.text
-    assert "HARMLESS=visible" in result.stdout.text
+    assert "HARMLESS=visible" not in result.stdout.text
+    assert "LC_HARMLESS=allowed" in result.stdout.text
     assert "NO_COLOR=1" in result.stdout.text
+    passing = executor(pass_env=["HARMLESS", "GITHUB_TOKEN"], env={"EXTRA": "given"})
+    passed = await passing.run(passing.resolve(ShellRequest("env")))
+    lines = passed.stdout.text.splitlines()
+    assert {"HARMLESS=visible", "GITHUB_TOKEN=hunter2", "EXTRA=given"} <= set(lines)
+    assert "MY_API_KEY=hunter2" not in lines
 
 
 async def test_output_over_the_cap_spills_the_complete_stream_privately() -> None:

@@ -9,6 +9,7 @@ from ._errors import AlreadyRunningError as AlreadyRunningError
 from ._errors import ChatStreamError as ChatStreamError
 from ._errors import CorruptSessionError as CorruptSessionError
 from ._errors import DuplicateSessionError as DuplicateSessionError
+from ._dumpable import make_non_dumpable as make_non_dumpable
 from ._errors import FiberClosedError as FiberClosedError
 from ._errors import FlushTimeoutError as FlushTimeoutError
 from ._errors import JobNotFoundError as JobNotFoundError
@@ -23,6 +24,7 @@ from ._errors import SessionLiveElsewhereError as SessionLiveElsewhereError
 from ._errors import SessionLiveError as SessionLiveError
 from ._errors import SessionNotFoundError as SessionNotFoundError
 from ._errors import ShellClosedError as ShellClosedError
+from ._errors import SpillDirectoryError as SpillDirectoryError
 from ._errors import StoreBrokenError as StoreBrokenError
 from ._errors import StoreClosedError as StoreClosedError
 from ._errors import StoreNotFoundError as StoreNotFoundError
@@ -145,6 +147,7 @@ __all__ = [
     "ShellExecutor",
     "ShellRequest",
     "ShellSpec",
+    "SpillDirectoryError",
     "SqliteStore",
     "StatusChanged",
     "StepEnded",
@@ -167,6 +170,7 @@ __all__ = [
     "UnknownStoreVersionError",
     "Usage",
     "default_store_path",
+    "make_non_dumpable",
     "open_agent",
     "open_runtime",
 ]

@@ -20,6 +20,7 @@ names the value and what to do.
      |         +-- SessionLiveElsewhereError
      +-- SessionNotFoundError ........ [KeyError]
      +-- JobNotFoundError ............ [KeyError]
+     +-- SpillDirectoryError ......... [OSError]
      +-- LabelNotFoundError .......... [KeyError]
      +-- CorruptSessionError ......... [ValueError]
      +-- PersistenceError
@@ -77,6 +78,7 @@ __all__ = [
     "SessionLiveError",
     "SessionNotFoundError",
     "ShellClosedError",
+    "SpillDirectoryError",
     "StoreBrokenError",
     "StoreClosedError",
     "StoreNotFoundError",
@@ -186,6 +188,11 @@ class JobNotFoundError(TrioAgentsError, KeyError):
     """The shell executor has no job with that id."""
 
     __str__ = _message
+
+
+class SpillDirectoryError(TrioAgentsError, OSError):
+    """A spill directory was removed, replaced or turned into a symlink behind the
+    executor's back: no path in it is handed out, and nothing is spilled into it again."""
 
 
 class LabelNotFoundError(TrioAgentsError, KeyError):

@@ -1,7 +1,7 @@
 """The shell executor: commands as `bash -c` in their own process group, on trio subprocesses.
 
 Every command runs in a new session (so its own process group), with stdin closed and an
-environment scrubbed of names that look like credentials (KEY, SECRET, TOKEN, PASSWORD). A
+environment built from an allowlist (`_shell_env.command_environment`), not inherited. A
 timeout or a cancellation kills the whole group: SIGTERM, a grace period, SIGKILL. When a
 foreground command's leader exits, whatever it left running in its group is killed the same
 way, so a foreground call never leaves a process behind (the most reported defect in peer
@@ -18,10 +18,9 @@ import itertools
 import logging
 import math
 import os
-import re
 import signal
 import subprocess
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -29,8 +28,10 @@ from functools import partial
 import trio
 
 from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
+from ._shell_env import check_env_name, command_environment
 from ._shell_group import group_gone, group_has_live_members, signal_group
-from ._shell_output import OutputCollector, StreamOutput
+from ._shell_output import OutputCollector, SpillSource, StreamOutput
+from ._spill import SpillDirectory, SpillRoot
 
 __all__ = [
     "JobOutput",
@@ -38,27 +39,11 @@ __all__ = [
     "ShellExecutor",
     "ShellRequest",
     "ShellSpec",
-    "scrubbed_environment",
+    "command_environment",
 ]
 
 logger = logging.getLogger("trio_agents.shell")
 
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
-QUIET_TOOLS: Mapping[str, str] = {
-    "NO_COLOR": "1",
-    "TERM": "dumb",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-}
-
-
-def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: this process's environment) without credential-like names, plus
-    settings that keep tools from paging or colouring their output."""
-    source = os.environ if base is None else base
-    env = {name: value for name, value in source.items() if not SECRET_NAME.search(name)}
-    env.update(QUIET_TOOLS)
-    return env
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +54,8 @@ class ShellRequest:
     workdir: where to run it; a relative one is taken from the executor's `cwd` (None: `cwd`
         itself).
     timeout: seconds the command may run in the foreground (None: the executor's default).
-    owner: the token a background job is stored with (None: unowned).
+    owner: the session the command belongs to: its spill directory, and for a background
+        job the owner token it is stored with (None: unowned, the shared directory).
     """
 
     command: str
@@ -81,7 +67,8 @@ class ShellRequest:
 @dataclass(frozen=True, slots=True)
 class ShellSpec:
     """A fully resolved command. `owner` is required but may be None: a forgotten owner is
-    a visible None, never a missing field. The executor stores it and never interprets it.
+    a visible None, never a missing field. The executor stores it and never interprets it,
+    beyond keeping one spill directory per owner.
 
     command: run as `bash -c command`.
     workdir: the directory to run it in.
@@ -198,12 +185,15 @@ class ShellExecutor:
     timeout: the default foreground timeout.
     max_timeout: the cap on every foreground timeout, requested or default.
     max_output_bytes: how much of each output stream is kept in memory; past it the whole
-        stream goes to a private spill file.
+        stream goes to a private spill file, in the owner's spill directory.
     grace: how long a killed process group has between SIGTERM and SIGKILL.
+    pass_env: names of this process's environment passed to commands as they are, on top of
+        the allowlist (credentials included: naming them is the permission).
+    env: variables set for every command, as given (they win over everything else).
 
     Foreground commands (`run`) need nothing more; background jobs (`start`) run inside
     `running()`, which `open_runtime` enters. Raises ValueError unless every number is
-    positive and finite.
+    positive and finite, or a name in `pass_env` or `env` cannot be a variable's name.
     """
 
     def __init__(
@@ -214,6 +204,8 @@ class ShellExecutor:
         max_timeout: float = 600.0,
         max_output_bytes: int = 64_000,
         grace: float = 3.0,
+        pass_env: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         for name, value in (
             ("timeout", timeout),
@@ -228,6 +220,12 @@ class ShellExecutor:
         self.max_timeout = max_timeout
         self.max_output_bytes = max_output_bytes
         self.grace = grace
+        self.pass_env = tuple(check_env_name(name, "pass_env name") for name in pass_env)
+        self.env = {check_env_name(k, "env name"): v for k, v in (env or {}).items()}
+        for name, value in self.env.items():
+            if not isinstance(value, str) or "\0" in value:
+                raise ValueError(f"env[{name!r}] = {value!r}: give a string without NUL")
+        self._spill_root: SpillRoot | None = None
         self._jobs: dict[str, _Job] = {}
         self._job_numbers = itertools.count(1)
         self._nursery: trio.Nursery | None = None
@@ -258,6 +256,7 @@ class ShellExecutor:
                 with trio.CancelScope(shield=True):
                     await self.close_jobs()
                 self._nursery = None
+                self._remove_spills()
 
     def on_job_done(self, listener: JobListener) -> Callable[[], None]:
         """Call `listener(job_id, owner, result)` when a job finishes by itself or is killed
@@ -306,7 +305,11 @@ class ShellExecutor:
                 "start jobs while `running()` is open"
             )
         job_id = f"bash-{next(self._job_numbers)}"
-        streams = (self._collector(f"{job_id}-stdout"), self._collector(f"{job_id}-stderr"))
+        spill = self._spill_source(owner)
+        streams = (
+            self._collector(f"{job_id}-stdout", spill),
+            self._collector(f"{job_id}-stderr", spill),
+        )
         job = _Job(job_id, spec, owner, process, self.max_output_bytes, streams=streams)
         self._jobs[job.id] = job
         assert self._nursery is not None
@@ -401,12 +404,15 @@ class ShellExecutor:
 
     async def kill_owned(self, owner: str | None) -> None:
         """Kill every running job of `owner` (its agent is closing) and wait until they are
-        reaped. No notice is sent for them: their owner is going away. Always a checkpoint.
+        reaped, then remove the owner's spill directory and its files. No notice is sent for
+        the jobs: their owner is going away. Always a checkpoint.
         """
         await self._kill_all(
             [j for j in self._jobs.values() if j.owner == owner and not j.done.is_set()],
             notify=False,
         )
+        if self._spill_root is not None:
+            self._spill_root.remove_directory(owner)
 
     async def close_jobs(self) -> None:
         """Silence notices, then kill and reap every job. Afterwards `start` refuses new
@@ -497,7 +503,8 @@ class ShellExecutor:
         Always a checkpoint. Needs no `running()`: the command is the caller's task's.
         """
         process = await self._spawn(spec)
-        out, err = self._collector("stdout"), self._collector("stderr")
+        spill = self._spill_source(spec.owner)
+        out, err = self._collector("stdout", spill), self._collector("stderr", spill)
         timed_out = False
         try:
             async with trio.open_nursery() as nursery:
@@ -527,18 +534,45 @@ class ShellExecutor:
             stderr=stderr,
         )
 
-    def _environment(self) -> dict[str, str] | None:
-        # One place for what every command's environment is (tests seed defects here);
-        # None: the scrubbed environment.
-        return None
+    def _environment(self) -> dict[str, str]:
+        # One place for what every command's environment is (tests seed defects here). Read
+        # at each spawn: the server's environment may change while it runs.
+        return command_environment(os.environ, pass_env=self.pass_env, env=self.env)
 
     async def _spawn(self, spec: ShellSpec) -> trio.Process:
-        env = self._environment()
-        # The one-argument call is the seam tests patch (module `_spawn`), kept as it was.
-        return await (_spawn(spec) if env is None else _spawn(spec, env))
+        return await _spawn(spec, self._environment())
 
-    def _collector(self, label: str) -> OutputCollector:
-        return OutputCollector(self.max_output_bytes, label)
+    def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
+        return OutputCollector(self.max_output_bytes, label, spill=spill)
+
+    # -- spill directories ----------------------------------------------------------------
+
+    def spill_directory(self, owner: str | None = None) -> str:
+        """The path of `owner`'s spill directory (mode 0700), made on first use: the output
+        of `owner`'s commands past the cap goes there, and nothing else. Every one is a
+        direct child of the executor's spill root, `os.path.dirname(path)`, which holds
+        only them. Removed by `kill_owned(owner)` and when `running()` is left. Never
+        blocks.
+
+        Raises SpillDirectoryError (an OSError) if the directory, or the root, was removed,
+        replaced or turned into a symlink since it was made; OSError if it cannot be made.
+        """
+        directory = self._spill_for(owner)
+        directory.verify()
+        return directory.path
+
+    def _spill_source(self, owner: str | None) -> SpillSource:
+        return partial(self._spill_for, owner)
+
+    def _spill_for(self, owner: str | None) -> SpillDirectory:
+        if self._spill_root is None:
+            self._spill_root = SpillRoot()
+        return self._spill_root.directory(owner)
+
+    def _remove_spills(self) -> None:
+        root, self._spill_root = self._spill_root, None
+        if root is not None:
+            root.remove()
 
     async def kill_group(self, process: trio.Process) -> None:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL
@@ -567,16 +601,15 @@ class ShellExecutor:
             await group_gone(process.pid)
 
 
-async def _spawn(spec: ShellSpec, env: Mapping[str, str] | None = None) -> trio.Process:
-    """`bash -c` in a new session (its own process group), stdin closed, with `env` (by
-    default the scrubbed environment)."""
+async def _spawn(spec: ShellSpec, env: Mapping[str, str]) -> trio.Process:
+    """`bash -c` in a new session (its own process group), stdin closed, with `env` only."""
     return await trio.lowlevel.open_process(
         ["bash", "-c", spec.command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=spec.workdir,
-        env=scrubbed_environment() if env is None else env,
+        env=env,
         start_new_session=True,
     )
 

@@ -2,31 +2,39 @@
 once it outgrows the cap. Pure and synchronous (no trio import).
 
 The tail is what a tool result shows; the spill file is where the complete stream stays
-readable. Output exactly at the cap is not truncated. The spill file is created with O_EXCL
-and mode 0600, under an unpredictable name, in a per-process directory made with mode 0700.
+readable. Output exactly at the cap is not truncated. The spill file is created with O_EXCL,
+O_NOFOLLOW and mode 0600, under an unpredictable name, in a session's private directory held
+by descriptor (`_spill.SpillDirectory`); its path is checked each time it is handed out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
-__all__ = ["OutputCollector", "StreamOutput"]
+from ._errors import SpillDirectoryError
+from ._spill import SpillDirectory, SpillRoot
 
-_spill_dir: str | None = None
+__all__ = ["OutputCollector", "SpillSource", "StreamOutput"]
+
 MAX_SPILL_BYTES = 64 * 1024 * 1024  # past this a stream keeps only its tail
 
+SpillSource = Callable[[], SpillDirectory]
+"""Gives the directory a collector spills into, made when first asked (most streams never
+spill, so most sessions never make one)."""
 
-def spill_directory() -> str:
-    """The private (0700) directory this process spills into, created on first use."""
-    global _spill_dir
-    if _spill_dir is None or not os.path.isdir(_spill_dir):
-        _spill_dir = tempfile.mkdtemp(prefix="trio-agents-spill-")  # mkdtemp makes it 0700
-    return _spill_dir
+_default_root: SpillRoot | None = None
+
+
+def default_spill_directory() -> SpillDirectory:
+    """The directory of a collector made without one: this process's own, removed when the
+    interpreter exits."""
+    global _default_root
+    if _default_root is None:
+        _default_root = SpillRoot()
+    return _default_root.directory(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,23 +46,33 @@ class StreamOutput:
     truncated: bool
     spill_path: str | None
     total_bytes: int
+    spill_error: str | None = None  # why a truncated stream has no spill_path, if known
 
 
 class OutputCollector:
     __slots__ = (
         "_chunks",
+        "_directory",
         "_label",
         "_max",
         "_max_spill",
         "_retained",
         "_spill",
+        "_spill_error",
         "_spill_failed",
-        "_spill_path",
+        "_spill_name",
+        "_spill_source",
         "total",
         "truncated",
     )
 
-    def __init__(self, max_bytes: int, label: str, max_spill_bytes: int = MAX_SPILL_BYTES) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        label: str,
+        max_spill_bytes: int = MAX_SPILL_BYTES,
+        spill: SpillSource = default_spill_directory,
+    ) -> None:
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes!r}")
         self._max = max_bytes
@@ -64,7 +82,10 @@ class OutputCollector:
         self._chunks: list[bytes] = []
         self._retained = 0
         self._spill: BinaryIO | None = None
-        self._spill_path: str | None = None
+        self._spill_source = spill
+        self._directory: SpillDirectory | None = None
+        self._spill_name: str | None = None
+        self._spill_error: str | None = None
         self.total = 0
         self.truncated = False
 
@@ -96,14 +117,13 @@ class OutputCollector:
     def _give_up_spill(self) -> None:
         """Keep going without a spill file: remove what there is of it (an incomplete file
         would claim to be the whole stream)."""
-        spill, path = self._spill, self._spill_path
-        self._spill, self._spill_path, self._spill_failed = None, None, True
+        spill, name = self._spill, self._spill_name
+        self._spill, self._spill_name, self._spill_failed = None, None, True
         if spill is not None:
             with contextlib.suppress(OSError):
                 spill.close()
-        if path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        if name is not None and self._directory is not None:
+            self._directory.discard(name)
 
     def _trim(self) -> None:
         while self._retained > self._max and len(self._chunks) > 1:
@@ -115,16 +135,14 @@ class OutputCollector:
         self.truncated = True
 
     def _open_spill(self) -> None:
-        name = f"{os.getpid()}-{secrets.token_hex(8)}-{self._label}.log"
         try:
-            path = os.path.join(spill_directory(), name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except OSError:
+            self._directory = self._spill_source()
+            # Unbuffered: the file holds everything received so far whenever someone reads it.
+            self._spill, self._spill_name = self._directory.open_file(self._label)
+        except OSError as exc:
             self._spill_failed = True
+            self._spill_error = str(exc) if isinstance(exc, SpillDirectoryError) else None
             return
-        # Unbuffered: the file holds everything received so far whenever someone reads it.
-        self._spill = os.fdopen(fd, "wb", buffering=0)
-        self._spill_path = path
         for chunk in self._chunks:
             self._write_spill(chunk)
             if self._spill_failed:
@@ -132,8 +150,20 @@ class OutputCollector:
 
     @property
     def spill_path(self) -> str | None:
-        """The file holding the complete stream, once it has overflowed."""
-        return self._spill_path
+        """The file holding the complete stream, once it has overflowed; checked each time
+        (None, and `spill_error` set, if its directory was replaced)."""
+        if self._spill_name is None or self._directory is None:
+            return None
+        try:
+            return self._directory.path_of(self._spill_name)
+        except SpillDirectoryError as exc:
+            self._spill_error = str(exc)
+            return None
+
+    @property
+    def spill_error(self) -> str | None:
+        """Why the stream has no spill file it should have (its directory was refused)."""
+        return self._spill_error
 
     def read_from(self, offset: int) -> tuple[str, int, bool]:
         """Output from byte `offset` of the stream on: (text, next offset, lossy). When the
@@ -147,12 +177,12 @@ class OutputCollector:
 
     def finish(self) -> StreamOutput:
         """Close the spill file (never raising: a failed close drops the spill path)."""
-        path = self._spill_path
         if self._spill is not None:
             try:
                 self._spill.close()
             except OSError:
-                path = None
+                self._spill_name = None
             self._spill = None
+        path = self.spill_path
         text = b"".join(self._chunks).decode("utf-8", "replace")
-        return StreamOutput(text, self.truncated, path, self.total)
+        return StreamOutput(text, self.truncated, path, self.total, self._spill_error)

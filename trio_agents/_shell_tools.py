@@ -24,6 +24,7 @@ import trio
 
 from ._errors import AgentClosedError, AlreadyLoadedError, ShellClosedError
 from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest
+from ._shell_output import StreamOutput
 from ._tool import Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -189,8 +190,9 @@ class _Bash(_BashToolBase):
             command,
             workdir=_workdir(runtime, context, arguments.get("workdir")),
             timeout=timeout_ms / 1000 if timeout_ms is not None else None,
-            # Only background jobs are owned: a foreground run ends with its call.
-            owner=context.agent_id if background else None,
+            # The agent's id: a background job's owner, and for every command the session
+            # whose spill directory its output goes to.
+            owner=context.agent_id,
         )
         spec = shell.resolve(request)
         try:
@@ -303,19 +305,24 @@ def render_output(output: JobOutput) -> str:
     return f"{text}{separator}{status_line(output.result)}"
 
 
+def _spill_text(stream: StreamOutput) -> str:
+    if stream.spill_path is not None:
+        return stream.spill_path
+    return f"(unavailable: {stream.spill_error})" if stream.spill_error else "(unavailable)"
+
+
 def render_result(result: RunResult) -> str:
     """A foreground result as the model reads it. The exit marker is always the last line:
     `[killed by signal: SIG]`, or `[exit code: N]` when N is not 0."""
     body = result.stdout.text
     if result.stdout.truncated:
-        body += f"\n[output truncated; full output: {result.stdout.spill_path or '(unavailable)'}]"
+        body += f"\n[output truncated; full output: {_spill_text(result.stdout)}]"
     if result.stderr.text or result.stderr.truncated:
         if body and not body.endswith("\n"):
             body += "\n"
         body += "[stderr]\n" + result.stderr.text
         if result.stderr.truncated:
-            path = result.stderr.spill_path or "(unavailable)"
-            body += f"\n[stderr truncated; full output: {path}]"
+            body += f"\n[stderr truncated; full output: {_spill_text(result.stderr)}]"
     text = body.rstrip("\n") or "(no output)"
     if result.timed_out:
         text += f"\n[timed out after {result.timeout:g}s]"

@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from functools import partial
 from typing import Any
 
 import trio
 
+from .._dumpable import make_non_dumpable
 from .._options import AgentOptions
+from .._shell import ShellExecutor
 from ..acp import serve_stdio
-from ._args import add_max_steps, add_model, add_store, configure_logging
+from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
 from ._model_choice import MODELS
 
 __all__ = ["add_parser", "run"]
@@ -32,6 +35,7 @@ def add_parser(commands: Any) -> None:
     add_max_steps(
         acp, help="end a turn after this many model calls (ACP stop reason max_turn_requests)"
     )
+    add_pass_env(acp)
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
 
 
@@ -44,5 +48,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
-    trio.run(serve_stdio, args.store, factory, options)
+    # Before any command runs: none of them may read this process's environment (D144).
+    make_non_dumpable()
+    shell = ShellExecutor(pass_env=args.pass_env)
+    trio.run(partial(serve_stdio, args.store, factory, options, shell=shell))
     return 0

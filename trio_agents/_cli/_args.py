@@ -12,12 +12,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._shell_env import check_env_name
 from .._store_sqlite import default_store_path
 from ._model_choice import MODELS
 
 __all__ = [
     "add_max_steps",
     "add_model",
+    "add_pass_env",
     "add_store",
     "configure_logging",
     "positive_int",
@@ -63,6 +65,28 @@ def add_max_steps(
 ) -> None:
     """`--max-steps`: `AgentOptions.max_steps`, None when not given (no limit)."""
     parser.add_argument("--max-steps", type=positive_int, default=None, metavar=metavar, help=help)
+
+
+def env_name(text: str) -> str:
+    """An argparse type: an environment variable's name, or a usage error that says so."""
+    try:
+        return check_env_name(text, "name")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_pass_env(parser: argparse.ArgumentParser) -> None:
+    """`--pass-env NAME` (repeatable): `ShellExecutor(pass_env=...)`, () when not given."""
+    parser.add_argument(
+        "--pass-env",
+        type=env_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this variable of the environment to commands as it is (repeatable); "
+        "commands get only PATH, HOME, LANG, LC_*, TERM, USER, SHELL, TMPDIR, TZ and a few "
+        "more otherwise",
+    )
 
 
 def configure_logging(command: str, level: int) -> None:

@@ -37,6 +37,7 @@ import trio
 
 from .._agent import Agent
 from .._batches import write_in_batches
+from .._dumpable import make_non_dumpable
 from .._errors import (
     AgentClosedError,
     DuplicateSessionError,
@@ -50,10 +51,11 @@ from .._options import AgentOptions
 from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
+from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._store_sqlite import default_store_path
-from ._args import add_max_steps, add_model, add_store, configure_logging
+from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 
@@ -225,6 +227,8 @@ class ChatConfig:
     store_option: str = ""
     """How the hints it prints name the store (` --store PATH`, or nothing: the default)."""
     cwd: str | None = None
+    pass_env: tuple[str, ...] = ()
+    """Names of the environment passed to commands as they are (`--pass-env`)."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -264,7 +268,8 @@ class Chat:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
-                rt = await stack.enter_async_context(open_runtime(self._config.store))
+                shell = ShellExecutor(pass_env=self._config.pass_env)
+                rt = await stack.enter_async_context(open_runtime(self._config.store, shell=shell))
             except (TrioAgentsError, OSError, sqlite3.Error) as exc:
                 # Not a store, a store of another version, a directory that cannot be made.
                 self._terminal.error(f"trio-agents chat: {exc}")
@@ -432,6 +437,7 @@ def add_parser(commands: Any) -> None:
     chat.add_argument("--session", metavar="ID", default=None, help="resume this stored session")
     add_store(chat, metavar="PATH")
     add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
+    add_pass_env(chat)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -450,7 +456,10 @@ def run(args: argparse.Namespace) -> int:
         session_id=args.session,
         options=AgentOptions(max_steps=args.max_steps),
         store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
+        pass_env=tuple(args.pass_env),
     )
+    # Before any command runs: none of them may read this process's environment (D144).
+    make_non_dumpable()
     code = EXIT_INTERRUPTED
     try:
         code = trio.run(_main, config)

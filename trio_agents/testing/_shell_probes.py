@@ -32,7 +32,9 @@ from ._shell_properties import (
 
 __all__ = ["probe_environment", "probe_output", "probe_past_timeout", "secret_environment"]
 
-# Every one contains KEY, SECRET, TOKEN or PASSWORD somewhere, in some case.
+# The first ones contain KEY, SECRET, TOKEN or PASSWORD somewhere, in some case; the rest
+# are real credentials' names that contain none of them; the last is an allowed name (LC_*)
+# whose value carries a credential (a URL with a password).
 SECRETS: Mapping[str, str] = {
     name: f"trio-agents-probe-value-{index}"
     for index, name in enumerate(
@@ -46,10 +48,19 @@ SECRETS: Mapping[str, str] = {
             "KEYBOARD",
             "tokenizer_dir",
             "PassWord",
+            "GITHUB_PAT",
+            "SSH_AUTH_SOCK",
+            "MYSQL_PWD",
+            "NPM_CONFIG__AUTH",
         )
     )
+} | {
+    "DATABASE_URL": "postgres://probe:trio-agents-probe-db@db.invalid/x",
+    "HTTPS_PROXY": "http://probe:trio-agents-probe-proxy@proxy.invalid:3128",
+    "LC_TRIO_AGENTS_PROBE_URL": "https://probe:trio-agents-probe-lc@host.invalid/",
 }
-INNOCENT = ("PLAIN_VALUE", "trio-agents-plain-visible")
+INNOCENT = ("LC_TRIO_AGENTS_PLAIN", "trio-agents-plain-visible")  # allowed: LC_*
+OUTSIDER = ("PLAIN_VALUE", "trio-agents-plain-outside")  # no credential, not allowed either
 CREDENTIAL = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
 STDIN_WAIT = 2  # seconds a job's read of stdin may block before it counts as open
 PAST_TIMEOUT = 0.05  # seconds: the foreground timeout of the commands that outlive it
@@ -57,9 +68,9 @@ PAST_TIMEOUT = 0.05  # seconds: the foreground timeout of the commands that outl
 
 @contextmanager
 def secret_environment() -> Generator[None]:
-    """This process's environment (which the executor's commands inherit, scrubbed) holds
-    credential-like names and an innocent one, until the block ends."""
-    added = {**SECRETS, INNOCENT[0]: INNOCENT[1]}
+    """This process's environment (which the executor's commands get an allowlist of) holds
+    credentials, an innocent allowed name and an innocent other one, until the block ends."""
+    added = {**SECRETS, INNOCENT[0]: INNOCENT[1], OUTSIDER[0]: OUTSIDER[1]}
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:
@@ -74,7 +85,8 @@ def secret_environment() -> Generator[None]:
 
 async def probe_environment(shell: ShellExecutor) -> None:
     """A command reads its stdin (EOF at once when closed) and prints its environment: no
-    credential-like name, and no value of one, may be in it; the innocent name is."""
+    credential's name, and no credential, may be in it, nor a name outside the allowlist;
+    the innocent allowed name is."""
     command = f"read -r -t {STDIN_WAIT} _; printf 'stdin=%s\\0' $?; env -0"
     result = await shell.run(shell.resolve(ShellRequest(command, timeout=STDIN_WAIT + 30)))
     text = result.stdout.text
@@ -97,13 +109,17 @@ async def probe_environment(shell: ShellExecutor) -> None:
         name, equals, value = entry.partition("=")
         if equals:
             names[name] = value
-    leaked = sorted(name for name in names if CREDENTIAL.search(name))
+    leaked = sorted(name for name in names if CREDENTIAL.search(name) or name in SECRETS)
     ENV_SCRUBBED.check(not leaked, f"a command's environment held {leaked}")
     values = sorted(n for n, v in SECRETS.items() if v in text)
     ENV_SCRUBBED.check(not values, f"a command's environment held the values of {values}")
     ENV_SCRUBBED.check(
+        OUTSIDER[0] not in names,
+        f"a command's environment held {OUTSIDER[0]}, a name outside the allowlist",
+    )
+    ENV_SCRUBBED.check(
         names.get(INNOCENT[0]) == INNOCENT[1],
-        f"a command's environment lost {INNOCENT[0]}, a name that looks like no credential",
+        f"a command's environment lost {INNOCENT[0]}, an allowed name (LC_*) with a plain value",
     )
 
 

@@ -32,8 +32,9 @@ def _shell(rule: str, name: str, says: str) -> Property:
 ENV_SCRUBBED = _shell(
     "S1",
     "env-scrubbed",
-    "run(spec) runs bash -c with the environment stripped of every name containing KEY, "
-    "SECRET, TOKEN or PASSWORD (in any case); other names are kept",
+    "run(spec) runs bash -c with only the allowed names of the environment (PATH, HOME, LANG, "
+    "LC_*, TERM, USER, SHELL, TMPDIR, TZ, ...), none whose value carries a credential URL, "
+    "and what the user passed explicitly",
 )
 STDIN_CLOSED = _shell(
     "S1", "stdin-closed", "run(spec) runs bash -c in a process group of its own, with stdin closed"

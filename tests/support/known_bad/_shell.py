@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import os
 import re
-import secrets
 import signal
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -17,9 +16,9 @@ import trio
 
 from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
 from trio_agents._runtime import Runtime
-from trio_agents._shell import QUIET_TOOLS
+from trio_agents._shell_env import QUIET_TOOLS
 from trio_agents._shell_group import group_gone, group_has_live_members, signal_group
-from trio_agents._shell_output import OutputCollector, spill_directory
+from trio_agents._shell_output import OutputCollector, SpillSource
 from trio_agents._shell_tools import (
     _BashKill,  # pyright: ignore[reportPrivateUsage]
     _BashOutput,  # pyright: ignore[reportPrivateUsage]
@@ -102,6 +101,17 @@ class _SecretsUpperCaseOnly(ShellExecutor):
         return {**env, **QUIET_TOOLS}
 
 
+class _SecretsByNameOnly(ShellExecutor):
+    """The environment is the server's, scrubbed of credential-like names (KEY, SECRET,
+    TOKEN, PASSWORD in any case): `GITHUB_PAT`, `DATABASE_URL`, `SSH_AUTH_SOCK` get through.
+    The executor before issue 16."""
+
+    def _environment(self) -> dict[str, str]:
+        pattern = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
+        env = {name: value for name, value in os.environ.items() if not pattern.search(name)}
+        return {**env, **QUIET_TOOLS}
+
+
 class _SecretsBySuffixOnly(ShellExecutor):
     """The environment is scrubbed of names that end in a credential word only
     (`DB_PASSWORD_FILE`, `SECRETS` get through)."""
@@ -128,23 +138,20 @@ class _HeadCollector(OutputCollector):
 class _OutputHeadKept(ShellExecutor):
     """Output past the cap keeps its head in memory, not its tail."""
 
-    def _collector(self, label: str) -> OutputCollector:
-        return _HeadCollector(self.max_output_bytes, label)
+    def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
+        return _HeadCollector(self.max_output_bytes, label, spill=spill)
 
 
 class _WorldReadableSpill(OutputCollector):
     """Creates the spill file with the usual mode for a log, 0644 (after the umask)."""
 
     def _open_spill(self) -> None:
-        name = f"{os.getpid()}-{secrets.token_hex(8)}-{self._label}.log"
         try:
-            path = os.path.join(spill_directory(), name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            self._directory = self._spill_source()
+            self._spill, self._spill_name = self._directory.open_file(self._label, 0o644)
         except OSError:
             self._spill_failed = True
             return
-        self._spill = os.fdopen(fd, "wb", buffering=0)
-        self._spill_path = path
         for chunk in self._chunks:
             self._write_spill(chunk)
             if self._spill_failed:
@@ -154,8 +161,8 @@ class _WorldReadableSpill(OutputCollector):
 class _SpillWorldReadable(ShellExecutor):
     """Spill files are readable by every user."""
 
-    def _collector(self, label: str) -> OutputCollector:
-        return _WorldReadableSpill(self.max_output_bytes, label)
+    def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
+        return _WorldReadableSpill(self.max_output_bytes, label, spill=spill)
 
 
 class _CloseKillsBeforeSilencing(ShellExecutor):
@@ -258,6 +265,7 @@ term_without_kill = shell_factory_for(_TermWithoutKill)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
 secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
+secrets_by_name_only = shell_factory_for(_SecretsByNameOnly)
 output_head_kept = shell_factory_for(_OutputHeadKept)
 spill_world_readable = shell_factory_for(_SpillWorldReadable)
 close_kills_before_silencing = shell_factory_for(_CloseKillsBeforeSilencing)
@@ -276,6 +284,7 @@ SEEDED = (
     ),
     Seeded("secrets-upper-case-only", secrets_upper_case_only, "shell", "env-scrubbed"),
     Seeded("secrets-by-suffix-only", secrets_by_suffix_only, "shell", "env-scrubbed"),
+    Seeded("secrets-by-name-only", secrets_by_name_only, "shell", "env-scrubbed"),
     Seeded("output-head-kept", output_head_kept, "shell", "output-tail-kept"),
     Seeded("spill-world-readable", spill_world_readable, "shell", "output-spilled-privately"),
     Seeded(
