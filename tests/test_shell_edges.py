@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import NoReturn
 from collections.abc import Awaitable, Callable, Mapping
+from typing import NoReturn
 
 import pytest
 import trio

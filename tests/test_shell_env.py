@@ -181,7 +181,8 @@ class Acp:
         with selectors.DefaultSelector() as selector:
             selector.register(self.process.stdout, selectors.EVENT_READ)
             left = deadline - time.monotonic()
-            assert left > 0 and selector.select(left), "no answer from the server in time"
+            assert left > 0, "no answer from the server in time"
+            assert selector.select(left), "no answer from the server in time"
         chunk = os.read(self.process.stdout.fileno(), 1 << 16)
         assert chunk, f"the server exited: {self.close()}"
         self._buffer += chunk
@@ -238,7 +239,7 @@ def test_no_credential_reaches_env_in_a_command_of_the_real_server(shared_dir: s
     acp, session = _serve(shared_dir)
     try:
         _prompt(acp, session, "env; echo env-listed-$((6*7))")
-        _prompt(acp, session, "cat /proc/$PPID/environ; echo \"cat-status=$?\"")
+        _prompt(acp, session, 'cat /proc/$PPID/environ; echo "cat-status=$?"')
     finally:
         stderr = acp.close()
     text = acp.text()
@@ -250,7 +251,8 @@ def test_no_credential_reaches_env_in_a_command_of_the_real_server(shared_dir: s
     assert not values, f"values leaked into a command: {values}"
     assert ALLOWED_BUT_CREDENTIAL[1] not in text
     # The server is non-dumpable: its same-user command cannot read its environment.
-    assert "cat-status=1" in text and "Permission denied" in text, text[-2000:]
+    assert "cat-status=1" in text, text[-2000:]
+    assert "Permission denied" in text, text[-2000:]
     assert acp.process.returncode == 0, stderr
 
 
@@ -258,7 +260,9 @@ def test_no_credential_reaches_env_in_a_command_of_the_real_server(shared_dir: s
 def test_a_name_passed_with_pass_env_reaches_the_command_as_given(shared_dir: str) -> None:
     acp, session = _serve(shared_dir, "--pass-env", "GITHUB_PAT")
     try:
-        _prompt(acp, session, 'printf "pat=%s\\n" "$GITHUB_PAT"; printf "db=[%s]\\n" "$DATABASE_URL"')
+        _prompt(
+            acp, session, 'printf "pat=%s\\n" "$GITHUB_PAT"; printf "db=[%s]\\n" "$DATABASE_URL"'
+        )
     finally:
         acp.close()
     text = acp.text()
@@ -297,10 +301,12 @@ def test_a_non_dumpable_server_hides_its_environment_from_same_user_commands(
     assert done.returncode == 0, done.stderr
     if mode == "protect":
         assert "probe-server-secret-9" not in done.stdout
-        assert "Permission denied" in done.stdout and "status=1" in done.stdout, done.stdout
+        assert "Permission denied" in done.stdout, done.stdout
+        assert "status=1" in done.stdout, done.stdout
     else:
         # The same command can read a dumpable server's environment: what the test guards.
-        assert "probe-server-secret-9" in done.stdout and "status=0" in done.stdout
+        assert "probe-server-secret-9" in done.stdout, done.stdout
+        assert "status=0" in done.stdout, done.stdout
 
 
 def test_make_non_dumpable_reports_what_it_did() -> None:

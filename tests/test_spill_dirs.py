@@ -9,7 +9,6 @@ import os
 import pathlib
 import shutil
 import stat
-import subprocess
 
 import pytest
 import trio
@@ -84,7 +83,7 @@ async def test_a_replaced_directory_is_refused_and_nothing_lands_in_the_new_one(
         assert result.stdout.spill_error is not None
         assert "was replaced" in result.stdout.spill_error
         assert os.listdir(directory) == []  # nothing was written into the impostor
-        assert not os.path.exists(first)
+        assert not await trio.Path(first).exists()
         # Another session is not affected.
         assert os.path.dirname(await spill(ex, "B")) == ex.spill_directory("B")
 
@@ -128,7 +127,7 @@ async def test_a_removed_directory_is_refused_not_recreated() -> None:
             ex.spill_directory("A")
         result = await ex.run(ex.resolve(ShellRequest(BIG, owner="A")))
         assert result.stdout.spill_path is None
-        assert not os.path.exists(directory)
+        assert not await trio.Path(directory).exists()
 
 
 async def test_a_replaced_root_is_refused() -> None:
@@ -161,9 +160,7 @@ async def test_a_background_jobs_spill_paths_are_checked_when_read(
         assert ex.read_output(job, (0, 0)).spill_paths == ()
 
 
-async def test_closing_a_session_removes_its_directory_and_closing_the_executor_the_root() -> (
-    None
-):
+async def test_closing_a_session_removes_its_directory_and_closing_the_executor_the_root() -> None:
     async with bash_runtime() as (rt, bash):
         rt.shell.max_output_bytes = 1000
         handles = {
@@ -173,19 +170,19 @@ async def test_closing_a_session_removes_its_directory_and_closing_the_executor_
         paths = {name: await spill(rt.shell, name) for name in handles}
         unowned = await spill(rt.shell, None)
         await handles["A"].aclose()
-        assert not os.path.exists(os.path.dirname(paths["A"]))
-        assert os.path.exists(paths["B"])
+        assert not await trio.Path(os.path.dirname(paths["A"])).exists()
+        assert await trio.Path(paths["B"]).exists()
         root = os.path.dirname(os.path.dirname(paths["B"]))
-    assert not os.path.exists(root)
-    assert not os.path.exists(unowned)
+    assert not await trio.Path(root).exists()
+    assert not await trio.Path(unowned).exists()
 
 
 async def test_a_foreground_run_outside_running_spills_and_kill_owned_removes_it() -> None:
     ex = executor()
     path = await spill(ex, "A")
-    assert os.path.exists(path)
+    assert await trio.Path(path).exists()
     await ex.kill_owned("A")
-    assert not os.path.exists(os.path.dirname(path))
+    assert not await trio.Path(os.path.dirname(path)).exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
@@ -201,7 +198,7 @@ async def test_another_local_user_can_neither_write_nor_read_there() -> None:
             ["ls", directory],
             ["touch", os.path.join(os.path.dirname(directory), "planted")],
         ):
-            done = subprocess.run([*as_nobody, *command], capture_output=True, timeout=30)
+            done = await trio.run_process([*as_nobody, *command], capture_stderr=True, check=False)
             assert done.returncode != 0, command
             assert b"Permission denied" in done.stderr, done.stderr
         assert os.listdir(directory) == [os.path.basename(path)]

@@ -3,13 +3,13 @@
 from ._agent import Agent as Agent
 from ._configured import AgentConfig as AgentConfig
 from ._configured import ConfiguredAgents as ConfiguredAgents
+from ._dumpable import make_non_dumpable as make_non_dumpable
 from ._errors import AgentClosedError as AgentClosedError
 from ._errors import AlreadyLoadedError as AlreadyLoadedError
 from ._errors import AlreadyRunningError as AlreadyRunningError
 from ._errors import ChatStreamError as ChatStreamError
 from ._errors import CorruptSessionError as CorruptSessionError
 from ._errors import DuplicateSessionError as DuplicateSessionError
-from ._dumpable import make_non_dumpable as make_non_dumpable
 from ._errors import FiberClosedError as FiberClosedError
 from ._errors import FlushTimeoutError as FlushTimeoutError
 from ._errors import JobNotFoundError as JobNotFoundError

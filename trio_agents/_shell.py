@@ -45,7 +45,6 @@ __all__ = [
 logger = logging.getLogger("trio_agents.shell")
 
 
-
 @dataclass(frozen=True, slots=True)
 class ShellRequest:
     """What a caller asks for; `ShellExecutor.resolve` fills in every default.
@@ -222,9 +221,9 @@ class ShellExecutor:
         self.grace = grace
         self.pass_env = tuple(check_env_name(name, "pass_env name") for name in pass_env)
         self.env = {check_env_name(k, "env name"): v for k, v in (env or {}).items()}
-        for name, value in self.env.items():
-            if not isinstance(value, str) or "\0" in value:
-                raise ValueError(f"env[{name!r}] = {value!r}: give a string without NUL")
+        for name, given in self.env.items():
+            if not isinstance(given, str) or "\0" in given:  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise ValueError(f"env[{name!r}] = {given!r}: give a string without NUL")
         self._spill_root: SpillRoot | None = None
         self._jobs: dict[str, _Job] = {}
         self._job_numbers = itertools.count(1)
