@@ -318,3 +318,27 @@ def test_make_non_dumpable_reports_what_it_did() -> None:
     )
     assert done.stdout.strip() == str(sys.platform.startswith("linux"))
     assert callable(make_non_dumpable)
+
+
+@pytest.mark.subprocess
+def test_the_chat_server_is_non_dumpable_and_passes_no_credential(shared_dir: str) -> None:
+    commands = "!env; echo env-listed-$((6*7))\n!cat /proc/$PPID/environ; echo cat-status=$?\n"
+    store = os.path.join(shared_dir, "sessions.db")
+    argv = [*_unprivileged(), sys.executable, "-m", "trio_agents._cli", "chat"]
+    done = subprocess.run(
+        [*argv, "--model", "offline", "--store", store],
+        input=commands,
+        cwd=shared_dir,
+        env=_server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "env-listed-42" in done.stdout, done.stdout
+    leaked = sorted(name for name in CREDENTIALS if name in done.stdout)
+    assert not leaked, f"names leaked into a command: {leaked}"
+    values = sorted(name for name, value in CREDENTIALS.items() if value in done.stdout)
+    assert not values, f"values leaked into a command: {values}"
+    assert "cat-status=1" in done.stdout, done.stdout
+    assert "Permission denied" in done.stdout, done.stdout
