@@ -9,6 +9,7 @@ import os
 import pathlib
 import shutil
 import stat
+import sys
 
 import pytest
 import trio
@@ -86,6 +87,9 @@ async def test_a_replaced_directory_is_refused_and_nothing_lands_in_the_new_one(
         assert not await trio.Path(first).exists()
         # Another session is not affected.
         assert os.path.dirname(await spill(ex, "B")) == ex.spill_directory("B")
+        os.rmdir(directory)  # the impostor is not the executor's to remove
+    # Everything else is removed, the root included.
+    assert not await trio.Path(os.path.dirname(directory)).exists()
 
 
 async def test_a_symlinked_directory_is_refused_and_the_agent_is_told(
@@ -116,6 +120,9 @@ async def test_a_symlinked_directory_is_refused_and_the_agent_is_told(
         assert os.listdir(attacker) == []
         with pytest.raises(SpillDirectoryError, match="symlink"):
             rt.shell.spill_directory("A")
+        os.unlink(directory)  # the link is not the executor's to remove
+    assert not await trio.Path(os.path.dirname(directory)).exists()
+    assert await trio.Path(attacker).is_dir()  # and what it pointed to is left alone
 
 
 async def test_a_removed_directory_is_refused_not_recreated() -> None:
@@ -158,6 +165,8 @@ async def test_a_background_jobs_spill_paths_are_checked_when_read(
         os.rename(directory, tmp_path / "moved")
         os.mkdir(directory, 0o700)
         assert ex.read_output(job, (0, 0)).spill_paths == ()
+        os.rmdir(directory)
+    assert not await trio.Path(os.path.dirname(directory)).exists()
 
 
 async def test_closing_a_session_removes_its_directory_and_closing_the_executor_the_root() -> None:
@@ -202,3 +211,19 @@ async def test_another_local_user_can_neither_write_nor_read_there() -> None:
             assert done.returncode != 0, command
             assert b"Permission denied" in done.stderr, done.stderr
         assert os.listdir(directory) == [os.path.basename(path)]
+
+
+async def test_an_executor_never_run_leaves_no_spill_directory_at_exit() -> None:
+    script = (
+        "import trio\n"
+        "from trio_agents import ShellExecutor, ShellRequest\n"
+        "ex = ShellExecutor(max_output_bytes=100)\n"
+        "r = trio.run(ex.run, ex.resolve(ShellRequest('seq 1 1000', owner='A')))\n"
+        "print(r.stdout.spill_path)\n"
+    )
+    done = await trio.run_process(
+        [sys.executable, "-c", script], capture_stdout=True, capture_stderr=True
+    )
+    path = done.stdout.decode().strip()
+    assert path.endswith("-stdout.log"), done
+    assert not await trio.Path(os.path.dirname(os.path.dirname(path))).exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import secrets
 import shutil
@@ -25,6 +26,8 @@ from typing import BinaryIO
 from ._errors import SpillDirectoryError
 
 __all__ = ["SpillDirectory", "SpillRoot"]
+
+logger = logging.getLogger("trio_agents.shell")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -80,9 +83,10 @@ class SpillDirectory:
             _check_path(self._root.path, self._root.fd)
             _check_path(self.path, self._fd)
         except SpillDirectoryError as exc:
+            # Once, for whoever runs the server: something is tampering with the directory.
+            logger.warning("%s", exc)
             self.refused = exc
             raise
-        return
 
     def open_file(self, label: str, mode: int = 0o600) -> tuple[BinaryIO, str]:
         """Create a new file (a name nobody can guess) for writing, unbuffered; return it and
@@ -149,8 +153,15 @@ class _RootHandle:
         fd, self.fd = self.fd, -1
         try:
             with contextlib.suppress(OSError):
-                if _identity(os.lstat(self.path)) == _identity(os.fstat(fd)):
-                    os.rmdir(self.path)
+                # Through the parent's descriptor, so the name checked is the name removed.
+                parent = os.open(os.path.dirname(self.path), os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    name = os.path.basename(self.path)
+                    seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
+                    if _identity(seen) == _identity(os.fstat(fd)):
+                        os.rmdir(name, dir_fd=parent)
+                finally:
+                    os.close(parent)
         finally:
             os.close(fd)
 
@@ -166,9 +177,9 @@ class SpillRoot:
         path = tempfile.mkdtemp(prefix="trio-agents-spill-", dir=parent)
         fd = os.open(path, _DIR_FLAGS)
         self._handle = _RootHandle(path, fd)
-        _check_path(path, fd)  # nobody swapped it between mkdtemp and the open
         self._names = itertools.count(1)
         weakref.finalize(self, self._handle.remove)
+        _check_path(path, fd)  # nobody swapped it between mkdtemp and the open
 
     @property
     def path(self) -> str:
