@@ -66,7 +66,14 @@ from ._shell_jobs import (
     job_command,
     open_gate,
 )
-from ._shell_probes import probe_environment, probe_output, probe_past_timeout, secret_environment
+from ._shell_probes import (
+    PASSED,
+    PROBE_SET,
+    probe_environment,
+    probe_output,
+    probe_past_timeout,
+    secret_environment,
+)
 from ._shell_properties import (
     EXECUTOR_CLOSE_REAPS,
     GROUP_KILLED,
@@ -80,6 +87,7 @@ from ._shell_properties import (
     READS_CONSUME_OUTPUT,
 )
 from ._shell_properties import PROPERTIES as PROPERTIES
+from ._shell_spill_probe import probe_spill_directories
 from ._targets import ShellFactory
 
 __all__ = [
@@ -96,7 +104,14 @@ KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
     # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap, a small cap
     # the output probe (D78).
-    return ShellExecutor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
+    # A credential passed explicitly, and a variable set, which must reach commands (S8).
+    return ShellExecutor(
+        cwd=cwd,
+        grace=0.1,
+        max_output_bytes=16_000,
+        pass_env=(PASSED[0],),
+        env={PROBE_SET[0]: PROBE_SET[1]},
+    )
 
 
 def shell_settings(base: Settings) -> Settings:
@@ -514,6 +529,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
         elif probe in ("output", "output-at-cap"):
             at_cap = probe == "output-at-cap"
             self.host.call(lambda: probe_output(self.shell, at_cap=at_cap))
+            if not at_cap:
+                self.host.call(probe_spill_directories, self.shell)
         else:
             deaf = probe == "deaf"
             exit_code = 0 if probe == "exit-0-on-term" else 3

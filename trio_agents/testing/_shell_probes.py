@@ -22,6 +22,7 @@ from .._shell import RunResult, ShellExecutor, ShellRequest, ShellSpec
 from .._shell_group import live_group_members
 from .._shell_output import StreamOutput
 from ._shell_properties import (
+    ENV_PASSED_EXPLICITLY,
     ENV_SCRUBBED,
     GROUP_KILLED,
     OUTCOME_FIELDS,
@@ -30,7 +31,15 @@ from ._shell_properties import (
     STDIN_CLOSED,
 )
 
-__all__ = ["probe_environment", "probe_output", "probe_past_timeout", "secret_environment"]
+__all__ = [
+    "PASSED",
+    "PROBE_SET",
+    "big_output",
+    "probe_environment",
+    "probe_output",
+    "probe_past_timeout",
+    "secret_environment",
+]
 
 # The first ones contain KEY, SECRET, TOKEN or PASSWORD somewhere, in some case; the rest
 # are real credentials' names that contain none of them; the last is an allowed name (LC_*)
@@ -60,6 +69,9 @@ SECRETS: Mapping[str, str] = {
     "LC_TRIO_AGENTS_PROBE_URL": "https://probe:trio-agents-probe-lc@host.invalid/",
 }
 INNOCENT = ("LC_TRIO_AGENTS_PLAIN", "trio-agents-plain-visible")  # allowed: LC_*
+# Named in the built-in target's pass_env: a credential URL, passed all the same (S8).
+PASSED = ("TRIO_AGENTS_PROBE_PASSED", "https://probe:trio-agents-probe-passed@host.invalid/")
+PROBE_SET = ("TRIO_AGENTS_PROBE_SET", "probe-set-value")  # in the built-in target's env
 OUTSIDER = ("PLAIN_VALUE", "trio-agents-plain-outside")  # no credential, not allowed either
 CREDENTIAL = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
 STDIN_WAIT = 2  # seconds a job's read of stdin may block before it counts as open
@@ -70,7 +82,7 @@ PAST_TIMEOUT = 0.05  # seconds: the foreground timeout of the commands that outl
 def secret_environment() -> Generator[None]:
     """This process's environment (which the executor's commands get an allowlist of) holds
     credentials, an innocent allowed name and an innocent other one, until the block ends."""
-    added = {**SECRETS, INNOCENT[0]: INNOCENT[1], OUTSIDER[0]: OUTSIDER[1]}
+    added = {**SECRETS, INNOCENT[0]: INNOCENT[1], OUTSIDER[0]: OUTSIDER[1], PASSED[0]: PASSED[1]}
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:
@@ -113,6 +125,7 @@ async def probe_environment(shell: ShellExecutor) -> None:
     ENV_SCRUBBED.check(not leaked, f"a command's environment held {leaked}")
     values = sorted(n for n, v in SECRETS.items() if v in text)
     ENV_SCRUBBED.check(not values, f"a command's environment held the values of {values}")
+    _check_passed(shell, names)
     ENV_SCRUBBED.check(
         OUTSIDER[0] not in names,
         f"a command's environment held {OUTSIDER[0]}, a name outside the allowlist",
@@ -123,8 +136,25 @@ async def probe_environment(shell: ShellExecutor) -> None:
     )
 
 
+def _check_passed(shell: ShellExecutor, names: Mapping[str, str]) -> None:
+    """S8: what the executor says it passes (`pass_env`, `env`: nothing for an executor
+    without them) reaches the command as it is."""
+    expected = {
+        name: os.environ[name] for name in getattr(shell, "pass_env", ()) if name in os.environ
+    }
+    expected.update(getattr(shell, "env", None) or {})
+    wrong = sorted(name for name, value in expected.items() if names.get(name) != value)
+    ENV_PASSED_EXPLICITLY.check(
+        not wrong,
+        lambda: (
+            f"a command's environment lost or changed {wrong}, passed explicitly: "
+            + ", ".join(f"{n}={names.get(n)!r} (expected {expected[n]!r})" for n in wrong)
+        ),
+    )
+
+
 @functools.cache
-def _big_output(cap: int) -> bytes:
+def big_output(cap: int) -> bytes:
     """`seq -w 1 N` for the smallest power of two N whose output is past `cap`."""
     count = 1
     while True:
@@ -140,7 +170,7 @@ async def probe_output(shell: ShellExecutor, *, at_cap: bool = False) -> None:
     its tail and spills all of it to a private file; stderr keeps everything. `at_cap`: it
     prints exactly the cap instead, which is not past it: all kept, nothing spilled."""
     cap = int(getattr(shell, "max_output_bytes", 64_000))
-    expected = b"x" * cap if at_cap else _big_output(cap)
+    expected = b"x" * cap if at_cap else big_output(cap)
     if at_cap:
         command = f"head -c {cap} /dev/zero | tr '\\0' x; echo err-line >&2; exit 3"
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._properties import Property
 
 __all__ = [
+    "ENV_PASSED_EXPLICITLY",
     "ENV_SCRUBBED",
     "EXECUTOR_CLOSE_REAPS",
     "GROUP_KILLED",
@@ -21,6 +22,7 @@ __all__ = [
     "OWNER_TOKEN_KEPT",
     "PROPERTIES",
     "READS_CONSUME_OUTPUT",
+    "SPILL_DIRECTORY_PER_OWNER",
     "STDIN_CLOSED",
 ]
 
@@ -35,6 +37,12 @@ ENV_SCRUBBED = _shell(
     "run(spec) runs bash -c with only the allowed names of the environment (PATH, HOME, LANG, "
     "LC_*, TERM, USER, SHELL, TMPDIR, TZ, ...), none whose value carries a credential URL, "
     "and what the user passed explicitly",
+)
+ENV_PASSED_EXPLICITLY = _shell(
+    "S8",
+    "env-passed-explicitly",
+    "the names in the executor's pass_env reach a command with this process's values, and "
+    "the variables of its env with the values given, credentials included",
 )
 STDIN_CLOSED = _shell(
     "S1", "stdin-closed", "run(spec) runs bash -c in a process group of its own, with stdin closed"
@@ -118,6 +126,14 @@ READS_CONSUME_OUTPUT = _shell(
     "starting where the previous one stopped, so they never repeat a line, and together "
     "they show all that a job which completed by itself printed",
 )
+SPILL_DIRECTORY_PER_OWNER = _shell(
+    "S9",
+    "spill-directory-per-owner",
+    "each owner's output past the cap spills into a 0700 directory of its own, "
+    "spill_directory(owner), beside the others in one 0700 root; a directory replaced "
+    "behind the executor's back is refused (spill_directory raises OSError, a new spill "
+    "hands out no path, nothing lands in the impostor); kill_owned(owner) removes it",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     ENV_SCRUBBED,
@@ -135,5 +151,7 @@ PROPERTIES: tuple[Property, ...] = (
     OUTPUT_TAIL_KEPT,
     OUTPUT_SPILLED_PRIVATELY,
     READS_CONSUME_OUTPUT,
+    ENV_PASSED_EXPLICITLY,
+    SPILL_DIRECTORY_PER_OWNER,
 )
 """The properties the shell machine checks, each of one rule of the contract."""

@@ -16,7 +16,7 @@ import trio
 
 from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
 from trio_agents._runtime import Runtime
-from trio_agents._shell_env import QUIET_TOOLS
+from trio_agents._shell_env import QUIET_TOOLS, carries_credentials, command_environment
 from trio_agents._shell_group import group_gone, group_has_live_members, signal_group
 from trio_agents._shell_output import OutputCollector, SpillSource
 from trio_agents._shell_tools import (
@@ -25,6 +25,8 @@ from trio_agents._shell_tools import (
     render_output,
     status_line,
 )
+from trio_agents._spill import SpillDirectory
+from trio_agents.testing._shell_probes import PASSED, PROBE_SET
 
 from ._seeded import Seeded
 
@@ -110,6 +112,40 @@ class _SecretsByNameOnly(ShellExecutor):
         pattern = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
         env = {name: value for name, value in os.environ.items() if not pattern.search(name)}
         return {**env, **QUIET_TOOLS}
+
+
+class _ExplicitPassFiltered(ShellExecutor):
+    """A name passed explicitly (`pass_env`) is dropped when its value looks like a
+    credential, as the allowed names are: the user's explicit permission is second-guessed."""
+
+    def _environment(self) -> dict[str, str]:
+        env = command_environment(os.environ, env=self.env)
+        for name in self.pass_env:
+            if name in os.environ and not carries_credentials(os.environ[name]):
+                env[name] = os.environ[name]
+        return env
+
+
+class _TrustingDirectory(SpillDirectory):
+    """Hands out paths without checking that they still lead to the directory held."""
+
+    __slots__ = ()
+
+    def verify(self) -> None:
+        return
+
+    def path_of(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+
+class _SpillTrustedByPath(ShellExecutor):
+    """A spill directory is trusted by its path: one replaced behind the executor's back
+    (moved away, another made in its place) is handed out, and so are paths in it."""
+
+    def _spill_for(self, owner: str | None) -> SpillDirectory:
+        directory = super()._spill_for(owner)
+        directory.__class__ = _TrustingDirectory  # the same slots: only the checks differ
+        return directory
 
 
 class _SecretsBySuffixOnly(ShellExecutor):
@@ -249,7 +285,13 @@ def shell_factory_for(
     plugin the machine loads instead of the built-in `BashTools` (its `bash_tools`)."""
 
     def factory(cwd: str) -> ShellExecutor:
-        return executor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
+        return executor(
+            cwd=cwd,
+            grace=0.1,
+            max_output_bytes=16_000,
+            pass_env=(PASSED[0],),
+            env={PROBE_SET[0]: PROBE_SET[1]},
+        )
 
     factory.__name__ = executor.__name__.strip("_")
     if bash_tools is not None:
@@ -266,6 +308,8 @@ timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
 secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
 secrets_by_name_only = shell_factory_for(_SecretsByNameOnly)
+explicit_pass_filtered = shell_factory_for(_ExplicitPassFiltered)
+spill_trusted_by_path = shell_factory_for(_SpillTrustedByPath)
 output_head_kept = shell_factory_for(_OutputHeadKept)
 spill_world_readable = shell_factory_for(_SpillWorldReadable)
 close_kills_before_silencing = shell_factory_for(_CloseKillsBeforeSilencing)
@@ -286,6 +330,8 @@ SEEDED = (
     Seeded("secrets-by-suffix-only", secrets_by_suffix_only, "shell", "env-scrubbed"),
     Seeded("secrets-by-name-only", secrets_by_name_only, "shell", "env-scrubbed"),
     Seeded("output-head-kept", output_head_kept, "shell", "output-tail-kept"),
+    Seeded("explicit-pass-filtered", explicit_pass_filtered, "shell", "env-passed-explicitly"),
+    Seeded("spill-trusted-by-path", spill_trusted_by_path, "shell", "spill-directory-per-owner"),
     Seeded("spill-world-readable", spill_world_readable, "shell", "output-spilled-privately"),
     Seeded(
         "close-kills-before-silencing",
