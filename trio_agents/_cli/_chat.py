@@ -246,6 +246,7 @@ class Chat:
         self._scope = trio.CancelScope()  # what a Ctrl-C cancels while starting or prompting
         self._interrupted = False
         self._agent: Agent | None = None
+        self._store_failed = False
 
     def interrupt(self) -> None:
         if self._phase == "turn":
@@ -260,7 +261,8 @@ class Chat:
         """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
         the prompt (130), close the agent (the store keeps the session). A session that
         cannot be opened is 2 (an unknown id) or 1 (a store that cannot be opened, a
-        session live in another process); a model endpoint that is not configured is 2."""
+        session live in another process); a model endpoint that is not configured is 2; a
+        turn the store could not commit ends the chat with 1."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
@@ -289,7 +291,7 @@ class Chat:
                 stop_records = agent.session.observe(self._on_record)
                 disconnect = rt.events.connect(self._on_event)
                 try:
-                    await self._converse(agent)
+                    await self._converse(agent, rt.sessions)
                 finally:
                     self._phase = "closing"
                     stop_records()
@@ -300,6 +302,8 @@ class Chat:
             else:
                 hint = self._resume_hint(agent.id)
                 self._terminal.write(f"session {agent.id} kept; resume with: {hint}\n")
+        if self._store_failed:
+            return 1
         return EXIT_INTERRUPTED if self._interrupted else 0
 
     async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
@@ -351,7 +355,7 @@ class Chat:
         option = self._config.store_option
         return f"trio-agents chat{option} --session {shlex.quote(session_id)}"
 
-    async def _converse(self, agent: Agent) -> None:
+    async def _converse(self, agent: Agent, store: SessionStore) -> None:
         while True:
             self._phase = "prompt"
             self._terminal.write(self._renderer.finish() + PROMPT)
@@ -378,6 +382,13 @@ class Chat:
                 return
             self._phase = "turn"
             await agent.wait_idle()
+            try:
+                # The next prompt means the turn is stored (rule L9), as an ACP answer does.
+                await store.flush(agent.session)
+            except TrioAgentsError as exc:
+                self._terminal.error(f"trio-agents chat: the turn was not stored: {exc}")
+                self._store_failed = True
+                return
 
     # -- the agent's output (synchronous, from the agent's task) -----------------------------
 

@@ -28,7 +28,12 @@ from typing import Any
 import trio
 
 from .._batches import write_in_batches
-from .._errors import AgentClosedError, DuplicateSessionError, SessionNotFoundError
+from .._errors import (
+    AgentClosedError,
+    DuplicateSessionError,
+    SessionNotFoundError,
+    TrioAgentsError,
+)
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._options import AgentOptions
@@ -378,10 +383,20 @@ class AcpServer:
     async def _settle(
         self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt, message_id: str
     ) -> None:
-        """Answer the prompt once its agent has settled (every update is queued by then)."""
+        """Answer the prompt once its agent has settled (every update is queued by then) and
+        the store has committed every record of its turn (rule L9). The commit is the
+        store's batch: prompts settling together share it."""
         agent = session.handle.agent
         try:
             await agent.wait_idle()
+            try:
+                await self._runtime.sessions.flush(agent.session)
+            except TrioAgentsError as exc:
+                # The turn ran but is not stored: never acknowledge it as a stop reason.
+                logger.error("the turn of session %s was not stored: %s", session.id, exc)
+                detail = f"the turn ended but was not stored: {describe(exc)}"
+                self._send(rpc.encode_error(request_id, rpc.INTERNAL_ERROR, detail))
+                return
         finally:
             session.prompt = None
         outcome = m.stop_reason(
