@@ -82,7 +82,11 @@ def test_every_answered_prompt_is_on_disk_after_a_sigkill_right_after_its_answer
             if not session_id:
                 session_id = server.new_session(tmp_path)
             else:
-                params = {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []}
+                params: dict[str, Any] = {
+                    "sessionId": session_id,
+                    "cwd": str(tmp_path),
+                    "mcpServers": [],
+                }
                 server.result("session/load", params)
             prompt = f"!echo kill {kill}" if kill % 2 else f"answer {kill}"
             answer = server.answer(server.prompt(session_id, prompt))

@@ -4,7 +4,7 @@ that keys a session's calls by id mixed the new call up with the old one."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
@@ -49,7 +49,7 @@ class SameIdModel:
 class Noop:
     name = "noop"
     description = "does nothing"
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
 
     async def __call__(self, arguments: Any, context: ToolContext) -> str:
         return f"ran {context.call_id}"
@@ -97,7 +97,9 @@ async def test_an_acp_session_reloaded_never_reuses_a_tool_call_id() -> None:
                 result = await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []})
                 sid = str(result["sessionId"])
             else:
-                await peer.result("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+                await peer.result(
+                    "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+                )
             replayed = len(_live_call_ids(peer.frames))
             assert replayed == len(seen)  # the history, replayed
             for command in (f"!echo {round_}a", f"!echo {round_}b"):

@@ -4,18 +4,21 @@ itself (its pid, its stdout pipe, a SIGKILL at an exact point)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AcpProcess", "rss_kib"]
+__all__ = ["AcpProcess", "StallReport", "rss_kib", "stall"]
 
 
 def rss_kib(pid: int) -> int:
@@ -39,7 +42,8 @@ class AcpProcess:
             stderr=subprocess.DEVNULL,
             env=dict(os.environ),
         )
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self._in = self.process.stdin
         self._out = self.process.stdout.fileno()
         self._buffer = b""
@@ -79,8 +83,20 @@ class AcpProcess:
         self.frames.append(frame)
         return frame
 
+    def read_available(self, timeout: float) -> None:
+        """Read what arrives within `timeout` seconds (at most one read), keeping its frames."""
+        ready, _, _ = select.select([self._out], [], [], timeout)
+        if ready:
+            data = os.read(self._out, 1 << 20)
+            self._buffer += data
+            *lines, self._buffer = self._buffer.split(b"\n")
+            self.frames += [json.loads(line) for line in lines]
+
     def answer(self, request_id: int, timeout: float = 30.0) -> dict[str, Any]:
-        """Read frames until the answer to `request_id`."""
+        """The answer to `request_id`, among the frames read or reading on until it comes."""
+        for seen in self.frames:
+            if seen.get("id") == request_id and "method" not in seen:
+                return seen
         while True:
             frame = self.read_frame(timeout)
             if frame is None:
@@ -114,10 +130,8 @@ class AcpProcess:
     def close(self) -> None:
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                try:
+                with contextlib.suppress(BrokenPipeError):
                     stream.close()
-                except BrokenPipeError:
-                    pass
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(timeout=30)
@@ -130,3 +144,73 @@ class AcpProcess:
             for f in self.frames
             if "result" in f and "method" not in f and f.get("id") in wanted
         ]
+
+
+@dataclass
+class StallReport:
+    """What `stall` saw: RSS samples (seconds since the stall began, KiB) while the client
+    did not read, the RSS just before, and the frames read once it read again."""
+
+    rss_before: int
+    samples: list[tuple[float, int]] = field(default_factory=list[tuple[float, int]])
+    requests_sent: int = 0
+    after: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+
+    @property
+    def peak(self) -> int:
+        return max(rss for _, rss in self.samples)
+
+
+def stall(
+    server: AcpProcess,
+    cwd: Path,
+    *,
+    seconds: float,
+    interval: float = 0.5,
+    sessions: int = 4,
+    on_sample: Callable[[float, int], None] | None = None,
+) -> StallReport:
+    """Open `sessions` sessions running `/loop` (a tool call per step, for ever), then stop
+    reading the server's output for `seconds` while a thread keeps sending requests, sampling
+    the server's RSS every `interval`. Then read again, cancel every session, and check that
+    each loop's prompt answers `cancelled` and a new prompt answers `end_turn`."""
+    server.initialize()
+    ids = [server.new_session(cwd) for _ in range(sessions)]
+    report = StallReport(rss_kib(server.pid))
+    loops = [server.prompt(sid, "/loop") for sid in ids]
+    stop = threading.Event()
+
+    def pump() -> None:
+        # Blocking writes: once the server stops reading, this blocks in the pipe, which is
+        # the point; it returns once the server reads again.
+        while not stop.is_set():
+            try:
+                server.send("initialize", {"protocolVersion": 1})
+            except (BrokenPipeError, ValueError):
+                return
+            report.requests_sent += 1
+
+    pumper = threading.Thread(target=pump, daemon=True)
+    start = time.monotonic()
+    pumper.start()
+    while (elapsed := time.monotonic() - start) < seconds:
+        rss = rss_kib(server.pid)
+        report.samples.append((elapsed, rss))
+        if on_sample is not None:
+            on_sample(elapsed, rss)
+        time.sleep(interval)  # the sampling period, not a wait for a condition
+    stop.set()
+    first = len(server.frames)
+    deadline = time.monotonic() + 60
+    while pumper.is_alive():  # read, so the server reads again and the pump's write ends
+        assert time.monotonic() < deadline, "the request pump never got unblocked"
+        server.read_available(0.1)
+    for sid in ids:
+        server.write({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+    for request_id in loops:
+        answer = server.answer(request_id, timeout=60)
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
+    answer = server.answer(server.prompt(ids[0], "after the stall"), timeout=60)
+    assert answer.get("result") == {"stopReason": "end_turn"}, answer
+    report.after = server.frames[first:]
+    return report
