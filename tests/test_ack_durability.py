@@ -4,16 +4,21 @@ before anything reopens it, holds the whole answered turn: its prompt, its recor
 `turn/end` of the kind the answer reported.
 
 The kill follows the read of the answer at once; nothing waits for the disk in between, so a
-server that answered before the commit would lose the turn here (it did: 51 of 105).
+server that answered before the commit would lose the turn here (it did: 51 of 105). The
+same for `trio-agents chat`, killed as soon as it shows its next prompt.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, Final
 
+import pexpect
 import pytest
 
 from .support.acp_process import AcpProcess
@@ -137,3 +142,45 @@ def test_twenty_sessions_answering_at_once_are_all_on_disk_after_a_sigkill(
                 problems.append(f"round {round_}: {prompt!r} answered, on disk: {found}")
     assert answered_total >= ROUNDS
     assert problems == [], f"{len(problems)} of {answered_total} answered turns lost: {problems}"
+
+
+CHAT_KILLS: Final = 6
+
+
+def test_every_turn_the_chat_showed_a_prompt_after_is_on_disk_after_a_sigkill(
+    tmp_path: Path,
+) -> None:
+    """`trio-agents chat` in a pseudo-terminal: the next `> ` means the turn is stored."""
+    store = tmp_path / "s.sqlite3"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    session_id = ""
+    problems: list[str] = []
+    for kill in range(CHAT_KILLS):
+        resume = ["--session", session_id] if session_id else []
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "trio_agents._cli", "chat", "--store", str(store), *resume],
+            cwd=str(tmp_path),
+            env=env,
+            encoding="utf-8",
+            timeout=30,
+            dimensions=(40, 200),
+        )
+        try:
+            child.expect(r"session ([0-9a-f-]{36}) \(resume with")
+            session_id = str(child.match.group(1))
+            child.expect("Ctrl-D quits.\r\n> ")
+            prompt = f"!echo chat {kill}" if kill % 2 else f"chat {kill}"
+            child.sendline(prompt)
+            child.expect(r"\r\n> ")  # the next prompt: the turn is over, and stored
+            os.kill(child.pid, signal.SIGKILL)
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        found = turn_of(stored_records(store, session_id), prompt)
+        if found != expected_turn(prompt):
+            problems.append(f"kill {kill}: {prompt!r} prompted after, on disk: {found}")
+            if found is None:
+                session_id = ""  # perhaps not stored at all: the next kill starts anew
+    assert problems == [], f"{len(problems)} of {CHAT_KILLS} turns not on disk: {problems}"
