@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -158,7 +159,7 @@ def test_every_turn_the_chat_showed_a_prompt_after_is_on_disk_after_a_sigkill(
     problems: list[str] = []
     for kill in range(CHAT_KILLS):
         resume = ["--session", session_id] if session_id else []
-        child = pexpect.spawn(
+        child: pexpect.spawn[str] = pexpect.spawn(
             sys.executable,
             ["-m", "trio_agents._cli", "chat", "--store", str(store), *resume],
             cwd=str(tmp_path),
@@ -169,11 +170,14 @@ def test_every_turn_the_chat_showed_a_prompt_after_is_on_disk_after_a_sigkill(
         )
         try:
             child.expect(r"session ([0-9a-f-]{36}) \(resume with")
-            session_id = str(child.match.group(1))
+            match = child.match
+            assert isinstance(match, re.Match)
+            session_id = str(match.group(1))
             child.expect("Ctrl-D quits.\r\n> ")
             prompt = f"!echo chat {kill}" if kill % 2 else f"chat {kill}"
             child.sendline(prompt)
             child.expect(r"\r\n> ")  # the next prompt: the turn is over, and stored
+            assert child.pid is not None
             os.kill(child.pid, signal.SIGKILL)
             child.expect(pexpect.EOF)
         finally:
