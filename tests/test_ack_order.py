@@ -127,3 +127,25 @@ async def test_the_chat_shows_the_next_prompt_only_once_the_turn_is_committed() 
         assert term.durable_at_prompt == [[], ["completed"]]
         term.send.close()
     assert term.errors == []
+
+
+async def test_the_chat_says_so_and_exits_1_when_the_store_cannot_commit_a_turn() -> None:
+    store = FailingFlushStore()
+    term = Terminal(HeldStore())  # only its prompt bookkeeping; the chat uses `store`
+    config = ChatConfig(store=store, model_factory=OfflineModel, new_session_id="s1", cwd="/")
+    never: trio.MemoryReceiveChannel[object] = trio.open_memory_channel[object](0)[1]
+    codes: list[int] = []
+    async with trio.open_nursery() as nursery:
+
+        async def chat() -> None:
+            codes.append(await run_chat(term, config, never))
+
+        nursery.start_soon(chat)
+        await trio.testing.wait_all_tasks_blocked()
+        store.failing = True
+        term.send.send_nowait("hello")
+    assert codes == [1]
+    assert term.errors[0] == (
+        "trio-agents chat: the turn was not stored: the disk is gone (test)"
+    ), term.errors
+    assert term.output.count(PROMPT) == 1  # no prompt after the turn that was not stored

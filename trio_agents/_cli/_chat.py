@@ -284,26 +284,31 @@ class Chat:
                 self._terminal.write("\n")
                 return EXIT_INTERRUPTED
             handle, resumed = opened
-            async with handle:
-                agent = self._agent = handle.agent
-                self._introduce(agent, resumed)
-                # The history first, then the live output: no await between the two.
-                stop_records = agent.session.observe(self._on_record)
-                disconnect = rt.events.connect(self._on_event)
-                try:
-                    await self._converse(agent, rt.sessions)
-                finally:
-                    self._phase = "closing"
-                    stop_records()
-                    disconnect()
+            agent = self._agent = handle.agent
+            try:
+                async with handle:
+                    self._introduce(agent, resumed)
+                    # The history first, then the live output: no await between the two.
+                    stop_records = agent.session.observe(self._on_record)
+                    disconnect = rt.events.connect(self._on_event)
+                    try:
+                        await self._converse(agent, rt.sessions)
+                    finally:
+                        self._phase = "closing"
+                        stop_records()
+                        disconnect()
+            except* TrioAgentsError:
+                if not self._store_failed:
+                    raise
+                # The close's flush fails as the turn's did, which the chat has said.
+            if self._store_failed:
+                return 1
             if len(agent.session) == 0:
                 # A session is stored from its first record on: this one left no trace.
                 self._terminal.write(f"session {agent.id} had no turns; nothing was stored\n")
             else:
                 hint = self._resume_hint(agent.id)
                 self._terminal.write(f"session {agent.id} kept; resume with: {hint}\n")
-        if self._store_failed:
-            return 1
         return EXIT_INTERRUPTED if self._interrupted else 0
 
     async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
