@@ -85,7 +85,8 @@ def test_every_answered_prompt_is_on_disk_after_a_sigkill_right_after_its_answer
         server = AcpProcess(store)
         try:
             server.initialize()
-            if not session_id:
+            if not session_id or kill % 10 == 0:
+                # A new session every ten kills, so the replays of `session/load` stay short.
                 session_id = server.new_session(tmp_path)
             else:
                 params: dict[str, Any] = {
