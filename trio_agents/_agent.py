@@ -71,6 +71,7 @@ from ._turn import (
     replaces_cancellation,
     resume_counters,
     run_tool,
+    session_call_ids,
     unique_call_ids,
 )
 from ._util import describe
@@ -93,6 +94,7 @@ class Agent:
     """
 
     __slots__ = (
+        "_call_ids",
         "_cancelling",
         "_closing",
         "_events",
@@ -147,6 +149,10 @@ class Agent:
         self._turn: Turn | None = None
         self._turns, last_message = resume_counters(session)
         self._message_ids = itertools.count(last_message + 1)
+        # The tool call ids of the session, made on its first step here (from the records of
+        # a resumed session): a model's ids may repeat across steps or restart after a
+        # reload, and a client keys a session's calls by id (D125).
+        self._call_ids: set[str] | None = None
         self._closing = False
         self._cancelling = False
         self._loop_started = False
@@ -420,7 +426,9 @@ class Agent:
                 # listener); nothing runs between this checkpoint and the call.
                 await trio.lowlevel.checkpoint()
                 calls, finish = await self._stream(turn, step, text)
-                calls = unique_call_ids(calls)
+                if self._call_ids is None:
+                    self._call_ids = session_call_ids(self.session)
+                calls = unique_call_ids(calls, self._call_ids)
                 streamed = True
                 assistant: dict[str, object] = {"content": "".join(text), "finish": finish.reason}
                 if finish.usage is not None:

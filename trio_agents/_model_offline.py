@@ -17,7 +17,6 @@ It decides from the last user message of the request, so it is deterministic: th
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -33,17 +32,16 @@ INTRO = "[offline model: no language model is configured; I echo, and run !comma
 class OfflineModel:
     """The built-in model for when no endpoint is configured."""
 
-    def __init__(self) -> None:
-        self._calls = itertools.count(1)
-
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         """Answer the last prompt as `Model.stream` describes: echo it, or call the bash
         tools for `!command`, `!&command`, `/output JOB` and `/kill JOB`. Needs no network.
         Always a checkpoint (`/loop` and `/hold` wait until the turn is cancelled)."""
         prompt, answers = _last_prompt_and_tool_results(request)
+        # Numbered after the calls in the history, so a reloaded session goes on counting.
+        number = 1 + sum(len(message.tool_calls) for message in request.messages)
         if prompt == "/loop":
             await trio.lowlevel.checkpoint()
-            yield self._call("bash", {"command": "true", "description": "loop once more"})
+            yield _call(number, "bash", {"command": "true", "description": "loop once more"})
             yield Finish("tool_calls")
             return
         if answers:
@@ -54,7 +52,7 @@ class OfflineModel:
                 yield TextDelta(chunk)
             yield Finish("stop")
             return
-        call = self._command(prompt)
+        call = _command(number, prompt)
         if call is not None:
             await trio.lowlevel.checkpoint()
             yield call
@@ -73,19 +71,21 @@ class OfflineModel:
             yield TextDelta(chunk)
         yield Finish("stop")
 
-    def _command(self, prompt: str) -> ToolCall | None:
-        if prompt.startswith("!&") and prompt[2:].strip():
-            arguments = {"command": prompt[2:].strip(), "description": "start a background job"}
-            return self._call("bash", {**arguments, "run_in_background": True})
-        if prompt.startswith("!") and prompt[1:].strip():
-            return self._call("bash", {"command": prompt[1:].strip(), "description": "run it"})
-        for verb, tool in (("/output ", "bash_output"), ("/kill ", "bash_kill")):
-            if prompt.startswith(verb) and prompt[len(verb) :].strip():
-                return self._call(tool, {"job_id": prompt[len(verb) :].strip()})
-        return None
 
-    def _call(self, name: str, arguments: Mapping[str, Any]) -> ToolCall:
-        return ToolCall(f"offline-{next(self._calls)}", name, dict(arguments))
+def _command(number: int, prompt: str) -> ToolCall | None:
+    if prompt.startswith("!&") and prompt[2:].strip():
+        arguments = {"command": prompt[2:].strip(), "description": "start a background job"}
+        return _call(number, "bash", {**arguments, "run_in_background": True})
+    if prompt.startswith("!") and prompt[1:].strip():
+        return _call(number, "bash", {"command": prompt[1:].strip(), "description": "run it"})
+    for verb, tool in (("/output ", "bash_output"), ("/kill ", "bash_kill")):
+        if prompt.startswith(verb) and prompt[len(verb) :].strip():
+            return _call(number, tool, {"job_id": prompt[len(verb) :].strip()})
+    return None
+
+
+def _call(number: int, name: str, arguments: Mapping[str, Any]) -> ToolCall:
+    return ToolCall(f"offline-{number}", name, dict(arguments))
 
 
 def _last_prompt_and_tool_results(request: ModelRequest) -> tuple[str, list[str]]:

@@ -10,7 +10,7 @@ from typing import Literal, NewType
 import trio
 
 from ._model import Finish, ModelChunk, TextDelta, ToolCall
-from ._records import MESSAGE_RECORD_TYPES, TURN_START, thaw
+from ._records import MESSAGE_RECORD_TYPES, TOOL_CALL, TURN_START, thaw
 from ._session import Session
 from ._tool import Tool, ToolContext, ToolResult
 from ._util import describe
@@ -27,6 +27,7 @@ __all__ = [
     "replaces_cancellation",
     "resume_counters",
     "run_tool",
+    "session_call_ids",
     "unique_call_ids",
 ]
 
@@ -114,20 +115,28 @@ def replaces_cancellation(exc: BaseException) -> bool:
     return False
 
 
-def unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+def unique_call_ids(calls: list[ToolCall], seen: set[str]) -> list[ToolCall]:
     """Tool results are matched to calls by id, but some servers send empty or repeated
-    ids: make every id in the step unique (and non-empty) before anything is recorded."""
-    seen: set[str] = set()
+    ids, and a model's ids may restart after a reload: make every id unique (and
+    non-empty) among `seen`, the ids the session already holds, before anything is
+    recorded. Adds the ids it returns to `seen`."""
     out: list[ToolCall] = []
     for index, call in enumerate(calls):
-        call_id = call.call_id or f"call-{index + 1}"
+        base = call_id = call.call_id or f"call-{index + 1}"
+        suffix = index + 1
         while call_id in seen:
-            call_id = f"{call_id}#{index + 1}"
+            call_id = f"{base}#{suffix}"
+            suffix += 1
         seen.add(call_id)
         out.append(
             call if call_id == call.call_id else ToolCall(call_id, call.name, call.arguments)
         )
     return out
+
+
+def session_call_ids(session: Session) -> set[str]:
+    """The ids of every tool call already in `session`."""
+    return {str(r.data["call_id"]) for r in session.records if r.type == TOOL_CALL}
 
 
 def resume_counters(session: Session) -> tuple[int, int]:

@@ -250,6 +250,7 @@ class Chat:
         self._scope = trio.CancelScope()  # what a Ctrl-C cancels while starting or prompting
         self._interrupted = False
         self._agent: Agent | None = None
+        self._store_failed = False
 
     def interrupt(self) -> None:
         if self._phase == "turn":
@@ -264,7 +265,8 @@ class Chat:
         """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
         the prompt (130), close the agent (the store keeps the session). A session that
         cannot be opened is 2 (an unknown id) or 1 (a store that cannot be opened, a
-        session live in another process); a model endpoint that is not configured is 2."""
+        session live in another process); a model endpoint that is not configured is 2; a
+        turn the store could not commit ends the chat with 1."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
@@ -287,18 +289,25 @@ class Chat:
                 self._terminal.write("\n")
                 return EXIT_INTERRUPTED
             handle, resumed = opened
-            async with handle:
-                agent = self._agent = handle.agent
-                self._introduce(agent, resumed)
-                # The history first, then the live output: no await between the two.
-                stop_records = agent.session.observe(self._on_record)
-                disconnect = rt.events.connect(self._on_event)
-                try:
-                    await self._converse(agent)
-                finally:
-                    self._phase = "closing"
-                    stop_records()
-                    disconnect()
+            agent = self._agent = handle.agent
+            try:
+                async with handle:
+                    self._introduce(agent, resumed)
+                    # The history first, then the live output: no await between the two.
+                    stop_records = agent.session.observe(self._on_record)
+                    disconnect = rt.events.connect(self._on_event)
+                    try:
+                        await self._converse(agent, rt.sessions)
+                    finally:
+                        self._phase = "closing"
+                        stop_records()
+                        disconnect()
+            except* TrioAgentsError:
+                if not self._store_failed:
+                    raise
+                # The close's flush fails as the turn's did, which the chat has said.
+            if self._store_failed:
+                return 1
             if len(agent.session) == 0:
                 # A session is stored from its first record on: this one left no trace.
                 self._terminal.write(f"session {agent.id} had no turns; nothing was stored\n")
@@ -356,7 +365,7 @@ class Chat:
         option = self._config.store_option
         return f"trio-agents chat{option} --session {shlex.quote(session_id)}"
 
-    async def _converse(self, agent: Agent) -> None:
+    async def _converse(self, agent: Agent, store: SessionStore) -> None:
         while True:
             self._phase = "prompt"
             self._terminal.write(self._renderer.finish() + PROMPT)
@@ -383,6 +392,13 @@ class Chat:
                 return
             self._phase = "turn"
             await agent.wait_idle()
+            try:
+                # The next prompt means the turn is stored (rule L9), as an ACP answer does.
+                await store.flush(agent.session)
+            except TrioAgentsError as exc:
+                self._terminal.error(f"trio-agents chat: the turn was not stored: {exc}")
+                self._store_failed = True
+                return
 
     # -- the agent's output (synchronous, from the agent's task) -----------------------------
 

@@ -10,9 +10,12 @@ ACP messages (`_mapping`) are pure; this module only moves bytes and owns tasks:
                            overtakes the prompt it cancels
     agents' records and text deltas ──► updates, queued in order ──► writer task ──► stdout
 
-Every frame goes through one unbounded queue drained by one writer, in the order it was
-queued. A prompt's response is queued after its agent has settled, so every update of that
-turn is written before it. End of input closes every session's agent through its handle
+Every frame goes through one queue drained by one writer, in the order it was queued. A
+prompt's response is queued after its agent has settled and its turn is committed, so every
+update of that turn is written before it. The queue is fed by synchronous code, so it is
+bounded by pacing its producers (`_pacing`): past `max_unwritten` bytes not yet written, the
+reader stops reading requests and every session's model waits, until the client has read
+the backlog down to half of it. End of input closes every session's agent through its handle
 (the store keeps the sessions), answers the prompts still pending (`cancelled`), and returns.
 """
 
@@ -28,7 +31,12 @@ from typing import Any
 import trio
 
 from .._batches import write_in_batches
-from .._errors import AgentClosedError, DuplicateSessionError, SessionNotFoundError
+from .._errors import (
+    AgentClosedError,
+    DuplicateSessionError,
+    SessionNotFoundError,
+    TrioAgentsError,
+)
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._options import AgentOptions
@@ -39,6 +47,7 @@ from .._shell_tools import BashTools
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _mapping as m
+from ._pacing import FRAME_OVERHEAD, OutputBudget, PacedModel
 
 __all__ = ["AcpServer"]
 
@@ -80,7 +89,9 @@ class AcpServer:
 
     `options` are every session agent's options, `version` the agent version `initialize`
     reports, and `max_line` the longest frame accepted, in bytes (a longer line is answered
-    with an error and skipped).
+    with an error and skipped). `max_unwritten` bounds the output a client that stops reading
+    makes the server hold, in bytes: past it, no request is read and no session's model goes
+    on until the client has read it down to half. Raises ValueError if it is negative.
     """
 
     def __init__(
@@ -92,6 +103,7 @@ class AcpServer:
         options: AgentOptions | None = None,
         version: str = "0",
         max_line: int = 8 * 1024 * 1024,
+        max_unwritten: int = 1024 * 1024,
     ) -> None:
         self._runtime = runtime
         self._model_factory = model_factory
@@ -103,6 +115,9 @@ class AcpServer:
         self._loading: set[str] = set()
         self._closed = False
         self._out, self._out_receive = trio.open_memory_channel[_Outgoing](math.inf)
+        if max_unwritten < 0:
+            raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
+        self._budget = OutputBudget(max_unwritten, max_unwritten // 2)
         self._teardown_done: trio.Event | None = None
 
     # -- the connection ---------------------------------------------------------------------
@@ -171,6 +186,9 @@ class AcpServer:
     ) -> None:
         splitter = rpc.LineSplitter(self._max_line)
         while True:
+            if self._budget.paused:
+                # The client is not reading what it asked for: take in no more work.
+                await self._budget.resumed()
             try:
                 data = await receive.receive_some(READ_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -219,7 +237,9 @@ class AcpServer:
                 await send.send_all(_encode(frames))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 logger.warning("the client stopped reading; dropping further frames")
+                self._budget.abandon()
                 return False
+            self._budget.written(sum(map(_size, frames)))
             return True
 
         await write_in_batches(self._out_receive, write)
@@ -227,6 +247,7 @@ class AcpServer:
     def _send(self, frame: _Outgoing) -> None:
         try:
             self._out.send_nowait(frame)
+            self._budget.queue(_size(frame))
         except trio.ClosedResourceError:
             logger.debug(
                 "frame after the connection closed, dropped: %r",
@@ -292,7 +313,7 @@ class AcpServer:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
         handle = await self._runtime.agents.create(
-            model=self._model_factory(),
+            model=PacedModel(self._model_factory(), self._budget),
             tools=self._tools,
             session_id=str(uuid.uuid4()),
             options=self._options,
@@ -326,7 +347,10 @@ class AcpServer:
                 )
             try:
                 handle = await self._runtime.agents.resume(
-                    sid, model=self._model_factory(), tools=self._tools, options=self._options
+                    sid,
+                    model=PacedModel(self._model_factory(), self._budget),
+                    tools=self._tools,
+                    options=self._options,
                 )
             except DuplicateSessionError as exc:
                 raise rpc.JsonRpcError.invalid_params(str(exc)) from None
@@ -378,10 +402,20 @@ class AcpServer:
     async def _settle(
         self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt, message_id: str
     ) -> None:
-        """Answer the prompt once its agent has settled (every update is queued by then)."""
+        """Answer the prompt once its agent has settled (every update is queued by then) and
+        the store has committed every record of its turn (rule L9). The commit is the
+        store's batch: prompts settling together share it."""
         agent = session.handle.agent
         try:
             await agent.wait_idle()
+            try:
+                await self._runtime.sessions.flush(agent.session)
+            except TrioAgentsError as exc:
+                # The turn ran but is not stored: never acknowledge it as a stop reason.
+                logger.error("the turn of session %s was not stored: %s", session.id, exc)
+                detail = f"the turn ended but was not stored: {describe(exc)}"
+                self._send(rpc.encode_error(request_id, rpc.INTERNAL_ERROR, detail))
+                return
         finally:
             session.prompt = None
         outcome = m.stop_reason(
@@ -442,6 +476,13 @@ def _encode(frames: list[_Outgoing]) -> bytes:
             out.append(frame)
     flush_run()
     return b"".join(out)
+
+
+def _size(frame: _Outgoing) -> int:
+    """What a queued frame counts against the output budget (its text, as UTF-8)."""
+    if isinstance(frame, _Text):
+        return len(frame.text.encode("utf-8", "surrogatepass")) + FRAME_OVERHEAD
+    return len(frame) + FRAME_OVERHEAD
 
 
 def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
