@@ -31,6 +31,8 @@ PURE_MODULES = [
     "_model",
     "_options",
     "_records",
+    "_record_shape",
+    "_store_errors",
     "_session",
     "_model_sse",
     "_status",

@@ -1,7 +1,10 @@
 """`trio-agents acp`: serve the Agent Client Protocol on this process's stdin and stdout.
 
 Stdout carries protocol frames only; logs go to stderr. End of stdin closes every session's
-agent (the store keeps the sessions) and the process exits 0.
+agent (the store keeps the sessions) and the process exits 0. A store that cannot be opened
+(a path through a file, a read-only file, not a store) is one line on stderr and exit 2,
+before any frame is read; a store that fails while serving (a full disk) is one line and
+exit 1.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import Any
 
 import trio
 
+from .._errors import StoreBrokenError, StoreFileError, StoreLockedError, TrioAgentsError
 from .._options import AgentOptions
+from .._store_sqlite import SqliteStore, default_store_path
 from ..acp import serve_stdio
 from ._args import add_max_steps, add_model, add_store, configure_logging
 from ._model_choice import MODELS
@@ -44,5 +49,30 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
-    trio.run(serve_stdio, args.store, factory, options)
-    return 0
+    path = args.store if args.store is not None else default_store_path()
+    try:
+        trio.run(_open_store, path)
+    except TrioAgentsError as exc:
+        print(f"trio-agents acp: --store: {exc}", file=sys.stderr)
+        return 2
+    code = 0
+    try:
+        trio.run(serve_stdio, path, factory, options)
+    except* (StoreFileError, StoreLockedError, StoreBrokenError) as group:
+        print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
+        code = 1
+    return code
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return found
+
+
+async def _open_store(path: str) -> None:
+    """Open (creating if needed) and close the store, so a path that cannot be one is a
+    usage error before the client is told anything."""
+    async with SqliteStore(path).running():
+        pass
