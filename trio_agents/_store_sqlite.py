@@ -478,12 +478,10 @@ class SqliteStore(SessionStore):
         validate(session_id, [seq for seq, _, _ in rows])
         records: list[Record] = []
         for seq, kind, text in rows:
-            data = _decode(session_id, seq, text)
-            problem = (
-                f"its type is {kind!r}, not text"
-                if not isinstance(kind, str)
-                else shape_problem(kind, data)
-            )
+            if not isinstance(kind, str):
+                raise _corrupt(session_id, seq, f"its type is {kind!r}, not text")
+            data = _decode(session_id, seq, text, f"a {kind!r} record: ")
+            problem = shape_problem(kind, data)
             if problem is not None:
                 raise _corrupt(session_id, seq, f"a {kind!r} record: {problem}")
             records.append(Record.of(kind, data))
@@ -560,13 +558,13 @@ def _text(raw: bytes) -> str | bytes:
         return raw
 
 
-def _decode(session_id: str, seq: int | None, text: object) -> Any:
+def _decode(session_id: str, seq: int | None, text: object, what: str = "") -> Any:
     try:
         if not isinstance(text, str | bytes):
             raise ValueError(f"it is stored as {type(text).__name__}")
         return json.loads(text)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise _corrupt(session_id, seq, f"it is not valid JSON ({exc})") from exc
+        raise _corrupt(session_id, seq, f"{what}it is not valid JSON ({exc})") from exc
 
 
 def _corrupt(session_id: str, seq: int | None, problem: str) -> CorruptSessionError:
