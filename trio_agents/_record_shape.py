@@ -11,7 +11,7 @@ types this version does not know (a newer writer).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ._records import (
@@ -27,14 +27,36 @@ from ._records import (
 
 __all__ = ["shape_problem"]
 
-# What a field must be: a checker and how the problem names it.
-_WHOLE: Final = ("a whole number", lambda v: type(v) is int)
-_TEXT: Final = ("text", lambda v: isinstance(v, str))
-_FLAG: Final = ("true or false", lambda v: isinstance(v, bool))
-_MAPPING: Final = ("an object", lambda v: isinstance(v, Mapping))
-_ANY: Final = ("present", lambda v: True)
 
-_FIELDS: Final[dict[str, tuple[tuple[str, tuple[str, Any]], ...]]] = {
+def _whole(value: object) -> bool:
+    return type(value) is int  # not a bool, which is an int too
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _flag(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _mapping(value: object) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _present(value: object) -> bool:
+    return True
+
+
+# What a field must be: a phrase for the problem, and its check.
+_Kind = tuple[str, Callable[[object], bool]]
+_WHOLE: Final[_Kind] = ("a whole number", _whole)
+_TEXT: Final[_Kind] = ("text", _text)
+_FLAG: Final[_Kind] = ("true or false", _flag)
+_MAPPING: Final[_Kind] = ("an object", _mapping)
+_ANY: Final[_Kind] = ("present", _present)
+
+_FIELDS: Final[dict[str, tuple[tuple[str, _Kind], ...]]] = {
     TURN_START: (("turn", _WHOLE),),
     TURN_END: (("turn", _WHOLE), ("reason", _MAPPING)),
     STEP_START: (("turn", _WHOLE), ("step", _WHOLE)),

@@ -113,8 +113,7 @@ def file_error(path: Path, exc: BaseException, doing: str) -> TrioAgentsError:
     if isinstance(exc, OSError):
         if exc.errno == errno.ENOSPC:
             return StoreFileError(
-                f"cannot {doing} {where}: the disk is full; free some space, or use another "
-                "path",
+                f"cannot {doing} {where}: the disk is full; free some space, or use another path",
                 path=where,
             )
         blocker = non_directory_ancestor(path)

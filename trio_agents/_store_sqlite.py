@@ -288,9 +288,10 @@ class SqliteStore(SessionStore):
                 f"{self!r} is read-only; open it without readonly=True to write"
             )
 
-    async def _db(self, doing: str, fn: Any, *args: Any) -> Any:
-        """`fn(*args)` in a worker thread, one at a time; an SQLite or OS error comes out as
-        the library error that names the file and the cause."""
+    async def _db(self, fn: Any, *args: Any, doing: str = "read") -> Any:
+        """`fn(*args)` in a worker thread, one at a time; an SQLite or OS error about the
+        file comes out as the library error that names the file and the cause of failing
+        to `doing` it."""
         if self._conn is None:
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
@@ -411,7 +412,7 @@ class SqliteStore(SessionStore):
                 headers = {s.id: self._headers[s.id] for s, _, _ in batch if s.id in self._headers}
                 self._flush_wanted = False
                 try:
-                    await self._db("write", self._write_batch, headers, batch)
+                    await self._db(self._write_batch, headers, batch, doing="write")
                 except StoreLockedError as exc:
                     self._busy = exc
                     self._busy_retries += 1
@@ -459,7 +460,7 @@ class SqliteStore(SessionStore):
     # -- reads --------------------------------------------------------------------------
 
     async def _read(self, session_id: str) -> StoredSession | None:
-        return await self._db("read", self._read_sync, session_id)  # type: ignore[no-any-return]
+        return await self._db(self._read_sync, session_id)  # type: ignore[no-any-return]
 
     def _read_sync(self, session_id: str) -> StoredSession | None:
         assert self._conn is not None
@@ -494,7 +495,7 @@ class SqliteStore(SessionStore):
         delay = RETRY_FIRST
         while True:
             try:
-                await self._db("write", self._append_sync, stored, records)
+                await self._db(self._append_sync, stored, records, doing="write")
                 return
             except StoreLockedError:
                 if trio.current_time() + delay > deadline:
@@ -525,7 +526,7 @@ class SqliteStore(SessionStore):
         thread. Always a checkpoint. A damaged session is listed too, with `damage` saying
         what is wrong (what `load` would raise as CorruptSessionError). Raises
         TrioAgentsError unless the store is running."""
-        return await self._db("read", self._list_sync)  # type: ignore[no-any-return]
+        return await self._db(self._list_sync)  # type: ignore[no-any-return]
 
     def _list_sync(self) -> list[SessionInfo]:
         assert self._conn is not None
@@ -538,8 +539,7 @@ class SqliteStore(SessionStore):
                 stored = self._read_sync(sid)
             except CorruptSessionError as exc:
                 count, turns = self._conn.execute(
-                    "SELECT COUNT(*), COALESCE(SUM(type = ?), 0) FROM records "
-                    "WHERE session_id = ?",
+                    "SELECT COUNT(*), COALESCE(SUM(type = ?), 0) FROM records WHERE session_id = ?",
                     (TURN_START, sid),
                 ).fetchone()
                 infos.append(SessionInfo(sid, float(created_at), count, turns, None, str(exc)))

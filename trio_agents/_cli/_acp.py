@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
-    path = args.store if args.store is not None else default_store_path()
+    path: Path = args.store if args.store is not None else default_store_path()
     try:
         trio.run(_open_store, path)
     except TrioAgentsError as exc:
@@ -67,11 +68,12 @@ def run(args: argparse.Namespace) -> int:
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     found: BaseException = group
     while isinstance(found, BaseExceptionGroup):
-        found = found.exceptions[0]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        inner: BaseExceptionGroup[BaseException] = found  # pyright: ignore[reportUnknownVariableType]
+        found = inner.exceptions[0]
     return found
 
 
-async def _open_store(path: str) -> None:
+async def _open_store(path: Path) -> None:
     """Open (creating if needed) and close the store, so a path that cannot be one is a
     usage error before the client is told anything."""
     async with SqliteStore(path).running():
