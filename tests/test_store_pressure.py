@@ -38,6 +38,8 @@ from trio_agents._session import Session
 from trio_agents._store_sqlite import ATTEMPT_TIMEOUT_MS
 from trio_agents.testing import ScriptedModel, reply
 
+from .support.acp_peer import acp_peer
+
 LOCK_HOLDER = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
@@ -456,3 +458,27 @@ def test_acp_on_a_read_only_store_is_one_line_and_exit_2(small_mount: pathlib.Pa
     (line,) = result.stderr.splitlines()
     assert str(path) in line
     assert "read-only file system" in line
+
+
+@pytest.mark.realtime
+async def test_acp_load_of_a_damaged_session_answers_an_error_naming_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    async with acp_peer(store=SqliteStore(path)) as peer:
+        created = await peer.result(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": []}
+        )
+        sid = str(created["sessionId"])
+        prompt = [{"type": "text", "text": "hello"}]
+        await peer.result("session/prompt", {"sessionId": sid, "prompt": prompt})
+    damage(path, sid, 1, '{"id": 7, "content": "hello"}')
+    async with acp_peer(store=SqliteStore(path)) as peer:
+        answer = await peer.request(
+            "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        )
+        assert answer["error"]["code"] == -32602  # invalid params, not an internal error
+        message = answer["error"]["message"]
+        assert f"session {sid!r} is damaged: record 1" in message
+        assert "its 'id' is not text" in message
+        assert peer.runtime.agents.list() == []

@@ -66,7 +66,7 @@ BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at
 # retries (and their backoff) happen in trio, where a closing store can stop them.
 ATTEMPT_TIMEOUT_MS: Final = 50
 RETRY_FIRST: Final = 0.01  # seconds before the first retry of a busy write; then doubled
-RETRY_MAX: Final = 0.5
+RETRY_MAX: Final = 0.2  # so a released lock is taken within about a quarter second
 
 logger = logging.getLogger(__name__)
 

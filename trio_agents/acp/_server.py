@@ -28,7 +28,12 @@ from typing import Any
 import trio
 
 from .._batches import write_in_batches
-from .._errors import AgentClosedError, DuplicateSessionError, SessionNotFoundError
+from .._errors import (
+    AgentClosedError,
+    CorruptSessionError,
+    DuplicateSessionError,
+    SessionNotFoundError,
+)
 from .._events import Event, TextStreamed
 from .._model import Model
 from .._options import AgentOptions
@@ -319,6 +324,9 @@ class AcpServer:
                 stored = await self._runtime.sessions.load(sid)
             except SessionNotFoundError:
                 raise rpc.JsonRpcError.invalid_params(f"no session {sid} is stored") from None
+            except CorruptSessionError as exc:
+                # The client named a session the store cannot read: its data, not our bug.
+                raise rpc.JsonRpcError.invalid_params(str(exc)) from None
             persisted = stored.header.get("cwd")
             if isinstance(persisted, str) and persisted != cwd:
                 raise rpc.JsonRpcError.invalid_params(
