@@ -33,6 +33,7 @@ PURE_MODULES = [
     "_records",
     "_record_shape",
     "_store_errors",
+    "_store_claims",
     "_session",
     "_model_sse",
     "_status",

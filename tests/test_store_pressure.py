@@ -10,6 +10,7 @@ deadline.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import sqlite3
@@ -193,6 +194,85 @@ async def test_a_lock_held_past_close_grace_is_one_clear_error_and_nothing_is_st
         assert conn.execute("SELECT COUNT(*) FROM records").fetchone() == (0,)
     finally:
         conn.close()
+
+
+class InlineStore(SqliteStore):
+    """Calls SQLite on the event loop's thread. With no worker thread to wait for, the
+    autojump clock moves only while the writer sleeps between attempts: the backoff and the
+    close's grace are exact in virtual time. It notes when each write attempt began."""
+
+    def __init__(self, path: pathlib.Path, **options: Any) -> None:
+        super().__init__(path, **options)
+        self.attempts: list[float] = []
+
+    @staticmethod
+    async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return fn(*args)
+
+    def _write_batch(self, headers: Any, batch: Any) -> None:
+        self.attempts.append(trio.current_time())
+        super()._write_batch(headers, batch)
+
+
+def hold_lock(path: pathlib.Path) -> sqlite3.Connection:
+    """A connection of our own holding the write lock (as another process would)."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+async def test_the_writer_backs_off_while_locked_and_commits_once_released(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    store = InlineStore(path)
+    session = Session("s")
+    async with store.running():
+        holder = hold_lock(path)
+        store.enter(session)
+        session.append("turn/start", {"turn": 1})
+        session.append("user/message", {"id": "m1", "content": "hi"})
+        with trio.move_on_after(1.0):
+            await store.flush(session)
+            raise AssertionError("flush returned while the lock was held")
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        holder.rollback()
+        holder.close()
+        released = trio.current_time()
+        await store.flush(session)
+        flushed = trio.current_time()
+    gaps = [round(b - a, 6) for a, b in itertools.pairwise(store.attempts)]
+    # 10 ms doubled up to the 200 ms ceiling; the last gap is the one that found the lock free.
+    assert gaps[:7] == [0.01, 0.02, 0.04, 0.08, 0.16, 0.2, 0.2]
+    assert all(gap == 0.2 for gap in gaps[5:])
+    assert 0 <= flushed - released <= 0.2
+    # One batch, with the record appended while it was being retried.
+    assert stored(path, "s") == in_memory(session)
+
+
+async def test_closing_gives_up_on_a_held_lock_after_close_grace(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    store = InlineStore(path, close_grace=2.0)
+    session = Session("s")
+    closing: list[float] = []
+
+    holders: list[sqlite3.Connection] = []
+
+    async def run() -> None:
+        async with store.running():
+            holders.append(hold_lock(path))
+            store.enter(session)
+            session.append("turn/start", {"turn": 1})
+            closing.append(trio.current_time())
+
+    with pytest.raises(StoreLockedError, match=r"1 records of 1 session\(s\) \('s'\)"):
+        await run()
+    assert trio.current_time() - closing[0] == pytest.approx(2.0)
+    holders[0].rollback()
+    holders[0].close()
+    assert store.attempts  # it did try
+    assert stored(path, "s") == []
 
 
 # -- full disk, read-only file -------------------------------------------------------------
@@ -466,9 +546,7 @@ async def test_acp_load_of_a_damaged_session_answers_an_error_naming_it(
 ) -> None:
     path = tmp_path / "s.sqlite3"
     async with acp_peer(store=SqliteStore(path)) as peer:
-        created = await peer.result(
-            "session/new", {"cwd": str(tmp_path), "mcpServers": []}
-        )
+        created = await peer.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         sid = str(created["sessionId"])
         prompt = [{"type": "text", "text": "hello"}]
         await peer.result("session/prompt", {"sessionId": sid, "prompt": prompt})

@@ -22,8 +22,6 @@ transactions on a power failure, which is the usual trade for an interactive too
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -41,7 +39,6 @@ from ._errors import (
     CorruptSessionError,
     NotAStoreError,
     ReadOnlyStoreError,
-    SessionLiveElsewhereError,
     StoreBrokenError,
     StoreClosedError,
     StoreLockedError,
@@ -54,6 +51,7 @@ from ._records import STEP_END, TURN_END, TURN_START, Record
 from ._repair import validate
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
+from ._store_claims import claim, release
 from ._store_errors import file_error, is_file_error, on_read_only_fs
 
 __all__ = ["SqliteStore", "default_store_path"]
@@ -149,6 +147,10 @@ class SqliteStore(SessionStore):
     def __repr__(self) -> str:
         return f"<SqliteStore {str(self.path)!r}>"
 
+    # Every call into SQLite goes through this, off the event loop. A test double may run
+    # them inline instead, so that an autojump clock moves only while the writer sleeps.
+    _in_thread = staticmethod(trio.to_thread.run_sync)
+
     # -- running ------------------------------------------------------------------------
 
     @asynccontextmanager
@@ -168,7 +170,7 @@ class SqliteStore(SessionStore):
         """
         if self._conn is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
-        self._conn = await trio.to_thread.run_sync(self._connect)
+        self._conn = await self._in_thread(self._connect)
         try:
             async with service_nursery() as nursery:
                 if not self.readonly:
@@ -189,7 +191,7 @@ class SqliteStore(SessionStore):
             conn, self._conn = self._conn, None
             self._progress.unpark_all()  # a flush still waiting sees the store closed
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(conn.close)
+                await self._in_thread(conn.close)
 
     def _not_stored(self) -> StoreLockedError:
         ids = sorted({session.id for session, _, _ in self._pending})
@@ -298,7 +300,7 @@ class SqliteStore(SessionStore):
             )
         async with self._lock:
             try:
-                return await trio.to_thread.run_sync(fn, *args)
+                return await self._in_thread(fn, *args)
             except (OSError, sqlite3.Error) as exc:
                 if not is_file_error(exc):
                     raise
@@ -315,52 +317,14 @@ class SqliteStore(SessionStore):
 
     def _claim(self, session_id: str) -> None:
         """An exclusive `flock` on a file per session next to the store, held while the
-        session is live here. The kernel drops it when the process dies, so a crash never
-        leaves a session claimed. The file is removed when the claim is released; so a
-        lock taken on a file that was removed meanwhile is no claim, and is taken again."""
-        if session_id in self._claims:
-            return
-        directory = Path(f"{self.path}.live")
-        directory.mkdir(mode=0o700, exist_ok=True)
-        path = directory / hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise SessionLiveElsewhereError(
-                    f"session {session_id!r} is live in another process using {self.path}; "
-                    "close it there first"
-                ) from None
-            # The holder we waited behind unlinks the file before it lets go: if the path no
-            # longer names the file we locked, a third process may hold the new one.
-            held = os.fstat(fd)
-            try:
-                current = os.stat(path)
-            except FileNotFoundError:
-                current = None
-            if current is not None and (current.st_dev, current.st_ino) == (
-                held.st_dev,
-                held.st_ino,
-            ):
-                self._claims[session_id] = fd
-                return
-            os.close(fd)
+        session is live here, and removed when it is released (see `_store_claims`)."""
+        if session_id not in self._claims:
+            self._claims[session_id] = claim(self.path, session_id)
 
     def _release(self, session_id: str) -> None:
         fd = self._claims.pop(session_id, None)
-        if fd is None:
-            return
-        directory = Path(f"{self.path}.live")
-        path = directory / hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-        try:
-            # Removed while still locked, so nobody can take a claim on it in between.
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(fd)  # closing the descriptor drops the lock
+        if fd is not None:
+            release(self.path, session_id, fd)
 
     def _detached(self, session: Session) -> None:
         # Records still queued (a flush that timed out) need their header row and their
