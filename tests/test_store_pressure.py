@@ -452,6 +452,35 @@ async def test_a_damaged_record_raises_corrupt_session_error_naming_it(
         assert f"record {seq}" in listed.damage
 
 
+@pytest.mark.realtime
+async def test_a_damaged_header_or_bytes_that_are_not_text_are_damage_too(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    await build(path, ["header", "bytes", "fine"])
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE sessions SET header = '{\"created_at\": ' WHERE id = 'header'")
+        conn.execute(
+            "UPDATE records SET data = CAST(x'ff7b7d' AS TEXT) "
+            "WHERE session_id = 'bytes' AND seq = 1"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    async with open_runtime(path) as rt:
+        with pytest.raises(CorruptSessionError, match="its header cannot be read") as info:
+            await rt.sessions.load("header")
+        assert info.value.seq is None
+        with pytest.raises(CorruptSessionError, match=r"record 1 .*not UTF-8 text"):
+            await rt.sessions.load("bytes")
+        listed = {info.id: info.damage for info in await rt.sessions.list_sessions()}
+        assert listed.keys() == {"header", "bytes", "fine"}
+        assert listed["fine"] is None
+        assert listed["header"] is not None
+        assert listed["bytes"] is not None
+
+
 # -- lock files ----------------------------------------------------------------------------
 
 
@@ -560,3 +589,9 @@ async def test_acp_load_of_a_damaged_session_answers_an_error_naming_it(
         assert f"session {sid!r} is damaged: record 1" in message
         assert "its 'id' is not text" in message
         assert peer.runtime.agents.list() == []
+
+
+@pytest.mark.parametrize("grace", [0, -1.0, float("inf"), float("nan")])
+def test_close_grace_must_be_a_positive_finite_number(grace: float) -> None:
+    with pytest.raises(ValueError, match="close_grace must be a positive finite number"):
+        SqliteStore("unused.sqlite3", close_grace=grace)

@@ -222,7 +222,8 @@ class SessionStore(abc.ABC):
 
     @abc.abstractmethod
     async def list_sessions(self) -> list[SessionInfo]:
-        """Every stored session, oldest first. The contract: always checkpoint."""
+        """Every stored session, oldest first. The contract: always checkpoint, and list a
+        damaged session with its `damage` rather than raise (rule L12)."""
 
     @abc.abstractmethod
     def _attach(self, session: Session) -> None:

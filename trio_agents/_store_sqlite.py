@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sqlite3
 import time
@@ -124,10 +125,12 @@ class SqliteStore(SessionStore):
     ) -> None:
         """`readonly=True` opens an existing store for reading only (nothing is created,
         initialised or written); sessions cannot be entered. `close_grace` must be a
-        positive number (ValueError)."""
+        positive finite number (ValueError)."""
         super().__init__()
-        if not close_grace > 0:
-            raise ValueError(f"close_grace must be a positive number of seconds, got {close_grace}")
+        if not (close_grace > 0 and math.isfinite(close_grace)):
+            raise ValueError(
+                f"close_grace must be a positive finite number of seconds, got {close_grace!r}"
+            )
         self.path = Path(path)
         self.readonly = readonly
         self.close_grace = close_grace
@@ -524,7 +527,9 @@ def _text(raw: bytes) -> str | bytes:
 
 def _decode(session_id: str, seq: int | None, text: object, what: str = "") -> Any:
     try:
-        if not isinstance(text, str | bytes):
+        if isinstance(text, bytes):
+            raise ValueError("it is not UTF-8 text")
+        if not isinstance(text, str):
             raise ValueError(f"it is stored as {type(text).__name__}")
         return json.loads(text)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
