@@ -28,7 +28,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -150,9 +150,12 @@ class SqliteStore(SessionStore):
     def __repr__(self) -> str:
         return f"<SqliteStore {str(self.path)!r}>"
 
-    # Every call into SQLite goes through this, off the event loop. A test double may run
-    # them inline instead, so that an autojump clock moves only while the writer sleeps.
-    _in_thread = staticmethod(trio.to_thread.run_sync)
+    @staticmethod
+    async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+        # Every call into SQLite goes through this, off the event loop. A test double may
+        # run them inline instead, so that an autojump clock moves only while the writer
+        # sleeps.
+        return await trio.to_thread.run_sync(fn, *args)
 
     # -- running ------------------------------------------------------------------------
 
@@ -173,7 +176,8 @@ class SqliteStore(SessionStore):
         """
         if self._conn is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
-        self._conn = await self._in_thread(self._connect)
+        opened: sqlite3.Connection = await self._in_thread(self._connect)
+        self._conn = opened
         try:
             async with service_nursery() as nursery:
                 if not self.readonly:
@@ -191,10 +195,10 @@ class SqliteStore(SessionStore):
             if self._pending:
                 raise self._not_stored()
         finally:
-            conn, self._conn = self._conn, None
+            self._conn = None
             self._progress.unpark_all()  # a flush still waiting sees the store closed
             with trio.CancelScope(shield=True):
-                await self._in_thread(conn.close)
+                await self._in_thread(opened.close)
 
     def _not_stored(self) -> StoreLockedError:
         ids = sorted({session.id for session, _, _ in self._pending})
