@@ -275,6 +275,57 @@ async def test_closing_gives_up_on_a_held_lock_after_close_grace(tmp_path: pathl
     assert stored(path, "s") == []
 
 
+@pytest.mark.subprocess
+async def test_a_resume_waits_out_a_held_lock_to_repair_the_open_turn(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    await build(path, [])
+    conn = sqlite3.connect(path)
+    try:  # a crash left turn 1 open
+        conn.execute("INSERT INTO sessions VALUES ('crashed', '{\"created_at\": 1}', 1)")
+        conn.execute("INSERT INTO records VALUES ('crashed', 0, 'turn/start', '{\"turn\": 1}')")
+        conn.commit()
+    finally:
+        conn.close()
+    store = SqliteStore(path)
+    async with open_runtime(store) as rt, lock_held(path) as release:
+        resumed: list[Session] = []
+
+        async def resume() -> None:
+            handle = await rt.agents.resume("crashed", model=ScriptedModel())
+            resumed.append(handle.agent.session)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(resume)
+            await wait_until(
+                lambda: store._busy_retries >= 3,  # pyright: ignore[reportPrivateUsage]
+                "the repair to find the lock held three times",
+            )
+            assert resumed == []
+            await release()
+        assert [r.type for r in resumed[0].records] == ["turn/start", "turn/end"]
+        assert stored(path, "crashed") == in_memory(resumed[0])
+
+
+@pytest.mark.realtime
+async def test_opening_while_another_process_holds_the_lock_names_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    await build(path, [])
+    monkeypatch.setattr("trio_agents._store_sqlite.BUSY_TIMEOUT", 0.2)
+    holder = hold_lock(path)
+    try:
+        with pytest.raises(StoreLockedError, match="another process holds its write lock") as info:
+            async with SqliteStore(path).running():
+                pass
+    finally:
+        holder.rollback()
+        holder.close()
+    assert f"cannot open {path}" in str(info.value)
+
+
 # -- full disk, read-only file -------------------------------------------------------------
 
 

@@ -469,6 +469,7 @@ class SqliteStore(SessionStore):
                 await self._db(self._append_sync, stored, records, doing="write")
                 return
             except StoreLockedError:
+                self._busy_retries += 1
                 if trio.current_time() + delay > deadline:
                     raise
                 await trio.sleep(delay)
