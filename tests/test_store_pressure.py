@@ -11,6 +11,7 @@ deadline.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import pathlib
 import sqlite3
@@ -646,3 +647,49 @@ async def test_acp_load_of_a_damaged_session_answers_an_error_naming_it(
 def test_close_grace_must_be_a_positive_finite_number(grace: float) -> None:
     with pytest.raises(ValueError, match="close_grace must be a positive finite number"):
         SqliteStore("unused.sqlite3", close_grace=grace)
+
+
+@pytest.mark.subprocess
+def test_acp_whose_disk_fills_while_serving_says_so_in_words(small_mount: pathlib.Path) -> None:
+    path = small_mount / "s.sqlite3"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    assert server.stderr is not None
+
+    to_server, from_server = server.stdin, server.stdout
+
+    def request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        to_server.write(json.dumps(frame).encode() + b"\n")
+        to_server.flush()
+        while True:
+            answer: dict[str, Any] = json.loads(from_server.readline())
+            if answer.get("id") == request_id:
+                return answer
+
+    try:
+        request(1, "initialize", {"protocolVersion": 1})
+        sid = request(2, "session/new", {"cwd": "/tmp", "mcpServers": []})["result"]["sessionId"]
+        prompt = [{"type": "text", "text": "hi"}]
+        request(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+        fill(small_mount)
+        big = [{"type": "text", "text": "x" * 100_000}]
+        request(4, "session/prompt", {"sessionId": sid, "prompt": big})
+        server.stdin.close()
+        assert server.wait(timeout=60) == 1
+        errors = server.stderr.read().decode()
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+        server.stderr.close()
+    assert "Traceback" not in errors, errors
+    lines = errors.splitlines()
+    assert lines[-1].startswith("trio-agents acp: the store failed: cannot write ")
+    assert all(str(path) in line and "the disk is full" in line for line in lines), lines

@@ -33,6 +33,7 @@ from .._errors import (
     CorruptSessionError,
     DuplicateSessionError,
     SessionNotFoundError,
+    TrioAgentsError,
 )
 from .._events import Event, TextStreamed
 from .._model import Model
@@ -166,8 +167,13 @@ class AcpServer:
     async def _close_session(self, session: _Session) -> None:
         try:
             await session.handle.aclose()
-        except Exception:
-            logger.exception("closing ACP session %s failed", session.id)
+        except Exception as exc:
+            if _refusal(exc):
+                # The library said what went wrong (a store that cannot write), in words:
+                # a traceback would bury the sentence.
+                logger.error("closing ACP session %s failed: %s", session.id, describe(exc))
+            else:
+                logger.exception("closing ACP session %s failed", session.id)
         finally:
             session.stop_observing()
 
@@ -454,3 +460,11 @@ def _encode(frames: list[_Outgoing]) -> bytes:
 
 def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
     return rpc.encode_notification("session/update", {"sessionId": session_id, "update": update})
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether `exc` is the library's own refusal (every leaf of a group a TrioAgentsError)."""
+    if isinstance(exc, ExceptionGroup):
+        group: ExceptionGroup[Exception] = exc  # pyright: ignore[reportUnknownVariableType]
+        return group.split(TrioAgentsError)[1] is None
+    return isinstance(exc, TrioAgentsError)
