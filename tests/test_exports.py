@@ -29,7 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "pure cores and helpers",
         (
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
-            "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
+            "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
+            "_status", "_inbox", "_store_claims",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
@@ -77,7 +78,7 @@ EXPORTS = {
         "ReadOnlyStoreError",
         "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "SpillDirectoryError", "StoreBrokenError", "StoreClosedError",
-        "StoreNotFoundError",
+        "StoreFileError", "StoreLockedError", "StoreNotFoundError",
         "UnknownStoreVersionError",
     },
     "trio_agents.acp": {"AcpServer", "serve_stdio"},

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,91 @@ def test_a_file_that_is_not_a_store_is_reported(
     path.write_text("not a database, just some text that is long enough " * 20)
     assert main(["sessions", "list", "--store", str(path)]) == 1
     assert f"cannot read {path}" in capsys.readouterr().err
+
+
+# -- damage, odd strings and closed pipes (issue 16) ---------------------------------------
+
+
+def build_sessions(path: Path, ids: list[str], prompt: str = "hi") -> None:
+    async def build() -> None:
+        with trio.fail_after(60):
+            async with open_runtime(path) as rt:
+                for sid in ids:
+                    handle = await rt.agents.create(
+                        model=ScriptedModel([reply("ok")]), session_id=sid
+                    )
+                    handle.agent.send(prompt)
+                    await handle.agent.wait_idle()
+                    await handle.aclose()
+
+    trio.run(build)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "trio_agents._cli", *args],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_list_shows_every_readable_session_and_marks_the_damaged_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    ids = [f"s{index:02}" for index in range(50)]
+    build_sessions(path, ids)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE records SET data = '{\"turn\": ' WHERE session_id = 's17' AND seq = 0")
+    conn.commit()
+    conn.close()
+    assert main(["sessions", "list", "--store", str(path)]) == 1
+    captured = capsys.readouterr()
+    rows = {line.split()[0]: line.split() for line in captured.out.splitlines()[1:]}
+    assert list(rows) == ids
+    assert rows["s17"][-1] == "damaged"
+    assert all(row[-1] == "completed" for sid, row in rows.items() if sid != "s17")
+    (line,) = captured.err.splitlines()
+    assert "session 's17' is damaged: record 0 cannot be read" in line
+    # `show` of the damaged session says so in one line; the others still show.
+    assert main(["sessions", "show", "s17", "--store", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1
+    assert "record 0" in captured.err
+    assert main(["sessions", "show", "s18", "--store", str(path)]) == 0
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("as_json", [False, True])
+def test_show_prints_a_lone_surrogate_as_its_escape(tmp_path: Path, as_json: bool) -> None:
+    # JSON (and so ACP) accepts "\ud800"; it has no UTF-8 encoding.
+    path = tmp_path / "s.sqlite3"
+    text = "lone \ud800 surrogate"
+    build_sessions(path, ["odd"], prompt=text)
+    result = cli("sessions", "show", "odd", "--store", str(path), *(["--json"] if as_json else []))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b""
+    lines = result.stdout.decode("utf-8").splitlines()
+    assert "lone \\ud800 surrogate" in lines[1]
+    if as_json:
+        assert json.loads(lines[1])["data"]["content"] == text  # the escape reads back
+
+
+@pytest.mark.subprocess
+def test_show_into_a_pipe_closed_early_exits_quietly(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    build_sessions(path, ["big"], prompt="x" * 400_000)  # more than a pipe holds
+    shown = subprocess.Popen(
+        [sys.executable, "-m", "trio_agents._cli", "sessions", "show", "big", "--store", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert shown.stdout is not None
+    assert shown.stderr is not None
+    assert shown.stdout.readline() == b'0  turn/start  {"turn":1}\n'
+    shown.stdout.close()  # what `| head -1` does once it has its line
+    assert shown.wait(timeout=60) == 141  # 128 + SIGPIPE, as a shell reports it
+    assert shown.stderr.read() == b""
+    shown.stderr.close()

@@ -27,6 +27,8 @@ from ._errors import ShellClosedError as ShellClosedError
 from ._errors import SpillDirectoryError as SpillDirectoryError
 from ._errors import StoreBrokenError as StoreBrokenError
 from ._errors import StoreClosedError as StoreClosedError
+from ._errors import StoreFileError as StoreFileError
+from ._errors import StoreLockedError as StoreLockedError
 from ._errors import StoreNotFoundError as StoreNotFoundError
 from ._errors import TrioAgentsError as TrioAgentsError
 from ._errors import UnknownStoreVersionError as UnknownStoreVersionError
@@ -154,6 +156,8 @@ __all__ = [
     "StepStarted",
     "StoreBrokenError",
     "StoreClosedError",
+    "StoreFileError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "StoredSession",
     "TextDelta",

@@ -12,6 +12,8 @@ names the value and what to do.
      +-- ShellClosedError ............ [trio.ClosedResourceError, RuntimeError]
      +-- StoreClosedError ............ [trio.ClosedResourceError]
      +-- StoreBrokenError ............ [trio.BrokenResourceError]
+     +-- StoreLockedError ............ [trio.BusyResourceError]
+     +-- StoreFileError .............. [OSError]
      +-- AlreadyRunningError ......... [RuntimeError]
      +-- AlreadyLoadedError .......... [ValueError]
      +-- DuplicateSessionError
@@ -81,6 +83,8 @@ __all__ = [
     "SpillDirectoryError",
     "StoreBrokenError",
     "StoreClosedError",
+    "StoreFileError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "TrioAgentsError",
     "UnknownStoreVersionError",
@@ -126,6 +130,12 @@ class StoreBrokenError(TrioAgentsError, trio.BrokenResourceError):
     durable any more."""
 
 
+class StoreLockedError(TrioAgentsError, trio.BusyResourceError):
+    """Another process held the store file's write lock for longer than this store could
+    wait (its `close_grace` when it closed, or SQLite's busy timeout when it opened): the
+    records it names were not stored."""
+
+
 # -- used twice -------------------------------------------------------------------------------
 
 
@@ -167,8 +177,18 @@ class SessionNotFoundError(TrioAgentsError, KeyError):
 
 
 class CorruptSessionError(TrioAgentsError, ValueError):
-    """A stored session is damaged beyond what crash repair may fix (a record is missing in
-    the middle). It is never repaired silently."""
+    """A stored session is damaged beyond what crash repair may fix: a record is missing in
+    the middle, or a record (or the header) is not valid JSON or lacks a field its type
+    needs. It is never repaired silently.
+
+    `session_id` is the session's id; `seq` the number of the damaged record, or None when
+    the damage is in the session's header.
+    """
+
+    def __init__(self, message: str, *, session_id: str = "", seq: int | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.seq = seq
 
 
 class PersistenceError(TrioAgentsError):
@@ -212,6 +232,21 @@ class StoreNotFoundError(TrioAgentsError, FileNotFoundError):
 class NotAStoreError(TrioAgentsError, ValueError):
     """The file is not a trio-agents session store: not SQLite, or someone else's database.
     It is refused rather than given our tables."""
+
+
+class StoreFileError(TrioAgentsError, OSError):
+    """The store file cannot be opened or written: its directory cannot be made, it is
+    read-only, its disk is full, or the system reported an I/O error. The message names the
+    file and the cause; `path` is the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:
+        # OSError's own __str__ would print the args tuple of a one-argument error as is;
+        # print the sentence.
+        return _message(self)
 
 
 class UnknownStoreVersionError(TrioAgentsError, ValueError):

@@ -63,7 +63,9 @@ async def service_nursery() -> AsyncGenerator[trio.Nursery, None]:
                 raise
     except BaseExceptionGroup as group:
         if body is not None and len(group.exceptions) == 1 and _same(group.exceptions[0], body):
-            raise body from None
+            # Its own cause stays (a StoreBrokenError's is the writer's error); only the
+            # group, which is the nursery's doing, is hidden from its context.
+            raise body from body.__cause__
         raise
 
 

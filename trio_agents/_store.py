@@ -48,7 +48,9 @@ class SessionInfo:
     records: how many records it holds.
     turns: how many turns it started.
     last_end: the kind of its last `turn/end` (`completed`, `aborted`, ...), None if no turn
-        ended.
+        ended (or the session is damaged).
+    damage: None, or why the session cannot be read: the message of the CorruptSessionError
+        that `load` raises for it. `records` and `turns` then count the stored rows.
     """
 
     id: str
@@ -56,6 +58,7 @@ class SessionInfo:
     records: int
     turns: int
     last_end: str | None  # the kind of the last turn/end, or None if no turn ended
+    damage: str | None = None
 
 
 def new_header(meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -219,7 +222,8 @@ class SessionStore(abc.ABC):
 
     @abc.abstractmethod
     async def list_sessions(self) -> list[SessionInfo]:
-        """Every stored session, oldest first. The contract: always checkpoint."""
+        """Every stored session, oldest first. The contract: always checkpoint, and list a
+        damaged session with its `damage` rather than raise (rule L12)."""
 
     @abc.abstractmethod
     def _attach(self, session: Session) -> None:

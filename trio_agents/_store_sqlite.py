@@ -6,6 +6,15 @@ disk: a batch is committed when a turn starts, a step ends or a turn ends, when 
 flushes, or when the queue grows past a cap. Each batch is one transaction, so a crash never
 leaves a torn record; it can leave the last turn open, which `restore` repairs.
 
+Under pressure: another process may hold the file's write lock (a long transaction in
+another client). SQLite's own wait is kept short, and the writer retries a busy batch with
+backoff for as long as the store runs; the records stay queued meanwhile, and a later batch
+includes those appended since. `flush` returns only once its records are committed, so its
+caller's deadline (an agent's `close_grace`) bounds the wait. Closing the store waits for the
+queue for `close_grace` seconds, then raises StoreLockedError naming what was not stored. A
+full disk, a read-only file or an I/O error is not retried: the writer fails with a
+StoreFileError that names the file and the cause.
+
 Durability: WAL with `synchronous=NORMAL` survives the process being killed at any point (a
 committed transaction is in the WAL file before `commit` returns); it may lose the last
 transactions on a power failure, which is the usual trade for an interactive tool.
@@ -13,13 +22,13 @@ transactions on a power failure, which is the usual trade for an interactive too
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
+import logging
+import math
 import os
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -28,26 +37,37 @@ import trio
 
 from ._errors import (
     AlreadyRunningError,
+    CorruptSessionError,
     NotAStoreError,
     ReadOnlyStoreError,
-    SessionLiveElsewhereError,
     StoreBrokenError,
     StoreClosedError,
+    StoreLockedError,
     StoreNotFoundError,
     UnknownStoreVersionError,
 )
 from ._nursery import service_nursery
+from ._record_shape import shape_problem
 from ._records import STEP_END, TURN_END, TURN_START, Record
 from ._repair import validate
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
+from ._store_claims import claim, release
+from ._store_errors import file_error, is_file_error, on_read_only_fs
 
 __all__ = ["SqliteStore", "default_store_path"]
 
 FORMAT_VERSION: Final = 1
 COMMIT_TRIGGERS: Final = frozenset({TURN_START, STEP_END, TURN_END})
 MAX_BATCH: Final = 256
-BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock
+BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at open
+# SQLite's own wait for the lock once open, per attempt, in the worker thread: short, so the
+# retries (and their backoff) happen in trio, where a closing store can stop them.
+ATTEMPT_TIMEOUT_MS: Final = 50
+RETRY_FIRST: Final = 0.01  # seconds before the first retry of a busy write; then doubled
+RETRY_MAX: Final = 0.2  # so a released lock is taken within about a quarter second
+
+logger = logging.getLogger(__name__)
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -93,17 +113,27 @@ class SqliteStore(SessionStore):
 
     path: the SQLite file.
     readonly: whether the store was opened for reading only.
+    close_grace: seconds leaving `running()` waits for queued records to be committed (the
+        write lock may be held by another process) before it gives up on them.
 
     Two processes may share the file: a session live in one cannot be entered or restored
     in the other (DuplicateSessionError).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, readonly: bool = False, close_grace: float = 5.0
+    ) -> None:
         """`readonly=True` opens an existing store for reading only (nothing is created,
-        initialised or written); sessions cannot be entered."""
+        initialised or written); sessions cannot be entered. `close_grace` must be a
+        positive finite number (ValueError)."""
         super().__init__()
+        if not (close_grace > 0 and math.isfinite(close_grace)):
+            raise ValueError(
+                f"close_grace must be a positive finite number of seconds, got {close_grace!r}"
+            )
         self.path = Path(path)
         self.readonly = readonly
+        self.close_grace = close_grace
         self._conn: sqlite3.Connection | None = None
         self._lock = trio.Lock()
         self._pending: list[tuple[Session, int, Record]] = []
@@ -113,25 +143,41 @@ class SqliteStore(SessionStore):
         self._progress = trio.lowlevel.ParkingLot()
         self._flush_wanted = False
         self._writer_error: BaseException | None = None
+        self._busy: StoreLockedError | None = None  # the last busy attempt, while retrying
+        self._busy_retries = 0  # write attempts that found the lock held, since the start
         self._claims: dict[str, int] = {}  # session id -> locked descriptor
 
     def __repr__(self) -> str:
         return f"<SqliteStore {str(self.path)!r}>"
+
+    @staticmethod
+    async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+        # Every call into SQLite goes through this, off the event loop. A test double may
+        # run them inline instead, so that an autojump clock moves only while the writer
+        # sleeps.
+        return await trio.to_thread.run_sync(fn, *args)
 
     # -- running ------------------------------------------------------------------------
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None, None]:
         """Open the file (creating and initialising it unless read-only) and run the writer
-        for the block. Leaving commits every queued record, shielded, then closes the file.
+        for the block. Leaving commits every queued record, shielded and bounded by
+        `close_grace`, then closes the file.
 
         Entering and leaving are checkpoints. Raises TrioAgentsError if the store is already
-        running, if the file is not a trio-agents session store of this format, or if a
-        read-only store has no file; a failure of the writer propagates out of the block.
+        running, if the file is not a trio-agents session store of this format, if a
+        read-only store has no file, or if the file cannot be opened (StoreFileError naming
+        the cause; StoreLockedError if another process held its write lock for
+        BUSY_TIMEOUT). A failure of the writer (StoreFileError: a full disk, a read-only
+        file) does not cancel the block: `flush` raises StoreBrokenError from then on, and
+        leaving raises the writer's error. Leaving raises StoreLockedError when records could
+        not be committed within `close_grace` because the lock stayed held.
         """
         if self._conn is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
-        self._conn = await trio.to_thread.run_sync(self._connect)
+        opened: sqlite3.Connection = await self._in_thread(self._connect)
+        self._conn = opened
         try:
             async with service_nursery() as nursery:
                 if not self.readonly:
@@ -142,39 +188,67 @@ class SqliteStore(SessionStore):
                     with trio.CancelScope(shield=True):
                         await self._drain()
                     nursery.cancel_scope.cancel(reason="store closing")
+            # Reached only when nothing raised. The writer has stopped, so what is still
+            # queued now is exactly what was not committed.
+            if self._writer_error is not None:
+                raise self._writer_error
+            if self._pending:
+                raise self._not_stored()
         finally:
-            conn, self._conn = self._conn, None
+            self._conn = None
+            self._progress.unpark_all()  # a flush still waiting sees the store closed
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(conn.close)
+                await self._in_thread(opened.close)
+
+    def _not_stored(self) -> StoreLockedError:
+        ids = sorted({session.id for session, _, _ in self._pending})
+        shown = ", ".join(repr(sid) for sid in ids[:5]) + (", ..." if len(ids) > 5 else "")
+        cause = f" ({self._busy})" if self._busy is not None else ""
+        return StoreLockedError(
+            f"{len(self._pending)} records of {len(ids)} session(s) ({shown}) were not stored "
+            f"in {self.path}: they could not be committed within close_grace="
+            f"{self.close_grace}s{cause}; close the process holding the lock, or give a "
+            "longer close_grace"
+        )
 
     def _connect(self) -> sqlite3.Connection:
-        if self.readonly:
-            if not self.path.exists():
-                raise StoreNotFoundError(
-                    f"no session store at {self.path}; open it without readonly=True to create it"
-                )
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-            try:
-                self._check_format(conn, allow_empty=False)
-            except BaseException:
-                conn.close()
+        try:
+            return self._open_read_only() if self.readonly else self._open_writable()
+        except (OSError, sqlite3.Error) as exc:
+            if not is_file_error(exc):
                 raise
-            return conn
+            raise file_error(self.path, exc, "open") from exc
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            raise StoreNotFoundError(
+                f"no session store at {self.path}; open it without readonly=True to create it"
+            )
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        if on_read_only_fs(self.path):
+            # WAL needs its shared-memory file next to the database, which cannot be made
+            # on a read-only mount; nothing can write there, so reading it as is is safe.
+            uri += "&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        try:
+            conn.text_factory = _text
+            self._check_format(conn, allow_empty=False)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_writable(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
         )
         try:
+            conn.text_factory = _text
             # Check and initialise in one write transaction: two processes opening a new
-            # file at once must not see each other's half-made schema.
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as exc:
-                # Writing reads the header first: this is where a non-SQLite file shows.
-                if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
-                    raise
-                raise self._not_sqlite(exc) from exc
+            # file at once must not see each other's half-made schema. Writing reads the
+            # header first: this is where a non-SQLite file shows.
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 self._check_format(conn, allow_empty=True)
                 for statement in SCHEMA.split(";"):
@@ -183,10 +257,11 @@ class SqliteStore(SessionStore):
                 conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
             _when_unlocked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={ATTEMPT_TIMEOUT_MS}")
         except BaseException:
             conn.close()
             raise
@@ -195,11 +270,8 @@ class SqliteStore(SessionStore):
     def _check_format(self, conn: sqlite3.Connection, *, allow_empty: bool) -> None:
         """Refuse a file that is not a trio-agents store (or is of another version), rather
         than adding our tables to someone else's database."""
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        except sqlite3.DatabaseError as exc:
-            raise self._not_sqlite(exc) from exc
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         if version == FORMAT_VERSION and {"sessions", "records"} <= tables:
             return
         if version == 0 and not tables and allow_empty:
@@ -215,9 +287,6 @@ class SqliteStore(SessionStore):
             f"tables {sorted(tables)}); use another path"
         )
 
-    def _not_sqlite(self, exc: sqlite3.DatabaseError) -> NotAStoreError:
-        return NotAStoreError(f"{self.path} is not an SQLite database ({exc}); use another path")
-
     def _check_running(self) -> None:
         if self._conn is None:
             raise StoreClosedError(
@@ -228,13 +297,21 @@ class SqliteStore(SessionStore):
                 f"{self!r} is read-only; open it without readonly=True to write"
             )
 
-    async def _db(self, fn: Any, *args: Any) -> Any:
+    async def _db(self, fn: Any, *args: Any, doing: str = "read") -> Any:
+        """`fn(*args)` in a worker thread, one at a time; an SQLite or OS error about the
+        file comes out as the library error that names the file and the cause of failing
+        to `doing` it."""
         if self._conn is None:
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
         async with self._lock:
-            return await trio.to_thread.run_sync(fn, *args)
+            try:
+                return await self._in_thread(fn, *args)
+            except (OSError, sqlite3.Error) as exc:
+                if not is_file_error(exc):
+                    raise
+                raise file_error(self.path, exc, doing) from exc
 
     # -- the write path -----------------------------------------------------------------
 
@@ -247,28 +324,14 @@ class SqliteStore(SessionStore):
 
     def _claim(self, session_id: str) -> None:
         """An exclusive `flock` on a file per session next to the store, held while the
-        session is live here. The kernel drops it when the process dies, so a crash never
-        leaves a session claimed."""
-        if session_id in self._claims:
-            return
-        directory = Path(f"{self.path}.live")
-        directory.mkdir(mode=0o700, exist_ok=True)
-        name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-        fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise SessionLiveElsewhereError(
-                f"session {session_id!r} is live in another process using {self.path}; "
-                "close it there first"
-            ) from None
-        self._claims[session_id] = fd
+        session is live here, and removed when it is released (see `_store_claims`)."""
+        if session_id not in self._claims:
+            self._claims[session_id] = claim(self.path, session_id)
 
     def _release(self, session_id: str) -> None:
         fd = self._claims.pop(session_id, None)
         if fd is not None:
-            os.close(fd)  # closing the descriptor drops the lock
+            release(self.path, session_id, fd)
 
     def _detached(self, session: Session) -> None:
         # Records still queued (a flush that timed out) need their header row and their
@@ -284,15 +347,16 @@ class SqliteStore(SessionStore):
 
     async def flush(self, session: Session) -> None:
         """Have the writer commit now, and return once every record appended to `session`
-        so far is committed. Always a checkpoint. While records remain to commit, raises
-        TrioAgentsError if the writer has failed (chained to its error), or if the store is
-        not running or is read-only."""
+        so far is committed. Always a checkpoint. While another process holds the write
+        lock it keeps waiting (the writer retries): bound it with a deadline. While records
+        remain to commit, raises TrioAgentsError if the writer has failed (StoreBrokenError
+        chained to its error, whose message it repeats), or if the store is not running or
+        is read-only."""
         target = len(session)
         while self._committed.get(session.id, target) < target:
             if self._writer_error is not None:
                 raise StoreBrokenError(
-                    f"{self!r} cannot write: its writer failed (the cause says why); "
-                    "close the runtime and check the file"
+                    f"the store cannot write any more: {self._writer_error}"
                 ) from self._writer_error
             self._check_running()
             self._flush_wanted = True
@@ -301,29 +365,45 @@ class SqliteStore(SessionStore):
         await trio.lowlevel.checkpoint()
 
     async def _drain(self) -> None:
-        while self._pending and self._writer_error is None:
-            self._flush_wanted = True
-            self._wake.set()
-            await self._progress.park()
+        with trio.move_on_after(self.close_grace):
+            while self._pending and self._writer_error is None:
+                self._flush_wanted = True
+                self._wake.set()
+                await self._progress.park()
 
     async def _writer(self) -> None:
+        delay = RETRY_FIRST
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            if not self._pending:
-                continue
-            batch, self._pending = self._pending, []
-            self._flush_wanted = False
-            headers = {s.id: self._headers.pop(s.id) for s, _, _ in batch if s.id in self._headers}
-            try:
-                await self._db(self._write_batch, headers, batch)
-            except Exception as exc:
-                self._writer_error = exc
+            while self._pending:
+                # Records stay queued until their batch commits: one the lock refused is
+                # tried again, with every record appended meanwhile.
+                batch = list(self._pending)
+                headers = {s.id: self._headers[s.id] for s, _, _ in batch if s.id in self._headers}
+                self._flush_wanted = False
+                try:
+                    await self._db(self._write_batch, headers, batch, doing="write")
+                except StoreLockedError as exc:
+                    self._busy = exc
+                    self._busy_retries += 1
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX)
+                    continue
+                except Exception as exc:
+                    # Not raised here, where it would cancel whatever the store's owner is
+                    # doing: every flush reports it, and so does leaving `running()`.
+                    self._writer_error = exc
+                    self._progress.unpark_all()
+                    return
+                self._busy, delay = None, RETRY_FIRST
+                del self._pending[: len(batch)]
+                for sid in headers:
+                    self._headers.pop(sid, None)
+                for session, seq, _ in batch:
+                    self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
                 self._progress.unpark_all()
-                raise
-            for session, seq, _ in batch:
-                self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
-            self._progress.unpark_all()
+                break
 
     def _write_batch(
         self,
@@ -345,7 +425,7 @@ class SqliteStore(SessionStore):
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     # -- reads --------------------------------------------------------------------------
@@ -363,40 +443,120 @@ class SqliteStore(SessionStore):
         rows = self._conn.execute(
             "SELECT seq, type, data FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
+        header = _decode(session_id, None, row[0])
+        problem = None if isinstance(header, dict) else "it is not an object"
+        if problem is not None:
+            raise _corrupt(session_id, None, problem)
         validate(session_id, [seq for seq, _, _ in rows])
-        records = tuple(Record.of(kind, json.loads(data)) for _, kind, data in rows)
-        return StoredSession(session_id, json.loads(row[0]), records)
+        records: list[Record] = []
+        for seq, kind, text in rows:
+            if not isinstance(kind, str):
+                raise _corrupt(session_id, seq, f"its type is {kind!r}, not text")
+            data = _decode(session_id, seq, text, f"a {kind!r} record: ")
+            problem = shape_problem(kind, data)
+            if problem is not None:
+                raise _corrupt(session_id, seq, f"a {kind!r} record: {problem}")
+            records.append(Record.of(kind, data))
+        return StoredSession(session_id, header, tuple(records))  # pyright: ignore[reportUnknownArgumentType]
 
     async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
-        await self._db(self._append_sync, stored, records)
+        # A repair is asked for by someone resuming, who waits: retry a busy lock as opening
+        # the file does, for BUSY_TIMEOUT.
+        deadline = trio.current_time() + BUSY_TIMEOUT
+        delay = RETRY_FIRST
+        while True:
+            try:
+                await self._db(self._append_sync, stored, records, doing="write")
+                return
+            except StoreLockedError:
+                self._busy_retries += 1
+                if trio.current_time() + delay > deadline:
+                    raise
+                await trio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
 
     def _append_sync(self, stored: StoredSession, records: Sequence[Record]) -> None:
         assert self._conn is not None
+        conn = self._conn
         start = len(stored.records)
-        with self._conn:
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany(
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
                 "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
                 [
                     (stored.id, start + i, rec.type, json.dumps(rec.to_json()["data"]))
                     for i, rec in enumerate(records)
                 ],
             )
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every stored session, oldest first (by creation time, then id), read in a worker
-        thread. Always a checkpoint. Raises TrioAgentsError unless the store is running,
-        CorruptSessionError if a session's records are damaged."""
+        thread. Always a checkpoint. A damaged session is listed too, with `damage` saying
+        what is wrong (what `load` would raise as CorruptSessionError). Raises
+        TrioAgentsError unless the store is running."""
         return await self._db(self._list_sync)  # type: ignore[no-any-return]
 
     def _list_sync(self) -> list[SessionInfo]:
         assert self._conn is not None
         infos: list[SessionInfo] = []
         rows = self._conn.execute(
-            "SELECT id, header FROM sessions ORDER BY created_at, id"
+            "SELECT id, created_at FROM sessions ORDER BY created_at, id"
         ).fetchall()
-        for sid, header in rows:
-            stored = self._read_sync(sid)
+        for sid, created_at in rows:
+            try:
+                stored = self._read_sync(sid)
+            except CorruptSessionError as exc:
+                count, turns = self._conn.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(type = ?), 0) FROM records WHERE session_id = ?",
+                    (TURN_START, sid),
+                ).fetchone()
+                infos.append(SessionInfo(sid, float(created_at), count, turns, None, str(exc)))
+                continue
             assert stored is not None
-            infos.append(summarize(sid, json.loads(header), stored.records))
+            infos.append(summarize(sid, stored.header, stored.records))
         return infos
+
+
+def _text(raw: bytes) -> str | bytes:
+    """Text columns as str, or as the bytes themselves when they are not UTF-8 (damage that
+    decoding the record then reports, rather than the whole query failing)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def _decode(session_id: str, seq: int | None, text: object, what: str = "") -> Any:
+    try:
+        if isinstance(text, bytes):
+            raise ValueError("it is not UTF-8 text")
+        if not isinstance(text, str):
+            raise ValueError(f"it is stored as {type(text).__name__}")
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise _corrupt(session_id, seq, f"{what}it is not valid JSON ({exc})") from exc
+
+
+def _corrupt(session_id: str, seq: int | None, problem: str) -> CorruptSessionError:
+    what = "its header" if seq is None else f"record {seq}"
+    return CorruptSessionError(
+        f"session {session_id!r} is damaged: {what} cannot be read: {problem}; restore the "
+        "store file from a backup, or remove the session",
+        session_id=session_id,
+        seq=seq,
+    )
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if there still is one: SQLite ends a transaction by
+    itself on some errors (a full disk), and a ROLLBACK then would raise "no transaction is
+    active" in place of the error that says what happened."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            logger.exception("rolling back a failed transaction on %s failed", conn)

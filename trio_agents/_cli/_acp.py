@@ -1,7 +1,10 @@
 """`trio-agents acp`: serve the Agent Client Protocol on this process's stdin and stdout.
 
 Stdout carries protocol frames only; logs go to stderr. End of stdin closes every session's
-agent (the store keeps the sessions) and the process exits 0.
+agent (the store keeps the sessions) and the process exits 0. A store that cannot be opened
+(a path through a file, a read-only file, not a store) is one line on stderr and exit 2,
+before any frame is read; a store that fails while serving (a full disk) is one line and
+exit 1.
 """
 
 from __future__ import annotations
@@ -10,13 +13,16 @@ import argparse
 import logging
 import sys
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from .._dumpable import make_non_dumpable
+from .._errors import StoreBrokenError, StoreFileError, StoreLockedError, TrioAgentsError
 from .._options import AgentOptions
 from .._shell import ShellExecutor
+from .._store_sqlite import SqliteStore, default_store_path
 from ..acp import serve_stdio
 from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
 from ._model_choice import MODELS
@@ -48,8 +54,34 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
+    path: Path = args.store if args.store is not None else default_store_path()
+    try:
+        trio.run(_open_store, path)
+    except TrioAgentsError as exc:
+        print(f"trio-agents acp: --store: {exc}", file=sys.stderr)
+        return 2
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
     shell = ShellExecutor(pass_env=args.pass_env)
-    trio.run(partial(serve_stdio, args.store, factory, options, shell=shell))
-    return 0
+    code = 0
+    try:
+        trio.run(partial(serve_stdio, path, factory, options, shell=shell))
+    except* (StoreFileError, StoreLockedError, StoreBrokenError) as group:
+        print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
+        code = 1
+    return code
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup):
+        inner: BaseExceptionGroup[BaseException] = found  # pyright: ignore[reportUnknownVariableType]
+        found = inner.exceptions[0]
+    return found
+
+
+async def _open_store(path: Path) -> None:
+    """Open (creating if needed) and close the store, so a path that cannot be one is a
+    usage error before the client is told anything."""
+    async with SqliteStore(path).running():
+        pass

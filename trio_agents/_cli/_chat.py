@@ -264,18 +264,19 @@ class Chat:
     async def run(self) -> int:
         """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
         the prompt (130), close the agent (the store keeps the session). A session that
-        cannot be opened is 2 (an unknown id) or 1 (a store that cannot be opened, a
-        session live in another process); a model endpoint that is not configured is 2; a
-        turn the store could not commit ends the chat with 1."""
+        cannot be opened is 2 (an unknown id, a store that cannot be opened) or 1 (a session
+        live in another process); a model endpoint that is not configured is 2; a turn the
+        store could not commit ends the chat with 1."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
                 shell = ShellExecutor(pass_env=self._config.pass_env)
                 rt = await stack.enter_async_context(open_runtime(self._config.store, shell=shell))
             except (TrioAgentsError, OSError, sqlite3.Error) as exc:
-                # Not a store, a store of another version, a directory that cannot be made.
-                self._terminal.error(f"trio-agents chat: {exc}")
-                return 1
+                # Not a store, a store of another version, a path that cannot be one: the
+                # store's error names the file and the cause.
+                self._terminal.error(f"trio-agents chat: --store: {exc}")
+                return EXIT_USAGE
             opened: tuple[AgentHandle, bool] | int | None = None
             with self._scope:  # a Ctrl-C while starting (even before this) cancels it
                 bash = BashTools()

@@ -5,12 +5,19 @@ stored. Both only read: `show` uses `SessionStore.load`, not `restore`, so looki
 session a crash left open does not append the closers that resuming it would. A store path
 that does not exist is an error, not an empty store: opening it would create the file, and
 a mistyped `--store` should not quietly leave a new database behind.
+
+`list` lists a damaged session too, marked `damaged` (with why on stderr), and exits 1 when
+there is one. Output is written with lone surrogates (which JSON and ACP accept) escaped as
+`\\udXXX`, so `--json` lines stay valid JSON. A reader that closes the pipe early (`| head`)
+ends the command quietly with status 141, as a process killed by SIGPIPE reports in a shell.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,12 +29,15 @@ import trio
 
 from .._errors import SessionNotFoundError, TrioAgentsError
 from .._store import SessionInfo, StoredSession
+from .._store_errors import non_directory_ancestor
 from .._store_sqlite import SqliteStore, default_store_path
 from ._args import add_store
 
 __all__ = ["add_parser", "format_info", "format_record", "run"]
 
 T = TypeVar("T")
+
+EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE
 
 
 def add_parser(commands: Any) -> None:
@@ -49,36 +59,49 @@ def run(args: argparse.Namespace) -> int:
     """Run `sessions list` or `sessions show`; the exit code."""
     out, err = sys.stdout, sys.stderr
     path: Path = args.store if args.store is not None else default_store_path()
+    blocker = non_directory_ancestor(path)
+    if blocker is not None:
+        print(f"trio-agents sessions: --store {path}: {blocker} is not a directory", file=err)
+        return 2
     if not path.exists():
         print(f"trio-agents sessions: no store at {path}", file=err)
         return 1
     if not path.is_file():
-        print(f"trio-agents sessions: {path} is not a file", file=err)
-        return 1
+        print(f"trio-agents sessions: --store {path} is not a file", file=err)
+        return 2
     try:
         if args.action == "list":
             infos: list[SessionInfo] = trio.run(_list, path)
-            _print_list(infos, path, out, err)
-            return 0
+            return _print_list(infos, path, out, err)
         sid: str = args.session_id
         try:
             stored: StoredSession = trio.run(_load, path, sid)
         except SessionNotFoundError:
-            print(f"trio-agents sessions: no session {sid!r} in {path}", file=err)
+            print(f"trio-agents sessions: no session {_printable(repr(sid))} in {path}", file=err)
             return 1
         for seq, record in enumerate(stored.records):
-            print(format_record(seq, record.type, record.to_json()["data"], args.json), file=out)
+            line = format_record(seq, record.type, record.to_json()["data"], args.json)
+            print(_printable(line), file=out)
+        out.flush()  # here, where a closed pipe can still be answered
         return 0
+    except BrokenPipeError:
+        # The reader has gone: nothing more can be shown, and nothing is wrong with the
+        # store. Point stdout at /dev/null so the interpreter's last flush is quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+        return EXIT_PIPE_CLOSED
     except (TrioAgentsError, sqlite3.Error) as exc:
         # Not a store, another format version, or corrupt records: say which file.
-        print(f"trio-agents sessions: cannot read {path}: {exc}", file=err)
+        print(_printable(f"trio-agents sessions: cannot read {path}: {exc}"), file=err)
         return 1
 
 
 def format_info(info: SessionInfo) -> tuple[str, str, str, str, str]:
     """The columns of one `list` line."""
     created = datetime.fromtimestamp(info.created_at, tz=UTC).isoformat(timespec="seconds")
-    return info.id, created, str(info.records), str(info.turns), info.last_end or "-"
+    last = "damaged" if info.damage is not None else info.last_end or "-"
+    return info.id, created, str(info.records), str(info.turns), last
 
 
 def format_record(seq: int, type: str, data: Any, as_json: bool = False) -> str:
@@ -88,17 +111,28 @@ def format_record(seq: int, type: str, data: Any, as_json: bool = False) -> str:
     return f"{seq}  {type}  {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}"
 
 
-def _print_list(infos: Sequence[SessionInfo], path: Path, out: TextIO, err: TextIO) -> None:
+def _print_list(infos: Sequence[SessionInfo], path: Path, out: TextIO, err: TextIO) -> int:
     if not infos:
         # On stderr, so that a script reading stdout sees no sessions, not a message.
         print(f"trio-agents sessions: no sessions in {path}", file=err)
-        return
+        return 0
     header = ("SESSION", "CREATED (UTC)", "RECORDS", "TURNS", "LAST END")
     rows = [header, *(format_info(info) for info in infos)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]), file=out)
+        print(_printable("  ".join([*cells, row[-1]])), file=out)
+    out.flush()
+    damaged = [info for info in infos if info.damage is not None]
+    for info in damaged:
+        print(_printable(f"trio-agents sessions: {info.damage}"), file=err)
+    return 1 if damaged else 0
+
+
+def _printable(text: str) -> str:
+    """`text` with lone surrogates as `\\udXXX` escapes: they cannot be encoded to UTF-8,
+    and in a JSON line the escape reads back as the same string."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 async def _list(path: Path) -> list[SessionInfo]:

@@ -33,6 +33,7 @@ import trio
 from .._batches import write_in_batches
 from .._errors import (
     AgentClosedError,
+    CorruptSessionError,
     DuplicateSessionError,
     SessionNotFoundError,
     TrioAgentsError,
@@ -176,8 +177,13 @@ class AcpServer:
     async def _close_session(self, session: _Session) -> None:
         try:
             await session.handle.aclose()
-        except Exception:
-            logger.exception("closing ACP session %s failed", session.id)
+        except Exception as exc:
+            if _refusal(exc):
+                # The library said what went wrong (a store that cannot write), in words:
+                # a traceback would bury the sentence.
+                logger.error("closing ACP session %s failed: %s", session.id, describe(exc))
+            else:
+                logger.exception("closing ACP session %s failed", session.id)
         finally:
             session.stop_observing()
 
@@ -340,6 +346,9 @@ class AcpServer:
                 stored = await self._runtime.sessions.load(sid)
             except SessionNotFoundError:
                 raise rpc.JsonRpcError.invalid_params(f"no session {sid} is stored") from None
+            except CorruptSessionError as exc:
+                # The client named a session the store cannot read: its data, not our bug.
+                raise rpc.JsonRpcError.invalid_params(str(exc)) from None
             persisted = stored.header.get("cwd")
             if isinstance(persisted, str) and persisted != cwd:
                 raise rpc.JsonRpcError.invalid_params(
@@ -487,3 +496,11 @@ def _size(frame: _Outgoing) -> int:
 
 def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
     return rpc.encode_notification("session/update", {"sessionId": session_id, "update": update})
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether `exc` is the library's own refusal (every leaf of a group a TrioAgentsError)."""
+    if isinstance(exc, ExceptionGroup):
+        group: ExceptionGroup[Exception] = exc  # pyright: ignore[reportUnknownVariableType]
+        return group.split(TrioAgentsError)[1] is None
+    return isinstance(exc, TrioAgentsError)
