@@ -337,6 +337,11 @@ class Agent:
                 if prompt is not None:
                     await self._run_turn(prompt)
                     continue
+                if not self._committed():
+                    # IDLE promises that every finished turn is durable (rule L7); a
+                    # prompt sent meanwhile is taken first.
+                    await self._commit("the finished turns")
+                    continue
                 self._settle()
                 # A status listener may have sent during the settle: only park if still idle.
                 if self._status is AgentStatus.IDLE:
@@ -442,6 +447,9 @@ class Agent:
                         )
                         unanswered[index] = call
                     dispatched = True
+                    # Write-ahead (rule L7): a tool's side effect may outlive this process,
+                    # so its call is durable before it starts, one commit for the step.
+                    await self._commit(f"the tool calls of turn {turn.number} step {step}")
                     # A listener or observer may have cancelled the turn since the stream's
                     # last checkpoint: then no tool may start (they get interrupted results).
                     await trio.lowlevel.checkpoint_if_cancelled()
@@ -585,6 +593,25 @@ class Agent:
         if self._status is not status:
             self._status = status
             self._emit(StatusChanged(self.id, status))
+
+    def _committed(self) -> bool:
+        committer = self._session.committer
+        return committer is None or committer.committed()
+
+    async def _commit(self, what: str) -> None:
+        """Wait until every record so far is durable in the session's store (nothing to
+        wait for in none). A store that cannot make them durable stops the loop: what
+        follows (a tool's side effect, an idle agent) must not look durable when it is not."""
+        committer = self._session.committer
+        if committer is None or committer.committed():
+            return
+        try:
+            await committer.commit()
+        except Exception as exc:
+            raise PersistenceError(
+                f"session {self.id!r}: {what} could not be committed to the store "
+                "(the cause says why); close the runtime and check the store"
+            ) from exc
 
     def _append(self, type: str, data: Mapping[str, object]) -> Record:
         return self._session.append(type, data)

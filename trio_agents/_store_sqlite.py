@@ -282,6 +282,9 @@ class SqliteStore(SessionStore):
         if record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH:
             self._wake.set()
 
+    def _committed_all(self, session: Session) -> bool:
+        return self._committed.get(session.id, len(session)) >= len(session)
+
     async def flush(self, session: Session) -> None:
         """Have the writer commit now, and return once every record appended to `session`
         so far is committed. Always a checkpoint. While records remain to commit, raises
