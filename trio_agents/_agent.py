@@ -37,9 +37,12 @@ from ._inbox import Inbox, InboxMessage, MessageKind
 from ._model import Finish, Message, Model, ModelRequest, ToolCall, ToolSpec
 from ._nursery import runs_inside
 from ._options import AgentOptions
+from ._repair import pending_prompts
 from ._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
+    PROMPT_DROPPED,
+    PROMPT_QUEUED,
     STEERING_MESSAGE,
     STEP_END,
     STEP_START,
@@ -103,6 +106,7 @@ class Agent:
         "_message_ids",
         "_model",
         "_options",
+        "_parked",
         "_session",
         "_settled",
         "_status",
@@ -135,9 +139,15 @@ class Agent:
         self._options = options if options is not None else AgentOptions()
         self._events = events if events is not None else EventBus()
         self._inbox = Inbox()
+        # Prompts a crash left queued (rule L8) wait, parked, until the agent is woken: a
+        # resumed agent does not start work nobody asked this process for.
+        for mid, content in pending_prompts(session.records):
+            self._inbox.push(InboxMessage(mid, content, "prompt", durable=True))
+        self._parked = self._inbox.has_prompts
         # Invariants of the agent's state, kept by every method:
-        # - status is RUNNING while a turn runs or a prompt is queued, IDLE otherwise, and
-        #   CLOSED from `_begin_close` on (CLOSED is final);
+        # - status is RUNNING while a turn runs or a prompt is queued (unless `_parked`: the
+        #   prompts restored on resume, until woken), IDLE otherwise, and CLOSED from
+        #   `_begin_close` on (CLOSED is final);
         # - `_turn` is the running turn, None between turns;
         # - `_closing` goes True once and never back; from then on nothing is accepted;
         # - `_loop_started` goes True once, when `run()` starts; `_exited` goes True once,
@@ -183,8 +193,25 @@ class Agent:
 
     @property
     def pending(self) -> tuple[tuple[MessageId, MessageKind], ...]:
-        """Accepted messages not yet delivered, as (id, kind), in delivery order."""
+        """Accepted messages not yet delivered, as (id, kind), in delivery order; on a
+        resumed agent, first the prompts restored parked (see `wake`)."""
         return tuple((MessageId(m.id), m.kind) for m in self._inbox)
+
+    @property
+    def parked(self) -> bool:
+        """Whether prompts restored on resume (queued but never started when the session
+        was last live) are waiting for `wake`, a `send` or a `steer`. Never blocks."""
+        return self._parked
+
+    def wake(self) -> bool:
+        """Run the prompts restored parked on resume, in their order: the status is RUNNING
+        before this returns. Returns False, doing nothing, if none are parked (or the agent
+        is closing). `send` and `steer` wake the agent too, their prompt queued after the
+        restored ones; `cancel` drops them instead. Never blocks."""
+        if not self._parked or self._closing:
+            return False
+        self._wake_driver()
+        return True
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} {self._status.value}>"
@@ -203,6 +230,11 @@ class Agent:
         message = self._accept("send", content, "prompt")
         self._wake_driver()
         return MessageId(message.id)
+
+    def _queued_behind(self) -> bool:
+        """Whether a prompt accepted now waits behind other work rather than starting at
+        once: then it gets its own `prompt/queued` record (rule L8)."""
+        return self._status is AgentStatus.RUNNING or self._inbox.has_prompts
 
     def steer(self, content: str) -> MessageId:
         """Deliver `content` before the next model call of the running turn.
@@ -286,7 +318,9 @@ class Agent:
         finally:
             self._cancelling = False
         # Only the work there was when cancel() was called: a listener's send comes after.
-        self._inbox.discard_work(only=work)
+        self._record_dropped(self._inbox.discard_work(only=work), "cancelled")
+        if not self._inbox.has_prompts:
+            self._parked = False
         if turn is not None and live:
             turn.cancel(reason, cause)
         return True
@@ -333,7 +367,7 @@ class Agent:
                 # An outer cancellation that a model or tool swallowed must still stop us
                 # before the next prompt is taken.
                 await trio.lowlevel.checkpoint_if_cancelled()
-                prompt = self._inbox.pop_prompt()
+                prompt = None if self._parked else self._inbox.pop_prompt()
                 if prompt is not None:
                     await self._run_turn(prompt)
                     continue
@@ -525,7 +559,11 @@ class Agent:
         if self._closing and self._status is AgentStatus.CLOSED:
             return
         self._closing = True
-        self._inbox.discard_work()
+        dropped = self._inbox.discard_work()
+        # Parked prompts were never taken up by this agent (a send or steer would have woken
+        # it): they stay pending in the session, for the next resume (rule L8).
+        if not self._parked:
+            self._record_dropped(dropped, "closed")
         if self._turn is not None:
             self._turn.cancel(_CLOSED_CAUSE, _CLOSED_CAUSE)
         self._set_status(AgentStatus.CLOSED)
@@ -575,11 +613,22 @@ class Agent:
             )
         if not isinstance(content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"{verb}() takes a str, got {type(content).__name__}")
-        message = InboxMessage(f"m{next(self._message_ids)}", content, kind, system)
+        mid = f"m{next(self._message_ids)}"
+        durable = kind == "prompt" and self._queued_behind()
+        message = InboxMessage(mid, content, kind, system, durable)
+        if durable:
+            # Appended before it is queued: an observer that fails leaves nothing queued.
+            self._append(PROMPT_QUEUED, {"id": mid, "content": content})
         self._inbox.push(message)
         return message
 
+    def _record_dropped(self, dropped: Sequence[InboxMessage], reason: str) -> None:
+        ids = [m.id for m in dropped if m.durable]
+        if ids:
+            self._append(PROMPT_DROPPED, {"ids": ids, "reason": reason})
+
     def _wake_driver(self) -> None:
+        self._parked = False
         if self._status is AgentStatus.IDLE:
             self._set_status(AgentStatus.RUNNING)
             self._wake.ring()

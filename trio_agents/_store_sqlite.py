@@ -2,8 +2,9 @@
 
 Appends happen synchronously in the agent's task and only queue the record. One writer task
 commits queued records in batches, in a worker thread so the event loop never blocks on the
-disk: a batch is committed when a turn starts, a step ends or a turn ends, when someone
-flushes, or when the queue grows past a cap. Each batch is one transaction, so a crash never
+disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt is
+queued or dropped, when someone flushes (the agent does before its tools start and before
+it goes idle), or when the queue grows past a cap. Each batch is one transaction, so a crash never
 leaves a torn record; it can leave the last turn open, which `restore` repairs.
 
 Durability: WAL with `synchronous=NORMAL` survives the process being killed at any point (a
@@ -37,7 +38,7 @@ from ._errors import (
     UnknownStoreVersionError,
 )
 from ._nursery import service_nursery
-from ._records import STEP_END, TURN_END, TURN_START, Record
+from ._records import PROMPT_DROPPED, PROMPT_QUEUED, STEP_END, TURN_END, TURN_START, Record
 from ._repair import validate
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
@@ -45,7 +46,8 @@ from ._store import SessionInfo, SessionStore, StoredSession, summarize
 __all__ = ["SqliteStore", "default_store_path"]
 
 FORMAT_VERSION: Final = 1
-COMMIT_TRIGGERS: Final = frozenset({TURN_START, STEP_END, TURN_END})
+# A queued or dropped prompt may wait behind a long tool: its record must not wait with it.
+COMMIT_TRIGGERS: Final = frozenset({TURN_START, STEP_END, TURN_END, PROMPT_QUEUED, PROMPT_DROPPED})
 MAX_BATCH: Final = 256
 BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock
 

@@ -10,7 +10,7 @@ from typing import Literal, NewType
 import trio
 
 from ._model import Finish, ModelChunk, TextDelta, ToolCall
-from ._records import MESSAGE_RECORD_TYPES, TURN_START, thaw
+from ._records import MESSAGE_RECORD_TYPES, PROMPT_QUEUED, TURN_START, thaw
 from ._session import Session
 from ._tool import Tool, ToolContext, ToolResult
 from ._util import describe
@@ -137,7 +137,7 @@ def resume_counters(session: Session) -> tuple[int, int]:
     for record in session.records:
         if record.type == TURN_START:
             last_turn = max(last_turn, int(record.data["turn"]))
-        elif record.type in MESSAGE_RECORD_TYPES:
+        elif record.type in MESSAGE_RECORD_TYPES or record.type == PROMPT_QUEUED:
             mid = str(record.data.get("id", ""))
             if mid.startswith("m") and mid[1:].isdigit():
                 last_message = max(last_message, int(mid[1:]))
