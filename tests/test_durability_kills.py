@@ -8,6 +8,8 @@ processes (tests/support/kill_child.py) and reopening their SQLite files.
   answers it with an `interrupted` result the next model call sees.
 - A step ends: a session whose next model call blocks has its ended step's call answered.
 - `wait_idle` returns: the turn is on disk although the disk was slow when it ended.
+- `send` returns (rule L8): prompts queued behind a running tool reach the disk with the
+  commit `send` requested, nobody flushing; resume restores them parked, in order.
 
 The parent waits on the children's lines, never on time.
 """
@@ -15,6 +17,7 @@ The parent waits on the children's lines, never on time.
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -221,3 +224,54 @@ async def test_a_turn_is_on_disk_when_wait_idle_returns(tmp_path: Path) -> None:
     assert records[-1].type == "turn/end"
     assert dict(records[-1].data["reason"]) == {"kind": "completed"}
     assert history_problems(records, allow_open_turn=False) == []
+
+
+def queued_rows(db: Path) -> int:
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        query = "SELECT count(*) FROM records WHERE type = 'prompt/queued'"
+        return int(conn.execute(query).fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.subprocess
+async def test_prompts_queued_behind_a_running_tool_survive_a_kill_and_wait_parked(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "prompts.sqlite3"
+    child = await spawn("prompts", str(db), stderr=tmp_path / "err")
+    try:
+        assert await child.line() == "AT prompts prompts-t1-s1-c1"
+        assert await child.line() == "SENT"
+        # The commit `send` requested lands on its own; the child never flushes. Polled
+        # with a bound: the writer is a real thread on a loaded machine.
+        with trio.fail_after(LINE_LIMIT):
+            # No event exists for another process's commit.
+            while await trio.to_thread.run_sync(queued_rows, db) < 2:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    finally:
+        with trio.CancelScope(shield=True):
+            await child.kill()
+
+    async with open_runtime(db) as rt:
+        model = ScriptedModel()
+        handle = await rt.agents.resume("prompts", model=model)
+        agent = handle.agent
+        assert agent.pending == (("m2", "prompt"), ("m3", "prompt"))
+        assert agent.parked
+        assert agent.status.value == "idle"
+        await agent.wait_idle()
+        assert model.requests == []  # parked: nothing runs until the agent is woken
+        assert agent.wake()
+        await agent.wait_idle()
+        delivered = [
+            (str(r.data["id"]), str(r.data["content"]))
+            for r in agent.session.records
+            if r.type == "user/message"
+        ]
+        assert delivered == [("m1", "the turn under test"), ("m2", "second"), ("m3", "third")]
+        assert agent.send("fourth") == "m4"
+        await handle.aclose()

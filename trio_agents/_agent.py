@@ -37,7 +37,6 @@ from ._inbox import Inbox, InboxMessage, MessageKind
 from ._model import Finish, Message, Model, ModelRequest, ToolCall, ToolSpec
 from ._nursery import runs_inside
 from ._options import AgentOptions
-from ._repair import pending_prompts
 from ._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
@@ -59,6 +58,7 @@ from ._records import (
     errored,
     max_steps,
 )
+from ._repair import pending_prompts
 from ._session import Session
 from ._status import AgentStatus
 from ._tool import Tool, ToolContext

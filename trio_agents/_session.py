@@ -28,7 +28,8 @@ class Committer(Protocol):
         ...
 
     async def commit(self) -> None:
-        """Return once every record appended so far is durable; raise if they cannot be."""
+        """Return once every record appended so far is durable; raise if they cannot be.
+        Always a checkpoint (a store's `flush`)."""
         ...
 
 

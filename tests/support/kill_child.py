@@ -16,12 +16,10 @@ idle
     Hold the database's write lock from another connection for a moment (a slow disk), run
     one turn, `await wait_idle()`, print `IDLE`, then block the event loop until killed.
 
-close
-    The same with a turn held in the model, closed by `handle.aclose()`; prints `CLOSED`.
-
 prompts
     Start a turn whose tool blocks, `send()` two more prompts while it runs, print `SENT`,
-    then wait until killed (the parent watches the file for their records).
+    then wait until killed (the parent watches the file for their records: nothing in the
+    child flushes).
 
 Each line is flushed as it is printed: the parent waits on these lines, never on time. A
 child whose parent never kills it exits on its own after `ORPHAN_LIMIT` seconds.
@@ -284,14 +282,36 @@ async def idle_mode(path: Path) -> None:
         freeze()
 
 
+async def prompts_mode(path: Path) -> None:
+    reached = Reached()
+    async with open_runtime(path) as rt:
+        point = Point("prompts", 0, 0, ("async",))
+        handle = await rt.agents.create(
+            model=PointModel(point, reached),
+            tools=[MarkTool(path.with_suffix(".effects"), reached)],
+            session_id=point.session,
+        )
+        handle.agent.send("the turn under test")
+        await reached.wait(point.session, 1)
+        handle.agent.send("second")
+        handle.agent.send("third")
+        emit("SENT")
+        await trio.sleep(ORPHAN_LIMIT)
+
+
 def main(argv: list[str]) -> None:
     match argv:
         case ["points", path, effects, group]:
             trio.run(points_mode, Path(path), Path(effects), POINTS[int(group)])
         case ["idle", path]:
             trio.run(idle_mode, Path(path))
+        case ["prompts", path]:
+            trio.run(prompts_mode, Path(path))
         case _:
-            sys.exit("usage: python -m tests.support.kill_child points DB EFFECTS GROUP | idle DB")
+            sys.exit(
+                "usage: python -m tests.support.kill_child "
+                "points DB EFFECTS GROUP | idle DB | prompts DB"
+            )
 
 
 if __name__ == "__main__":
