@@ -137,12 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} cores\n")
     rows: list[tuple[str, str, str, str]] = []
 
-    def row(name: str, with_: list[float], without: list[float], target: float) -> None:
+    def row(name: str, with_: list[float], without: list[float], commits: int) -> None:
+        """Per turn: with vs without, their ratio, and the time added per commit the agent
+        waited for, against a target of 1 ms (a thread hop and an fsync-free SQLite commit)."""
         a, b = statistics.median(with_), statistics.median(without)
-        added = (a - b) * 1e3
-        verdict = f"{'met' if a <= target * b else 'MISSED'} (<= {target:g}x)"
-        rows.append((name, f"{a * 1e3:.2f} ms vs {b * 1e3:.2f} ms", f"{a / b:.2f}x", verdict))
-        rows.append(("", f"  +{added:.2f} ms", "", ""))
+        each = (a - b) * 1e3 / commits
+        verdict = f"{'met' if each <= 1.0 else 'MISSED'} (<= 1 ms per commit waited)"
+        rows.append((name, f"{a * 1e3:.2f} ms vs {b * 1e3:.2f} ms", f"{a / b:.2f}x", ""))
+        rows.append(("", f"  +{each:.2f} ms x {commits} commits", "", verdict))
 
     # One agent, instant model: the commit is the whole of the difference. A step with
     # tools waits for one commit before its tools start; the turn waits for one more
@@ -153,14 +155,22 @@ def main(argv: list[str] | None = None) -> int:
             lambda c=calls, s=steps: trio.run(turns, SqliteStore, c, s, count),
             lambda c=calls, s=steps: trio.run(turns, NoWaitStore, c, s, count),
         )
-        row(f"turn, {steps} step(s) x {calls} call(s)", with_, without, 3.0 + steps)
+        row(f"turn, {steps} step(s) x {calls} call(s)", with_, without, steps + 1)
     agents = 20 if args.quick else 100
     with_, without = interleaved(
         n,
         lambda: trio.run(burst, SqliteStore, agents, 2),
         lambda: trio.run(burst, NoWaitStore, agents, 2),
     )
-    row(f"{agents} agents at once, 2 calls each", with_, without, 2.0)
+    a, b = statistics.median(with_), statistics.median(without)
+    rows.append(
+        (
+            f"{agents} agents at once, 2 calls each",
+            f"{a * 1e3:.2f} ms vs {b * 1e3:.2f} ms",
+            f"{a / b:.2f}x",
+            f"{'met' if a <= 2 * b else 'MISSED'} (<= 2x: the agents share commits)",
+        )
+    )
 
     width = max(len(r[0]) for r in rows)
     value_width = max(len(r[1]) for r in rows)

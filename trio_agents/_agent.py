@@ -8,7 +8,9 @@ and a step abort stops at it, with no bookkeeping to tell them apart.
 
 Every record is appended synchronously, so the `finally` blocks that keep history balanced
 (an interrupted reply, a result for every started tool call, `step/end`, `turn/end`) run to
-completion even while the task is being cancelled.
+completion even while the task is being cancelled. The loop waits for its store twice: before
+a step's tools start, for their calls, and before it settles IDLE, for the finished turns
+(rule L7); everything else is written behind.
 """
 
 from __future__ import annotations
@@ -222,10 +224,12 @@ class Agent:
         """Queue a prompt. Each prompt is one turn, in the order sent.
 
         From IDLE the status is RUNNING before this returns, so `await wait_idle()` right
-        after waits for this prompt's turn. Never blocks.
+        after waits for this prompt's turn. A prompt that queues behind other work (a
+        running turn, queued or parked prompts) is recorded as `prompt/queued`, which the
+        store commits without waiting for the turn (rule L8). Never blocks.
 
         Raises AgentClosedError once the agent is closing or closed, TypeError if `content`
-        is not a str.
+        is not a str, PersistenceError if the session's store cannot take the record.
         """
         message = self._accept("send", content, "prompt")
         self._wake_driver()
@@ -289,8 +293,9 @@ class Agent:
 
         Returns False, doing and emitting nothing, when there is nothing to cancel: no live
         turn and nothing queued (a second cancel of a turn still unwinding is such a case).
-        Otherwise emits `CancelRequested`, clears the queue and the steering, cancels the
-        turn's scope, and returns True. Injected context is kept: it is information for the
+        Otherwise emits `CancelRequested`, clears the queue and the steering (recording
+        `prompt/dropped` for recorded prompts, rule L8), cancels the turn's scope, and
+        returns True. Injected context is kept: it is information for the
         next step, not work. The first cause given to a turn is the one it records.
 
         On a closed agent it returns False. Never blocks: the turn unwinds in the agent's loop
@@ -326,8 +331,10 @@ class Agent:
         return True
 
     async def wait_idle(self) -> None:
-        """Wait until the agent is IDLE with nothing queued; on a CLOSED agent, until its
-        loop has exited. Always a checkpoint. Never raises because a turn failed."""
+        """Wait until the agent is IDLE with nothing queued (parked prompts aside); on a
+        CLOSED agent, until its loop has exited. The agent goes IDLE only once its finished
+        turns are committed to its store (rule L7). Always a checkpoint. Never raises
+        because a turn failed."""
         await trio.lowlevel.checkpoint()
         while True:
             if self._status is AgentStatus.CLOSED:
@@ -372,10 +379,12 @@ class Agent:
                     await self._run_turn(prompt)
                     continue
                 if not self._committed():
-                    # IDLE promises that every finished turn is durable (rule L7); a
-                    # prompt sent meanwhile is taken first.
+                    # IDLE promises that every finished turn is durable (rule L7). Once:
+                    # only prompt records can be appended meanwhile, and a store that
+                    # cannot tell must not spin this loop.
                     await self._commit("the finished turns")
-                    continue
+                    if self._inbox.has_prompts and not self._parked:
+                        continue  # sent during the commit: run it first
                 self._settle()
                 # A status listener may have sent during the settle: only park if still idle.
                 if self._status is AgentStatus.IDLE:

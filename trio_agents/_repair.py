@@ -57,7 +57,12 @@ def closers(records: Sequence[Record]) -> list[Record]:
             TOOL_RESULT,
             {
                 "call_id": call_id,
-                "content": f"tool call {name!r} was interrupted: the process stopped",
+                # The call was durable before the tool started (rule L7), so it may have
+                # had its effect: say so, or a model would simply run it again.
+                "content": (
+                    f"tool call {name!r} was interrupted: the process stopped while it ran; "
+                    "it may have taken effect, in part or in full"
+                ),
                 "is_error": True,
                 "interrupted": True,
             },
