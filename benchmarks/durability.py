@@ -13,6 +13,7 @@ step takes hundreds of milliseconds and the commit is lost in it. Figures are me
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -152,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     for calls, steps in ((1, 1), (4, 1), (16, 1), (1, 4)):
         with_, without = interleaved(
             n,
-            lambda c=calls, s=steps: trio.run(turns, SqliteStore, c, s, count),
-            lambda c=calls, s=steps: trio.run(turns, NoWaitStore, c, s, count),
+            functools.partial(trio.run, turns, SqliteStore, calls, steps, count),
+            functools.partial(trio.run, turns, NoWaitStore, calls, steps, count),
         )
         row(f"turn, {steps} step(s) x {calls} call(s)", with_, without, steps + 1)
     agents = 20 if args.quick else 100
