@@ -6,6 +6,8 @@ processes (tests/support/kill_child.py) and reopening their SQLite files.
   sleep, a worker thread, or by blocking the event loop itself; nothing flushes the store
   for the test. After the kill, every call whose side effect happened is on disk, and resume
   answers it with an `interrupted` result the next model call sees.
+- A turn ends: earlier turns, also ones that ran back to back with the one under test, have
+  their `turn/end` on disk.
 - A step ends: a session whose next model call blocks has its ended step's call answered.
 - `wait_idle` returns: the turn is on disk although the disk was slow when it ended.
 - `send` returns (rule L8): prompts queued behind a running tool reach the disk with the
@@ -143,6 +145,10 @@ async def test_a_tool_killed_mid_run_is_in_history_with_an_interrupted_result(
                 if mode in BLOCKING
             ]
             assert not set(blocked) & set(results(before)), point
+            # Turn ends: every earlier turn's end is on disk, also where the turns ran back
+            # to back and only the write-ahead of the turn under test committed it.
+            ends = [r for r in before if r.type == "turn/end"]
+            assert [dict(r.data["reason"]) for r in ends] == [{"kind": "completed"}] * point.turns
             # Every side effect the process made, in this session, has its call on disk.
             assert {cid for sid, cid in happened if sid == point.session} <= set(calls(before))
 

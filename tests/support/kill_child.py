@@ -5,9 +5,10 @@ Run from the repository root as `python -m tests.support.kill_child <mode> <db_p
 points EFFECTS GROUP
     Run the kill points of group GROUP (see `POINTS`) one session after another in one
     runtime on a SqliteStore at `db_path`. Each session plays its earlier turns and steps to
-    the end, then starts the step under test, whose `mark` tools append a line to EFFECTS (a
-    real side effect, written with no fsync and no flush of the store) and then block: on a
-    trio sleep, in a worker thread, or by blocking the whole event loop (only the last
+    the end (with two earlier turns or more, all its prompts are sent at once, so the turns
+    run back to back), then starts the step under test, whose `mark` tools append a line to
+    EFFECTS (a real side effect, written with no fsync and no flush of the store) and then
+    block: on a trio sleep, in a worker thread, or by blocking the whole event loop (only the last
     point of a group does that). Every blocked call prints `AT <session> <call_id>` after
     its side effect; a held model prints `AT <session> model`. Nothing in the child flushes
     the store: what is on disk when the parent kills is what the library made durable.
@@ -244,9 +245,14 @@ async def points_mode(path: Path, effects: Path, group: Sequence[Point]) -> None
                 session_id=point.session,
             )
             agent = handle.agent
+            # With two earlier turns or more, every prompt is sent at once: the turns run
+            # back to back, never idle in between, so only the write-ahead of the turn under
+            # test can have committed the earlier turns' ends.
+            together = point.turns >= 2
             for n in range(point.turns):
                 agent.send(f"earlier turn {n + 1}")
-                await agent.wait_idle()
+                if not together:
+                    await agent.wait_idle()
             agent.send("the turn under test")
             await reached.wait(point.session, len(point.blocked()))
         await trio.sleep(ORPHAN_LIMIT)
