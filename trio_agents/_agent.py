@@ -71,6 +71,8 @@ from ._turn import (
     StepAborted,
     Turn,
     Wakeup,
+    commit,
+    committed,
     holds,
     read_reply,
     replaces_cancellation,
@@ -378,11 +380,11 @@ class Agent:
                 if prompt is not None:
                     await self._run_turn(prompt)
                     continue
-                if not self._committed():
+                if not committed(self._session):
                     # IDLE promises that every finished turn is durable (rule L7). Once:
                     # only prompt records can be appended meanwhile, and a store that
                     # cannot tell must not spin this loop.
-                    await self._commit("the finished turns")
+                    await commit(self._session, "the finished turns")
                     if self._inbox.has_prompts and not self._parked:
                         continue  # sent during the commit: run it first
                 self._settle()
@@ -492,7 +494,7 @@ class Agent:
                     dispatched = True
                     # Write-ahead (rule L7): a tool's side effect may outlive this process,
                     # so its call is durable before it starts, one commit for the step.
-                    await self._commit(f"the tool calls of turn {turn.number} step {step}")
+                    await commit(self._session, f"the tool calls of turn {turn.number} step {step}")
                     # A listener or observer may have cancelled the turn since the stream's
                     # last checkpoint: then no tool may start (they get interrupted results).
                     await trio.lowlevel.checkpoint_if_cancelled()
@@ -651,25 +653,6 @@ class Agent:
         if self._status is not status:
             self._status = status
             self._emit(StatusChanged(self.id, status))
-
-    def _committed(self) -> bool:
-        committer = self._session.committer
-        return committer is None or committer.committed()
-
-    async def _commit(self, what: str) -> None:
-        """Wait until every record so far is durable in the session's store (nothing to
-        wait for in none). A store that cannot make them durable stops the loop: what
-        follows (a tool's side effect, an idle agent) must not look durable when it is not."""
-        committer = self._session.committer
-        if committer is None or committer.committed():
-            return
-        try:
-            await committer.commit()
-        except Exception as exc:
-            raise PersistenceError(
-                f"session {self.id!r}: {what} could not be committed to the store "
-                "(the cause says why); close the runtime and check the store"
-            ) from exc
 
     def _append(self, type: str, data: Mapping[str, object]) -> Record:
         return self._session.append(type, data)
