@@ -214,7 +214,12 @@ async def test_two_sends_and_an_immediate_cancel() -> None:
         agent.send("two")
         agent.cancel()
         await agent.wait_idle()
-        assert agent.session.records == ()
+        # No turn started. The second prompt queued behind the first (rule L8), so its
+        # queueing and its drop are recorded: a resume must not bring it back.
+        assert [(r.type, dict(r.data)) for r in agent.session.records] == [
+            ("prompt/queued", {"id": "m2", "content": "two"}),
+            ("prompt/dropped", {"ids": ("m2",), "reason": "cancelled"}),
+        ]
         assert model.requests == []
 
 

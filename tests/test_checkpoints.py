@@ -515,6 +515,25 @@ async def exercise_store(probe: Probe, store: SessionStore) -> None:
 STORE_METHODS = ("exists", "flush", "list_sessions", "load", "restore", "running")
 
 
+@case("trio_agents.Committer.commit", "a live session's, both stores, idle and not", realtime)
+async def _(probe: Probe) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        for store in (MemoryStore(), SqliteStore(os.path.join(directory, "c.sqlite3"))):
+            async with store.running():
+                session = Session("c")
+                detach = store.enter(session)
+                committer = session.committer
+                assert committer is not None
+                with probe.checkpoints():
+                    await committer.commit()  # nothing appended yet
+                session.append("turn/start", {"turn": 1})
+                with probe.checkpoints():
+                    await committer.commit()
+                assert committer.committed()
+                detach()
+                assert session.committer is None
+
+
 @case("trio_agents.MemoryStore.*", "every method, with nothing to do and with something")
 async def _(probe: Probe) -> None:
     await exercise_store(probe, MemoryStore())

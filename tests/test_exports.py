@@ -61,7 +61,8 @@ EXPORTS = {
     "trio_agents": {
         "Agent", "AgentClosed", "AgentClosedError", "AgentConfig", "AgentCreated",
         "AgentHandle", "AgentOptions", "AgentRegistry", "AgentStatus", "BashTools",
-        "CancelCause", "CancelRequested", "Closer", "ConfiguredAgents", "CorruptSessionError",
+        "CancelCause", "CancelRequested", "Closer", "Committer", "ConfiguredAgents",
+        "CorruptSessionError",
         "DuplicateSessionError", "Event", "EventBus", "Fiber", "FiberClosedError", "Finish",
         "JobOutput", "Listener", "MemoryStore", "Message", "MessageId", "Model", "ModelChunk",
         "ModelEndpointError", "ModelRequest", "OfflineModel", "OpenAICompatibleModel",

@@ -66,6 +66,7 @@ from ._registry import AgentHandle as AgentHandle
 from ._registry import AgentRegistry as AgentRegistry
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
+from ._session import Committer as Committer
 from ._session import Session as Session
 from ._shell import JobOutput as JobOutput
 from ._shell import RunResult as RunResult
@@ -106,6 +107,7 @@ __all__ = [
     "CancelRequested",
     "ChatStreamError",
     "Closer",
+    "Committer",
     "ConfiguredAgents",
     "CorruptSessionError",
     "DuplicateSessionError",

@@ -8,7 +8,9 @@ and a step abort stops at it, with no bookkeeping to tell them apart.
 
 Every record is appended synchronously, so the `finally` blocks that keep history balanced
 (an interrupted reply, a result for every started tool call, `step/end`, `turn/end`) run to
-completion even while the task is being cancelled.
+completion even while the task is being cancelled. The loop waits for its store twice: before
+a step's tools start, for their calls, and before it settles IDLE, for the finished turns
+(rule L7); everything else is written behind.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from ._options import AgentOptions
 from ._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
+    PROMPT_DROPPED,
+    PROMPT_QUEUED,
     STEERING_MESSAGE,
     STEP_END,
     STEP_START,
@@ -56,6 +60,7 @@ from ._records import (
     errored,
     max_steps,
 )
+from ._repair import pending_prompts
 from ._session import Session
 from ._status import AgentStatus
 from ._tool import Tool, ToolContext
@@ -66,6 +71,8 @@ from ._turn import (
     StepAborted,
     Turn,
     Wakeup,
+    commit,
+    committed,
     holds,
     read_reply,
     replaces_cancellation,
@@ -105,6 +112,7 @@ class Agent:
         "_message_ids",
         "_model",
         "_options",
+        "_parked",
         "_session",
         "_settled",
         "_status",
@@ -137,9 +145,15 @@ class Agent:
         self._options = options if options is not None else AgentOptions()
         self._events = events if events is not None else EventBus()
         self._inbox = Inbox()
+        # Prompts a crash left queued (rule L8) wait, parked, until the agent is woken: a
+        # resumed agent does not start work nobody asked this process for.
+        for mid, content in pending_prompts(session.records):
+            self._inbox.push(InboxMessage(mid, content, "prompt", durable=True))
+        self._parked = self._inbox.has_prompts
         # Invariants of the agent's state, kept by every method:
-        # - status is RUNNING while a turn runs or a prompt is queued, IDLE otherwise, and
-        #   CLOSED from `_begin_close` on (CLOSED is final);
+        # - status is RUNNING while a turn runs or a prompt is queued (unless `_parked`: the
+        #   prompts restored on resume, until woken), IDLE otherwise, and CLOSED from
+        #   `_begin_close` on (CLOSED is final);
         # - `_turn` is the running turn, None between turns;
         # - `_closing` goes True once and never back; from then on nothing is accepted;
         # - `_loop_started` goes True once, when `run()` starts; `_exited` goes True once,
@@ -189,8 +203,25 @@ class Agent:
 
     @property
     def pending(self) -> tuple[tuple[MessageId, MessageKind], ...]:
-        """Accepted messages not yet delivered, as (id, kind), in delivery order."""
+        """Accepted messages not yet delivered, as (id, kind), in delivery order; on a
+        resumed agent, first the prompts restored parked (see `wake`)."""
         return tuple((MessageId(m.id), m.kind) for m in self._inbox)
+
+    @property
+    def parked(self) -> bool:
+        """Whether prompts restored on resume (queued but never started when the session
+        was last live) are waiting for `wake`, a `send` or a `steer`. Never blocks."""
+        return self._parked
+
+    def wake(self) -> bool:
+        """Run the prompts restored parked on resume, in their order: the status is RUNNING
+        before this returns. Returns False, doing nothing, if none are parked (or the agent
+        is closing). `send` and `steer` wake the agent too, their prompt queued after the
+        restored ones; `cancel` drops them instead. Never blocks."""
+        if not self._parked or self._closing:
+            return False
+        self._wake_driver()
+        return True
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} {self._status.value}>"
@@ -201,14 +232,21 @@ class Agent:
         """Queue a prompt. Each prompt is one turn, in the order sent.
 
         From IDLE the status is RUNNING before this returns, so `await wait_idle()` right
-        after waits for this prompt's turn. Never blocks.
+        after waits for this prompt's turn. A prompt that queues behind other work (a
+        running turn, queued or parked prompts) is recorded as `prompt/queued`, which the
+        store commits without waiting for the turn (rule L8). Never blocks.
 
         Raises AgentClosedError once the agent is closing or closed, TypeError if `content`
-        is not a str.
+        is not a str, PersistenceError if the session's store cannot take the record.
         """
         message = self._accept("send", content, "prompt")
         self._wake_driver()
         return MessageId(message.id)
+
+    def _queued_behind(self) -> bool:
+        """Whether a prompt accepted now waits behind other work rather than starting at
+        once: then it gets its own `prompt/queued` record (rule L8)."""
+        return self._status is AgentStatus.RUNNING or self._inbox.has_prompts
 
     def steer(self, content: str) -> MessageId:
         """Deliver `content` before the next model call of the running turn.
@@ -263,8 +301,9 @@ class Agent:
 
         Returns False, doing and emitting nothing, when there is nothing to cancel: no live
         turn and nothing queued (a second cancel of a turn still unwinding is such a case).
-        Otherwise emits `CancelRequested`, clears the queue and the steering, cancels the
-        turn's scope, and returns True. Injected context is kept: it is information for the
+        Otherwise emits `CancelRequested`, clears the queue and the steering (recording
+        `prompt/dropped` for recorded prompts, rule L8), cancels the turn's scope, and
+        returns True. Injected context is kept: it is information for the
         next step, not work. The first cause given to a turn is the one it records.
 
         On a closed agent it returns False. Never blocks: the turn unwinds in the agent's loop
@@ -292,14 +331,18 @@ class Agent:
         finally:
             self._cancelling = False
         # Only the work there was when cancel() was called: a listener's send comes after.
-        self._inbox.discard_work(only=work)
+        self._record_dropped(self._inbox.discard_work(only=work), "cancelled")
+        if not self._inbox.has_prompts:
+            self._parked = False
         if turn is not None and live:
             turn.cancel(reason, cause)
         return True
 
     async def wait_idle(self) -> None:
-        """Wait until the agent is IDLE with nothing queued; on a CLOSED agent, until its
-        loop has exited. Always a checkpoint. Never raises because a turn failed."""
+        """Wait until the agent is IDLE with nothing queued (parked prompts aside); on a
+        CLOSED agent, until its loop has exited. The agent goes IDLE only once its finished
+        turns are committed to its store (rule L7). Always a checkpoint. Never raises
+        because a turn failed."""
         await trio.lowlevel.checkpoint()
         while True:
             if self._status is AgentStatus.CLOSED:
@@ -339,10 +382,17 @@ class Agent:
                 # An outer cancellation that a model or tool swallowed must still stop us
                 # before the next prompt is taken.
                 await trio.lowlevel.checkpoint_if_cancelled()
-                prompt = self._inbox.pop_prompt()
+                prompt = None if self._parked else self._inbox.pop_prompt()
                 if prompt is not None:
                     await self._run_turn(prompt)
                     continue
+                if not committed(self._session):
+                    # IDLE promises that every finished turn is durable (rule L7). Once:
+                    # only prompt records can be appended meanwhile, and a store that
+                    # cannot tell must not spin this loop.
+                    await commit(self._session, "the finished turns")
+                    if self._inbox.has_prompts and not self._parked:
+                        continue  # sent during the commit: run it first
                 self._settle()
                 # A status listener may have sent during the settle: only park if still idle.
                 if self._status is AgentStatus.IDLE:
@@ -450,6 +500,9 @@ class Agent:
                         )
                         unanswered[index] = call
                     dispatched = True
+                    # Write-ahead (rule L7): a tool's side effect may outlive this process,
+                    # so its call is durable before it starts, one commit for the step.
+                    await commit(self._session, f"the tool calls of turn {turn.number} step {step}")
                     # A listener or observer may have cancelled the turn since the stream's
                     # last checkpoint: then no tool may start (they get interrupted results).
                     await trio.lowlevel.checkpoint_if_cancelled()
@@ -525,7 +578,11 @@ class Agent:
         if self._closing and self._status is AgentStatus.CLOSED:
             return
         self._closing = True
-        self._inbox.discard_work()
+        dropped = self._inbox.discard_work()
+        # Parked prompts were never taken up by this agent (a send or steer would have woken
+        # it): they stay pending in the session, for the next resume (rule L8).
+        if not self._parked:
+            self._record_dropped(dropped, "closed")
         if self._turn is not None:
             self._turn.cancel(_CLOSED_CAUSE, _CLOSED_CAUSE)
         self._set_status(AgentStatus.CLOSED)
@@ -575,11 +632,22 @@ class Agent:
             )
         if not isinstance(content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"{verb}() takes a str, got {type(content).__name__}")
-        message = InboxMessage(f"m{next(self._message_ids)}", content, kind, system)
+        mid = f"m{next(self._message_ids)}"
+        durable = kind == "prompt" and self._queued_behind()
+        message = InboxMessage(mid, content, kind, system, durable)
+        if durable:
+            # Appended before it is queued: an observer that fails leaves nothing queued.
+            self._append(PROMPT_QUEUED, {"id": mid, "content": content})
         self._inbox.push(message)
         return message
 
+    def _record_dropped(self, dropped: Sequence[InboxMessage], reason: str) -> None:
+        ids = [m.id for m in dropped if m.durable]
+        if ids:
+            self._append(PROMPT_DROPPED, {"ids": ids, "reason": reason})
+
     def _wake_driver(self) -> None:
+        self._parked = False
         if self._status is AgentStatus.IDLE:
             self._set_status(AgentStatus.RUNNING)
             self._wake.ring()

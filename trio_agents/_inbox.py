@@ -28,6 +28,7 @@ class InboxMessage:
     content: str
     kind: MessageKind
     system: bool = False  # injected context that reaches the model as a system message
+    durable: bool = False  # a prompt with a `prompt/queued` record: its drop is recorded too
 
 
 class Inbox:
@@ -44,6 +45,10 @@ class Inbox:
             self._prompts.append(message)
         else:
             self._step_input.append(message)
+
+    @property
+    def has_prompts(self) -> bool:
+        return bool(self._prompts)
 
     def pop_prompt(self) -> InboxMessage | None:
         """The oldest queued prompt, removed, or None."""

@@ -43,6 +43,11 @@ CONTEXT_MESSAGE: Final = "context/message"
 ASSISTANT_MESSAGE: Final = "assistant/message"
 TOOL_CALL: Final = "tool/call"
 TOOL_RESULT: Final = "tool/result"
+PROMPT_QUEUED: Final = "prompt/queued"
+PROMPT_DROPPED: Final = "prompt/dropped"
+
+# Records of the prompt queue (rule L8): they stand outside turns.
+PROMPT_RECORD_TYPES: Final = frozenset({PROMPT_QUEUED, PROMPT_DROPPED})
 
 # Records that carry a delivered inbox message (data keys `id` and `content`).
 MESSAGE_RECORD_TYPES: Final = frozenset({USER_MESSAGE, STEERING_MESSAGE, CONTEXT_MESSAGE})

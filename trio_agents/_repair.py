@@ -3,6 +3,10 @@
 Given a session's durable records, `closers(records)` returns the records that close its last
 turn if it is still open: an `interrupted` result for each tool call without one, `step/end`
 for an open step, and `turn/end {interrupted}`. A closed history needs no closers.
+
+`pending_prompts(records)` returns the prompts that were queued (`prompt/queued`) and never
+started (no `user/message` with their id) nor dropped (`prompt/dropped`), in queue order: what
+a resumed agent restores, parked (rule L8).
 """
 
 from __future__ import annotations
@@ -11,17 +15,20 @@ from collections.abc import Sequence
 
 from ._errors import CorruptSessionError
 from ._records import (
+    PROMPT_DROPPED,
+    PROMPT_QUEUED,
     STEP_END,
     STEP_START,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
+    USER_MESSAGE,
     Record,
     interrupted,
 )
 
-__all__ = ["closers", "validate"]
+__all__ = ["closers", "pending_prompts", "validate"]
 
 
 def closers(records: Sequence[Record]) -> list[Record]:
@@ -50,7 +57,12 @@ def closers(records: Sequence[Record]) -> list[Record]:
             TOOL_RESULT,
             {
                 "call_id": call_id,
-                "content": f"tool call {name!r} was interrupted: the process stopped",
+                # The call was durable before the tool started (rule L7), so it may have
+                # had its effect: say so, or a model would simply run it again.
+                "content": (
+                    f"tool call {name!r} was interrupted: the process stopped while it ran; "
+                    "it may have taken effect, in part or in full"
+                ),
                 "is_error": True,
                 "interrupted": True,
             },
@@ -61,6 +73,21 @@ def closers(records: Sequence[Record]) -> list[Record]:
         out.append(Record.of(STEP_END, {"turn": turn, "step": step}))
     out.append(Record.of(TURN_END, {"turn": turn, "reason": interrupted()}))
     return out
+
+
+def pending_prompts(records: Sequence[Record]) -> list[tuple[str, str]]:
+    """(id, content) of every queued prompt that neither started nor was dropped, oldest
+    first. Records of other types, and ids this replay never saw queued, are ignored."""
+    pending: dict[str, str] = {}
+    for record in records:
+        if record.type == PROMPT_QUEUED:
+            pending[str(record.data["id"])] = str(record.data["content"])
+        elif record.type == USER_MESSAGE:
+            pending.pop(str(record.data.get("id", "")), None)
+        elif record.type == PROMPT_DROPPED:
+            for dropped in record.data.get("ids", ()):
+                pending.pop(str(dropped), None)
+    return list(pending.items())
 
 
 def validate(session_id: str, seqs: Sequence[int]) -> None:

@@ -8,16 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from ._errors import PersistenceError
 from ._model import Message
 from ._records import Record
 from ._transcript import Transcript
 
-__all__ = ["Session"]
+__all__ = ["Committer", "Session"]
 
 RecordObserver = Callable[[Record], None]
+
+
+class Committer(Protocol):
+    """How a live session's records are made durable: its store's side of the session."""
+
+    def committed(self) -> bool:
+        """Whether every record appended so far is durable. Never blocks."""
+        ...
+
+    async def commit(self) -> None:
+        """Return once every record appended so far is durable; raise if they cannot be.
+        Always a checkpoint (a store's `flush`)."""
+        ...
 
 
 class Session:
@@ -28,7 +41,7 @@ class Session:
     `id` is a non-empty str.
     """
 
-    __slots__ = ("_observers", "_records", "_transcript", "header", "id")
+    __slots__ = ("_committer", "_observers", "_records", "_transcript", "header", "id")
 
     def __init__(
         self,
@@ -43,6 +56,7 @@ class Session:
         self._records: list[Record] = list(records)
         self._transcript = Transcript(self._records)
         self._observers: list[RecordObserver] = []
+        self._committer: Committer | None = None
 
     @property
     def records(self) -> Sequence[Record]:
@@ -100,3 +114,20 @@ class Session:
         """Stop calling `observer`; nothing happens if it is not observing."""
         if observer in self._observers:
             self._observers.remove(observer)
+
+    @property
+    def committer(self) -> Committer | None:
+        """The commit path of the store the session is live in, None while it is in none:
+        the agent awaits it before a tool starts (rule L7) and before it goes idle."""
+        return self._committer
+
+    def commit_with(self, committer: Committer) -> Callable[[], None]:
+        """Make `committer` the session's commit path (a store does this as the session
+        enters it); returns a function that removes it again, if it is still the one."""
+        self._committer = committer
+
+        def stop() -> None:
+            if self._committer is committer:
+                self._committer = None
+
+        return stop

@@ -61,6 +61,10 @@ class SessionInfo:
     damage: str | None = None
 
 
+def _nothing() -> None:
+    pass
+
+
 def new_header(meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {"version": 1, "created_at": time.time(), **(meta or {})}
 
@@ -86,13 +90,20 @@ class SessionStore(abc.ABC):
         its exact detach. One small object rather than three closures per live session.
         Nested in the store, whose protected hooks it calls."""
 
-        __slots__ = ("session", "store")
+        __slots__ = ("session", "stop_committing", "store")
 
         def __init__(self, store: SessionStore, session: Session) -> None:
             self.store, self.session = store, session
+            self.stop_committing: Callable[[], None] = _nothing
 
         def __call__(self, record: Record) -> None:
             self.store._appended(self.session, record)
+
+        def committed(self) -> bool:
+            return self.store._committed_all(self.session)
+
+        async def commit(self) -> None:
+            await self.store.flush(self.session)
 
         def detach(self) -> None:
             self.store._leave(self)
@@ -137,11 +148,13 @@ class SessionStore(abc.ABC):
         self._attach(session)
         entry = SessionStore._LiveEntry(self, session)
         session.observe(entry)
+        entry.stop_committing = session.commit_with(entry)
         return entry.detach
 
     def _leave(self, entry: SessionStore._LiveEntry) -> None:
         session = entry.session
         session.unobserve(entry)
+        entry.stop_committing()  # a detached session commits nowhere
         if self._live.get(session.id) is session:
             del self._live[session.id]
             self._detached(session)
@@ -256,6 +269,11 @@ class SessionStore(abc.ABC):
     def _check_running(self) -> None:  # noqa: B027 - a hook with a do-nothing default
         """Raise if sessions cannot be entered now (a store that needs `running()`)."""
 
+    def _committed_all(self, session: Session) -> bool:
+        """Whether every record appended to live `session` so far is durable, without
+        blocking. False (this default) means "ask `flush`", which is always correct."""
+        return False
+
 
 class MemoryStore(SessionStore):
     """Keeps everything in memory: nothing touches the disk, and a session can be resumed
@@ -282,6 +300,9 @@ class MemoryStore(SessionStore):
         if stored is None:
             stored = self._data[session.id] = (self._headers.pop(session.id), [])
         stored[1].append(record)
+
+    def _committed_all(self, session: Session) -> bool:
+        return True  # a record is stored as it is appended
 
     async def flush(self, session: Session) -> None:
         """Nothing to wait for: a record is stored as it is appended. Always a checkpoint."""

@@ -2,8 +2,9 @@
 
 Appends happen synchronously in the agent's task and only queue the record. One writer task
 commits queued records in batches, in a worker thread so the event loop never blocks on the
-disk: a batch is committed when a turn starts, a step ends or a turn ends, when someone
-flushes, or when the queue grows past a cap. Each batch is one transaction, so a crash never
+disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt is
+queued or dropped, when someone flushes (the agent does before its tools start and before
+it goes idle), or when the queue grows past a cap. Each batch is one transaction, so a crash never
 leaves a torn record; it can leave the last turn open, which `restore` repairs.
 
 Under pressure: another process may hold the file's write lock (a long transaction in
@@ -48,7 +49,7 @@ from ._errors import (
 )
 from ._nursery import service_nursery
 from ._record_shape import shape_problem
-from ._records import STEP_END, TURN_END, TURN_START, Record
+from ._records import PROMPT_DROPPED, PROMPT_QUEUED, STEP_END, TURN_END, TURN_START, Record
 from ._repair import validate
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
@@ -58,7 +59,8 @@ from ._store_errors import file_error, is_file_error, on_read_only_fs
 __all__ = ["SqliteStore", "default_store_path"]
 
 FORMAT_VERSION: Final = 1
-COMMIT_TRIGGERS: Final = frozenset({TURN_START, STEP_END, TURN_END})
+# A queued or dropped prompt may wait behind a long tool: its record must not wait with it.
+COMMIT_TRIGGERS: Final = frozenset({TURN_START, STEP_END, TURN_END, PROMPT_QUEUED, PROMPT_DROPPED})
 MAX_BATCH: Final = 256
 BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at open
 # SQLite's own wait for the lock once open, per attempt, in the worker thread: short, so the
@@ -344,6 +346,9 @@ class SqliteStore(SessionStore):
         self._pending.append((session, len(session) - 1, record))
         if record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH:
             self._wake.set()
+
+    def _committed_all(self, session: Session) -> bool:
+        return self._committed.get(session.id, len(session)) >= len(session)
 
     async def flush(self, session: Session) -> None:
         """Have the writer commit now, and return once every record appended to `session`

@@ -9,8 +9,9 @@ from typing import Literal, NewType
 
 import trio
 
+from ._errors import PersistenceError
 from ._model import Finish, ModelChunk, TextDelta, ToolCall
-from ._records import MESSAGE_RECORD_TYPES, TOOL_CALL, TURN_START, thaw
+from ._records import MESSAGE_RECORD_TYPES, PROMPT_QUEUED, TOOL_CALL, TURN_START, thaw
 from ._session import Session
 from ._tool import Tool, ToolContext, ToolResult
 from ._util import describe
@@ -22,6 +23,8 @@ __all__ = [
     "StepAborted",
     "Turn",
     "Wakeup",
+    "commit",
+    "committed",
     "holds",
     "read_reply",
     "replaces_cancellation",
@@ -146,7 +149,7 @@ def resume_counters(session: Session) -> tuple[int, int]:
     for record in session.records:
         if record.type == TURN_START:
             last_turn = max(last_turn, int(record.data["turn"]))
-        elif record.type in MESSAGE_RECORD_TYPES:
+        elif record.type in MESSAGE_RECORD_TYPES or record.type == PROMPT_QUEUED:
             mid = str(record.data.get("id", ""))
             if mid.startswith("m") and mid[1:].isdigit():
                 last_message = max(last_message, int(mid[1:]))
@@ -222,3 +225,27 @@ async def run_tool(tools: Mapping[str, Tool], call: ToolCall, context: ToolConte
     except Exception as exc:
         return ToolResult(describe(exc), is_error=True)
     return raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
+
+
+def committed(session: Session) -> bool:
+    """Whether every record of `session` so far is durable in its store (always, in none).
+    Never blocks."""
+    committer = session.committer
+    return committer is None or committer.committed()
+
+
+async def commit(session: Session, what: str) -> None:
+    """Wait until every record of `session` so far is durable in its store (nothing to wait
+    for in none, and then no checkpoint). A store that cannot make them durable raises
+    PersistenceError, which stops the agent's loop: what follows (a tool's side effect, an
+    idle agent) must not look durable when it is not."""
+    committer = session.committer
+    if committer is None or committer.committed():
+        return
+    try:
+        await committer.commit()
+    except Exception as exc:
+        raise PersistenceError(
+            f"session {session.id!r}: {what} could not be committed to the store "
+            "(the cause says why); close the runtime and check the store"
+        ) from exc

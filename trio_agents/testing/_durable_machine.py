@@ -41,7 +41,7 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 
 from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
 from .._model import ToolCall
-from .._records import TOOL_RESULT, TURN_END, TURN_START, Record
+from .._records import PROMPT_RECORD_TYPES, TOOL_RESULT, TURN_END, TURN_START, Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._store import SessionStore
@@ -391,7 +391,9 @@ class DurableMachine(ConformanceMachine):
         self, sid: str, before: Sequence[Record], records: Sequence[Record], *, clean: bool
     ) -> None:
         opened = OpenTurn(before)
-        added = list(records[len(before) :])
+        # The prompt queue's records stand outside turns (rule L8): a prompt sent to an
+        # agent that restored parked prompts is queued behind them before any turn starts.
+        added = [r for r in records[len(before) :] if r.type not in PROMPT_RECORD_TYPES]
         if opened.turn is None:
             RESUME_AFTER_CLOSE_ADDS_NOTHING.check(
                 bool(added) and added[0].type == TURN_START,
