@@ -29,6 +29,7 @@ from trio_agents import (
     CorruptSessionError,
     FlushTimeoutError,
     NotAStoreError,
+    PersistenceError,
     SessionLiveElsewhereError,
     SqliteStore,
     StoreBrokenError,
@@ -133,14 +134,27 @@ async def test_a_lock_held_past_the_busy_timeout_loses_no_record(tmp_path: pathl
         before = in_memory(session)
         async with lock_held(path) as release:
             handle.agent.send("second")
-            await handle.agent.wait_idle()  # the turn ended; its records wait for the lock
             flushed = trio.Event()
+            idle = trio.Event()
 
             async def flush() -> None:
                 await store.flush(session)
                 flushed.set()
 
+            async def settle() -> None:
+                await handle.agent.wait_idle()  # L7: it waits for the turn's commit too
+                idle.set()
+
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(settle)
+                turns_ended = len([r for r in before if r["type"] == "turn/end"])
+                await wait_until(
+                    lambda: (
+                        len([r for r in in_memory(session) if r["type"] == "turn/end"])
+                        > turns_ended
+                    ),
+                    "the second turn to end in memory",
+                )
                 nursery.start_soon(flush)
                 # Each attempt waits ATTEMPT_TIMEOUT_MS in SQLite before it reports the lock:
                 # five of them outlast SQLite's busy timeout several times over.
@@ -151,9 +165,11 @@ async def test_a_lock_held_past_the_busy_timeout_loses_no_record(tmp_path: pathl
                 )
                 assert trio.current_time() - start > 4 * ATTEMPT_TIMEOUT_MS / 1000
                 assert not flushed.is_set()  # nothing is reported stored that is not
+                assert not idle.is_set()
                 assert stored(path, session.id) == before
                 await release()
             assert flushed.is_set()
+            assert idle.is_set()
         # Every record of the second turn, none dropped while the writer retried.
         assert len(in_memory(session)) > len(before)
         assert stored(path, session.id) == in_memory(session)
@@ -178,7 +194,11 @@ async def test_a_lock_held_past_close_grace_is_one_clear_error_and_nothing_is_st
                 model=ScriptedModel([reply("one")]), session_id="s", options=options
             )
             handle.agent.send("first")
-            await handle.agent.wait_idle()
+            # Not wait_idle: it waits for the turn's commit (L7), which the lock holds up.
+            await wait_until(
+                lambda: any(r.type == "turn/end" for r in handle.agent.session.records),
+                "the turn to end in memory",
+            )
             with trio.move_on_after(0.3) as waited:
                 await store.flush(handle.agent.session)
             assert waited.cancelled_caught  # flush never claims what is not committed
@@ -382,9 +402,9 @@ async def test_a_full_disk_is_one_clear_error_naming_the_file(small_mount: pathl
             before.extend(in_memory(session))
             fill(small_mount)
             handle.agent.send("x" * 100_000)
+            # The agent commits before it settles IDLE (L7): that commit fails, and its
+            # loop stops with PersistenceError instead of going idle over lost records.
             await handle.agent.wait_idle()
-            with pytest.raises(StoreBrokenError, match=f"cannot write {path}: the disk is full"):
-                await store.flush(session)
 
     with pytest.raises(ExceptionGroup) as info:
         await converse()
@@ -396,9 +416,11 @@ async def test_a_full_disk_is_one_clear_error_naming_the_file(small_mount: pathl
             stack.extend(exc.exceptions)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         else:
             leaves.append(exc)
-    # The agent's closing flush and the store's close each say it, and nothing else fails.
-    assert sorted(type(leaf).__name__ for leaf in leaves) == ["StoreBrokenError", "StoreFileError"]
-    assert all(str(path) in str(leaf) and "disk is full" in str(leaf) for leaf in leaves), leaves
+    # The agent's commit and the store's close each say it, and nothing else fails.
+    assert sorted(type(leaf).__name__ for leaf in leaves) == ["PersistenceError", "StoreFileError"]
+    causes = [leaf.__cause__ if isinstance(leaf, PersistenceError) else leaf for leaf in leaves]
+    assert isinstance(causes[0], StoreBrokenError | StoreFileError)
+    assert all(str(path) in str(c) and "disk is full" in str(c) for c in causes), causes
     (small_mount / "filler").unlink()
     assert stored(path, "s") == before  # what was stored is intact, nothing claimed
 

@@ -19,7 +19,13 @@ from typing import Any
 import trio
 
 from .._dumpable import make_non_dumpable
-from .._errors import StoreBrokenError, StoreFileError, StoreLockedError, TrioAgentsError
+from .._errors import (
+    PersistenceError,
+    StoreBrokenError,
+    StoreFileError,
+    StoreLockedError,
+    TrioAgentsError,
+)
 from .._options import AgentOptions
 from .._shell import ShellExecutor
 from .._store_sqlite import SqliteStore, default_store_path
@@ -66,18 +72,29 @@ def run(args: argparse.Namespace) -> int:
     code = 0
     try:
         trio.run(partial(serve_stdio, path, factory, options, shell=shell))
-    except* (StoreFileError, StoreLockedError, StoreBrokenError) as group:
+    except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
+        # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
         code = 1
     return code
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    found: BaseException = group
-    while isinstance(found, BaseExceptionGroup):
-        inner: BaseExceptionGroup[BaseException] = found  # pyright: ignore[reportUnknownVariableType]
-        found = inner.exceptions[0]
-    return found
+    """The leaf that names the file and the cause, rather than a consequence of it."""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        found = stack.pop()
+        if isinstance(found, BaseExceptionGroup):
+            inner: BaseExceptionGroup[BaseException] = found  # pyright: ignore[reportUnknownVariableType]
+            stack.extend(reversed(inner.exceptions))
+        else:
+            leaves.append(found)
+    for kinds in ((StoreFileError, StoreLockedError), (StoreBrokenError,)):
+        for leaf in leaves:
+            if isinstance(leaf, kinds):
+                return leaf
+    return leaves[0]
 
 
 async def _open_store(path: Path) -> None:
