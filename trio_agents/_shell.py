@@ -229,6 +229,7 @@ class ShellExecutor:
         self.max_output_bytes = max_output_bytes
         self.grace = grace
         self._jobs: dict[str, _Job] = {}
+        self._foreground: set[trio.Process] = set()  # what `kill_now` must reach besides jobs
         self._job_numbers = itertools.count(1)
         self._nursery: trio.Nursery | None = None
         self._listeners: list[JobListener] = []
@@ -499,6 +500,7 @@ class ShellExecutor:
         process = await self._spawn(spec)
         out, err = self._collector("stdout"), self._collector("stderr")
         timed_out = False
+        self._foreground.add(process)
         try:
             async with trio.open_nursery() as nursery:
                 assert process.stdout is not None
@@ -517,6 +519,7 @@ class ShellExecutor:
                 await self.kill_group(process)
             raise
         finally:
+            self._foreground.discard(process)
             stdout, stderr = out.finish(), err.finish()
         return _result(
             process,
@@ -539,6 +542,19 @@ class ShellExecutor:
 
     def _collector(self, label: str) -> OutputCollector:
         return OutputCollector(self.max_output_bytes, label)
+
+    def kill_now(self) -> int:
+        """SIGKILL the process group of every command still running here, foreground and
+        background, without waiting: for a process that is about to exit at once (the forced
+        exit of `trio-agents acp` and `chat`). Returns how many groups were signalled. Never
+        blocks; the jobs' watchers reap them as usual if the process lives on."""
+        processes = [j.process for j in self._jobs.values() if not j.done.is_set()]
+        signalled = 0
+        for process in [*processes, *self._foreground]:
+            # As in kill_group: a group with nobody left may have had its id reused.
+            if process.returncode is None or group_has_live_members(process.pid):
+                signalled += signal_group(process.pid, signal.SIGKILL)
+        return signalled
 
     async def kill_group(self, process: trio.Process) -> None:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL

@@ -1,7 +1,9 @@
 """`trio-agents acp`: serve the Agent Client Protocol on this process's stdin and stdout.
 
 Stdout carries protocol frames only; logs go to stderr. End of stdin closes every session's
-agent (the store keeps the sessions) and the process exits 0.
+agent (the store keeps the sessions) and the process exits 0. SIGTERM, SIGHUP and SIGINT
+end the input the same way, and the process exits 128 + the signal's number; a second
+signal during that teardown forces the exit (`_signals`).
 """
 
 from __future__ import annotations
@@ -9,14 +11,19 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from .._model import Model
 from .._options import AgentOptions
+from .._shell import ShellExecutor
 from ..acp import serve_stdio
 from ._args import add_max_steps, add_model, add_store, configure_logging
 from ._model_choice import MODELS
+from ._signals import Quit, teardown_limit, watching_signals
 
 __all__ = ["add_parser", "run"]
 
@@ -44,5 +51,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
-    trio.run(serve_stdio, args.store, factory, options)
-    return 0
+    return trio.run(_main, args.store, factory, options)
+
+
+async def _main(store: Path | None, factory: Callable[[], Model], options: AgentOptions) -> int:
+    shell = ShellExecutor()
+    stop = trio.Event()
+    limit = teardown_limit(options.close_grace, shell.grace)
+    async with watching_signals("acp", shell, limit) as signals, trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_quit, signals.events, stop)
+        await serve_stdio(store, factory, options, stop=stop, shell=shell)
+        nursery.cancel_scope.cancel(reason="the server is done")
+    return signals.status(0)
+
+
+async def _stop_on_quit(events: trio.abc.ReceiveChannel[int | Quit], stop: trio.Event) -> None:
+    async for _ in events:  # every handled signal is a quit here: none is an interrupt
+        stop.set()

@@ -5,11 +5,14 @@
     its TextStreamed events (event listener) ─┴─► Renderer (pure) ──► writer task ──► stdout
     SIGINT (trio.open_signal_receiver) ──► Chat.interrupt(): cancel the running turn, or
                                            leave (at the prompt, or while starting)
+    SIGTERM, SIGHUP (the same receiver) ──► Chat.quit(): leave from any phase; a running
+                                           turn ends `closed` (`_signals`)
 
 The rendering (`_chat_render`) is pure: records and text in, text out. `Chat` is the loop,
 written against a small `Terminal` (read a line, write text, report an error) and any async
 iterable of interrupts, so tests drive it in process; the real terminal
-(`open_stdio_terminal`) and the SIGINT receiver are wired in by `run`.
+(`open_stdio_terminal`) and the signal receiver (`_signals.watching_signals`) are wired in
+by `run`.
 
 The session lives in the store like any other: `trio-agents chat --session ID` resumes it
 (and so does ACP's `session/load`), `trio-agents sessions show ID` lists its records.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -50,12 +54,14 @@ from .._options import AgentOptions
 from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
+from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._store_sqlite import default_store_path
 from ._args import add_max_steps, add_model, add_store, configure_logging
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
+from ._signals import Quit, exit_status, teardown_limit, watching_signals
 
 __all__ = [
     "CANCEL_REASON",
@@ -225,6 +231,8 @@ class ChatConfig:
     store_option: str = ""
     """How the hints it prints name the store (` --store PATH`, or nothing: the default)."""
     cwd: str | None = None
+    shell: ShellExecutor | None = None
+    """The runtime's shell executor (None: a default one), as for `open_runtime`."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -236,7 +244,7 @@ class Chat:
     `interrupt()` is what Ctrl-C does: in a turn it cancels the turn (`agent.cancel`, cause
     `user`), which ends `aborted` and shows `[cancelled]`; at the prompt, or while starting,
     it leaves (the agent is closed, the store keeps the session). While the chat closes it
-    does nothing."""
+    does nothing. `quit(status)` is what SIGTERM and SIGHUP do: leave from any phase."""
 
     def __init__(self, terminal: Terminal, config: ChatConfig) -> None:
         self._terminal = terminal
@@ -245,6 +253,7 @@ class Chat:
         self._phase: Phase = "starting"
         self._scope = trio.CancelScope()  # what a Ctrl-C cancels while starting or prompting
         self._interrupted = False
+        self._quit_status: int | None = None
         self._agent: Agent | None = None
 
     def interrupt(self) -> None:
@@ -256,15 +265,28 @@ class Chat:
             self._interrupted = True
             self._scope.cancel(reason="Ctrl-C")
 
+    def quit(self, status: int) -> None:
+        """Leave now, as at end of input, from whatever phase: a running turn is not
+        cancelled but closed with the agent (its `turn/end` is `closed`), the store keeps
+        the session, and `run` returns `status`. While the chat closes it does nothing."""
+        if self._phase == "closing" or self._quit_status is not None:
+            return
+        self._quit_status = status
+        # The scope of the phase: starting, reading a line, or waiting for the turn.
+        self._scope.cancel(reason="quit")
+
     async def run(self) -> int:
         """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
-        the prompt (130), close the agent (the store keeps the session). A session that
+        the prompt (130) or a `quit(status)` (`status`), close the agent (the store keeps
+        the session). A session that
         cannot be opened is 2 (an unknown id) or 1 (a store that cannot be opened, a
         session live in another process); a model endpoint that is not configured is 2."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
-                rt = await stack.enter_async_context(open_runtime(self._config.store))
+                rt = await stack.enter_async_context(
+                    open_runtime(self._config.store, shell=self._config.shell)
+                )
             except (TrioAgentsError, OSError, sqlite3.Error) as exc:
                 # Not a store, a store of another version, a directory that cannot be made.
                 self._terminal.error(f"trio-agents chat: {exc}")
@@ -276,11 +298,11 @@ class Chat:
                 opened = await self._open(rt, bash)
             if isinstance(opened, int):
                 return opened
-            if self._interrupted or opened is None:
+            if self._quit_status is not None or self._interrupted or opened is None:
                 if opened is not None:
                     await opened[0].aclose()  # made just as the Ctrl-C landed
                 self._terminal.write("\n")
-                return EXIT_INTERRUPTED
+                return self._exit_code()
             handle, resumed = opened
             async with handle:
                 agent = self._agent = handle.agent
@@ -300,6 +322,11 @@ class Chat:
             else:
                 hint = self._resume_hint(agent.id)
                 self._terminal.write(f"session {agent.id} kept; resume with: {hint}\n")
+        return self._exit_code()
+
+    def _exit_code(self) -> int:
+        if self._quit_status is not None:
+            return self._quit_status
         return EXIT_INTERRUPTED if self._interrupted else 0
 
     async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
@@ -361,7 +388,7 @@ class Chat:
                 # no scope to cancel: it leaves now, without waiting for a line.
                 if not self._interrupted:
                     line = await self._terminal.readline()
-            if self._interrupted:
+            if self._interrupted or self._quit_status is not None:
                 # Also when the Ctrl-C landed just after the line was read: it means leave.
                 self._terminal.write("\n")
                 return
@@ -377,7 +404,12 @@ class Chat:
                 self._terminal.error(f"trio-agents chat: {exc}")
                 return
             self._phase = "turn"
-            await agent.wait_idle()
+            with trio.CancelScope() as self._scope:  # what a quit cancels in a turn
+                await agent.wait_idle()
+            if self._quit_status is not None:
+                # Leaving closes the agent: the turn still running ends `closed`.
+                self._terminal.write("\n")
+                return
 
     # -- the agent's output (synchronous, from the agent's task) -----------------------------
 
@@ -402,20 +434,23 @@ def _where(rt: Runtime) -> str:
 async def run_chat(
     terminal: Terminal, config: ChatConfig, interrupts: AsyncIterable[object]
 ) -> int:
-    """Run a `Chat` on `terminal`; each item of `interrupts` (a SIGINT receiver, in the
-    command) is a Ctrl-C. Returns the exit code."""
+    """Run a `Chat` on `terminal`; each item of `interrupts` is a Ctrl-C, but a `Quit`
+    (SIGTERM or SIGHUP, in the command) quits. Returns the exit code."""
     chat = Chat(terminal, config)
     async with service_nursery() as nursery:
-        nursery.start_soon(_forward, interrupts, chat.interrupt)
+        nursery.start_soon(_forward, interrupts, chat)
         try:
             return await chat.run()
         finally:
             nursery.cancel_scope.cancel(reason="the chat is over")
 
 
-async def _forward(interrupts: AsyncIterable[object], interrupt: Callable[[], None]) -> None:
-    async for _ in interrupts:
-        interrupt()
+async def _forward(interrupts: AsyncIterable[object], chat: Chat) -> None:
+    async for item in interrupts:
+        if isinstance(item, Quit):
+            chat.quit(exit_status(item.signum))
+        else:
+            chat.interrupt()
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -455,14 +490,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         code = trio.run(_main, config)
     except* KeyboardInterrupt:
-        # A Ctrl-C in the instant before the handler is installed or after it is gone (e.g.
-        # while the output drains): trio raises it where the main task waits, often in a
-        # nursery, which wraps it in a group.
+        # A Ctrl-C in the instant before the handler is installed or after it is gone:
+        # trio raises it where the main task waits, often in a nursery, which wraps it in a
+        # group.
         pass
     return code
 
 
 async def _main(config: ChatConfig) -> int:
-    async with open_stdio_terminal() as terminal:
-        with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-            return await run_chat(terminal, config, interrupts)
+    if config.shell is None:
+        config = dataclasses.replace(config, shell=ShellExecutor())
+    assert config.shell is not None
+    shell = config.shell
+    options = config.options if config.options is not None else AgentOptions()
+    # The bound covers the output's drain too: a paused terminal must not hold a quit.
+    limit = teardown_limit(options.close_grace, shell.grace) + DRAIN_SECONDS
+    async with (
+        watching_signals("chat", shell, limit, interrupt_signals=(signal.SIGINT,)) as signals,
+        open_stdio_terminal() as terminal,
+    ):
+        code = await run_chat(terminal, config, signals.events)
+    return signals.status(code)

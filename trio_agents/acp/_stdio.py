@@ -14,6 +14,7 @@ import trio
 from .._model import Model
 from .._options import AgentOptions
 from .._runtime import open_runtime
+from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from ._server import AcpServer
@@ -25,11 +26,18 @@ async def serve_stdio(
     store: SessionStore | Path | None,
     model_factory: Callable[[], Model],
     options: AgentOptions | None = None,
+    *,
+    stop: trio.Event | None = None,
+    shell: ShellExecutor | None = None,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
     and a model from `model_factory()`. Stdout carries frames only. Returns after every
     session's agent is closed and every answer written.
+
+    Setting `stop` ends the input as if stdin had ended: the same teardown follows (what
+    SIGTERM does to `trio-agents acp`). `shell` is the runtime's executor, as for
+    `open_runtime` (None: a default one).
 
     Always a checkpoint. Raises what `open_runtime` raises for the store (TrioAgentsError for
     a file that is not a session store), and OSError if stdin or stdout cannot be duplicated.
@@ -38,10 +46,21 @@ async def serve_stdio(
     receive = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     send = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
     bash = BashTools()
-    async with open_runtime(store) as rt, receive, send:
+    async with open_runtime(store, shell=shell) as rt, receive, send:
         await rt.load(bash)
         server = AcpServer(rt, model_factory, bash=bash, options=options, version=_version())
-        await server.serve(receive, send)
+        async with trio.open_nursery() as nursery:
+            if stop is not None:
+                nursery.start_soon(_end_input_when, stop, receive)
+            await server.serve(receive, send)
+            nursery.cancel_scope.cancel(reason="the connection is over")
+
+
+async def _end_input_when(stop: trio.Event, receive: trio.lowlevel.FdStream) -> None:
+    await stop.wait()
+    # The reader, waiting in receive_some, sees ClosedResourceError: its end of input. A
+    # line read in part is still handled, as at a real end of input.
+    await receive.aclose()
 
 
 def _version() -> str:
