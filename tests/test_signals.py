@@ -29,7 +29,15 @@ import pytest
 import trio
 import trio.testing
 
-from trio_agents import MemoryStore, OfflineModel, SqliteStore, StoredSession
+from trio_agents import (
+    MemoryStore,
+    OfflineModel,
+    RunResult,
+    ShellExecutor,
+    ShellRequest,
+    SqliteStore,
+    StoredSession,
+)
 from trio_agents._cli._chat import ChatConfig, run_chat
 from trio_agents._cli._signals import Quit, QuitPolicy, SignalWatch, exit_status, teardown_limit
 
@@ -503,3 +511,29 @@ async def test_a_quit_in_a_turn_closes_it_where_a_ctrl_c_would_cancel_it() -> No
         dict(r.data["reason"]) for r in (await store.load("s1")).records if r.type == "turn/end"
     ]
     assert ends == [{"kind": "aborted", "reason": "Ctrl-C", "cause": "user"}, {"kind": "closed"}]
+
+
+@pytest.mark.subprocess
+async def test_kill_now_kills_foreground_commands_and_jobs_without_waiting(
+    tmp_path: pathlib.Path,
+) -> None:
+    shell = ShellExecutor(cwd=str(tmp_path))
+    async with shell.running(), trio.open_nursery() as nursery:
+        job = await shell.start(shell.resolve(ShellRequest("sleep 300 & wait")))
+        results: list[RunResult] = []
+
+        async def foreground() -> None:
+            request = ShellRequest("echo $$ > fg.pid; sleep 300 & wait")
+            results.append(await shell.run(shell.resolve(request)))
+
+        nursery.start_soon(foreground)
+        fg_file = tmp_path / "fg.pid"
+        while not (fg_file.exists() and fg_file.read_text().strip()):  # noqa: ASYNC110
+            await trio.sleep(0.01)
+        groups = [shell.pgid(job), process_group(int(fg_file.read_text()))]
+        assert all(live_group_members(pgid) for pgid in groups)
+        assert shell.kill_now() == 2
+        assert (await shell.wait(job)).signal == "SIGKILL"
+    assert [r.signal for r in results] == ["SIGKILL"]
+    assert [live_group_members(pgid) for pgid in groups] == [[], []]
+    assert shell.kill_now() == 0  # nothing is running any more
