@@ -9,7 +9,9 @@ server included), and the store file after the exit.
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import json
 import math
 import os
@@ -19,6 +21,7 @@ import re
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -47,12 +50,13 @@ TIMEOUT = 30.0  # seconds for any one expectation; nothing here sleeps to wait
 
 # A background job of two processes: the script's bash and a sleep it waits for. `trapped`
 # makes the sleep ignore TERM and the bash note each TERM it gets, so killing the job takes
-# the whole shell grace (3 s): a window in which the teardown is known to be running.
+# the whole shell grace (3 s): a window in which the teardown is known to be running. Each
+# pid is written once its process has set its traps, so a signal sent after both files
+# exist finds them in place.
 JOB = """\
-echo "$$" > {dir}/job.pid
-{sleeper} &
-echo "$!" > {dir}/child.pid
 {trap}
+echo "$$" > {dir}/job.pid
+({ignore}echo "$BASHPID" > {dir}/child.pid; exec sleep 300) &
 while :; do wait; done
 """
 
@@ -62,8 +66,8 @@ def write_job(tmp_path: pathlib.Path, *, trapped: bool = False) -> pathlib.Path:
     script.write_text(
         JOB.format(
             dir=tmp_path,
-            sleeper="(trap '' TERM; exec sleep 300)" if trapped else "sleep 300",
             trap=f"trap 'echo term >> {tmp_path}/job.term' TERM" if trapped else "",
+            ignore="trap '' TERM; " if trapped else "",
         )
     )
     return script
@@ -276,6 +280,56 @@ def test_a_second_signal_during_the_acp_teardown_forces_the_exit(tmp_path: pathl
     assert_nothing_left(tmp_path, pids, pgid)
     # What the store had committed is still there, readable.
     assert turn_ends(read_session(server.store, sid)) == [{"kind": "completed"}]
+
+
+class StalledAcp(AcpProcess):
+    """A client that stops reading: nothing takes the server's frames off the pipe."""
+
+    def _read(self) -> None:
+        pass
+
+    def expect(self, what: str, matches: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            frame: dict[str, Any] = json.loads(self.process.stdout.readline())
+            if matches(frame):
+                return frame
+
+    def unread(self) -> int:
+        """How many bytes wait in the server's stdout pipe."""
+        assert self.process.stdout is not None
+        count = array.array("i", [0])
+        fcntl.ioctl(self.process.stdout.fileno(), termios.FIONREAD, count)
+        return count[0]
+
+
+@pytest.mark.subprocess
+def test_a_teardown_held_by_a_client_that_stopped_reading_ends_at_its_bound(
+    tmp_path: pathlib.Path,
+) -> None:
+    server = StalledAcp(tmp_path)
+    try:
+        server.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        params: dict[str, Any] = {"cwd": str(tmp_path), "mcpServers": []}
+        sid = str(server.request("session/new", params)["sessionId"])
+        assert server.answer(server.prompt(sid, f"!&bash {write_job(tmp_path)}"))
+        pids = job_pids(tmp_path)
+        pgid = process_group(pids[0])
+        server.prompt(sid, "x" * 2_000_000)  # echoed back: far more than a pipe holds
+        wait_for("the server's stdout pipe to fill", lambda: server.unread() >= 65536)
+        start = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        code, stderr = server.exit()
+        took = time.monotonic() - start
+    finally:
+        server.close()
+    limit = teardown_limit(5.0, 3.0)  # the defaults: close_grace 5 s, the shell's grace 3 s
+    assert code == 143
+    assert f"trio-agents acp: the teardown took longer than {limit:g}s: exiting at once" in stderr
+    assert took >= limit
+    assert_nothing_left(tmp_path, pids, pgid)
 
 
 # -- chat in a pseudo-terminal ---------------------------------------------------------------
