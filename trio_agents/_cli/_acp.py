@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from .._model import Model
+from .._nursery import service_nursery
 from .._options import AgentOptions
 from .._shell import ShellExecutor
 from ..acp import serve_stdio
@@ -58,7 +59,7 @@ async def _main(store: Path | None, factory: Callable[[], Model], options: Agent
     shell = ShellExecutor()
     stop = trio.Event()
     limit = teardown_limit(options.close_grace, shell.grace)
-    async with watching_signals("acp", shell, limit) as signals, trio.open_nursery() as nursery:
+    async with watching_signals("acp", shell, limit) as signals, service_nursery() as nursery:
         nursery.start_soon(_stop_on_quit, signals.events, stop)
         await serve_stdio(store, factory, options, stop=stop, shell=shell)
         nursery.cancel_scope.cancel(reason="the server is done")
