@@ -262,6 +262,31 @@ def test_acp_quits_on_a_signal_as_at_end_of_input(tmp_path: pathlib.Path, signum
 
 
 @pytest.mark.subprocess
+def test_acp_quits_on_sigterm_during_a_running_tool(tmp_path: pathlib.Path) -> None:
+    server = AcpProcess(tmp_path)
+    try:
+        server.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        params: dict[str, Any] = {"cwd": str(tmp_path), "mcpServers": []}
+        sid = str(server.request("session/new", params)["sessionId"])
+        running = server.prompt(sid, f"!bash {write_job(tmp_path)}")  # in the foreground
+        pids = job_pids(tmp_path)
+        pgid = process_group(pids[0])
+        server.process.send_signal(signal.SIGTERM)
+        assert server.answer(running)["stopReason"] == "cancelled"
+        code, stderr = server.exit()
+    finally:
+        server.close()
+    assert code == 143, stderr
+    assert_nothing_left(tmp_path, pids, pgid)
+    session = read_session(server.store, sid)
+    results = [
+        (r.data["content"], r.data["is_error"]) for r in session.records if r.type == "tool/result"
+    ]
+    assert results == [("tool call 'bash' was interrupted before it finished", True)]
+    assert turn_ends(session) == [{"kind": "closed"}]
+
+
+@pytest.mark.subprocess
 def test_a_second_signal_during_the_acp_teardown_forces_the_exit(tmp_path: pathlib.Path) -> None:
     server, sid = acp_with_a_job(tmp_path, write_job(tmp_path, trapped=True))
     try:
