@@ -226,6 +226,7 @@ class ShellExecutor:
                 raise ValueError(f"env[{name!r}] = {given!r}: give a string without NUL")
         self._spill_root: SpillRoot | None = None
         self._jobs: dict[str, _Job] = {}
+        self._foreground: set[trio.Process] = set()  # what `kill_now` must reach besides jobs
         self._job_numbers = itertools.count(1)
         self._nursery: trio.Nursery | None = None
         self._listeners: list[JobListener] = []
@@ -505,6 +506,7 @@ class ShellExecutor:
         spill = self._spill_source(spec.owner)
         out, err = self._collector("stdout", spill), self._collector("stderr", spill)
         timed_out = False
+        self._foreground.add(process)
         try:
             async with trio.open_nursery() as nursery:
                 assert process.stdout is not None
@@ -523,6 +525,7 @@ class ShellExecutor:
                 await self.kill_group(process)
             raise
         finally:
+            self._foreground.discard(process)
             stdout, stderr = out.finish(), err.finish()
         return _result(
             process,
@@ -572,6 +575,19 @@ class ShellExecutor:
         root, self._spill_root = self._spill_root, None
         if root is not None:
             root.remove()
+
+    def kill_now(self) -> int:
+        """SIGKILL the process group of every command still running here, foreground and
+        background, without waiting: for a process that is about to exit at once (the forced
+        exit of `trio-agents acp` and `chat`). Returns how many groups were signalled. Never
+        blocks; the jobs' watchers reap them as usual if the process lives on."""
+        processes = [j.process for j in self._jobs.values() if not j.done.is_set()]
+        signalled = 0
+        for process in [*processes, *self._foreground]:
+            # As in kill_group: a group with nobody left may have had its id reused.
+            if process.returncode is None or group_has_live_members(process.pid):
+                signalled += signal_group(process.pid, signal.SIGKILL)
+        return signalled
 
     async def kill_group(self, process: trio.Process) -> None:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL

@@ -1,7 +1,9 @@
 """`trio-agents acp`: serve the Agent Client Protocol on this process's stdin and stdout.
 
 Stdout carries protocol frames only; logs go to stderr. End of stdin closes every session's
-agent (the store keeps the sessions) and the process exits 0. A store that cannot be opened
+agent (the store keeps the sessions) and the process exits 0. SIGTERM, SIGHUP and SIGINT
+end the input the same way, and the process exits 128 + the signal's number; a second
+signal during that teardown forces the exit (`_signals`). A store that cannot be opened
 (a path through a file, a read-only file, not a store) is one line on stderr and exit 2,
 before any frame is read; a store that fails while serving (a full disk) is one line and
 exit 1.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +28,15 @@ from .._errors import (
     StoreLockedError,
     TrioAgentsError,
 )
+from .._model import Model
+from .._nursery import service_nursery
 from .._options import AgentOptions
 from .._shell import ShellExecutor
 from .._store_sqlite import SqliteStore, default_store_path
 from ..acp import serve_stdio
 from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
 from ._model_choice import MODELS
+from ._signals import Quit, teardown_limit, watching_signals
 
 __all__ = ["add_parser", "run"]
 
@@ -69,14 +74,30 @@ def run(args: argparse.Namespace) -> int:
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
     shell = ShellExecutor(pass_env=args.pass_env)
-    code = 0
+    code = 1
     try:
-        trio.run(partial(serve_stdio, path, factory, options, shell=shell))
+        code = trio.run(_main, path, factory, options, shell)
     except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
         # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
-        code = 1
     return code
+
+
+async def _main(
+    store: Path, factory: Callable[[], Model], options: AgentOptions, shell: ShellExecutor
+) -> int:
+    stop = trio.Event()
+    limit = teardown_limit(options.close_grace, shell.grace)
+    async with watching_signals("acp", shell, limit) as signals, service_nursery() as nursery:
+        nursery.start_soon(_stop_on_quit, signals.events, stop)
+        await serve_stdio(store, factory, options, stop=stop, shell=shell)
+        nursery.cancel_scope.cancel(reason="the server is done")
+    return signals.status(0)
+
+
+async def _stop_on_quit(events: trio.abc.ReceiveChannel[int | Quit], stop: trio.Event) -> None:
+    async for _ in events:  # every handled signal is a quit here: none is an interrupt
+        stop.set()
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -5,11 +5,14 @@
     its TextStreamed events (event listener) ─┴─► Renderer (pure) ──► writer task ──► stdout
     SIGINT (trio.open_signal_receiver) ──► Chat.interrupt(): cancel the running turn, or
                                            leave (at the prompt, or while starting)
+    SIGTERM, SIGHUP (the same receiver) ──► Chat.quit(): leave from any phase; a running
+                                           turn ends `closed` (`_signals`)
 
 The rendering (`_chat_render`) is pure: records and text in, text out. `Chat` is the loop,
 written against a small `Terminal` (read a line, write text, report an error) and any async
 iterable of interrupts, so tests drive it in process; the real terminal
-(`open_stdio_terminal`) and the SIGINT receiver are wired in by `run`.
+(`open_stdio_terminal`) and the signal receiver (`_signals.watching_signals`) are wired in
+by `run`.
 
 The session lives in the store like any other: `trio-agents chat --session ID` resumes it
 (and so does ACP's `session/load`), `trio-agents sessions show ID` lists its records.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -58,6 +62,7 @@ from .._store_sqlite import default_store_path
 from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
+from ._signals import Quit, exit_status, teardown_limit, watching_signals
 
 __all__ = [
     "CANCEL_REASON",
@@ -229,6 +234,9 @@ class ChatConfig:
     cwd: str | None = None
     pass_env: tuple[str, ...] = ()
     """Names of the environment passed to commands as they are (`--pass-env`)."""
+    shell: ShellExecutor | None = None
+    """The runtime's shell executor (None: a default one with `pass_env`), as for
+    `open_runtime`."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -240,7 +248,7 @@ class Chat:
     `interrupt()` is what Ctrl-C does: in a turn it cancels the turn (`agent.cancel`, cause
     `user`), which ends `aborted` and shows `[cancelled]`; at the prompt, or while starting,
     it leaves (the agent is closed, the store keeps the session). While the chat closes it
-    does nothing."""
+    does nothing. `quit(status)` is what SIGTERM and SIGHUP do: leave from any phase."""
 
     def __init__(self, terminal: Terminal, config: ChatConfig) -> None:
         self._terminal = terminal
@@ -249,6 +257,7 @@ class Chat:
         self._phase: Phase = "starting"
         self._scope = trio.CancelScope()  # what a Ctrl-C cancels while starting or prompting
         self._interrupted = False
+        self._quit_status: int | None = None
         self._agent: Agent | None = None
         self._store_failed = False
 
@@ -261,16 +270,28 @@ class Chat:
             self._interrupted = True
             self._scope.cancel(reason="Ctrl-C")
 
+    def quit(self, status: int) -> None:
+        """Leave now, as at end of input, from whatever phase: a running turn is not
+        cancelled but closed with the agent (its `turn/end` is `closed`), the store keeps
+        the session, and `run` returns `status`. While the chat closes it does nothing."""
+        if self._phase == "closing" or self._quit_status is not None:
+            return
+        self._quit_status = status
+        # The scope of the phase: starting, reading a line, or waiting for the turn.
+        self._scope.cancel(reason="quit")
+
     async def run(self) -> int:
         """Open the runtime and the agent, converse until end of input (0) or a Ctrl-C at
-        the prompt (130), close the agent (the store keeps the session). A session that
-        cannot be opened is 2 (an unknown id, a store that cannot be opened) or 1 (a session
-        live in another process); a model endpoint that is not configured is 2; a turn the
-        store could not commit ends the chat with 1."""
+        the prompt (130) or a `quit(status)` (`status`), close the agent (the store keeps
+        the session). A session that cannot be opened is 2 (an unknown id, a store that
+        cannot be opened) or 1 (a session live in another process); a model endpoint that
+        is not configured is 2; a turn the store could not commit ends the chat with 1."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
-                shell = ShellExecutor(pass_env=self._config.pass_env)
+                shell = self._config.shell
+                if shell is None:
+                    shell = ShellExecutor(pass_env=self._config.pass_env)
                 rt = await stack.enter_async_context(open_runtime(self._config.store, shell=shell))
             except (TrioAgentsError, OSError, sqlite3.Error) as exc:
                 # Not a store, a store of another version, a path that cannot be one: the
@@ -284,11 +305,11 @@ class Chat:
                 opened = await self._open(rt, bash)
             if isinstance(opened, int):
                 return opened
-            if self._interrupted or opened is None:
+            if self._quit_status is not None or self._interrupted or opened is None:
                 if opened is not None:
                     await opened[0].aclose()  # made just as the Ctrl-C landed
                 self._terminal.write("\n")
-                return EXIT_INTERRUPTED
+                return self._exit_code()
             handle, resumed = opened
             agent = self._agent = handle.agent
             try:
@@ -315,6 +336,11 @@ class Chat:
             else:
                 hint = self._resume_hint(agent.id)
                 self._terminal.write(f"session {agent.id} kept; resume with: {hint}\n")
+        return self._exit_code()
+
+    def _exit_code(self) -> int:
+        if self._quit_status is not None:
+            return self._quit_status
         return EXIT_INTERRUPTED if self._interrupted else 0
 
     async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
@@ -376,7 +402,7 @@ class Chat:
                 # no scope to cancel: it leaves now, without waiting for a line.
                 if not self._interrupted:
                     line = await self._terminal.readline()
-            if self._interrupted:
+            if self._interrupted or self._quit_status is not None:
                 # Also when the Ctrl-C landed just after the line was read: it means leave.
                 self._terminal.write("\n")
                 return
@@ -392,7 +418,12 @@ class Chat:
                 self._terminal.error(f"trio-agents chat: {exc}")
                 return
             self._phase = "turn"
-            await agent.wait_idle()
+            with trio.CancelScope() as self._scope:  # what a quit cancels in a turn
+                await agent.wait_idle()
+            if self._quit_status is not None:
+                # Leaving closes the agent: the turn still running ends `closed`.
+                self._terminal.write("\n")
+                return
             try:
                 # The next prompt means the turn is stored (rule L9), as an ACP answer does.
                 await store.flush(agent.session)
@@ -424,20 +455,23 @@ def _where(rt: Runtime) -> str:
 async def run_chat(
     terminal: Terminal, config: ChatConfig, interrupts: AsyncIterable[object]
 ) -> int:
-    """Run a `Chat` on `terminal`; each item of `interrupts` (a SIGINT receiver, in the
-    command) is a Ctrl-C. Returns the exit code."""
+    """Run a `Chat` on `terminal`; each item of `interrupts` is a Ctrl-C, but a `Quit`
+    (SIGTERM or SIGHUP, in the command) quits. Returns the exit code."""
     chat = Chat(terminal, config)
     async with service_nursery() as nursery:
-        nursery.start_soon(_forward, interrupts, chat.interrupt)
+        nursery.start_soon(_forward, interrupts, chat)
         try:
             return await chat.run()
         finally:
             nursery.cancel_scope.cancel(reason="the chat is over")
 
 
-async def _forward(interrupts: AsyncIterable[object], interrupt: Callable[[], None]) -> None:
-    async for _ in interrupts:
-        interrupt()
+async def _forward(interrupts: AsyncIterable[object], chat: Chat) -> None:
+    async for item in interrupts:
+        if isinstance(item, Quit):
+            chat.quit(exit_status(item.signum))
+        else:
+            chat.interrupt()
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -481,14 +515,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         code = trio.run(_main, config)
     except* KeyboardInterrupt:
-        # A Ctrl-C in the instant before the handler is installed or after it is gone (e.g.
-        # while the output drains): trio raises it where the main task waits, often in a
-        # nursery, which wraps it in a group.
+        # A Ctrl-C in the instant before the handler is installed or after it is gone:
+        # trio raises it where the main task waits, often in a nursery, which wraps it in a
+        # group.
         pass
     return code
 
 
 async def _main(config: ChatConfig) -> int:
-    async with open_stdio_terminal() as terminal:
-        with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-            return await run_chat(terminal, config, interrupts)
+    if config.shell is None:
+        config = dataclasses.replace(config, shell=ShellExecutor(pass_env=config.pass_env))
+    assert config.shell is not None
+    shell = config.shell
+    options = config.options if config.options is not None else AgentOptions()
+    # The bound covers the output's drain too: a paused terminal must not hold a quit.
+    limit = teardown_limit(options.close_grace, shell.grace) + DRAIN_SECONDS
+    async with (
+        watching_signals("chat", shell, limit, interrupt_signals=(signal.SIGINT,)) as signals,
+        open_stdio_terminal() as terminal,
+    ):
+        code = await run_chat(terminal, config, signals.events)
+    return signals.status(code)

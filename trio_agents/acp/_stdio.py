@@ -27,6 +27,7 @@ async def serve_stdio(
     model_factory: Callable[[], Model],
     options: AgentOptions | None = None,
     *,
+    stop: trio.Event | None = None,
     shell: ShellExecutor | None = None,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
@@ -34,6 +35,9 @@ async def serve_stdio(
     and a model from `model_factory()`, their commands run by `shell` (None: a default
     `ShellExecutor`). Stdout carries frames only. Returns after every
     session's agent is closed and every answer written.
+
+    Setting `stop` ends the input as if stdin had ended: the same teardown follows (what
+    SIGTERM does to `trio-agents acp`).
 
     Always a checkpoint. Raises what `open_runtime` raises for the store (TrioAgentsError for
     a file that is not a session store), and OSError if stdin or stdout cannot be duplicated.
@@ -45,7 +49,18 @@ async def serve_stdio(
     async with open_runtime(store, shell=shell) as rt, receive, send:
         await rt.load(bash)
         server = AcpServer(rt, model_factory, bash=bash, options=options, version=_version())
-        await server.serve(receive, send)
+        async with trio.open_nursery() as nursery:
+            if stop is not None:
+                nursery.start_soon(_end_input_when, stop, receive)
+            await server.serve(receive, send)
+            nursery.cancel_scope.cancel(reason="the connection is over")
+
+
+async def _end_input_when(stop: trio.Event, receive: trio.lowlevel.FdStream) -> None:
+    await stop.wait()
+    # The reader, waiting in receive_some, sees ClosedResourceError: its end of input. A
+    # line read in part is still handled, as at a real end of input.
+    await receive.aclose()
 
 
 def _version() -> str:
