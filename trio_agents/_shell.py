@@ -21,7 +21,8 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import AsyncGenerator, Callable, Mapping
+import weakref
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -29,7 +30,9 @@ from functools import partial
 import trio
 
 from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
-from ._shell_group import group_gone, group_has_live_members, signal_group
+from ._sandbox import check_sandbox, sandboxed_argv
+from ._sandbox_policy import SandboxPolicy
+from ._shell_group import group_gone, group_has_live_members, signal_group, signal_members
 from ._shell_output import OutputCollector, StreamOutput
 
 __all__ = [
@@ -200,6 +203,10 @@ class ShellExecutor:
     max_output_bytes: how much of each output stream is kept in memory; past it the whole
         stream goes to a private spill file.
     grace: how long a killed process group has between SIGTERM and SIGKILL.
+    sandbox: how each command is confined (`SandboxPolicy`, by default one of its own);
+        None runs commands unsandboxed. Whether the machine can sandbox is checked once, on
+        entering `running()` or at the first command: SandboxUnavailableError unless the
+        policy allows the fallback.
 
     Foreground commands (`run`) need nothing more; background jobs (`start`) run inside
     `running()`, which `open_runtime` enters. Raises ValueError unless every number is
@@ -214,6 +221,7 @@ class ShellExecutor:
         max_timeout: float = 600.0,
         max_output_bytes: int = 64_000,
         grace: float = 3.0,
+        sandbox: SandboxPolicy | None = SandboxPolicy(),  # noqa: B008 - frozen, shared
     ) -> None:
         for name, value in (
             ("timeout", timeout),
@@ -233,6 +241,42 @@ class ShellExecutor:
         self._nursery: trio.Nursery | None = None
         self._listeners: list[JobListener] = []
         self._silenced = False
+        self.sandbox = sandbox
+        self._bwrap: str | None = None
+        self._sandbox_checked = sandbox is None
+        self._hidden: list[str] = []
+        # The processes started under bwrap (killed and decoded differently), by identity.
+        self._sandboxed: weakref.WeakSet[trio.Process] = weakref.WeakSet()
+
+    # -- the sandbox ------------------------------------------------------------------------
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether commands run in the sandbox (False until the check, and for the fallback)."""
+        return self._bwrap is not None
+
+    def hide(self, *paths: str) -> None:
+        """Hide `paths` (absolute; files or directories) from every later sandboxed command,
+        besides the policy's own (`open_runtime` hides its store this way). Never blocks."""
+        self._hidden.extend(os.path.abspath(p) for p in paths)
+
+    async def check_sandbox(self) -> bool:
+        """Find out (once) whether commands can be sandboxed; return `sandboxed`. A checkpoint.
+
+        Raises SandboxUnavailableError when they cannot and the policy does not allow the
+        fallback (the next call checks again)."""
+        if self._sandbox_checked or self.sandbox is None:
+            await trio.lowlevel.checkpoint()
+            return self.sandboxed
+        self._bwrap = await check_sandbox(self.sandbox)
+        self._sandbox_checked = True
+        return self.sandboxed
+
+    def _exposed(self, spec: ShellSpec) -> Sequence[str]:
+        # What one command may read besides the policy's view (its own session's spill
+        # directory, once that is per session); a method so a subclass can add to it.
+        del spec
+        return ()
 
     # -- background jobs ------------------------------------------------------------------
 
@@ -248,7 +292,7 @@ class ShellExecutor:
             raise AlreadyRunningError(
                 "this shell executor is already running; one runtime at a time"
             )
-        await trio.lowlevel.checkpoint()  # entering a nursery is not a checkpoint
+        await self.check_sandbox()  # a machine that cannot sandbox refuses here, at once
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
@@ -461,6 +505,7 @@ class ShellExecutor:
             timeout=job.spec.timeout,
             stdout=job.out.finish(),
             stderr=job.err.finish(),
+            sandboxed=job.process in self._sandboxed,
         )
         job.done.set()
         if not (self._silenced or job.silent):
@@ -525,6 +570,7 @@ class ShellExecutor:
             timeout=spec.timeout,
             stdout=stdout,
             stderr=stderr,
+            sandboxed=process in self._sandboxed,
         )
 
     def _environment(self) -> dict[str, str] | None:
@@ -533,9 +579,22 @@ class ShellExecutor:
         return None
 
     async def _spawn(self, spec: ShellSpec) -> trio.Process:
+        await self.check_sandbox()
         env = self._environment()
-        # The one-argument call is the seam tests patch (module `_spawn`), kept as it was.
-        return await (_spawn(spec) if env is None else _spawn(spec, env))
+        if self._bwrap is None or self.sandbox is None:
+            # The one-argument call is the seam tests patch (module `_spawn`), kept as it was.
+            return await (_spawn(spec) if env is None else _spawn(spec, env))
+        argv = sandboxed_argv(
+            self._bwrap,
+            self.sandbox,
+            ["bash", "-c", spec.command],
+            spec.workdir,
+            hidden=self._hidden,
+            exposed=self._exposed(spec),
+        )
+        process = await _spawn(spec, env, argv=argv)
+        self._sandboxed.add(process)
+        return process
 
     def _collector(self, label: str) -> OutputCollector:
         return OutputCollector(self.max_output_bytes, label)
@@ -551,7 +610,12 @@ class ShellExecutor:
             # All gone: do not signal a group id the kernel may have reused.
             await trio.lowlevel.checkpoint()
             return
-        signal_group(process.pid, signal.SIGTERM)
+        if process in self._sandboxed:
+            # bwrap itself dies of SIGTERM, and its sandbox with it at once: the command's
+            # processes get the TERM and the grace, bwrap only the final SIGKILL.
+            signal_members(process.pid, signal.SIGTERM, spare=process.pid)
+        else:
+            signal_group(process.pid, signal.SIGTERM)
         # The grace is for the whole group, not only the leader: a grandchild that cleans
         # up on TERM gets its chance too.
         with trio.move_on_after(self.grace):
@@ -567,11 +631,13 @@ class ShellExecutor:
             await group_gone(process.pid)
 
 
-async def _spawn(spec: ShellSpec, env: Mapping[str, str] | None = None) -> trio.Process:
-    """`bash -c` in a new session (its own process group), stdin closed, with `env` (by
-    default the scrubbed environment)."""
+async def _spawn(
+    spec: ShellSpec, env: Mapping[str, str] | None = None, *, argv: Sequence[str] | None = None
+) -> trio.Process:
+    """`bash -c` (or `argv`, the same wrapped in a sandbox) in a new session (its own process
+    group), stdin closed, with `env` (by default the scrubbed environment)."""
     return await trio.lowlevel.open_process(
-        ["bash", "-c", spec.command],
+        ["bash", "-c", spec.command] if argv is None else list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -589,9 +655,13 @@ def _result(
     timeout: float,
     stdout: StreamOutput,
     stderr: StreamOutput,
+    sandboxed: bool = False,
 ) -> RunResult:
     code = process.returncode
     assert code is not None, "the process has not exited"
+    if sandboxed and code > 128 and code - 128 in _SIGNAL_NUMBERS:
+        # bwrap reports a command killed by signal N as exit status 128 + N, as a shell does.
+        code = 128 - code
     return RunResult(
         exit_code=code if code >= 0 else None,
         signal=signal.Signals(-code).name if code < 0 else None,
@@ -601,6 +671,9 @@ def _result(
         stdout=stdout,
         stderr=stderr,
     )
+
+
+_SIGNAL_NUMBERS = frozenset(int(s) for s in signal.Signals)
 
 
 async def _pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "live_group_members",
     "live_groups",
     "signal_group",
+    "signal_members",
 ]
 
 
@@ -68,3 +69,18 @@ def signal_group(pgid: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def signal_members(pgid: int, sig: int, *, spare: int) -> None:
+    """Send `sig` to every live member of group `pgid` but `spare`, one by one (a process
+    forked meanwhile may miss it: whoever calls this sends SIGKILL to the group later)."""
+    try:
+        members = live_group_members(pgid)
+    except OSError:
+        return
+    for pid in members:
+        if pid != spare:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
