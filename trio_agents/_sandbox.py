@@ -21,7 +21,7 @@ import trio
 from ._errors import SandboxUnavailableError
 from ._sandbox_policy import SandboxPolicy, bwrap_argv, hidden_targets
 
-__all__ = ["SandboxVerdict", "check_sandbox", "sandboxed_argv"]
+__all__ = ["SandboxVerdict", "check_sandbox", "probe", "probe_now", "sandboxed_argv"]
 
 logger = logging.getLogger("trio_agents.shell")
 
@@ -41,11 +41,21 @@ _warned = False
 
 
 async def probe(bwrap: str | None) -> SandboxVerdict:
-    """Run the sandbox's options once around `true`; cached per executable. A checkpoint."""
+    """`probe_now` in a worker thread, unless its verdict is cached. A checkpoint."""
+    cached = _verdicts.get(bwrap or "")
+    if cached is not None:
+        await trio.lowlevel.checkpoint()
+        return cached
+    return await trio.to_thread.run_sync(probe_now, bwrap)
+
+
+def probe_now(bwrap: str | None) -> SandboxVerdict:
+    """Run bwrap once with the sandbox's options around `true`, blocking (for at most
+    PROBE_TIMEOUT real seconds, whatever clock trio runs on); cached per executable, for the
+    life of the process."""
     key = bwrap or ""
     cached = _verdicts.get(key)
     if cached is not None:
-        await trio.lowlevel.checkpoint()
         return cached
     found = shutil.which(bwrap or "bwrap")
     if found is None:
@@ -53,13 +63,12 @@ async def probe(bwrap: str | None) -> SandboxVerdict:
     else:
         argv = bwrap_argv(found, SandboxPolicy(), command=["true"], workdir="/", hidden={})
         try:
-            with trio.fail_after(PROBE_TIMEOUT):
-                done = await trio.run_process(
-                    argv, stdin=subprocess.DEVNULL, capture_stdout=True, capture_stderr=True,
-                    check=False,
-                )  # fmt: skip
-        except (OSError, trio.TooSlowError) as exc:
-            verdict = SandboxVerdict(None, f"{found} could not be run ({exc!r})")
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
+                check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            verdict = SandboxVerdict(None, f"{found} could not be run ({exc})")
         else:
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()
             if done.returncode == 0:
@@ -67,8 +76,7 @@ async def probe(bwrap: str | None) -> SandboxVerdict:
             else:
                 why = said[-1] if said else f"exit status {done.returncode}"
                 verdict = SandboxVerdict(None, f"{found} cannot make a sandbox here: {why}")
-    _verdicts.setdefault(key, verdict)
-    return _verdicts[key]
+    return _verdicts.setdefault(key, verdict)
 
 
 async def check_sandbox(policy: SandboxPolicy) -> str | None:

@@ -45,6 +45,7 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
+from .._sandbox_policy import SandboxPolicy
 from .._shell import RunResult, ShellExecutor, ShellRequest
 from .._shell_tools import BashTools
 from .._store import MemoryStore
@@ -95,8 +96,10 @@ KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping
 
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
     # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap, a small cap
-    # the output probe (D78).
-    return ShellExecutor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
+    # the output probe (D78). Sandboxed where the machine can, else not: the suite's main
+    # command runs on fresh machines without bubblewrap, and its report says which (D134).
+    sandbox = SandboxPolicy(allow_unsandboxed=True)
+    return ShellExecutor(cwd=cwd, grace=0.1, max_output_bytes=16_000, sandbox=sandbox)
 
 
 def shell_settings(base: Settings) -> Settings:
@@ -169,6 +172,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
     @asynccontextmanager
     async def _runtime(self) -> AsyncGenerator[Runtime, None]:
         async with open_runtime(MemoryStore(), shell=type(self).factory(self.dir)) as rt:
+            # The report says whether the commands it checked ran sandboxed (D134).
+            type(self).stats["sandboxed" if rt.shell.sandboxed else "unsandboxed"] = 1
             rt.shell.on_job_done(self._count_done)
             await rt.load(self.bash)
             yield rt

@@ -17,6 +17,7 @@ import trio
 
 from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
 from trio_agents._runtime import Runtime
+from trio_agents._sandbox_policy import SandboxPolicy
 from trio_agents._shell import QUIET_TOOLS
 from trio_agents._shell_group import group_gone, group_has_live_members, signal_group
 from trio_agents._shell_output import OutputCollector, spill_directory
@@ -236,13 +237,19 @@ class _EmptyOwnerIsNobody(BashTools):
 
 
 def shell_factory_for(
-    executor: type[ShellExecutor], bash_tools: Callable[[], BashTools] | None = None
+    executor: type[ShellExecutor],
+    bash_tools: Callable[[], BashTools] | None = None,
+    *,
+    sandboxed: bool = True,
 ) -> Callable[[str], ShellExecutor]:
-    """A shell target: `executor` with the built-in target's grace and cap, and, when given, the
-    plugin the machine loads instead of the built-in `BashTools` (its `bash_tools`)."""
+    """A shell target: `executor` with the built-in target's grace, cap and sandbox (where the
+    machine has one), and, when given, the plugin the machine loads instead of the built-in
+    `BashTools` (its `bash_tools`). `sandboxed=False` for a defect of the group kill, which
+    the sandbox would mask (killing bwrap kills everything inside)."""
+    sandbox = SandboxPolicy(allow_unsandboxed=True) if sandboxed else None
 
     def factory(cwd: str) -> ShellExecutor:
-        return executor(cwd=cwd, grace=0.1, max_output_bytes=16_000)
+        return executor(cwd=cwd, grace=0.1, max_output_bytes=16_000, sandbox=sandbox)
 
     factory.__name__ = executor.__name__.strip("_")
     if bash_tools is not None:
@@ -250,11 +257,11 @@ def shell_factory_for(
     return factory
 
 
-leader_only_kill = shell_factory_for(_LeaderOnlyKill)
+leader_only_kill = shell_factory_for(_LeaderOnlyKill, sandboxed=False)
 owner_forgotten_at_end = shell_factory_for(_OwnerForgottenAtEnd)
 notice_for_killed_jobs = shell_factory_for(_NoticeForKilledJobs)
 owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
-term_without_kill = shell_factory_for(_TermWithoutKill)
+term_without_kill = shell_factory_for(_TermWithoutKill, sandboxed=False)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
 secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
