@@ -21,7 +21,16 @@ import trio
 from ._errors import SandboxUnavailableError
 from ._sandbox_policy import SandboxPolicy, bwrap_argv, hidden_targets
 
-__all__ = ["SandboxVerdict", "check_sandbox", "probe", "probe_now", "sandboxed_argv"]
+__all__ = [
+    "SandboxVerdict",
+    "check_sandbox",
+    "fallback",
+    "mark_warned",
+    "probe",
+    "probe_now",
+    "sandboxed_argv",
+    "unavailable",
+]
 
 logger = logging.getLogger("trio_agents.shell")
 
@@ -91,15 +100,31 @@ async def check_sandbox(policy: SandboxPolicy) -> str | None:
     if verdict.bwrap is not None:
         return verdict.bwrap
     if not policy.allow_unsandboxed:
-        raise SandboxUnavailableError(
-            f"cannot sandbox shell commands: {verdict.reason}; install bubblewrap "
-            "(e.g. `apt-get install bubblewrap`), or allow unsandboxed commands "
-            "(--allow-unsandboxed, or SandboxPolicy(allow_unsandboxed=True))"
-        )
+        raise SandboxUnavailableError(unavailable(verdict.reason))
     if not _warned:
         _warned = True
-        logger.warning("shell commands run WITHOUT a sandbox: %s", verdict.reason)
+        logger.warning("%s", fallback(verdict.reason))
     return None
+
+
+def unavailable(reason: str) -> str:
+    """The one line that says the machine cannot sandbox, and what to do."""
+    return (
+        f"cannot sandbox shell commands: {reason}; install bubblewrap "
+        "(e.g. `apt-get install bubblewrap`), or allow unsandboxed commands "
+        "(--allow-unsandboxed, or SandboxPolicy(allow_unsandboxed=True))"
+    )
+
+
+def fallback(reason: str) -> str:
+    """The one line that says commands run unsandboxed, and why."""
+    return f"shell commands run WITHOUT a sandbox: {reason}"
+
+
+def mark_warned() -> None:
+    """The fallback has been announced (by the command line, on stderr): do not log it."""
+    global _warned
+    _warned = True
 
 
 def _kinds(paths: Iterable[str]) -> dict[str, bool]:

@@ -3,6 +3,7 @@ still alive, wait until none is. What a group kill needs, apart from the jobs it
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import trio
@@ -80,7 +81,5 @@ def signal_members(pgid: int, sig: int, *, spare: int) -> None:
         return
     for pid in members:
         if pid != spare:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass

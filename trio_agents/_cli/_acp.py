@@ -9,13 +9,22 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from functools import partial
 from typing import Any
 
 import trio
 
 from .._options import AgentOptions
+from .._shell import ShellExecutor
 from ..acp import serve_stdio
-from ._args import add_max_steps, add_model, add_store, configure_logging
+from ._args import (
+    add_max_steps,
+    add_model,
+    add_sandbox,
+    add_store,
+    configure_logging,
+    sandbox_policy,
+)
 from ._model_choice import MODELS
 
 __all__ = ["add_parser", "run"]
@@ -32,6 +41,7 @@ def add_parser(commands: Any) -> None:
     add_max_steps(
         acp, help="end a turn after this many model calls (ACP stop reason max_turn_requests)"
     )
+    add_sandbox(acp)
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
 
 
@@ -44,5 +54,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
-    trio.run(serve_stdio, args.store, factory, options)
+    policy = sandbox_policy("acp", args)
+    if policy is None:
+        return 2
+    trio.run(
+        partial(serve_stdio, shell=ShellExecutor(sandbox=policy)), args.store, factory, options
+    )
     return 0

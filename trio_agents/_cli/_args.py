@@ -12,15 +12,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._sandbox import fallback, mark_warned, probe_now, unavailable
+from .._sandbox_policy import SandboxPolicy
 from .._store_sqlite import default_store_path
 from ._model_choice import MODELS
 
 __all__ = [
     "add_max_steps",
     "add_model",
+    "add_sandbox",
     "add_store",
     "configure_logging",
     "positive_int",
+    "sandbox_policy",
 ]
 
 
@@ -63,6 +67,36 @@ def add_max_steps(
 ) -> None:
     """`--max-steps`: `AgentOptions.max_steps`, None when not given (no limit)."""
     parser.add_argument("--max-steps", type=positive_int, default=None, metavar=metavar, help=help)
+
+
+def add_sandbox(parser: argparse.ArgumentParser) -> None:
+    """`--allow-unsandboxed` and `--no-network`: how the bash tools' commands are confined."""
+    parser.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="run shell commands without a sandbox when bubblewrap is missing or refused "
+        "(default: refuse to start)",
+    )
+    parser.add_argument(
+        "--no-network",
+        action="store_true",
+        help="cut sandboxed shell commands off the network",
+    )
+
+
+def sandbox_policy(command: str, args: argparse.Namespace) -> SandboxPolicy | None:
+    """The policy the flags ask for, once bubblewrap was found to work here (checked now, so a
+    machine that cannot sandbox is told before anything starts); None after printing the one
+    line that says it cannot and how to allow the fallback. A fallback is said on stderr."""
+    policy = SandboxPolicy(allow_unsandboxed=args.allow_unsandboxed, network=not args.no_network)
+    verdict = probe_now(policy.bwrap)
+    if verdict.bwrap is None:
+        if not policy.allow_unsandboxed:
+            print(f"trio-agents {command}: {unavailable(verdict.reason)}", file=sys.stderr)
+            return None
+        print(f"trio-agents {command}: {fallback(verdict.reason)}", file=sys.stderr)
+        mark_warned()
+    return policy
 
 
 def configure_logging(command: str, level: int) -> None:

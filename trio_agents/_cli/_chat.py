@@ -50,10 +50,19 @@ from .._options import AgentOptions
 from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
+from .._sandbox_policy import SandboxPolicy
+from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._store_sqlite import default_store_path
-from ._args import add_max_steps, add_model, add_store, configure_logging
+from ._args import (
+    add_max_steps,
+    add_model,
+    add_sandbox,
+    add_store,
+    configure_logging,
+    sandbox_policy,
+)
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 
@@ -225,6 +234,8 @@ class ChatConfig:
     store_option: str = ""
     """How the hints it prints name the store (` --store PATH`, or nothing: the default)."""
     cwd: str | None = None
+    sandbox: SandboxPolicy | None = SandboxPolicy()  # noqa: RUF009 - frozen, shared
+    """How the bash tools' commands are confined (None: not at all)."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -264,7 +275,8 @@ class Chat:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
-                rt = await stack.enter_async_context(open_runtime(self._config.store))
+                shell = ShellExecutor(sandbox=self._config.sandbox)
+                rt = await stack.enter_async_context(open_runtime(self._config.store, shell=shell))
             except (TrioAgentsError, OSError, sqlite3.Error) as exc:
                 # Not a store, a store of another version, a directory that cannot be made.
                 self._terminal.error(f"trio-agents chat: {exc}")
@@ -432,12 +444,16 @@ def add_parser(commands: Any) -> None:
     chat.add_argument("--session", metavar="ID", default=None, help="resume this stored session")
     add_store(chat, metavar="PATH")
     add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
+    add_sandbox(chat)
 
 
 def run(args: argparse.Namespace) -> int:
     # Not WARNING: a failed turn is logged as one, and the chat shows it already.
     configure_logging("chat", logging.ERROR)
     name, note = resolve_model(args.model)
+    sandbox = sandbox_policy("chat", args)
+    if sandbox is None:
+        return EXIT_USAGE
     path: Path = args.store if args.store is not None else default_store_path()
     if args.session is not None and not path.is_file():
         message = f"trio-agents chat: no store at {path}, so no session {args.session!r}"
@@ -450,6 +466,7 @@ def run(args: argparse.Namespace) -> int:
         session_id=args.session,
         options=AgentOptions(max_steps=args.max_steps),
         store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
+        sandbox=sandbox,
     )
     code = EXIT_INTERRUPTED
     try:

@@ -14,6 +14,7 @@ import trio
 from .._model import Model
 from .._options import AgentOptions
 from .._runtime import open_runtime
+from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from ._server import AcpServer
@@ -25,10 +26,13 @@ async def serve_stdio(
     store: SessionStore | Path | None,
     model_factory: Callable[[], Model],
     options: AgentOptions | None = None,
+    *,
+    shell: ShellExecutor | None = None,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
-    and a model from `model_factory()`. Stdout carries frames only. Returns after every
+    and a model from `model_factory()`, its commands run by `shell` (None: a ShellExecutor
+    with default settings, sandboxed). Stdout carries frames only. Returns after every
     session's agent is closed and every answer written.
 
     Always a checkpoint. Raises what `open_runtime` raises for the store (TrioAgentsError for
@@ -38,7 +42,7 @@ async def serve_stdio(
     receive = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     send = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
     bash = BashTools()
-    async with open_runtime(store) as rt, receive, send:
+    async with open_runtime(store, shell=shell) as rt, receive, send:
         await rt.load(bash)
         server = AcpServer(rt, model_factory, bash=bash, options=options, version=_version())
         await server.serve(receive, send)
