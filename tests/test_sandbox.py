@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
 import pytest
@@ -65,7 +65,7 @@ def escaped(marker: str) -> list[str]:
 @asynccontextmanager
 async def sandboxed_runtime(
     workdir: pathlib.Path, store: SqliteStore | None = None
-) -> AsyncIterator[Runtime]:
+) -> AsyncGenerator[Runtime, None]:
     shell = ShellExecutor(cwd=str(workdir), grace=0.3)
     async with open_runtime(store or SqliteStore(workdir / "sessions.db"), shell=shell) as rt:
         assert rt.shell.sandboxed
@@ -202,7 +202,7 @@ async def test_a_command_cannot_read_the_store_or_another_sessions_spill_file(
         done = await rt.shell.wait(job)
         spill = done.stdout.spill_path
         assert spill is not None
-        assert prompt in pathlib.Path(spill).read_text()
+        assert prompt in await trio.Path(spill).read_text()
         attack = f"cat sessions.db* {spill}; grep -ral {prompt} . /tmp 2>/dev/null; true"
         result = await rt.shell.run(rt.shell.resolve(ShellRequest(attack, owner="B")))
         assert prompt not in result.stdout.text
@@ -227,14 +227,18 @@ async def test_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     )
     result = await shell.run(shell.resolve(ShellRequest(command)))
     out = result.stdout.text
-    assert "ok-workdir" in out and (tmp_path / "in-workdir").exists()
-    assert "ok-tmp:/tmp" in out and not pathlib.Path("/tmp/t").exists()
-    assert "refused-outside" in out and not outside.exists()
-    assert "PRIVATE KEY" not in out and "hunter2" not in out
+    assert "ok-workdir" in out
+    assert await trio.Path(tmp_path / "in-workdir").exists()
+    assert "ok-tmp:/tmp" in out
+    assert not await trio.Path("/tmp/t").exists()
+    assert "refused-outside" in out
+    assert not await trio.Path(outside).exists()
+    assert "PRIVATE KEY" not in out
+    assert "hunter2" not in out
     # Its own /tmp: what it wrote, and the way to its workdir (which lies under /tmp here).
     top = tmp_path.relative_to("/tmp").parts[0]
     assert out.split("\n")[2].strip() == "2", out
-    assert (pathlib.Path("/tmp") / top).exists()
+    assert await trio.Path("/tmp", top).exists()
     assert out.split("\n")[-1].split() == ["lo"]  # --unshare-net: a network of its own
 
 
@@ -242,7 +246,7 @@ async def test_a_machine_without_bubblewrap_refuses_or_falls_back_as_told(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = str(tmp_path / "no-bwrap")
-    with pytest.raises(SandboxUnavailableError, match="is not installed.*--allow-unsandboxed"):
+    with pytest.raises(SandboxUnavailableError, match=r"is not installed.*--allow-unsandboxed"):
         async with open_runtime(
             SqliteStore(tmp_path / "s.db"),
             shell=ShellExecutor(sandbox=SandboxPolicy(bwrap=missing)),

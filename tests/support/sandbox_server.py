@@ -17,7 +17,10 @@ import trio
 
 from trio_agents import MemoryStore, ShellExecutor, ShellRequest, open_runtime
 
-ENVIRON = "tr '\\0' '\\n' < /proc/$PPID/environ; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done"
+ENVIRON = (
+    "tr '\\0' '\\n' < /proc/$PPID/environ; "
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done"
+)
 
 
 def escapes(marker: str, python: str) -> dict[str, str]:
@@ -63,7 +66,7 @@ async def main(workdir: str, marker: str) -> None:
             await rt.shell.start(rt.shell.resolve(ShellRequest(command, owner="A")))
         seen = await rt.shell.run(rt.shell.resolve(ShellRequest(ENVIRON)))
         control = ShellExecutor(cwd=workdir, sandbox=None)
-        parent = await control.run(control.resolve(ShellRequest(ENVIRON.split(";")[0])))
+        parent = await control.run(control.resolve(ShellRequest(ENVIRON.split(";", 1)[0])))
         print(json.dumps({"sandboxed": seen.stdout.text, "control": parent.stdout.text}))
         print("ready", flush=True)
         await trio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
