@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_session", "_events", "_status", "_inbox",
-            "_model_sse", "_shell_output", "_shell_group", "acp._jsonrpc", "acp._mapping",
+            "_model_sse", "_shell_output", "_shell_group", "_sandbox_policy", "acp._jsonrpc",
+            "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
             "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",
@@ -40,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "stores, shell and models",
-        ("_store", "_store_sqlite", "_shell", "_model_openai", "_model_offline"),
+        ("_store", "_store_sqlite", "_sandbox", "_shell", "_model_openai", "_model_offline"),
     ),
     ("agent", ("_turn", "_agent", "_standalone")),
     ("fiber", ("_fiber",)),
@@ -63,7 +64,8 @@ EXPORTS = {
         "DuplicateSessionError", "Event", "EventBus", "Fiber", "FiberClosedError", "Finish",
         "JobOutput", "Listener", "MemoryStore", "Message", "MessageId", "Model", "ModelChunk",
         "ModelEndpointError", "ModelRequest", "OfflineModel", "OpenAICompatibleModel",
-        "PersistenceError", "Plugin", "Record", "RunResult", "Runtime", "Session",
+        "PersistenceError", "Plugin", "Record", "RunResult", "Runtime", "SandboxPolicy",
+        "Session",
         "SessionClosed", "SessionCreated", "SessionInfo", "SessionNotFoundError",
         "SessionStore", "ShellExecutor", "ShellRequest", "ShellSpec", "SqliteStore",
         "StatusChanged", "StepEnded", "StepStarted", "StoredSession", "TextDelta",
@@ -73,7 +75,7 @@ EXPORTS = {
         # the errors, one class per reason (D58)
         "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
         "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ObserverMisuse",
-        "ReadOnlyStoreError",
+        "ReadOnlyStoreError", "SandboxUnavailableError",
         "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "StoreBrokenError", "StoreClosedError", "StoreNotFoundError",
         "UnknownStoreVersionError",

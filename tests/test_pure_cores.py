@@ -25,6 +25,7 @@ PURE_MODULES = [
     "acp/_mapping",
     "_cli/_chat_render",
     "_shell_output",
+    "_sandbox_policy",
     "_events",
     "_inbox",
     "acp/_jsonrpc",
