@@ -78,7 +78,7 @@ async def start_escapes(rt: Runtime, owner: str, marker: str) -> None:
     await eventually("every escape running", lambda: len(escaped(marker)) == ESCAPES)
 
 
-async def test_the_nine_escapes_die_with_their_agent(tmp_path: pathlib.Path) -> None:
+async def test_S6_the_nine_escapes_die_with_their_agent(tmp_path: pathlib.Path) -> None:
     marker = f"sbx-{uuid.uuid4().hex[:12]}"
     bash = BashTools()
     async with sandboxed_runtime(tmp_path) as rt:
@@ -89,7 +89,7 @@ async def test_the_nine_escapes_die_with_their_agent(tmp_path: pathlib.Path) -> 
         assert escaped(marker) == []  # nothing to wait for: the close waited
 
 
-async def test_the_nine_escapes_die_with_the_runtime(tmp_path: pathlib.Path) -> None:
+async def test_S6_the_nine_escapes_die_with_the_runtime(tmp_path: pathlib.Path) -> None:
     marker = f"sbx-{uuid.uuid4().hex[:12]}"
     async with sandboxed_runtime(tmp_path) as rt:
         await start_escapes(rt, "A", marker)
@@ -134,7 +134,7 @@ async def serve(workdir: pathlib.Path, marker: str) -> tuple[trio.Process, dict[
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-async def test_a_signalled_server_leaves_no_process(
+async def test_S6_a_signalled_server_leaves_no_process(
     tmp_path: pathlib.Path, sig: signal.Signals
 ) -> None:
     marker = f"sbx-{uuid.uuid4().hex[:12]}"
@@ -154,7 +154,7 @@ async def test_a_signalled_server_leaves_no_process(
             os.kill(pid, signal.SIGKILL)
 
 
-async def test_a_command_cannot_kill_another_sessions_job(tmp_path: pathlib.Path) -> None:
+async def test_S6_a_command_cannot_kill_another_sessions_job(tmp_path: pathlib.Path) -> None:
     marker = f"sbx-{uuid.uuid4().hex[:12]}"
     async with sandboxed_runtime(tmp_path) as rt:
         job = await rt.shell.start(
@@ -180,7 +180,7 @@ async def test_a_command_cannot_kill_another_sessions_job(tmp_path: pathlib.Path
         await rt.shell.kill(job)
 
 
-async def test_a_command_cannot_read_the_store_or_another_sessions_spill_file(
+async def test_S7_a_command_cannot_read_the_store_or_another_sessions_spill_file(
     tmp_path: pathlib.Path,
 ) -> None:
     prompt = f"PROMPT-{uuid.uuid4().hex}"
@@ -209,7 +209,7 @@ async def test_a_command_cannot_read_the_store_or_another_sessions_spill_file(
         assert "No such file" in result.stderr.text  # the spill file is not there at all
 
 
-async def test_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
+async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     tmp_path: pathlib.Path,
 ) -> None:
     home = tmp_path / "home"
@@ -256,3 +256,31 @@ async def test_a_machine_without_bubblewrap_refuses_or_falls_back_as_told(
     result = await allowed.run(allowed.resolve(ShellRequest("echo $$")))
     assert not allowed.sandboxed
     assert result.stdout.text.strip() != "2"  # a host pid: no namespace
+
+
+@pytest.mark.parametrize("command", ["acp", "chat"])
+async def test_the_cli_without_bubblewrap_refuses_in_one_line_or_says_it_falls_back(
+    tmp_path: pathlib.Path, command: str
+) -> None:
+    # No bwrap on PATH (the interpreter is named by its full path, needing none).
+    env = {**os.environ, "PATH": str(tmp_path / "empty"), "XDG_DATA_HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "trio_agents._cli", command, "--store", str(tmp_path / "s.db")]
+    refused = await trio.run_process(
+        argv, stdin=subprocess.DEVNULL, capture_stdout=True, capture_stderr=True, env=env,
+        check=False,
+    )  # fmt: skip
+    said = refused.stderr.decode().splitlines()
+    assert refused.returncode == 2, said
+    assert len(said) == 1, said
+    assert said[0].startswith(f"trio-agents {command}: cannot sandbox shell commands: bwrap")
+    assert "--allow-unsandboxed" in said[0]
+    allowed = await trio.run_process(
+        [*argv, "--allow-unsandboxed"], stdin=subprocess.DEVNULL, capture_stdout=True,
+        capture_stderr=True, env=env, check=False,
+    )  # fmt: skip
+    warned = [line for line in allowed.stderr.decode().splitlines() if "WITHOUT" in line]
+    assert allowed.returncode == 0, allowed.stderr
+    assert warned == [
+        f"trio-agents {command}: shell commands run WITHOUT a sandbox: "
+        "bwrap (bubblewrap) is not installed"
+    ]

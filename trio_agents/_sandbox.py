@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +31,8 @@ __all__ = [
     "probe",
     "probe_now",
     "sandboxed_argv",
+    "sandboxed_status",
+    "spill_root",
     "unavailable",
 ]
 
@@ -125,6 +129,22 @@ def mark_warned() -> None:
     """The fallback has been announced (by the command line, on stderr): do not log it."""
     global _warned
     _warned = True
+
+
+def spill_root() -> tuple[str, ...]:
+    """Where every session's spill files live, when the private /tmp does not cover it: this
+    process's temporary directory, if TMPDIR puts it elsewhere."""
+    root = os.path.realpath(tempfile.gettempdir())
+    return () if root == "/tmp" else (root,)
+
+
+_SIGNALS = frozenset(int(s) for s in signal.Signals)
+
+
+def sandboxed_status(code: int) -> int:
+    """A sandboxed command's returncode as if it were bash's own: bwrap reports a command
+    killed by signal N as exit status 128 + N (as a shell does), -N again here."""
+    return 128 - code if code > 128 and code - 128 in _SIGNALS else code
 
 
 def _kinds(paths: Iterable[str]) -> dict[str, bool]:

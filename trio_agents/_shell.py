@@ -30,7 +30,7 @@ from functools import partial
 import trio
 
 from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
-from ._sandbox import check_sandbox, sandboxed_argv
+from ._sandbox import check_sandbox, sandboxed_argv, sandboxed_status, spill_root
 from ._sandbox_policy import SandboxPolicy
 from ._shell_group import group_gone, group_has_live_members, signal_group, signal_members
 from ._shell_output import OutputCollector, StreamOutput
@@ -589,7 +589,7 @@ class ShellExecutor:
             self.sandbox,
             ["bash", "-c", spec.command],
             spec.workdir,
-            hidden=self._hidden,
+            hidden=(*self._hidden, *spill_root()),
             exposed=self._exposed(spec),
         )
         process = await _spawn(spec, env, argv=argv)
@@ -659,9 +659,8 @@ def _result(
 ) -> RunResult:
     code = process.returncode
     assert code is not None, "the process has not exited"
-    if sandboxed and code > 128 and code - 128 in _SIGNAL_NUMBERS:
-        # bwrap reports a command killed by signal N as exit status 128 + N, as a shell does.
-        code = 128 - code
+    if sandboxed:
+        code = sandboxed_status(code)
     return RunResult(
         exit_code=code if code >= 0 else None,
         signal=signal.Signals(-code).name if code < 0 else None,
@@ -671,9 +670,6 @@ def _result(
         stdout=stdout,
         stderr=stderr,
     )
-
-
-_SIGNAL_NUMBERS = frozenset(int(s) for s in signal.Signals)
 
 
 async def _pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:
