@@ -171,6 +171,8 @@ def sandboxed_argv(
     """The bwrap argv for one command: the policy's hidden paths, plus `hidden`, as they are
     on disk now (a secret created later is hidden from the next command)."""
     targets = hidden_targets(policy, hidden, os.environ.get("HOME"))
+    # Absolute: bwrap would take a relative one from the workdir it is started in.
+    workdir = os.path.abspath(workdir)
     return bwrap_argv(
         bwrap, policy, command=command, workdir=workdir, hidden=_kinds(targets), exposed=exposed
     )

@@ -7,6 +7,11 @@ foreground command's leader exits, whatever it left running in its group is kill
 way, so a foreground call never leaves a process behind (the most reported defect in peer
 agents is orphaned processes).
 
+By default every command runs in a bubblewrap sandbox (`_sandbox.py`, `_sandbox_policy.py`):
+its own PID namespace, a fresh /proc, the file system read-only but its workdir and a private
+/tmp, the store and the user's secrets hidden. bwrap then leads the process group, and the
+kill path spares it the SIGTERM (it would take the grace away) but not the SIGKILL (D132).
+
 Outcome fields are independent: a command that traps TERM and exits 0 after its timeout
 reports `timed_out=True, exit_code=0, signal=None`.
 """
