@@ -172,8 +172,11 @@ class ShellMachine(JobChecks, ConformanceMachine):
     @asynccontextmanager
     async def _runtime(self) -> AsyncGenerator[Runtime, None]:
         async with open_runtime(MemoryStore(), shell=type(self).factory(self.dir)) as rt:
-            # The report says whether the commands it checked ran sandboxed (D134).
-            type(self).stats["sandboxed" if rt.shell.sandboxed else "unsandboxed"] = 1
+            # The report says whether the commands it checked ran sandboxed (D134), when the
+            # executor says (`sandboxed`, read when present).
+            sandboxed: object = getattr(rt.shell, "sandboxed", None)
+            if isinstance(sandboxed, bool):
+                type(self).stats["sandboxed" if sandboxed else "unsandboxed"] = 1
             rt.shell.on_job_done(self._count_done)
             await rt.load(self.bash)
             yield rt
