@@ -210,15 +210,15 @@ async def test_S7_a_command_cannot_read_the_store_or_another_sessions_spill_file
 
 
 async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = tmp_path / "home"
+    home = tmp_path / "home"  # under the workdir: the default secrets are hidden there too
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
     (home / ".netrc").write_text("machine x password hunter2")
+    monkeypatch.setenv("HOME", str(home))  # the default secret paths are under ~
     outside = pathlib.Path(__file__).parent / f".sandbox-probe-{uuid.uuid4().hex}"
-    policy = SandboxPolicy(hidden=(str(home / ".ssh"), str(home / ".netrc")), network=False)
-    shell = ShellExecutor(cwd=str(tmp_path), sandbox=policy)
+    shell = ShellExecutor(cwd=str(tmp_path), sandbox=SandboxPolicy(network=False))
     command = (
         f"echo w > in-workdir && echo ok-workdir; echo t > /tmp/t && echo ok-tmp:$TMPDIR; "
         f"ls /tmp | wc -l; echo x > {outside} || echo refused-outside; "
@@ -240,6 +240,21 @@ async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     assert out.split("\n")[2].strip() == "2", out
     assert await trio.Path("/tmp", top).exists()
     assert out.split("\n")[-1].split() == ["lo"]  # --unshare-net: a network of its own
+
+
+async def test_S6_a_killed_sandboxed_job_gets_sigterm_and_the_grace_first(
+    tmp_path: pathlib.Path,
+) -> None:
+    shell = ShellExecutor(cwd=str(tmp_path), grace=5.0)
+    async with shell.running():
+        command = (
+            "trap 'echo cleaned > cleaned; exit 5' TERM; echo armed > armed; sleep 1000 & wait"
+        )
+        job = await shell.start(shell.resolve(ShellRequest(command)))
+        await eventually("the trap set", (tmp_path / "armed").exists)
+        result = await shell.kill(job)
+    assert (result.exit_code, result.signal, result.cancelled) == (5, None, True)
+    assert await trio.Path(tmp_path / "cleaned").read_text() == "cleaned\n"
 
 
 async def test_a_machine_without_bubblewrap_refuses_or_falls_back_as_told(
