@@ -87,6 +87,7 @@ async def test_S6_the_nine_escapes_die_with_their_agent(tmp_path: pathlib.Path) 
         await start_escapes(rt, "A", marker)
         await handle.aclose()  # its teardown kills its jobs
         assert escaped(marker) == []  # nothing to wait for: the close waited
+        assert with_marker(marker) == []  # nor the jobs' bwrap and bash
 
 
 async def test_S6_the_nine_escapes_die_with_the_runtime(tmp_path: pathlib.Path) -> None:
@@ -94,6 +95,7 @@ async def test_S6_the_nine_escapes_die_with_the_runtime(tmp_path: pathlib.Path) 
     async with sandboxed_runtime(tmp_path) as rt:
         await start_escapes(rt, "A", marker)
     assert escaped(marker) == []
+    assert with_marker(marker) == []  # nor the jobs' bwrap and bash
 
 
 async def test_without_the_sandbox_the_escapes_survive(tmp_path: pathlib.Path) -> None:
@@ -147,6 +149,7 @@ async def test_S6_a_signalled_server_leaves_no_process(
         server.send_signal(sig)
         await server.wait()
         await eventually("every escape gone", lambda: escaped(marker) == [])
+        await eventually("every job's bwrap and bash gone", lambda: with_marker(marker) == [])
     finally:
         server.kill()
         await server.wait()
