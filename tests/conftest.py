@@ -21,6 +21,8 @@ from hypothesis import settings
 
 from trio_agents.testing._profiles import profile
 
+from .support.bwrap import ensure_bwrap
+
 # TRIO_AGENTS_PROFILE=deep runs every Hypothesis test with the deep budget.
 settings.register_profile("trio-agents", profile())
 settings.load_profile("trio-agents")
@@ -51,6 +53,22 @@ def _guarded_run(seconds: float, autojump: bool) -> Callable[..., Any]:
         return trio.run(guarded, clock=clock, instruments=instruments)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> tuple[str | None, str]:
+    """bubblewrap, found or installed once per run (tests/support/bwrap.py)."""
+    return ensure_bwrap()
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_available(request: pytest.FixtureRequest, bwrap: tuple[str | None, str]) -> None:
+    # Commands run sandboxed by default: a real-process test without bubblewrap fails here,
+    # saying why, instead of skipping. Asked before any test runs, so no test on the
+    # autojump clock ever waits for the check (it would jump to its deadline meanwhile).
+    path, reason = bwrap
+    if path is None and request.node.get_closest_marker("subprocess") is not None:
+        pytest.fail(f"this test needs bubblewrap, and it could not be had: {reason}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

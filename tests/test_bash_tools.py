@@ -112,7 +112,7 @@ async def test_S3_ownership_survives_a_reload_of_the_plugin(tmp_path: pathlib.Pa
     gate = tmp_path / "gate"
     trio_gate = trio.Path(gate)
     os.mkfifo(gate)
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(cwd=tmp_path) as (rt, bash):
         command = f"echo ready; cat {gate} >/dev/null; echo done"
         await call(bash, "bash", "A", command=command, description="wait", run_in_background=True)
         await rt.reload(bash)
@@ -163,7 +163,7 @@ async def test_S4_a_job_done_notice_reaches_its_owner_as_context_in_its_next_ste
         )
     )
     model = ScriptedModel([start, reply("started it")])
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(cwd=tmp_path) as (rt, bash):
         handle = await rt.agents.create(model=model, tools=bash.tools, session_id="A")
         agent = handle.agent
         agent.send("start a job")
@@ -217,7 +217,7 @@ async def test_S3_agent_b_tools_cannot_touch_agent_a_job_before_or_after_a_reloa
         ]
     )
     model_b = ScriptedModel()
-    async with bash_runtime() as (rt, bash):
+    async with bash_runtime(cwd=tmp_path) as (rt, bash):
         a = (await rt.agents.create(model=model_a, tools=bash.tools, session_id="A")).agent
         b = (await rt.agents.create(model=model_b, tools=bash.tools, session_id="B")).agent
         a.send("start")

@@ -605,6 +605,21 @@ async def _(probe: Probe) -> None:
             await shell.close_jobs()
 
 
+@case(
+    "trio_agents.ShellExecutor.check_sandbox",
+    "the first check (cached by the test session) and a repeated one",
+)
+async def _(probe: Probe) -> None:
+    shell = ShellExecutor()
+    with probe.checkpoints():
+        assert await shell.check_sandbox()
+    with probe.checkpoints():
+        assert await shell.check_sandbox()
+    unsandboxed = ShellExecutor(sandbox=None)
+    with probe.checkpoints():
+        assert not await unsandboxed.check_sandbox()
+
+
 @case("trio_agents.ShellExecutor.run", "a quick command", subprocess_mark)
 async def _(probe: Probe) -> None:
     shell = ShellExecutor()

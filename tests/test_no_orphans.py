@@ -26,14 +26,14 @@ from trio_agents import (
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 from .support.helpers import bash_runtime, of_type
-from .support.processes import gone, live_group_members
+from .support.processes import gone, host_pid, live_group_members
 
 pytestmark = pytest.mark.subprocess
 
 
 def stubborn(fifo: pathlib.Path) -> str:
     """A command whose grandchild ignores SIGTERM and whose pid it writes to `fifo`."""
-    return f"bash -c 'trap \"\" TERM; exec sleep 1000' & echo $! > {fifo}; wait"
+    return f"bash -c 'trap \"\" TERM; exec -a {fifo} sleep 1000' & echo $! > {fifo}; wait"
 
 
 def process_group(pid: int) -> int:
@@ -50,7 +50,8 @@ class Witness:
         self.pgid = 0
 
     async def arrived(self) -> None:
-        self.pid = int(await trio.Path(self.fifo).read_text())
+        # A sandboxed `$!` is a pid of the sandbox's namespace: find the process it names.
+        self.pid = host_pid(int(await trio.Path(self.fifo).read_text()), str(self.fifo))
         self.pgid = process_group(self.pid)
         assert live_group_members(self.pgid), "the job's group should be running"
 
@@ -85,7 +86,7 @@ async def agent_with_job(rt: Runtime, bash: BashTools, witness: Witness) -> tupl
 
 async def test_killing_the_job_with_bash_kill_leaves_no_process(tmp_path: pathlib.Path) -> None:
     witness = Witness(tmp_path)
-    async with bash_runtime(0.3) as (rt, bash):
+    async with bash_runtime(0.3, tmp_path) as (rt, bash):
         _, job = await agent_with_job(rt, bash, witness)
         killed = await bash.tools[2]({"job_id": job}, ToolContext("owner", "c2", 2, 1))
         assert not isinstance(killed, str)
@@ -95,7 +96,7 @@ async def test_killing_the_job_with_bash_kill_leaves_no_process(tmp_path: pathli
 
 async def test_closing_the_owning_agent_leaves_no_process(tmp_path: pathlib.Path) -> None:
     witness = Witness(tmp_path)
-    async with bash_runtime(0.3) as (rt, bash):
+    async with bash_runtime(0.3, tmp_path) as (rt, bash):
         handle, job = await agent_with_job(rt, bash, witness)
         await handle.aclose()
         witness.assert_all_gone()
@@ -106,7 +107,7 @@ async def test_closing_the_owning_agent_leaves_no_process(tmp_path: pathlib.Path
 
 async def test_closing_the_executor_leaves_no_process(tmp_path: pathlib.Path) -> None:
     witness = Witness(tmp_path)
-    shell = ShellExecutor(grace=0.3)
+    shell = ShellExecutor(grace=0.3, cwd=str(tmp_path))
     async with shell.running():
         await shell.start(shell.resolve(ShellRequest(stubborn(witness.fifo))), owner="someone")
         await witness.arrived()
@@ -116,7 +117,7 @@ async def test_closing_the_executor_leaves_no_process(tmp_path: pathlib.Path) ->
 async def test_closing_the_runtime_leaves_no_process(tmp_path: pathlib.Path) -> None:
     owned = Witness(tmp_path / "owned")
     unowned = Witness(tmp_path / "unowned")
-    async with bash_runtime(0.3) as (rt, bash):
+    async with bash_runtime(0.3, tmp_path) as (rt, bash):
         await agent_with_job(rt, bash, owned)
         # A job nobody owns, started by the embedding program itself.
         await rt.shell.start(rt.shell.resolve(ShellRequest(stubborn(unowned.fifo))), owner=None)
@@ -131,7 +132,7 @@ async def test_cancelling_a_turn_in_a_foreground_bash_call_leaves_no_process(
     witness = Witness(tmp_path)
     arguments = {"command": stubborn(witness.fifo), "description": "a stubborn foreground run"}
     model = ScriptedModel([tool_step(("bash", arguments))])
-    async with bash_runtime(0.3) as (rt, bash):
+    async with bash_runtime(0.3, tmp_path) as (rt, bash):
         handle = await rt.agents.create(model=model, tools=bash.tools)
         agent = handle.agent
         agent.send("run it")

@@ -28,6 +28,7 @@ PURE_MODULES = [
     "_shell_env",
     "_spill",
     "_dumpable",
+    "_sandbox_policy",
     "_events",
     "_inbox",
     "acp/_jsonrpc",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Awaitable, Callable, Mapping
-from typing import NoReturn
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
 
 import pytest
 import trio
@@ -73,7 +73,7 @@ async def test_a_kill_after_the_leader_exited_keeps_the_jobs_own_outcome(
 ) -> None:
     fifo = tmp_path / "pid"
     os.mkfifo(fifo)
-    ex = ShellExecutor(grace=2.0)
+    ex = ShellExecutor(grace=2.0, cwd=str(tmp_path))
     async with ex.running():
         # The leader exits 0 at once; a TERM-ignoring grandchild keeps the watcher busy.
         command = f"bash -c 'trap \"\" TERM; exec sleep 30' & echo $! > {fifo}; exit 0"
@@ -92,13 +92,11 @@ async def test_a_start_that_races_the_close_leaves_no_process(
 ) -> None:
     spawned = trio.Event()
     release = trio.Event()
-    real_spawn: Callable[[shell_module.ShellSpec, Mapping[str, str]], Awaitable[trio.Process]] = (
-        shell_module._spawn  # pyright: ignore[reportPrivateUsage]
-    )
+    real_spawn: Callable[..., Awaitable[trio.Process]] = shell_module._spawn  # pyright: ignore[reportPrivateUsage]
     pgids: list[int] = []
 
-    async def slow_spawn(spec: shell_module.ShellSpec, env: Mapping[str, str]) -> trio.Process:
-        process = await real_spawn(spec, env)
+    async def slow_spawn(spec: shell_module.ShellSpec, *args: Any, **kwargs: Any) -> trio.Process:
+        process = await real_spawn(spec, *args, **kwargs)
         pgids.append(process.pid)
         spawned.set()
         await release.wait()

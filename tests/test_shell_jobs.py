@@ -11,13 +11,14 @@ import trio
 
 from trio_agents._shell import RunResult, ShellExecutor, ShellRequest
 
-from .support.processes import gone, live_group_members
+from .support.processes import gone, host_pid, live_group_members
 
 pytestmark = pytest.mark.subprocess
 
 
-def executor() -> ShellExecutor:
-    return ShellExecutor(grace=0.5)
+def executor(cwd: pathlib.Path | None = None) -> ShellExecutor:
+    # A sandboxed command may write in its workdir only: a test's FIFO lives there.
+    return ShellExecutor(grace=0.5, cwd=None if cwd is None else str(cwd))
 
 
 async def test_a_finished_job_notifies_with_its_owner_and_its_output_is_readable() -> None:
@@ -54,11 +55,11 @@ async def test_an_empty_owner_is_a_real_owner_and_an_unknown_job_has_none() -> N
 async def test_killing_a_job_kills_its_grandchildren(tmp_path: pathlib.Path) -> None:
     fifo = tmp_path / "pids"
     os.mkfifo(fifo)
-    ex = executor()
+    ex = executor(tmp_path)
     async with ex.running():
         job = await ex.start(ex.resolve(ShellRequest(f"sleep 1000 & echo $! > {fifo}; wait")))
         # Reading the FIFO returns once bash has written: the grandchild exists.
-        grandchild = int(await trio.Path(fifo).read_text())
+        grandchild = host_pid(int(await trio.Path(fifo).read_text()))
         result = await ex.kill(job)
         assert result.cancelled
         assert result.signal in ("SIGTERM", "SIGKILL")

@@ -12,7 +12,7 @@ import trio
 
 from trio_agents._shell import ShellExecutor, ShellRequest
 
-from .support.processes import gone
+from .support.processes import gone, host_pid, with_marker
 
 pytestmark = pytest.mark.subprocess
 
@@ -31,13 +31,15 @@ async def test_a_command_runs_and_reports_its_output_and_exit_code() -> None:
 
 async def test_a_timeout_kills_the_grandchild_too(tmp_path: pathlib.Path) -> None:
     pids = tmp_path / "pids"
-    ex = executor()
-    command = f"sleep 1000 & echo $! > {pids}; wait"
+    ex = executor(cwd=str(tmp_path))  # the sandbox lets a command write in its workdir
+    # Found by its name afterwards: a sandboxed `$!` is a pid of the sandbox's own namespace.
+    marker = f"grandchild-{tmp_path.name}"
+    command = f"(exec -a {marker} sleep 1000) & echo $! > {pids}; wait"
     # One second is ample for bash to fork and write a pid even on a loaded machine.
     result = await ex.run(ex.resolve(ShellRequest(command, timeout=1.0)))
     assert result.timed_out
-    grandchild = int(pids.read_text())
-    assert gone(grandchild)
+    assert int(pids.read_text()) > 0  # it was started
+    assert with_marker(marker) == []
 
 
 async def test_a_command_that_traps_term_and_exits_0_after_its_timeout() -> None:
@@ -99,7 +101,7 @@ async def test_output_exactly_at_the_cap_is_not_truncated() -> None:
 async def test_cancelling_a_foreground_run_kills_its_whole_group(tmp_path: pathlib.Path) -> None:
     fifo = tmp_path / "pids"
     os.mkfifo(fifo)
-    ex = executor()
+    ex = executor(cwd=str(tmp_path))
     command = f"sleep 1000 & echo $$ $! > {fifo}; wait"
     pids: list[int] = []
     async with trio.open_nursery() as nursery:
@@ -109,7 +111,7 @@ async def test_cancelling_a_foreground_run_kills_its_whole_group(tmp_path: pathl
 
         nursery.start_soon(run)
         # The FIFO read returns once bash has written both pids: then cancel the run.
-        pids.extend(int(pid) for pid in (await trio.Path(fifo).read_text()).split())
+        pids.extend(host_pid(int(pid)) for pid in (await trio.Path(fifo).read_text()).split())
         nursery.cancel_scope.cancel()
     leader, grandchild = pids
     assert gone(leader)
@@ -120,10 +122,13 @@ async def test_a_process_left_behind_by_a_finished_command_is_killed(
     tmp_path: pathlib.Path,
 ) -> None:
     pids = tmp_path / "pids"
-    ex = executor()
-    result = await ex.run(ex.resolve(ShellRequest(f"sleep 1000 & echo $! > {pids}")))
+    ex = executor(cwd=str(tmp_path))
+    marker = f"left-behind-{tmp_path.name}"
+    command = f"(exec -a {marker} sleep 1000) & echo $! > {pids}"
+    result = await ex.run(ex.resolve(ShellRequest(command)))
     assert result.exit_code == 0
-    assert gone(int(pids.read_text()))
+    assert int(pids.read_text()) > 0  # it was started
+    assert with_marker(marker) == []
 
 
 def test_resolve_fills_defaults_and_rejects_a_bad_timeout() -> None:

@@ -19,6 +19,7 @@ from ._errors import NotAStoreError as NotAStoreError
 from ._errors import ObserverMisuse as ObserverMisuse
 from ._errors import PersistenceError as PersistenceError
 from ._errors import ReadOnlyStoreError as ReadOnlyStoreError
+from ._errors import SandboxUnavailableError as SandboxUnavailableError
 from ._errors import SessionExistsError as SessionExistsError
 from ._errors import SessionLiveElsewhereError as SessionLiveElsewhereError
 from ._errors import SessionLiveError as SessionLiveError
@@ -66,6 +67,7 @@ from ._registry import AgentHandle as AgentHandle
 from ._registry import AgentRegistry as AgentRegistry
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
+from ._sandbox_policy import SandboxPolicy as SandboxPolicy
 from ._session import Committer as Committer
 from ._session import Session as Session
 from ._shell import JobOutput as JobOutput
@@ -138,6 +140,8 @@ __all__ = [
     "Record",
     "RunResult",
     "Runtime",
+    "SandboxPolicy",
+    "SandboxUnavailableError",
     "Session",
     "SessionClosed",
     "SessionCreated",

@@ -33,6 +33,7 @@ names the value and what to do.
      +-- ReadOnlyStoreError .......... [io.UnsupportedOperation]
      +-- ChatStreamError ............. [ValueError]
      +-- ModelEndpointError .......... [RuntimeError]
+     +-- SandboxUnavailableError ..... [RuntimeError]
      +-- ObserverMisuse .............. [ValueError]
 
 Kept in their own modules, outside the tree, because no caller ever sees them:
@@ -75,6 +76,7 @@ __all__ = [
     "ObserverMisuse",
     "PersistenceError",
     "ReadOnlyStoreError",
+    "SandboxUnavailableError",
     "SessionExistsError",
     "SessionLiveElsewhereError",
     "SessionLiveError",
@@ -277,6 +279,13 @@ class ModelEndpointError(TrioAgentsError, RuntimeError):
         super().__init__(message)
         self.url = url
         self.status = status
+
+
+class SandboxUnavailableError(TrioAgentsError, RuntimeError):
+    """Shell commands are to run sandboxed, but this machine cannot: bubblewrap (`bwrap`) is
+    missing or the kernel refuses it a user or PID namespace. The message says which, and how
+    to allow unsandboxed commands instead (`SandboxPolicy(allow_unsandboxed=True)`, the CLI's
+    `--allow-unsandboxed`)."""
 
 
 # -- the conformance suite ------------------------------------------------------------------

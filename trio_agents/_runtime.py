@@ -123,6 +123,15 @@ class Runtime(Fiber):
             del self._plugins[id(plugin)]
 
 
+def _store_paths(store: SqliteStore) -> tuple[str, ...]:
+    """What no command may read: the store (every session's prompts) and its lock files; the
+    default store's directory is ours alone, so it goes as a whole (D133)."""
+    path = os.path.abspath(store.path)
+    files = (path, f"{path}-wal", f"{path}-shm", f"{path}-journal", f"{path}.live")
+    own = os.path.dirname(os.path.abspath(default_store_path()))
+    return (*files, own) if os.path.dirname(path) == own else files
+
+
 @asynccontextmanager
 async def open_runtime(
     store: SessionStore | str | os.PathLike[str] | None = None,
@@ -151,6 +160,8 @@ async def open_runtime(
         sessions = SqliteStore(store if store is not None else default_store_path())
     async with service_nursery() as nursery:
         runtime = runtime_class(sessions, EventBus(), shell)
+        if isinstance(sessions, SqliteStore):
+            runtime.shell.hide(*_store_paths(sessions))
         await start_service(nursery, runtime.serve)
         try:
             # The store is the first thing the root fiber owns, so it is the last to go.

@@ -7,6 +7,11 @@ foreground command's leader exits, whatever it left running in its group is kill
 way, so a foreground call never leaves a process behind (the most reported defect in peer
 agents is orphaned processes).
 
+By default every command runs in a bubblewrap sandbox (`_sandbox.py`, `_sandbox_policy.py`):
+its own PID namespace, a fresh /proc, the file system read-only but its workdir and a private
+/tmp, the store and the user's secrets hidden. bwrap then leads the process group, and the
+kill path spares it the SIGTERM (it would take the grace away) but not the SIGKILL (D132).
+
 Outcome fields are independent: a command that traps TERM and exits 0 after its timeout
 reports `timed_out=True, exit_code=0, signal=None`.
 """
@@ -20,7 +25,8 @@ import math
 import os
 import signal
 import subprocess
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+import weakref
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -28,8 +34,10 @@ from functools import partial
 import trio
 
 from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
+from ._sandbox import check_sandbox, sandboxed_argv, sandboxed_status, spill_root
+from ._sandbox_policy import SandboxPolicy
 from ._shell_env import check_env_name, command_environment
-from ._shell_group import group_gone, group_has_live_members, signal_group
+from ._shell_group import group_gone, group_has_live_members, signal_group, signal_members
 from ._shell_output import OutputCollector, SpillSource, StreamOutput
 from ._spill import SpillDirectory, SpillRoot
 
@@ -189,6 +197,10 @@ class ShellExecutor:
     pass_env: names of this process's environment passed to commands as they are, on top of
         the allowlist (credentials included: naming them is the permission).
     env: variables set for every command, as given (they win over everything else).
+    sandbox: how each command is confined (`SandboxPolicy`, by default one of its own);
+        None runs commands unsandboxed. Whether the machine can sandbox is checked once, on
+        entering `running()` or at the first command: SandboxUnavailableError unless the
+        policy allows the fallback.
 
     Foreground commands (`run`) need nothing more; background jobs (`start`) run inside
     `running()`, which `open_runtime` enters. Raises ValueError unless every number is
@@ -205,6 +217,7 @@ class ShellExecutor:
         grace: float = 3.0,
         pass_env: Iterable[str] = (),
         env: Mapping[str, str] | None = None,
+        sandbox: SandboxPolicy | None = SandboxPolicy(),  # noqa: B008 - frozen, shared
     ) -> None:
         for name, value in (
             ("timeout", timeout),
@@ -231,6 +244,45 @@ class ShellExecutor:
         self._nursery: trio.Nursery | None = None
         self._listeners: list[JobListener] = []
         self._silenced = False
+        self.sandbox = sandbox
+        self._bwrap: str | None = None
+        self._sandbox_checked = sandbox is None
+        self._hidden: list[str] = []
+        # The processes started under bwrap (killed and decoded differently), by identity.
+        self._sandboxed: weakref.WeakSet[trio.Process] = weakref.WeakSet()
+
+    # -- the sandbox ------------------------------------------------------------------------
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether commands run in the sandbox (False until the check, and for the fallback)."""
+        return self._bwrap is not None
+
+    def hide(self, *paths: str) -> None:
+        """Hide `paths` (absolute; files or directories) from every later sandboxed command,
+        besides the policy's own (`open_runtime` hides its store this way). Never blocks."""
+        self._hidden.extend(os.path.abspath(p) for p in paths)
+
+    async def check_sandbox(self) -> bool:
+        """Find out (once) whether commands can be sandboxed; return `sandboxed`. A checkpoint.
+
+        Raises SandboxUnavailableError when they cannot and the policy does not allow the
+        fallback (the next call checks again)."""
+        if self._sandbox_checked or self.sandbox is None:
+            await trio.lowlevel.checkpoint()
+            return self.sandboxed
+        self._bwrap = await check_sandbox(self.sandbox)
+        self._sandbox_checked = True
+        return self.sandboxed
+
+    def _exposed(self, spec: ShellSpec) -> Sequence[str]:
+        # What one command may read besides the policy's view: its owner's spill directory,
+        # where the tool result tells the agent to read the full output. Only its own: the
+        # root, with every other owner's, stays hidden under the private /tmp.
+        try:
+            return (self.spill_directory(spec.owner),)
+        except OSError:
+            return ()  # a refused or unmakeable directory: the spill itself reports it
 
     # -- background jobs ------------------------------------------------------------------
 
@@ -246,7 +298,7 @@ class ShellExecutor:
             raise AlreadyRunningError(
                 "this shell executor is already running; one runtime at a time"
             )
-        await trio.lowlevel.checkpoint()  # entering a nursery is not a checkpoint
+        await self.check_sandbox()  # a machine that cannot sandbox refuses here, at once
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
@@ -467,6 +519,7 @@ class ShellExecutor:
             timeout=job.spec.timeout,
             stdout=job.out.finish(),
             stderr=job.err.finish(),
+            sandboxed=job.process in self._sandboxed,
         )
         job.done.set()
         if not (self._silenced or job.silent):
@@ -534,6 +587,7 @@ class ShellExecutor:
             timeout=spec.timeout,
             stdout=stdout,
             stderr=stderr,
+            sandboxed=process in self._sandboxed,
         )
 
     def _environment(self) -> dict[str, str]:
@@ -542,7 +596,21 @@ class ShellExecutor:
         return command_environment(os.environ, pass_env=self.pass_env, env=self.env)
 
     async def _spawn(self, spec: ShellSpec) -> trio.Process:
-        return await _spawn(spec, self._environment())
+        await self.check_sandbox()
+        env = self._environment()
+        if self._bwrap is None or self.sandbox is None:
+            return await _spawn(spec, env)
+        argv = sandboxed_argv(
+            self._bwrap,
+            self.sandbox,
+            ["bash", "-c", spec.command],
+            spec.workdir,
+            hidden=(*self._hidden, *spill_root()),
+            exposed=self._exposed(spec),
+        )
+        process = await _spawn(spec, env, argv=argv)
+        self._sandboxed.add(process)
+        return process
 
     def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
         return OutputCollector(self.max_output_bytes, label, spill=spill)
@@ -600,7 +668,12 @@ class ShellExecutor:
             # All gone: do not signal a group id the kernel may have reused.
             await trio.lowlevel.checkpoint()
             return
-        signal_group(process.pid, signal.SIGTERM)
+        if process in self._sandboxed:
+            # bwrap itself dies of SIGTERM, and its sandbox with it at once: the command's
+            # processes get the TERM and the grace, bwrap only the final SIGKILL.
+            signal_members(process.pid, signal.SIGTERM, spare=process.pid)
+        else:
+            signal_group(process.pid, signal.SIGTERM)
         # The grace is for the whole group, not only the leader: a grandchild that cleans
         # up on TERM gets its chance too.
         with trio.move_on_after(self.grace):
@@ -616,10 +689,13 @@ class ShellExecutor:
             await group_gone(process.pid)
 
 
-async def _spawn(spec: ShellSpec, env: Mapping[str, str]) -> trio.Process:
-    """`bash -c` in a new session (its own process group), stdin closed, with `env` only."""
+async def _spawn(
+    spec: ShellSpec, env: Mapping[str, str], *, argv: Sequence[str] | None = None
+) -> trio.Process:
+    """`bash -c` (or `argv`, the same wrapped in a sandbox) in a new session (its own process
+    group), stdin closed, with `env` only."""
     return await trio.lowlevel.open_process(
-        ["bash", "-c", spec.command],
+        ["bash", "-c", spec.command] if argv is None else list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -637,9 +713,12 @@ def _result(
     timeout: float,
     stdout: StreamOutput,
     stderr: StreamOutput,
+    sandboxed: bool = False,
 ) -> RunResult:
     code = process.returncode
     assert code is not None, "the process has not exited"
+    if sandboxed:
+        code = sandboxed_status(code)
     return RunResult(
         exit_code=code if code >= 0 else None,
         signal=signal.Signals(-code).name if code < 0 else None,

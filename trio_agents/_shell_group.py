@@ -3,6 +3,7 @@ still alive, wait until none is. What a group kill needs, apart from the jobs it
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import trio
@@ -14,6 +15,7 @@ __all__ = [
     "live_group_members",
     "live_groups",
     "signal_group",
+    "signal_members",
 ]
 
 
@@ -68,3 +70,16 @@ def signal_group(pgid: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def signal_members(pgid: int, sig: int, *, spare: int) -> None:
+    """Send `sig` to every live member of group `pgid` but `spare`, one by one (a process
+    forked meanwhile may miss it: whoever calls this sends SIGKILL to the group later)."""
+    try:
+        members = live_group_members(pgid)
+    except OSError:
+        return
+    for pid in members:
+        if pid != spare:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)

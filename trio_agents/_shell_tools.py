@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._errors import AgentClosedError, AlreadyLoadedError, ShellClosedError
+from ._errors import (
+    AgentClosedError,
+    AlreadyLoadedError,
+    SandboxUnavailableError,
+    ShellClosedError,
+)
 from ._shell import JobOutput, RunResult, ShellExecutor, ShellRequest
 from ._shell_output import StreamOutput
 from ._tool import Tool, ToolContext, ToolResult
@@ -204,6 +209,8 @@ class _Bash(_BashToolBase):
             return _error(f"cannot run the command in {spec.workdir!r}: {exc}")
         except ShellClosedError as exc:
             return _error(f"cannot start a job now: {exc}")
+        except SandboxUnavailableError as exc:
+            return _error(str(exc))
         return ToolResult(render_result(result))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -49,9 +50,14 @@ class Recorder:
 
 
 @asynccontextmanager
-async def bash_runtime(grace: float = 0.5) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
-    """A runtime over a MemoryStore with `BashTools` loaded; a short kill grace."""
-    async with open_runtime(MemoryStore(), shell=ShellExecutor(grace=grace)) as rt:
+async def bash_runtime(
+    grace: float = 0.5, cwd: pathlib.Path | None = None
+) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
+    """A runtime over a MemoryStore with `BashTools` loaded; a short kill grace. `cwd` is
+    the commands' workdir: the one place a sandboxed command may write, so a test's FIFOs
+    go there."""
+    shell = ShellExecutor(grace=grace, cwd=None if cwd is None else str(cwd))
+    async with open_runtime(MemoryStore(), shell=shell) as rt:
         bash = BashTools()
         await rt.load(bash)
         yield rt, bash

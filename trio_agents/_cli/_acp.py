@@ -34,7 +34,15 @@ from .._options import AgentOptions
 from .._shell import ShellExecutor
 from .._store_sqlite import SqliteStore, default_store_path
 from ..acp import serve_stdio
-from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
+from ._args import (
+    add_max_steps,
+    add_model,
+    add_pass_env,
+    add_sandbox,
+    add_store,
+    configure_logging,
+    sandbox_policy,
+)
 from ._model_choice import MODELS
 from ._signals import Quit, teardown_limit, watching_signals
 
@@ -53,6 +61,7 @@ def add_parser(commands: Any) -> None:
         acp, help="end a turn after this many model calls (ACP stop reason max_turn_requests)"
     )
     add_pass_env(acp)
+    add_sandbox(acp)
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
 
 
@@ -65,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trio-agents acp: --model {args.model}: {exc}", file=sys.stderr)
         return 2
+    policy = sandbox_policy("acp", args)
+    if policy is None:
+        return 2
     path: Path = args.store if args.store is not None else default_store_path()
     try:
         trio.run(_open_store, path)
@@ -73,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
-    shell = ShellExecutor(pass_env=args.pass_env)
+    shell = ShellExecutor(pass_env=args.pass_env, sandbox=policy)
     code = 1
     try:
         code = trio.run(_main, path, factory, options, shell)

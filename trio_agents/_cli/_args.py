@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._sandbox import fallback, mark_warned, probe_now, unavailable
+from .._sandbox_policy import SandboxPolicy
 from .._shell_env import check_env_name
 from .._store_sqlite import default_store_path
 from ._model_choice import MODELS
@@ -20,9 +22,11 @@ __all__ = [
     "add_max_steps",
     "add_model",
     "add_pass_env",
+    "add_sandbox",
     "add_store",
     "configure_logging",
     "positive_int",
+    "sandbox_policy",
 ]
 
 
@@ -87,6 +91,36 @@ def add_pass_env(parser: argparse.ArgumentParser) -> None:
         "commands get only PATH, HOME, LANG, LC_*, TERM, USER, SHELL, TMPDIR, TZ and a few "
         "more otherwise",
     )
+
+
+def add_sandbox(parser: argparse.ArgumentParser) -> None:
+    """`--allow-unsandboxed` and `--no-network`: how the bash tools' commands are confined."""
+    parser.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="run shell commands without a sandbox when bubblewrap is missing or refused "
+        "(default: refuse to start)",
+    )
+    parser.add_argument(
+        "--no-network",
+        action="store_true",
+        help="cut sandboxed shell commands off the network",
+    )
+
+
+def sandbox_policy(command: str, args: argparse.Namespace) -> SandboxPolicy | None:
+    """The policy the flags ask for, once bubblewrap was found to work here (checked now, so a
+    machine that cannot sandbox is told before anything starts); None after printing the one
+    line that says it cannot and how to allow the fallback. A fallback is said on stderr."""
+    policy = SandboxPolicy(allow_unsandboxed=args.allow_unsandboxed, network=not args.no_network)
+    verdict = probe_now(policy.bwrap)
+    if verdict.bwrap is None:
+        if not policy.allow_unsandboxed:
+            print(f"trio-agents {command}: {unavailable(verdict.reason)}", file=sys.stderr)
+            return None
+        print(f"trio-agents {command}: {fallback(verdict.reason)}", file=sys.stderr)
+        mark_warned()
+    return policy
 
 
 def configure_logging(command: str, level: int) -> None:

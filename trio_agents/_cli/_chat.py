@@ -55,11 +55,20 @@ from .._options import AgentOptions
 from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
+from .._sandbox_policy import SandboxPolicy
 from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._store_sqlite import default_store_path
-from ._args import add_max_steps, add_model, add_pass_env, add_store, configure_logging
+from ._args import (
+    add_max_steps,
+    add_model,
+    add_pass_env,
+    add_sandbox,
+    add_store,
+    configure_logging,
+    sandbox_policy,
+)
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 from ._signals import Quit, exit_status, teardown_limit, watching_signals
@@ -234,9 +243,11 @@ class ChatConfig:
     cwd: str | None = None
     pass_env: tuple[str, ...] = ()
     """Names of the environment passed to commands as they are (`--pass-env`)."""
+    sandbox: SandboxPolicy | None = SandboxPolicy()  # noqa: RUF009 - frozen, shared
+    """How the bash tools' commands are confined (None: not at all)."""
     shell: ShellExecutor | None = None
-    """The runtime's shell executor (None: a default one with `pass_env`), as for
-    `open_runtime`."""
+    """The runtime's shell executor (None: a default one with `pass_env` and `sandbox`), as
+    for `open_runtime`."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -291,7 +302,9 @@ class Chat:
                 # Entered outside the scope below, which must not interleave with it.
                 shell = self._config.shell
                 if shell is None:
-                    shell = ShellExecutor(pass_env=self._config.pass_env)
+                    shell = ShellExecutor(
+                        pass_env=self._config.pass_env, sandbox=self._config.sandbox
+                    )
                 rt = await stack.enter_async_context(open_runtime(self._config.store, shell=shell))
             except (TrioAgentsError, OSError, sqlite3.Error) as exc:
                 # Not a store, a store of another version, a path that cannot be one: the
@@ -489,12 +502,16 @@ def add_parser(commands: Any) -> None:
     add_store(chat, metavar="PATH")
     add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
     add_pass_env(chat)
+    add_sandbox(chat)
 
 
 def run(args: argparse.Namespace) -> int:
     # Not WARNING: a failed turn is logged as one, and the chat shows it already.
     configure_logging("chat", logging.ERROR)
     name, note = resolve_model(args.model)
+    sandbox = sandbox_policy("chat", args)
+    if sandbox is None:
+        return EXIT_USAGE
     path: Path = args.store if args.store is not None else default_store_path()
     if args.session is not None and not path.is_file():
         message = f"trio-agents chat: no store at {path}, so no session {args.session!r}"
@@ -508,6 +525,7 @@ def run(args: argparse.Namespace) -> int:
         options=AgentOptions(max_steps=args.max_steps),
         store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
         pass_env=tuple(args.pass_env),
+        sandbox=sandbox,
     )
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
@@ -524,7 +542,9 @@ def run(args: argparse.Namespace) -> int:
 
 async def _main(config: ChatConfig) -> int:
     if config.shell is None:
-        config = dataclasses.replace(config, shell=ShellExecutor(pass_env=config.pass_env))
+        config = dataclasses.replace(
+            config, shell=ShellExecutor(pass_env=config.pass_env, sandbox=config.sandbox)
+        )
     assert config.shell is not None
     shell = config.shell
     options = config.options if config.options is not None else AgentOptions()

@@ -32,8 +32,9 @@ async def serve_stdio(
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
-    and a model from `model_factory()`, their commands run by `shell` (None: a default
-    `ShellExecutor`). Stdout carries frames only. Returns after every
+    and a model from `model_factory()`, their commands run by `shell` (None: a
+    ShellExecutor with default settings, sandboxed). Stdout carries frames only. Returns
+    after every
     session's agent is closed and every answer written.
 
     Setting `stop` ends the input as if stdin had ended: the same teardown follows (what

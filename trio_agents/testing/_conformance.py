@@ -12,7 +12,7 @@ import random
 import re
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -87,6 +87,7 @@ class MachineReport:
     skipped: Reasoned = ()
     narrowed: Reasoned = ()
     features: Features | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -218,7 +219,18 @@ def _run(
         skipped,
         narrowed,
         features,
+        _notes(stats),
     )
+
+
+def _notes(stats: Mapping[str, int]) -> tuple[str, ...]:
+    """What a report says about how the target ran (the shell machine: sandboxed or not)."""
+    notes: list[str] = []
+    if stats.get("sandboxed"):
+        notes.append("commands ran in the bubblewrap sandbox")
+    if stats.get("unsandboxed"):
+        notes.append("commands ran WITHOUT a sandbox (bubblewrap is not available here)")
+    return tuple(notes)
 
 
 def reproduction(
@@ -318,6 +330,7 @@ def describe_coverage(report: MachineReport) -> list[str]:
         missing = ", ".join(f"no {name}" for name in features.missing) or "every feature"
         designs = "".join(f", {k}={v!r}" for k, v in features.designs.items())
         lines.append(f"declared: {missing}{designs}")
+    lines += list(report.notes)
     total = len(report.checked) + len(report.skipped)
     if not report.skipped and not report.narrowed:
         lines.append(f"checked: all {total} properties")

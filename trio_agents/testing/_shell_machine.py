@@ -45,6 +45,7 @@ from hypothesis.stateful import initialize, precondition, run_state_machine_as_t
 from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
+from .._sandbox_policy import SandboxPolicy
 from .._shell import RunResult, ShellExecutor, ShellRequest
 from .._shell_tools import BashTools
 from .._store import MemoryStore
@@ -103,7 +104,8 @@ KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping
 
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
     # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap, a small cap
-    # the output probe (D78).
+    # the output probe (D78). Sandboxed where the machine can, else not: the suite's main
+    # command runs on fresh machines without bubblewrap, and its report says which (D134).
     # A credential passed explicitly, and a variable set, which must reach commands (S8).
     return ShellExecutor(
         cwd=cwd,
@@ -111,6 +113,7 @@ def builtin_shell_factory(cwd: str) -> ShellExecutor:
         max_output_bytes=16_000,
         pass_env=(PASSED[0],),
         env={PROBE_SET[0]: PROBE_SET[1]},
+        sandbox=SandboxPolicy(allow_unsandboxed=True),
     )
 
 
@@ -184,6 +187,11 @@ class ShellMachine(JobChecks, ConformanceMachine):
     @asynccontextmanager
     async def _runtime(self) -> AsyncGenerator[Runtime, None]:
         async with open_runtime(MemoryStore(), shell=type(self).factory(self.dir)) as rt:
+            # The report says whether the commands it checked ran sandboxed (D134), when the
+            # executor says (`sandboxed`, read when present).
+            sandboxed: object = getattr(rt.shell, "sandboxed", None)
+            if isinstance(sandboxed, bool):
+                type(self).stats["sandboxed" if sandboxed else "unsandboxed"] = 1
             rt.shell.on_job_done(self._count_done)
             await rt.load(self.bash)
             yield rt

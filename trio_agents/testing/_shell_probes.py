@@ -19,7 +19,6 @@ from contextlib import contextmanager
 import trio
 
 from .._shell import RunResult, ShellExecutor, ShellRequest, ShellSpec
-from .._shell_group import live_group_members
 from .._shell_output import StreamOutput
 from ._shell_properties import (
     ENV_PASSED_EXPLICITLY,
@@ -285,27 +284,31 @@ async def probe_past_timeout(
     what happened."""
     armed = os.path.join(workdir, f"armed-{time.monotonic_ns()}")
     on_term = "''" if deaf else f"'exit {exit_code}'"
-    # The leader writes its pid (the group's id) once the trap is set and the child runs.
-    command = f"trap {on_term} TERM; sleep 30 & echo $$ > {armed}; wait; exit 7"
+    # The leader writes its pid once the trap is set and the child runs. Its processes are
+    # found by the `armed` path in their command lines, not by that pid: in a sandbox it is
+    # a number of the sandbox's own PID namespace.
+    command = (
+        f"trap {on_term} TERM; (exec -a {armed}-child sleep 30) & echo $$ > {armed}; wait; exit 7"
+    )
     spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=PAST_TIMEOUT))
     grace = float(getattr(shell, "grace", 3.0))
     bound = spec.timeout + grace + max(0.5, grace)
     result, seconds, hung = await _run_bounded(shell, spec, armed, bound)
-    pgid = _read_pid(armed)
+    trap_set = _read_pid(armed) is not None
     GROUP_KILLED.check(
         not hung,
         f"a command that ignores SIGTERM still ran {seconds:.2f}s after it started, with a "
         f"timeout of {spec.timeout}s and a grace of {grace}s (the machine SIGKILLed it)",
     )
-    if pgid is None:
+    if not trap_set:
         # SIGTERM came before the trap was set: bash died of it, which is a right outcome.
         expected: tuple[object, ...] = (None, "SIGTERM", True, False)
     else:
-        survivors = live_group_members(pgid)
+        survivors = _marked(armed)
         GROUP_KILLED.check(
             not survivors,
             f"run() of a command past its timeout returned, leaving processes {survivors} of "
-            f"its group {pgid} alive",
+            "its group alive",
         )
         expected = (None, "SIGKILL", True, False) if deaf else (exit_code, None, True, False)
     seen = (result.exit_code, result.signal, result.timed_out, result.cancelled)
@@ -336,16 +339,33 @@ async def _run_bounded(
         nonlocal hung
         await trio.sleep(bound)
         hung = True
-        pgid = _read_pid(armed)
-        if pgid is not None:
+        for pid in _marked(armed):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog)
         result = await shell.run(spec)
         nursery.cancel_scope.cancel()
     return result, time.monotonic() - started, hung
+
+
+def _marked(marker: str) -> list[int]:
+    """The live processes (zombies are dead) whose command line holds `marker`, from /proc."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                marked = marker.encode() in cmdline.read()
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                alive = stat_file.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except OSError:
+            continue  # exited while we looked
+        if marked and alive:
+            found.append(int(entry))
+    return found
 
 
 def _read_pid(path: str) -> int | None:

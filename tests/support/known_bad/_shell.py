@@ -16,6 +16,7 @@ import trio
 
 from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
 from trio_agents._runtime import Runtime
+from trio_agents._sandbox_policy import SandboxPolicy
 from trio_agents._shell_env import QUIET_TOOLS, carries_credentials, command_environment
 from trio_agents._shell_group import group_gone, group_has_live_members, signal_group
 from trio_agents._shell_output import OutputCollector, SpillSource
@@ -279,10 +280,16 @@ class _EmptyOwnerIsNobody(BashTools):
 
 
 def shell_factory_for(
-    executor: type[ShellExecutor], bash_tools: Callable[[], BashTools] | None = None
+    executor: type[ShellExecutor],
+    bash_tools: Callable[[], BashTools] | None = None,
+    *,
+    sandboxed: bool = True,
 ) -> Callable[[str], ShellExecutor]:
-    """A shell target: `executor` with the built-in target's grace and cap, and, when given, the
-    plugin the machine loads instead of the built-in `BashTools` (its `bash_tools`)."""
+    """A shell target: `executor` with the built-in target's grace, cap and sandbox (where the
+    machine has one), and, when given, the plugin the machine loads instead of the built-in
+    `BashTools` (its `bash_tools`). `sandboxed=False` for a defect of the group kill, which
+    the sandbox would mask (killing bwrap kills everything inside)."""
+    sandbox = SandboxPolicy(allow_unsandboxed=True) if sandboxed else None
 
     def factory(cwd: str) -> ShellExecutor:
         return executor(
@@ -291,6 +298,7 @@ def shell_factory_for(
             max_output_bytes=16_000,
             pass_env=(PASSED[0],),
             env={PROBE_SET[0]: PROBE_SET[1]},
+            sandbox=sandbox,
         )
 
     factory.__name__ = executor.__name__.strip("_")
@@ -299,11 +307,11 @@ def shell_factory_for(
     return factory
 
 
-leader_only_kill = shell_factory_for(_LeaderOnlyKill)
+leader_only_kill = shell_factory_for(_LeaderOnlyKill, sandboxed=False)
 owner_forgotten_at_end = shell_factory_for(_OwnerForgottenAtEnd)
 notice_for_killed_jobs = shell_factory_for(_NoticeForKilledJobs)
 owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
-term_without_kill = shell_factory_for(_TermWithoutKill)
+term_without_kill = shell_factory_for(_TermWithoutKill, sandboxed=False)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
 secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
