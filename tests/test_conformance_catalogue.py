@@ -19,10 +19,44 @@ SEEDED: tuple[Seeded | AcpSeeded, ...] = (*_MACHINE_SEEDED, *ACP_SEEDED)
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
 RULE = re.compile(r"^- \*\*([A-Z][0-9]+)\.\*\*", re.MULTILINE)
 HEADER = "| Rule | Property | Machine | Seeded defect |"
+PROCESS_HEADER = "| Rule | Checked by |"
+ROOT = DOCS.parent
+
+
+def process_checked() -> dict[str, str]:
+    """The rules docs/conformance.md says process tests check instead of a machine (D172):
+    rule -> the test (`path::function`)."""
+    found: dict[str, str] = {}
+    in_table = False
+    for line in (DOCS / "conformance.md").read_text().splitlines():
+        if line.strip() == PROCESS_HEADER:
+            in_table = True
+            continue
+        if in_table and not line.startswith("|"):
+            break
+        if in_table and not line.startswith("|---"):
+            rule, test = (cell.strip().strip("`") for cell in line.strip().strip("|").split("|"))
+            found[rule] = test
+    return found
 
 
 def contract_rules() -> list[str]:
-    return RULE.findall((DOCS / "contract.md").read_text())
+    """The rules a machine must check: every rule but those process tests check."""
+    rules = RULE.findall((DOCS / "contract.md").read_text())
+    return [rule for rule in rules if rule not in process_checked()]
+
+
+def test_every_rule_checked_by_process_tests_names_a_test_that_exists() -> None:
+    every = set(RULE.findall((DOCS / "contract.md").read_text()))
+    checked = process_checked()
+    assert len(checked) >= 8
+    machine_rules = {p.rule for p in PROPERTIES}
+    for rule, test in checked.items():
+        assert rule in every, f"{rule} is not a rule of the contract"
+        assert rule not in machine_rules, f"{rule} has a property: list it in the catalogue"
+        path, _, function = test.partition("::")
+        source = (ROOT / path).read_text()
+        assert re.search(rf"^(async )?def {function}\(", source, re.M), test
 
 
 def catalogue_rows() -> list[tuple[str, str, str, frozenset[str]]]:

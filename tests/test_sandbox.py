@@ -68,7 +68,7 @@ async def sandboxed_runtime(
 ) -> AsyncGenerator[Runtime, None]:
     shell = ShellExecutor(cwd=str(workdir), grace=0.3)
     async with open_runtime(store or SqliteStore(workdir / "sessions.db"), shell=shell) as rt:
-        assert rt.shell.sandboxed
+        assert await rt.shell.check_sandbox()
         yield rt
 
 
@@ -210,6 +210,11 @@ async def test_S7_a_command_cannot_read_the_store_or_another_sessions_spill_file
         result = await rt.shell.run(rt.shell.resolve(ShellRequest(attack, owner="B")))
         assert prompt not in result.stdout.text
         assert "No such file" in result.stderr.text  # the spill file is not there at all
+        # Its own owner's commands read it: the tool result tells the agent to.
+        own = await rt.shell.run(
+            rt.shell.resolve(ShellRequest(f"grep -c {prompt} {spill}", owner="A"))
+        )
+        assert own.stdout.text.strip() == "1", own.stderr.text
 
 
 async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
@@ -224,7 +229,7 @@ async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     shell = ShellExecutor(cwd=str(tmp_path), sandbox=SandboxPolicy(network=False))
     command = (
         f"echo w > in-workdir && echo ok-workdir; echo t > /tmp/t && echo ok-tmp:$TMPDIR; "
-        f"ls /tmp | wc -l; echo x > {outside} || echo refused-outside; "
+        f"ls /tmp | grep -vc '^trio-agents-spill-'; echo x > {outside} || echo refused-outside; "
         f"cat {home}/.ssh/* {home}/.netrc; ls -A {home}/.ssh | wc -l; "
         "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '"
     )
@@ -264,12 +269,15 @@ async def test_a_machine_without_bubblewrap_refuses_or_falls_back_as_told(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = str(tmp_path / "no-bwrap")
-    with pytest.raises(SandboxUnavailableError, match=r"is not installed.*--allow-unsandboxed"):
-        async with open_runtime(
-            SqliteStore(tmp_path / "s.db"),
-            shell=ShellExecutor(sandbox=SandboxPolicy(bwrap=missing)),
-        ):
-            pass  # pragma: no cover - refused on entry
+    refusing = ShellExecutor(sandbox=SandboxPolicy(bwrap=missing))
+    # The runtime opens (the check is the first command's, D170); no command runs.
+    async with open_runtime(SqliteStore(tmp_path / "s.db"), shell=refusing) as rt:
+        match = r"is not installed.*--allow-unsandboxed"
+        with pytest.raises(SandboxUnavailableError, match=match):
+            await rt.shell.run(rt.shell.resolve(ShellRequest(f"touch {tmp_path}/ran")))
+        with pytest.raises(SandboxUnavailableError, match=match):
+            await rt.shell.check_sandbox()
+    assert not (tmp_path / "ran").exists()
     allowed = ShellExecutor(sandbox=SandboxPolicy(bwrap=missing, allow_unsandboxed=True))
     result = await allowed.run(allowed.resolve(ShellRequest("echo $$")))
     assert not allowed.sandboxed

@@ -63,3 +63,19 @@ def test_hidden_targets_expand_home_normalise_and_drop_duplicates() -> None:
         "/home/u/.aws",
     )
     assert hidden_targets(policy, [], None) == ("/s/y",)  # no home: no `~` paths
+
+def test_a_commands_own_spill_directory_shows_through_the_hidden_spill_root() -> None:
+    # The spill root holds every owner's directory and is hidden; the command's own owner's
+    # directory is bound read-only after it, so the full output it is told about is readable.
+    argv = bwrap_argv(
+        "bwrap",
+        SandboxPolicy(),
+        command=["true"],
+        workdir="/home/u/project",
+        hidden={"/var/tmp/spill": True},
+        exposed=("/var/tmp/spill/A",),
+    )
+    order = mounts(argv)
+    assert order.index(("--tmpfs", "/var/tmp/spill")) < order.index(
+        ("--ro-bind", "/var/tmp/spill/A", "/var/tmp/spill/A")
+    )

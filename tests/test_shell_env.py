@@ -135,9 +135,9 @@ def shared_dir() -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _server_env() -> dict[str, str]:
+def _server_env(path: str | None = None) -> dict[str, str]:
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin") if path is None else path,
         "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
         "HOME": "/tmp",
         "LANG": "C.UTF-8",
@@ -147,14 +147,26 @@ def _server_env() -> dict[str, str]:
     return env
 
 
+def _no_bwrap_path(shared_dir: str) -> str:
+    """A PATH with what the commands here need and no bwrap: a machine that cannot sandbox,
+    where `--allow-unsandboxed` leaves the non-dumpable server as the floor (S8)."""
+    bin_dir = os.path.join(shared_dir, "bin")
+    os.mkdir(bin_dir)
+    for tool in ("bash", "cat", "env", "printf"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        os.symlink(found, os.path.join(bin_dir, tool))
+    return bin_dir
+
+
 class Acp:
     """A raw newline-delimited JSON-RPC client of a real `trio-agents acp` process."""
 
-    def __init__(self, argv: list[str], cwd: str) -> None:
+    def __init__(self, argv: list[str], cwd: str, path: str | None = None) -> None:
         self.process = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=_server_env(),
+            env=_server_env(path),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -225,18 +237,24 @@ def _prompt(acp: Acp, session: str, command: str) -> None:
     assert answer["stopReason"] == "end_turn", answer
 
 
-def _serve(shared_dir: str, *extra: str) -> tuple[Acp, str]:
+def _serve(shared_dir: str, *extra: str, path: str | None = None) -> tuple[Acp, str]:
     store = os.path.join(shared_dir, "sessions.db")
     argv = [*_unprivileged(), sys.executable, "-m", "trio_agents._cli", "acp", "--store", store]
-    acp = Acp([*argv, *extra], cwd=shared_dir)
+    acp = Acp([*argv, *extra], cwd=shared_dir, path=path)
     acp.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     session = acp.request("session/new", {"cwd": shared_dir, "mcpServers": []})["sessionId"]
     return acp, session
 
 
 @pytest.mark.subprocess
-def test_no_credential_reaches_env_in_a_command_of_the_real_server(shared_dir: str) -> None:
-    acp, session = _serve(shared_dir)
+@pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
+def test_no_credential_reaches_env_in_a_command_of_the_real_server(
+    sandbox: str, shared_dir: str
+) -> None:
+    if sandbox == "sandboxed":
+        acp, session = _serve(shared_dir)
+    else:
+        acp, session = _serve(shared_dir, "--allow-unsandboxed", path=_no_bwrap_path(shared_dir))
     try:
         _prompt(acp, session, "env; echo env-listed-$((6*7))")
         _prompt(acp, session, 'cat /proc/$PPID/environ; echo "cat-status=$?"')
@@ -250,9 +268,16 @@ def test_no_credential_reaches_env_in_a_command_of_the_real_server(shared_dir: s
     values = sorted(name for name, value in CREDENTIALS.items() if value in text)
     assert not values, f"values leaked into a command: {values}"
     assert ALLOWED_BUT_CREDENTIAL[1] not in text
-    # The server is non-dumpable: its same-user command cannot read its environment.
-    assert "cat-status=1" in text, text[-2000:]
-    assert "Permission denied" in text, text[-2000:]
+    assert "cat-status=" in text, text[-2000:]  # the read of the parent's environment ran
+    if sandbox == "sandboxed":
+        # Its parent is the sandbox's own init, whose environment is the command's: the
+        # fresh /proc shows nothing of the server (S6); no credential above, nor here.
+        assert "cat-status=0" in text, text[-2000:]
+    else:
+        # The server is non-dumpable: its same-user command cannot read its environment.
+        assert "cat-status=1" in text, text[-2000:]
+        assert "Permission denied" in text, text[-2000:]
+        assert "WITHOUT a sandbox" in stderr, stderr
     assert acp.process.returncode == 0, stderr
 
 
@@ -277,7 +302,7 @@ from trio_agents import ShellExecutor, ShellRequest, make_non_dumpable
 if sys.argv[1] == "protect":
     assert make_non_dumpable()
 async def main():
-    shell = ShellExecutor(grace=0.5)
+    shell = ShellExecutor(grace=0.5, sandbox=None)  # the floor: no sandbox to lean on
     spec = shell.resolve(ShellRequest('cat /proc/$PPID/environ; echo " status=$?"'))
     result = await shell.run(spec)
     print(result.stdout.text + result.stderr.text)
@@ -321,15 +346,20 @@ def test_make_non_dumpable_reports_what_it_did() -> None:
 
 
 @pytest.mark.subprocess
-def test_the_chat_server_is_non_dumpable_and_passes_no_credential(shared_dir: str) -> None:
+@pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
+def test_the_chat_server_is_non_dumpable_and_passes_no_credential(
+    sandbox: str, shared_dir: str
+) -> None:
+    extra = [] if sandbox == "sandboxed" else ["--allow-unsandboxed"]
+    path = None if sandbox == "sandboxed" else _no_bwrap_path(shared_dir)
     commands = "!env; echo env-listed-$((6*7))\n!cat /proc/$PPID/environ; echo cat-status=$?\n"
     store = os.path.join(shared_dir, "sessions.db")
     argv = [*_unprivileged(), sys.executable, "-m", "trio_agents._cli", "chat"]
     done = subprocess.run(
-        [*argv, "--model", "offline", "--store", store],
+        [*argv, "--model", "offline", "--store", store, *extra],
         input=commands,
         cwd=shared_dir,
-        env=_server_env(),
+        env=_server_env(path),
         capture_output=True,
         text=True,
         timeout=60,
@@ -340,5 +370,10 @@ def test_the_chat_server_is_non_dumpable_and_passes_no_credential(shared_dir: st
     assert not leaked, f"names leaked into a command: {leaked}"
     values = sorted(name for name, value in CREDENTIALS.items() if value in done.stdout)
     assert not values, f"values leaked into a command: {values}"
-    assert "cat-status=1" in done.stdout, done.stdout
-    assert "Permission denied" in done.stdout, done.stdout
+    if sandbox == "sandboxed":
+        # The parent it reads is the sandbox's init, with none of them (S6).
+        assert "cat-status=0" in done.stdout, done.stdout
+    else:
+        # The floor: the chat is non-dumpable, so its same-user command cannot read it.
+        assert "cat-status=1" in done.stdout, done.stdout
+        assert "Permission denied" in done.stdout, done.stdout

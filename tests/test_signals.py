@@ -44,7 +44,7 @@ from trio_agents import (
 from trio_agents._cli._chat import ChatConfig, run_chat
 from trio_agents._cli._signals import Quit, QuitPolicy, SignalWatch, exit_status, teardown_limit
 
-from .support.processes import gone, live_group_members
+from .support.processes import gone, host_pid, live_group_members
 
 TIMEOUT = 30.0  # seconds for any one expectation; nothing here sleeps to wait
 
@@ -79,11 +79,14 @@ def kill_leftover_jobs(tmp_path: pathlib.Path) -> Iterator[None]:
     yield
     groups: set[int] = set()
     for name in ("job.pid", "child.pid"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            groups.add(process_group(int((tmp_path / name).read_text())))
+        with contextlib.suppress(OSError, ValueError, IndexError, AssertionError):
+            groups.add(process_group(host_pid(int((tmp_path / name).read_text()))))
     for pgid in groups:
-        with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
+        # A pid written inside a sandbox is its namespace's: never signal a group it does
+        # not name here (0 would be this process's own group).
+        if pgid > 1 and pgid != os.getpgrp():
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
 
 
 def wait_for(what: str, condition: Callable[[], bool]) -> None:
@@ -97,7 +100,8 @@ def job_pids(tmp_path: pathlib.Path) -> list[int]:
     """The job's bash and sleep, once both have written their pid."""
     files = [tmp_path / "job.pid", tmp_path / "child.pid"]
     wait_for("the job's pids", lambda: all(f.exists() and f.read_text().strip() for f in files))
-    return [int(f.read_text()) for f in files]
+    # The job runs sandboxed: its `$$` is a number in its own PID namespace.
+    return [host_pid(int(f.read_text())) for f in files]
 
 
 def process_group(pid: int) -> int:
@@ -623,7 +627,10 @@ async def test_kill_now_kills_foreground_commands_and_jobs_without_waiting(
         fg_file = tmp_path / "fg.pid"
         while not (fg_file.exists() and fg_file.read_text().strip()):  # noqa: ASYNC110
             await trio.sleep(0.01)
-        groups = [shell.pgid(job), process_group(int(fg_file.read_text()))]
+        groups = [
+            shell.pgid(job),
+            process_group(host_pid(int(fg_file.read_text()), marker="fg.pid")),
+        ]
         assert all(live_group_members(pgid) for pgid in groups)
         # The command runs (it wrote its pid) a moment before `run` has it in hand: call
         # again until both groups are gone. Without the foreground tracked, its group lives.

@@ -298,7 +298,7 @@ class ShellExecutor:
             raise AlreadyRunningError(
                 "this shell executor is already running; one runtime at a time"
             )
-        await self.check_sandbox()  # a machine that cannot sandbox refuses here, at once
+        # Not the sandbox check: it runs at the first command (D170).
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False
