@@ -64,6 +64,7 @@ def test_hidden_targets_expand_home_normalise_and_drop_duplicates() -> None:
     )
     assert hidden_targets(policy, [], None) == ("/s/y",)  # no home: no `~` paths
 
+
 def test_a_commands_own_spill_directory_shows_through_the_hidden_spill_root() -> None:
     # The spill root holds every owner's directory and is hidden; the command's own owner's
     # directory is bound read-only after it, so the full output it is told about is readable.
