@@ -299,6 +299,7 @@ class ShellExecutor:
                 "this shell executor is already running; one runtime at a time"
             )
         # Not the sandbox check: it runs at the first command (D170).
+        await trio.lowlevel.checkpoint()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._silenced = False

@@ -33,7 +33,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Callable, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import ClassVar, cast
 
@@ -188,7 +188,11 @@ class ShellMachine(JobChecks, ConformanceMachine):
     async def _runtime(self) -> AsyncGenerator[Runtime, None]:
         async with open_runtime(MemoryStore(), shell=type(self).factory(self.dir)) as rt:
             # The report says whether the commands it checked ran sandboxed (D134), when the
-            # executor says (`sandboxed`, read when present).
+            # executor says (`sandboxed`, read when present, after `check_sandbox`: the
+            # built-in executor checks at its first command, D170).
+            check: Callable[[], Awaitable[object]] | None = getattr(rt.shell, "check_sandbox", None)
+            if check is not None:
+                await check()
             sandboxed: object = getattr(rt.shell, "sandboxed", None)
             if isinstance(sandboxed, bool):
                 type(self).stats["sandboxed" if sandboxed else "unsandboxed"] = 1
