@@ -35,7 +35,7 @@ from trio_agents import (
 from trio_agents.testing import ScriptedModel
 
 from .support.processes import with_marker
-from .support.sandbox_server import escapes
+from .support.sandbox_server import PYTHON, escapes
 
 pytestmark = pytest.mark.subprocess
 
@@ -56,7 +56,7 @@ async def eventually(condition: str, check: object) -> None:
 
 def escaped(marker: str) -> list[str]:
     """The escape techniques whose process is alive (found by its marker in /proc)."""
-    names = list(escapes(marker, sys.executable))
+    names = list(escapes(marker, PYTHON))
     # The sleeper's argv[0] is exactly `{marker}-{n}` (`exec -a`): NUL-terminated in the
     # command line, unlike the job commands that mention it.
     return [names[n - 1] for n in range(1, ESCAPES + 1) if with_marker(f"{marker}-{n}\0")]
@@ -73,7 +73,7 @@ async def sandboxed_runtime(
 
 
 async def start_escapes(rt: Runtime, owner: str, marker: str) -> None:
-    for command in escapes(marker, sys.executable).values():
+    for command in escapes(marker, PYTHON).values():
         await rt.shell.start(rt.shell.resolve(ShellRequest(command, owner=owner)))
     await eventually("every escape running", lambda: len(escaped(marker)) == ESCAPES)
 

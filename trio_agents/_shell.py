@@ -279,10 +279,15 @@ class ShellExecutor:
         # What one command may read besides the policy's view: its owner's spill directory,
         # where the tool result tells the agent to read the full output. Only its own: the
         # root, with every other owner's, stays hidden under the private /tmp.
+        # Only one made already (by an earlier command's spill): a command whose own output
+        # spills reads it in a later command, and a command that never spills makes none.
+        root = self._spill_root
+        if root is None or root.existing(spec.owner) is None:
+            return ()
         try:
             return (self.spill_directory(spec.owner),)
         except OSError:
-            return ()  # a refused or unmakeable directory: the spill itself reports it
+            return ()  # a refused directory: the spill itself reports it
 
     # -- background jobs ------------------------------------------------------------------
 

@@ -199,6 +199,10 @@ class SpillRoot:
             handle.directories[key] = directory
         return directory
 
+    def existing(self, key: object) -> SpillDirectory | None:
+        """The directory for `key` if it has been made (and not removed), else None."""
+        return self._handle.directories.get(key)
+
     def remove_directory(self, key: object) -> None:
         """Remove `key`'s directory and its files, if it has one; never raises."""
         directory = self._handle.directories.pop(key, None)

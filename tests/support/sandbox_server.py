@@ -11,11 +11,16 @@ as JSON, and `ready`. Then it waits until SIGTERM, SIGKILL or end of stdin.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import trio
 
 from trio_agents import MemoryStore, ShellExecutor, ShellRequest, open_runtime
+
+# The interpreter itself, not a virtualenv's link to it: a checkout under /tmp (a venv there)
+# is under the sandbox's private /tmp, out of a command's sight.
+PYTHON = os.path.realpath(sys.executable)
 
 ENVIRON = (
     "tr '\\0' '\\n' < /proc/$PPID/environ; "
@@ -62,7 +67,7 @@ def _quote(text: str) -> str:
 async def main(workdir: str, marker: str) -> None:
     shell = ShellExecutor(cwd=workdir, grace=0.3)
     async with open_runtime(MemoryStore(), shell=shell) as rt:
-        for command in escapes(marker, sys.executable).values():
+        for command in escapes(marker, PYTHON).values():
             await rt.shell.start(rt.shell.resolve(ShellRequest(command, owner="A")))
         seen = await rt.shell.run(rt.shell.resolve(ShellRequest(ENVIRON)))
         control = ShellExecutor(cwd=workdir, sandbox=None)
