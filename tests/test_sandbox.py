@@ -9,6 +9,7 @@ the test session (tests/support/bwrap.py): these tests never skip.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -110,8 +111,22 @@ async def test_without_the_sandbox_the_escapes_survive(tmp_path: pathlib.Path) -
             survivors
         )
     finally:
-        for pid in with_marker(marker):
-            os.kill(pid, signal.SIGKILL)
+        # The marked sleeps, and what `set -m` put in a group of its own without a marker
+        # (its foreground `sleep`): everything still working in this test's directory.
+        for pid in {*with_marker(marker), *working_in(tmp_path)}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def working_in(directory: pathlib.Path) -> list[int]:
+    """The live processes whose working directory is `directory`, from /proc."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry}/cwd") == str(directory):
+                    found.append(int(entry))
+    return found
 
 
 async def serve(workdir: pathlib.Path, marker: str) -> tuple[trio.Process, dict[str, str]]:

@@ -223,6 +223,11 @@ class _OwnerCloseDoesNotWait(ShellExecutor):
         for job_id in self.jobs(owner):
             if self.result(job_id) is None:
                 nursery.start_soon(partial(self.kill, job_id, notify=False))
+        # Only the wait is missing: the owner's spill directory goes as in the real one, so
+        # no other rule (S9) can be what catches it first.
+        spill_root = self._spill_root  # pyright: ignore[reportPrivateUsage]
+        if spill_root is not None:
+            spill_root.remove_directory(owner)
         await trio.lowlevel.checkpoint()
 
 
