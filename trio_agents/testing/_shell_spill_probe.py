@@ -6,6 +6,7 @@ synchronous helpers between the commands."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import stat
@@ -36,6 +37,10 @@ async def probe_spill_directories(shell: ShellExecutor) -> None:
     directories = _check_separate(shell, paths)
     victim = directories[second]
     moved = _replace(victim)
+    # The executor warns of the refusal it is made to make here: not news to the user.
+    quiet = _QuietAbout(victim)
+    shell_logger = logging.getLogger("trio_agents.shell")
+    shell_logger.addFilter(quiet)
     try:
         refused = False
         try:
@@ -50,12 +55,24 @@ async def probe_spill_directories(shell: ShellExecutor) -> None:
         result = await shell.run(shell.resolve(ShellRequest(command, timeout=30, owner=second)))
         _check_refused(victim, result.stdout.spill_path)
     finally:
+        shell_logger.removeFilter(quiet)
         with contextlib.suppress(OSError):
             os.rmdir(victim)
         shutil.rmtree(moved, ignore_errors=True)
     await shell.kill_owned(first)
     await shell.kill_owned(second)
     _check_removed(first, directories[first])
+
+
+class _QuietAbout(logging.Filter):
+    """Drops the log records that name `path`."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.path not in record.getMessage()
 
 
 def _check_removed(owner: str, directory: str) -> None:
