@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -35,12 +34,10 @@ def conformance(*args: str, timeout: float = 240) -> subprocess.CompletedProcess
 
 
 def test_our_own_server_passes_the_ci_profile() -> None:
-    started = time.monotonic()
     done = conformance("--seed", "4242", "--", *OUR_SERVER)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "acp machine: passed" in done.stdout
     assert "session/load checked" in done.stdout
-    assert time.monotonic() - started < 120
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,6 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._session import Session
-from trio_agents._store_sqlite import ATTEMPT_TIMEOUT_MS
 from trio_agents.testing import ScriptedModel, reply
 
 from .support.acp_peer import acp_peer
@@ -156,14 +155,12 @@ async def test_a_lock_held_past_the_busy_timeout_loses_no_record(tmp_path: pathl
                     "the second turn to end in memory",
                 )
                 nursery.start_soon(flush)
-                # Each attempt waits ATTEMPT_TIMEOUT_MS in SQLite before it reports the lock:
-                # five of them outlast SQLite's busy timeout several times over.
-                start = trio.current_time()
+                # Five refused attempts: the records wait, nothing is claimed stored. (How
+                # long each waits is the MockClock test's to check, not this real-clock one.)
                 await wait_until(
                     lambda: store._busy_retries >= 5,  # pyright: ignore[reportPrivateUsage]
                     "the writer to retry the locked database five times",
                 )
-                assert trio.current_time() - start > 4 * ATTEMPT_TIMEOUT_MS / 1000
                 assert not flushed.is_set()  # nothing is reported stored that is not
                 assert not idle.is_set()
                 assert stored(path, session.id) == before
