@@ -89,6 +89,7 @@ ASYNC_DUNDERS = frozenset({"__aenter__", "__aexit__", "__aiter__", "__anext__", 
 NOT_MEASURED: dict[str, str] = {
     "trio_agents.Plugin.apply": "documents the protocol (it only raises); plugins have cases",
     "trio_agents.Tool.__call__": "a Protocol; its implementations have cases",
+    "trio_agents.Approver.__call__": "a Protocol; the ACP and terminal approvers have cases",
     **{
         f"trio_agents.testing.{name}": "a Protocol of what a target offers; the built-in "
         "implementations have cases"

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
-            "_status", "_inbox", "_store_claims",
+            "_status", "_inbox", "_store_claims", "_approval",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "_sandbox_policy", "acp._jsonrpc", "acp._mapping",
             "_cli._chat_render", "testing._reference", "testing._history",
@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "stores, shell and models",
         ("_store", "_store_sqlite", "_sandbox", "_shell", "_model_openai", "_model_offline"),
     ),
-    ("agent", ("_turn", "_agent", "_standalone")),
+    ("agent", ("_turn", "_approval_gate", "_agent", "_standalone")),
     ("fiber", ("_fiber",)),
     ("registry", ("_registry",)),
     ("runtime", ("_runtime",)),
@@ -60,6 +60,8 @@ NAMESPACES = ("trio_agents", "trio_agents.acp", "trio_agents.testing")
 EXPORTS = {
     "trio_agents": {
         "Agent", "AgentClosed", "AgentClosedError", "AgentConfig", "AgentCreated",
+        "Approval", "ApprovalPolicy", "ApprovalRequest", "Approver", "Decision",
+        "DecisionOutcome", "Policy", "Verdict", "ToolStarted",
         "AgentHandle", "AgentOptions", "AgentRegistry", "AgentStatus", "BashTools",
         "CancelCause", "CancelRequested", "Closer", "Committer", "ConfiguredAgents",
         "CorruptSessionError",

@@ -35,6 +35,7 @@ PURE_MODULES = [
     "_model",
     "_options",
     "_records",
+    "_approval",
     "_record_shape",
     "_store_errors",
     "_store_claims",

@@ -1,6 +1,14 @@
 """trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
 
 from ._agent import Agent as Agent
+from ._approval import Approval as Approval
+from ._approval import ApprovalPolicy as ApprovalPolicy
+from ._approval import ApprovalRequest as ApprovalRequest
+from ._approval import Approver as Approver
+from ._approval import Decision as Decision
+from ._approval import DecisionOutcome as DecisionOutcome
+from ._approval import Policy as Policy
+from ._approval import Verdict as Verdict
 from ._configured import AgentConfig as AgentConfig
 from ._configured import ConfiguredAgents as ConfiguredAgents
 from ._dumpable import make_non_dumpable as make_non_dumpable
@@ -45,6 +53,7 @@ from ._events import StatusChanged as StatusChanged
 from ._events import StepEnded as StepEnded
 from ._events import StepStarted as StepStarted
 from ._events import TextStreamed as TextStreamed
+from ._events import ToolStarted as ToolStarted
 from ._events import TurnEnded as TurnEnded
 from ._events import TurnStarted as TurnStarted
 from ._fiber import Fiber as Fiber
@@ -104,6 +113,10 @@ __all__ = [
     "AgentStatus",
     "AlreadyLoadedError",
     "AlreadyRunningError",
+    "Approval",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "Approver",
     "BashTools",
     "CancelCause",
     "CancelRequested",
@@ -112,6 +125,8 @@ __all__ = [
     "Committer",
     "ConfiguredAgents",
     "CorruptSessionError",
+    "Decision",
+    "DecisionOutcome",
     "DuplicateSessionError",
     "Event",
     "EventBus",
@@ -136,6 +151,7 @@ __all__ = [
     "OpenAICompatibleModel",
     "PersistenceError",
     "Plugin",
+    "Policy",
     "ReadOnlyStoreError",
     "Record",
     "RunResult",
@@ -173,12 +189,14 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "ToolSpec",
+    "ToolStarted",
     "TrioAgentsError",
     "TurnEndReason",
     "TurnEnded",
     "TurnStarted",
     "UnknownStoreVersionError",
     "Usage",
+    "Verdict",
     "default_store_path",
     "make_non_dumpable",
     "open_agent",

@@ -23,6 +23,8 @@ from typing import Final
 
 import trio
 
+from ._approval import Approval, ApprovalRequest, approval_record, rejection_text
+from ._approval_gate import decide
 from ._errors import AgentClosedError, AlreadyRunningError, PersistenceError
 from ._events import (
     CancelRequested,
@@ -32,6 +34,7 @@ from ._events import (
     StepEnded,
     StepStarted,
     TextStreamed,
+    ToolStarted,
     TurnEnded,
     TurnStarted,
 )
@@ -47,6 +50,7 @@ from ._records import (
     STEERING_MESSAGE,
     STEP_END,
     STEP_START,
+    TOOL_APPROVAL,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -97,10 +101,13 @@ class Agent:
     Delivery (`send`, `steer`, `inject`) and `cancel` are synchronous: they change state at
     once and never block. `wait_idle` is the one awaitable. The loop itself runs in `run()`,
     which the agent's owner (`open_agent`, the registry) starts in a nursery it owns.
-    Constructing one raises ValueError if two of its tools have the same name.
+    `approval` (a policy and an approver) makes the agent ask before the calls its policy
+    gates (rules A14-A18). Constructing one raises ValueError if two of its tools have the
+    same name.
     """
 
     __slots__ = (
+        "_approval",
         "_call_ids",
         "_cancelling",
         "_closing",
@@ -131,8 +138,13 @@ class Agent:
         tools: Sequence[Tool] = (),
         options: AgentOptions | None = None,
         events: EventBus | None = None,
+        approval: Approval | None = None,
     ) -> None:
         self._session = session
+        self._approval = approval
+        if approval is not None:
+            # "Always" answers hold for the rest of the session, across resumes.
+            approval.restore(session.records)
         self._model = model
         self._tools: dict[str, Tool] = {}
         for tool in tools:
@@ -552,6 +564,11 @@ class Agent:
     async def _call_tool(
         self, turn: Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
     ) -> None:
+        approval = self._approval
+        if approval is not None and not await self._approved(approval, turn, step, call):
+            del unanswered[index]
+            return
+        self._emit(ToolStarted(self.id, turn.number, step, call.call_id, call.name))
         context = ToolContext(self.id, call.call_id, turn.number, step)
         result = await run_tool(self._tools, call, context)
         del unanswered[index]
@@ -559,6 +576,34 @@ class Agent:
             TOOL_RESULT,
             {"call_id": call.call_id, "content": result.content, "is_error": result.is_error},
         )
+
+    async def _approved(self, approval: Approval, turn: Turn, step: int, call: ToolCall) -> bool:
+        """Pass `call` through the approval gate. False once it has its rejection result."""
+        request = ApprovalRequest(
+            self.id, call.call_id, turn.number, step, call.name, call.arguments
+        )
+        decision = await decide(approval, request, turn)
+        if decision is None:
+            return True
+        self._append(TOOL_APPROVAL, approval_record(request, decision))
+        if decision.outcome == "cancel":
+            self.cancel("approval cancelled", cause="user")
+            await trio.lowlevel.checkpoint()  # raises Cancelled: the call is interrupted
+        if not decision.allows:
+            self._append(
+                TOOL_RESULT,
+                {
+                    "call_id": call.call_id,
+                    "content": rejection_text(request, decision),
+                    "is_error": True,
+                    "rejected": True,
+                },
+            )
+            return False
+        # Write-ahead (rule L7) for the decision too: what allowed a side effect is durable
+        # before the side effect starts.
+        await commit(self._session, f"the approval of tool call {call.call_id!r}")
+        return True
 
     # -- owner side ---------------------------------------------------------------------
 

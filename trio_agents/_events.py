@@ -34,6 +34,7 @@ __all__ = [
     "StepEnded",
     "StepStarted",
     "TextStreamed",
+    "ToolStarted",
     "TurnEnded",
     "TurnStarted",
 ]
@@ -178,6 +179,25 @@ class TextStreamed:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    """A tool call is about to run: its `tool/call` is committed and, if its agent asks
+    before acting, it was allowed. An editor shows the call `in_progress` from here.
+
+    agent_id: the agent's id.
+    turn: the turn's number.
+    step: the step's number within the turn.
+    call_id: the call's id, as in its `tool/call` record.
+    tool: the tool's name.
+    """
+
+    agent_id: str
+    turn: int
+    step: int
+    call_id: str
+    tool: str
+
+
 Event = (
     StatusChanged
     | CancelRequested
@@ -190,6 +210,7 @@ Event = (
     | StepStarted
     | StepEnded
     | TextStreamed
+    | ToolStarted
 )
 """Every event an `EventBus` delivers."""
 Listener = Callable[[Event], object]

@@ -45,6 +45,7 @@ TOOL_CALL: Final = "tool/call"
 TOOL_RESULT: Final = "tool/result"
 PROMPT_QUEUED: Final = "prompt/queued"
 PROMPT_DROPPED: Final = "prompt/dropped"
+TOOL_APPROVAL: Final = "tool/approval"
 
 # Records of the prompt queue (rule L8): they stand outside turns.
 PROMPT_RECORD_TYPES: Final = frozenset({PROMPT_QUEUED, PROMPT_DROPPED})

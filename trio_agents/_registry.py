@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from ._agent import Agent
+from ._approval import Approval
 from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
 from ._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
 from ._fiber import AgentFiber, Fiber, require_open
@@ -402,10 +403,12 @@ class AgentRegistry:
         session_id: str | None = None,
         options: AgentOptions | None = None,
         meta: Mapping[str, Any] | None = None,
+        approval: Approval | None = None,
     ) -> AgentHandle:
         """Create an agent with a new session (`session_id`, or a fresh UUID).
 
-        `meta` is added to the session's header (e.g. `{"cwd": ...}`). The agent is owned by
+        `meta` is added to the session's header (e.g. `{"cwd": ...}`); `approval` makes the
+        agent ask before the calls its policy gates (one Approval per agent). The agent is owned by
         this registry's owner and live, with its loop running, when this returns; close it
         with the handle, or by closing its owner. Always a checkpoint.
 
@@ -424,7 +427,7 @@ class AgentRegistry:
                 "agents.resume(session_id, ...) or choose another id"
             )
         session = Session(sid, new_header(meta))
-        return await self._publish(session, model, tools, options)
+        return await self._publish(session, model, tools, options, approval)
 
     async def resume(
         self,
@@ -433,9 +436,11 @@ class AgentRegistry:
         model: Model,
         tools: Sequence[Tool] = (),
         options: AgentOptions | None = None,
+        approval: Approval | None = None,
     ) -> AgentHandle:
         """Resume a stored session. A turn a crash left open is closed `interrupted` first
-        (rule L6). Raises SessionNotFoundError, or SessionLiveError if it is live.
+        (rule L6). Raises SessionNotFoundError, or SessionLiveError if it is live. The
+        session's "always" approval answers hold again under `approval` (rule A17).
 
         Like `create` otherwise: the agent is owned by this registry's owner and live when
         this returns. Always a checkpoint. Also raises FiberClosedError if the owner is not
@@ -445,7 +450,7 @@ class AgentRegistry:
         self._reject_live(session_id)
         stored = await self._services.sessions.restore(session_id)
         session = Session(session_id, stored.header, stored.records)
-        return await self._publish(session, model, tools, options)
+        return await self._publish(session, model, tools, options, approval)
 
     def _reject_live(self, sid: str) -> None:
         if sid in self._services.sessions.live_ids:
@@ -459,12 +464,18 @@ class AgentRegistry:
         model: Model,
         tools: Sequence[Tool],
         options: AgentOptions | None,
+        approval: Approval | None,
     ) -> AgentHandle:
         owner = self._owner
         require_open(owner, "create an agent in")
         services = self._services
         agent = Agent(
-            session=session, model=model, tools=tools, options=options, events=services.events
+            session=session,
+            model=model,
+            tools=tools,
+            options=options,
+            events=services.events,
+            approval=approval,
         )
         life = services.lifecycle_class(services, owner, agent)
         # The owner co-owns the teardown before any resource exists, so an owner close that

@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 
 from ._agent import Agent
+from ._approval import Approval
 from ._events import EventBus
 from ._model import Model
 from ._nursery import service_nursery
@@ -27,12 +28,14 @@ async def open_agent(
     session: Session | str | None = None,
     events: EventBus | None = None,
     agent_class: type[Agent] | None = None,
+    approval: Approval | None = None,
 ) -> AsyncGenerator[Agent, None]:
     """A standalone agent whose loop runs in a nursery owned by this context.
 
     Leaving the block closes the agent: the running turn ends `closed` and the loop has
     exited before the block is left. `agent_class` is for subclasses of `Agent` (test
-    doubles). `session` is a Session, a new session's id, or None for a fresh UUID.
+    doubles). `approval` makes the agent ask before the calls its policy gates. `session`
+    is a Session, a new session's id, or None for a fresh UUID.
 
     Entering and leaving are checkpoints. A loop that does not stop within the agent's
     `close_grace` (a tool ignoring cancellation) is cancelled. An exception from the block
@@ -45,7 +48,14 @@ async def open_agent(
     elif isinstance(session, str):
         session = Session(session)
     cls = agent_class if agent_class is not None else Agent
-    agent = cls(session=session, model=model, tools=tools, options=options, events=events)
+    agent = cls(
+        session=session,
+        model=model,
+        tools=tools,
+        options=options,
+        events=events,
+        approval=approval,
+    )
     async with service_nursery() as nursery:
         close = await nursery.start(agent.run)
         try:

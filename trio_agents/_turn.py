@@ -4,6 +4,7 @@ from its records and its exceptions. No state of the agent lives here."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Literal, NewType
 
@@ -68,7 +69,16 @@ class Closer:
 class Turn:
     """The running turn: its number, its cancel scope, and the first cancel it received."""
 
-    __slots__ = ("cause", "number", "reason", "scope", "step_abort", "step_scope")
+    __slots__ = (
+        "asking",
+        "cause",
+        "number",
+        "reason",
+        "scope",
+        "step_abort",
+        "step_left",
+        "step_scope",
+    )
 
     def __init__(self, number: int) -> None:
         self.number = number
@@ -77,6 +87,10 @@ class Turn:
         self.cause: str | None = None
         self.step_scope: trio.CancelScope | None = None
         self.step_abort: str | None = None
+        # How many of the step's calls are waiting for an approver, and the step's time left
+        # when the first began to wait: the step's clock stops while a person is asked.
+        self.asking = 0
+        self.step_left = math.inf
 
     @property
     def cancelled(self) -> bool:
@@ -90,6 +104,22 @@ class Turn:
     def cancel(self, reason: str, cause: str) -> None:
         self.claim(reason, cause)
         self.scope.cancel(reason=f"{self.cause}: {self.reason}")
+
+    def stop_step_clock(self) -> None:
+        """A call begins to wait for an approver: `step_timeout` does not count the wait."""
+        self.asking += 1
+        scope = self.step_scope
+        if self.asking == 1 and scope is not None:
+            self.step_left = max(scope.deadline - trio.current_time(), 0.0)
+            scope.deadline = math.inf
+
+    def restart_step_clock(self) -> None:
+        """A call has its decision: once none waits, the step's clock runs on from where it
+        stopped."""
+        self.asking -= 1
+        scope = self.step_scope
+        if self.asking == 0 and scope is not None and not math.isinf(self.step_left):
+            scope.deadline = trio.current_time() + self.step_left
 
 
 class StepAborted:

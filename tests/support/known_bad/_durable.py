@@ -12,6 +12,7 @@ from trio_agents import (
     AgentHandle,
     AgentOptions,
     AgentRegistry,
+    Approval,
     Fiber,
     Model,
     Record,
@@ -44,13 +45,14 @@ class _LoadingRegistry(AgentRegistry):
         model: Model,
         tools: Sequence[Tool] = (),
         options: AgentOptions | None = None,
+        approval: Approval | None = None,
     ) -> AgentHandle:
         require_open(self.owner, "resume an agent in")
         self._reject_live(session_id)  # pyright: ignore[reportPrivateUsage]
         sessions = self._services.sessions  # pyright: ignore[reportPrivateUsage]
         stored = await sessions.load(session_id)  # the mistake: load, not restore
         session = Session(session_id, stored.header, stored.records)
-        return await self._publish(session, model, tools, options)  # pyright: ignore[reportPrivateUsage]
+        return await self._publish(session, model, tools, options, approval)  # pyright: ignore[reportPrivateUsage]
 
 
 class _LoadingRuntime(Runtime):
