@@ -4,7 +4,6 @@ the real command in a pseudo-terminal, typed at and interrupted as a person woul
 
 from __future__ import annotations
 
-import math
 import os
 import pathlib
 import re
@@ -18,12 +17,21 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from tests.support.chat import (
+    TIMEOUT,
+    ChatRun,
+    FakeTerminal,
+    config,
+    of_type,
+    read_session,
+    spawn_chat,
+    stored,
+    wait_for,
+)
 from trio_agents import (
     MemoryStore,
     Model,
     Record,
-    SessionStore,
-    SqliteStore,
     open_runtime,
 )
 from trio_agents._cli import _chat as chat_cli
@@ -34,8 +42,8 @@ from trio_agents._cli._chat import (
     StdioTerminal,
     open_stdio_terminal,
     resolve_model,
-    run_chat,
 )
+from trio_agents._cli._chat_approval import QUESTION
 from trio_agents._cli._chat_render import (
     PROMPT,
     Renderer,
@@ -47,11 +55,9 @@ from trio_agents._cli._chat_render import (
 from trio_agents._cli._main import main
 from trio_agents._model_offline import OfflineModel
 from trio_agents._options import AgentOptions
-from trio_agents._store import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 BIN = pathlib.Path(sys.executable).parent
-TIMEOUT = 30  # seconds, for each expectation in a pseudo-terminal; nothing here sleeps
 
 
 # -- rendering (pure) ----------------------------------------------------------------------
@@ -179,78 +185,6 @@ def test_auto_uses_a_configured_endpoint_and_otherwise_says_it_is_offline() -> N
 
 
 # -- the loop, in process ----------------------------------------------------------------------
-
-
-class FakeTerminal:
-    """Lines typed by the test, output kept; `expect` reads on like pexpect does."""
-
-    def __init__(self) -> None:
-        self.output = ""
-        self.errors: list[str] = []
-        self._seen = 0
-        self._send, self._lines = trio.open_memory_channel[str](math.inf)
-
-    async def readline(self) -> str | None:
-        try:
-            return await self._lines.receive()
-        except trio.EndOfChannel:
-            return None
-
-    def write(self, text: str) -> None:
-        self.output += text
-
-    def error(self, text: str) -> None:
-        self.errors.append(text)
-
-    def type(self, line: str) -> None:
-        self._send.send_nowait(line)
-
-    def end_input(self) -> None:
-        self._send.close()
-
-    async def expect(self, text: str) -> None:
-        """Once everything has settled, `text` is in the output after the last match."""
-        await trio.testing.wait_all_tasks_blocked()
-        at = self.output.find(text, self._seen)
-        assert at >= 0, f"{text!r} not in the new output {self.output[self._seen :]!r}"
-        self._seen = at + len(text)
-
-
-class ChatRun:
-    """`run_chat` in the background, with a channel for Ctrl-C."""
-
-    def __init__(self, terminal: FakeTerminal, config: ChatConfig) -> None:
-        self.terminal = terminal
-        self.config = config
-        self.interrupts, self._receive = trio.open_memory_channel[None](math.inf)
-        self.code: int | None = None
-        self.done = trio.Event()
-
-    async def run(self) -> None:
-        self.code = await run_chat(self.terminal, self.config, self._receive)
-        self.done.set()
-
-    def ctrl_c(self) -> None:
-        self.interrupts.send_nowait(None)
-
-    async def exit_code(self) -> int | None:
-        await self.done.wait()
-        return self.code
-
-
-def config(
-    store: SessionStore, model: Callable[[], Model] = OfflineModel, **kw: object
-) -> ChatConfig:
-    fields: dict[str, object] = {"new_session_id": "s1", "cwd": "/", **kw}
-    return ChatConfig(store=store, model_factory=model, **fields)  # type: ignore[arg-type]
-
-
-async def stored(store: SessionStore, sid: str = "s1") -> StoredSession:
-    return await store.load(sid)
-
-
-def of_type(records: Sequence[Record], type: str) -> list[dict[str, object]]:
-    return [dict(record.data) for record in records if record.type == type]
 
 
 async def test_a_conversation_streams_cancels_on_ctrl_c_and_ends_at_eof() -> None:
@@ -510,35 +444,6 @@ async def test_the_stdio_terminal_drops_output_once_it_is_broken() -> None:
 # -- the command in a pseudo-terminal ------------------------------------------------------------
 
 
-def spawn_chat(tmp_path: pathlib.Path, *args: str) -> pexpect.spawn[str]:
-    """`trio-agents chat` in a pseudo-terminal, with no model endpoint configured (so the
-    offline model), its output echoed to the test's stdout (shown if the test fails)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # never the user's store
-    child: pexpect.spawn[str] = pexpect.spawn(
-        str(BIN / "trio-agents"),
-        ["chat", "--store", str(tmp_path / "s.db"), *args],
-        cwd=str(tmp_path),
-        env=env,
-        encoding="utf-8",
-        timeout=TIMEOUT,
-        dimensions=(40, 200),
-    )
-    child.logfile_read = sys.stdout
-    return child
-
-
-def read_session(path: pathlib.Path, sid: str) -> StoredSession:
-    """The session as stored, read through a read-only store (looking changes nothing)."""
-
-    async def load() -> StoredSession:
-        store = SqliteStore(path, readonly=True)
-        async with store.running():
-            return await store.load(sid)
-
-    return trio.run(load)
-
-
 @pytest.mark.subprocess
 def test_a_person_chats_runs_a_command_cancels_a_turn_and_leaves(tmp_path: pathlib.Path) -> None:
     child = spawn_chat(tmp_path)
@@ -552,7 +457,9 @@ def test_a_person_chats_runs_a_command_cancels_a_turn_and_leaves(tmp_path: pathl
         child.sendline("hello there")
         child.expect_exact("echo: hello there\r\n> ")
         child.sendline("!echo hi")
-        child.expect_exact("[bash] echo hi\r\n[ok] hi\r\n")
+        child.expect_exact(f"[bash] echo hi\r\n{QUESTION}")
+        child.sendline("y")
+        child.expect_exact("y\r\n[ok] hi\r\n")
         child.expect_exact("tool said:\r\nhi\r\n> ")
         child.sendline("/hold")
         child.expect_exact("holding until you cancel...")
@@ -608,8 +515,10 @@ def test_resuming_shows_the_history_and_ctrl_c_at_the_prompt_leaves(
         child.expect_exact("echo: second question\r\n(end of history)\r\n")
         child.expect_exact("\r\n> ")
         # A command the turn's cancel must kill: the tool call is interrupted, then the turn.
-        child.sendline("!sleep 60")
-        child.expect_exact("[bash] sleep 60\r\n")
+        child.sendline("!touch started; sleep 60")
+        child.expect_exact(f"[bash] touch started; sleep 60\r\n{QUESTION}")
+        child.sendline("y")
+        wait_for(lambda: (tmp_path / "started").exists())  # running, no longer asked
         child.sendintr()
         child.expect_exact("[error] tool call 'bash' was interrupted before it finished\r\n")
         child.expect_exact("[cancelled]\r\n> ")
@@ -620,7 +529,9 @@ def test_resuming_shows_the_history_and_ctrl_c_at_the_prompt_leaves(
         child.close()
     assert (child.exitstatus, child.signalstatus) == (130, None)
     records = read_session(tmp_path / "s.db", "earlier").records
-    assert [d["content"] for d in of_type(records, "user/message")][-1] == "!sleep 60"
+    assert [d["content"] for d in of_type(records, "user/message")][-1] == (
+        "!touch started; sleep 60"
+    )
     last_end = dict(of_type(records, "turn/end")[-1]["reason"])  # type: ignore[call-overload]
     assert last_end == {"kind": "aborted", "reason": CANCEL_REASON, "cause": "user"}
 

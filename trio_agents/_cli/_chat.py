@@ -1,9 +1,11 @@
 """`trio-agents chat`: talk to one agent in a terminal.
 
     stdin ── a line (os.read in a worker thread) ──► agent.send ──► wait_idle ──► prompt
+                 └─ or, in a turn, the answer to `Run it?` (TerminalApprover, `_chat_approval`)
     the agent's records (session observer)  ─┐
     its TextStreamed events (event listener) ─┴─► Renderer (pure) ──► writer task ──► stdout
-    SIGINT (trio.open_signal_receiver) ──► Chat.interrupt(): cancel the running turn, or
+    SIGINT (trio.open_signal_receiver) ──► Chat.interrupt(): answer an open question
+                                           `cancel`, else cancel the running turn, or
                                            leave (at the prompt, or while starting)
     SIGTERM, SIGHUP (the same receiver) ──► Chat.quit(): leave from any phase; a running
                                            turn ends `closed` (`_signals`)
@@ -40,6 +42,7 @@ from typing import Any, Final, Literal, Protocol
 import trio
 
 from .._agent import Agent
+from .._approval import Approval, ApprovalRequest
 from .._batches import write_in_batches
 from .._dumpable import make_non_dumpable
 from .._errors import (
@@ -69,6 +72,7 @@ from ._args import (
     configure_logging,
     sandbox_policy,
 )
+from ._chat_approval import MODES, ChatMode, ChatPolicy, TerminalApprover
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 from ._signals import Quit, exit_status, teardown_limit, watching_signals
@@ -145,36 +149,29 @@ DRAIN_SECONDS: Final = 5.0
 class StdioTerminal:
     """Lines from a file descriptor, text to another, without blocking the event loop.
 
-    Reads are `os.read` in a worker thread: the descriptor stays blocking, so the terminal's
+    One reader task reads the input (`os.read` in a worker thread) and hands out one line
+    at a time; `readline` takes the next one. So a `readline` that is cancelled (the chat's
+    prompt, or its question before a command runs, when Ctrl-C cancels it) loses nothing:
+    the line goes to whoever reads next. The descriptor stays blocking, so the terminal's
     stdout (often the same open file as its stdin) never turns non-blocking under the other
     writers of the terminal, and there is no `sys.stdin` buffer lock for an abandoned read
-    to hold at exit. A read is only abandoned (cancelled) when the chat leaves, so no line
-    is lost. Writes are queued and written in order by one writer task, each burst with one
-    `os.write` loop in a worker thread, so a slow or paused terminal never stalls the loop
-    (nor the Ctrl-C handler)."""
+    to hold at exit. The read is only abandoned when the chat leaves. Writes are queued and
+    written in order by one writer task, each burst with one `os.write` loop in a worker
+    thread, so a slow or paused terminal never stalls the loop (nor the Ctrl-C handler).
+    Both tasks run while `running()` is entered."""
 
     def __init__(self, in_fd: int = 0, out_fd: int = 1) -> None:
         self._in_fd = in_fd
         self._out_fd = out_fd
-        self._buffer = b""
-        self._eof = False
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
+        # Unbuffered: the reader holds at most one line and one read ahead of its readers.
+        self._give_line, self._lines = trio.open_memory_channel[str](0)
 
     async def readline(self) -> str | None:
-        while b"\n" not in self._buffer and not self._eof:
-            try:
-                data = await trio.to_thread.run_sync(
-                    os.read, self._in_fd, READ_SIZE, abandon_on_cancel=True
-                )
-            except OSError:
-                data = b""  # a broken input is an end of input
-            if not data:
-                self._eof = True
-            self._buffer += data
-        if not self._buffer:
+        try:
+            return await self._lines.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
             return None
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line.decode("utf-8", "replace")
 
     def write(self, text: str) -> None:
         if text:
@@ -187,14 +184,37 @@ class StdioTerminal:
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[StdioTerminal]:
-        """This terminal with its writer running for the block (`open_stdio_terminal`)."""
+        """This terminal with its reader and writer running for the block
+        (`open_stdio_terminal`)."""
         async with service_nursery() as nursery:
+            reading = trio.CancelScope()
+            nursery.start_soon(self._read_all, reading)
             nursery.start_soon(self._write_all)
             try:
                 yield self
             finally:
+                reading.cancel(reason="the terminal is closed")
                 self._send.close()
                 nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
+
+    async def _read_all(self, scope: trio.CancelScope) -> None:
+        buffer = b""
+        with scope, self._give_line:
+            while True:
+                while b"\n" in buffer:
+                    line, _, buffer = buffer.partition(b"\n")
+                    await self._give_line.send(line.decode("utf-8", "replace"))
+                try:
+                    data = await trio.to_thread.run_sync(
+                        os.read, self._in_fd, READ_SIZE, abandon_on_cancel=True
+                    )
+                except OSError:
+                    data = b""  # a broken input is an end of input
+                if not data:
+                    break
+                buffer += data
+            if buffer:
+                await self._give_line.send(buffer.decode("utf-8", "replace"))
 
     async def _write_all(self) -> None:
         await write_in_batches(self._receive, self._write)
@@ -248,6 +268,8 @@ class ChatConfig:
     shell: ShellExecutor | None = None
     """The runtime's shell executor (None: a default one with `pass_env` and `sandbox`), as
     for `open_runtime`."""
+    mode: ChatMode = "ask"
+    """`ask`: ask in the terminal before each `bash` command; `auto`: never (`--auto`)."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -271,10 +293,15 @@ class Chat:
         self._quit_status: int | None = None
         self._agent: Agent | None = None
         self._store_failed = False
+        self._policy = ChatPolicy(config.mode)
+        self._approver = TerminalApprover(terminal, self._show_call)
+        self._approval = Approval(self._policy, self._approver)
 
     def interrupt(self) -> None:
         if self._phase == "turn":
             assert self._agent is not None
+            if self._approver.interrupt():
+                return  # the question's answer is `cancel`, which cancels the turn
             # False when the turn is already ending (or ended): nothing more to do.
             self._agent.cancel(CANCEL_REASON, cause="user")
         elif self._phase in ("starting", "prompt"):
@@ -364,6 +391,7 @@ class Chat:
             # A model endpoint that is not (or badly) configured says which variable to set.
             self._terminal.error(f"trio-agents chat: {exc}")
             return EXIT_USAGE
+        approval = self._approval  # the one agent's: it keeps the session's "always" answers
         if config.session_id is None:
             cwd = config.cwd if config.cwd is not None else os.getcwd()
             handle = await rt.agents.create(
@@ -372,11 +400,16 @@ class Chat:
                 session_id=config.new_session_id or str(uuid.uuid4()),
                 options=config.options,
                 meta={"cwd": cwd, "front_end": "chat"},
+                approval=approval,
             )
             return handle, False
         try:
             handle = await rt.agents.resume(
-                config.session_id, model=model, tools=bash.tools, options=config.options
+                config.session_id,
+                model=model,
+                tools=bash.tools,
+                options=config.options,
+                approval=approval,
             )
         except SessionNotFoundError:
             self._terminal.error(
@@ -399,7 +432,30 @@ class Chat:
             write(f"its commands run in {cwd}\n")
         if resumed:
             write(replay_summary(agent.session.records))
+        write(f"{self._mode_line()}\n")
+        for tool, kept in sorted(self._approval.remembered.items()):
+            done = "run" if kept == "allow" else "are rejected"
+            write(f"{tool} calls {done} without asking: an earlier answer in this session\n")
         write(f"{KEYS}\n")
+
+    def _mode_line(self) -> str:
+        if self._policy.mode == "ask":
+            return "mode ask: each bash command is shown and asked before it runs (/mode auto)"
+        return "mode auto: bash commands run without asking (/mode ask)"
+
+    def _set_mode(self, argument: str) -> None:
+        if argument:
+            if argument not in MODES:
+                self._terminal.write(
+                    f"unknown mode {argument!r}: /mode ask asks before each bash command, "
+                    "/mode auto runs them without asking\n"
+                )
+                return
+            self._policy.mode = "ask" if argument == "ask" else "auto"
+        self._terminal.write(self._mode_line() + "\n")
+
+    def _show_call(self, request: ApprovalRequest) -> str:
+        return self._renderer.question(request.call_id, request.tool, request.arguments)
 
     def _resume_hint(self, session_id: str) -> str:
         option = self._config.store_option
@@ -424,6 +480,9 @@ class Chat:
                 return
             text = line.strip()
             if not text:
+                continue
+            if text == "/mode" or text.startswith("/mode "):
+                self._set_mode(text[len("/mode") :].strip())
                 continue
             try:
                 agent.send(text)
@@ -450,6 +509,7 @@ class Chat:
     def _on_record(self, record: Record) -> None:
         # A session observer must never raise: it would stop the agent (persistence path).
         try:
+            self._approver.seen(record)
             self._terminal.write(self._renderer.record(record))
         except Exception:
             logger.exception("rendering %s failed", record.type)
@@ -503,6 +563,12 @@ def add_parser(commands: Any) -> None:
     add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
     add_pass_env(chat)
     add_sandbox(chat)
+    chat.add_argument(
+        "--auto",
+        action="store_true",
+        help="run bash commands without asking (default: show each one and ask y/a/n first; "
+        "/mode auto and /mode ask switch in the chat)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -526,6 +592,7 @@ def run(args: argparse.Namespace) -> int:
         store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
         pass_env=tuple(args.pass_env),
         sandbox=sandbox,
+        mode="auto" if args.auto else "ask",
     )
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()

@@ -33,6 +33,7 @@ __all__ = [
     "PROMPT",
     "Renderer",
     "describe_call",
+    "describe_command",
     "describe_end",
     "describe_result",
     "replay_summary",
@@ -41,6 +42,7 @@ __all__ = [
 PROMPT: Final = "> "
 REPLAY_TURNS: Final = 3
 RESULT_LINES: Final = 8
+COMMAND_LINES: Final = 40
 WIDTH: Final = 200
 
 
@@ -84,6 +86,24 @@ def describe_call(name: str, arguments: Mapping[str, Any], *, width: int = WIDTH
         except (TypeError, ValueError):
             detail = repr(arguments)
     return _clip(_visible(f"[{name}] {detail}".rstrip()), width)
+
+
+def describe_command(
+    arguments: Mapping[str, Any], *, max_lines: int = COMMAND_LINES, width: int = WIDTH
+) -> list[str]:
+    """A command in full, indented, for the question before it runs: [] when its call's one
+    line (`describe_call`) shows all of it already, else each of its lines (up to
+    `max_lines`, then `... N more lines`), so a person approves what will run, not a summary."""
+    command = arguments.get("command")
+    if not isinstance(command, str):
+        return []
+    lines = _lines_of(_visible(command.strip()))
+    if len(lines) == 1 and len(lines[0]) + len("[bash] ") <= width:
+        return []
+    shown = ["    " + _clip(line, width - 4) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(f"    ... {len(lines) - max_lines} more lines")
+    return shown
 
 
 def describe_result(
@@ -140,13 +160,23 @@ class Renderer:
         self._max_lines = max_lines
         self._width = width
         self._line_start = True
+        self._last_call: str | None = None  # the call id of the last line shown, if a call
 
     def text(self, delta: str) -> str:
         """A piece of streamed assistant text."""
         if not delta:
             return ""
         self._line_start = delta.endswith("\n")
+        self._last_call = None
         return _visible(delta)
+
+    def question(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> str:
+        """What is shown before asking whether a call may run: its line, unless it is the
+        last line shown already, then the command in full if that line clipped it."""
+        lines = [] if call_id == self._last_call else [describe_call(name, arguments)]
+        lines += describe_command(arguments, width=self._width)
+        self._last_call = None
+        return self._block(lines)
 
     def finish(self) -> str:
         """A newline if the cursor is not at the start of a line."""
@@ -161,6 +191,14 @@ class Renderer:
         return self.finish() + "".join(f"{line}\n" for line in lines)
 
     def record(self, record: Record, *, replay: bool = False) -> str:
+        """The terminal text of one record ("" for those not shown)."""
+        shown = self._record(record, replay)
+        if shown:
+            is_call = record.type == TOOL_CALL
+            self._last_call = str(record.data.get("call_id")) if is_call else None
+        return shown
+
+    def _record(self, record: Record, replay: bool) -> str:
         data = record.data
         kind = record.type
         if kind == USER_MESSAGE:
