@@ -68,6 +68,14 @@ class FakeTerminal:
         assert at >= 0, f"{text!r} not in the new output {self.output[self._seen :]!r}"
         self._seen = at + len(text)
 
+    async def expect_soon(self, text: str, seconds: float = TIMEOUT) -> None:
+        """`expect`, for output that waits on a real process: polled for at most `seconds`
+        (real clock only: a test marked `subprocess`)."""
+        with trio.fail_after(seconds):
+            while self.output.find(text, self._seen) < 0:
+                await trio.sleep(0.01)
+        await self.expect(text)
+
 
 class ChatRun:
     """`run_chat` in the background, with a channel for Ctrl-C."""

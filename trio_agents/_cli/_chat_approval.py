@@ -139,6 +139,9 @@ class TerminalApprover:
             await trio.lowlevel.checkpoint()
             while self._busy or min(self._waiting) != key:
                 await self._changed.wait()
+            # An earlier call's answer may have cancelled the turn (`cancel`) just as it
+            # woke this one: then it is not asked (the wake-up beat the cancel).
+            await trio.lowlevel.checkpoint_if_cancelled()
             self._busy = True
             try:
                 return await self._ask(request)

@@ -1,0 +1,289 @@
+"""`trio-agents chat` asks before each bash command (issue 17): the answers, the policy and
+the question (pure), the chat loop driven in process (one question at a time in call order,
+an answer asked again, end of input and Ctrl-C while asked, the modes), the terminal's one
+reader, and the real command in a pseudo-terminal answered `n`, `y`, Ctrl-C and `a`."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import pexpect
+import pytest
+import trio
+import trio.testing
+
+from tests.support.chat import (
+    ChatRun,
+    FakeTerminal,
+    config,
+    of_type,
+    read_session,
+    spawn_chat,
+    stored,
+)
+from trio_agents import ApprovalRequest, MemoryStore, Record
+from trio_agents._cli._chat import open_stdio_terminal
+from trio_agents._cli._chat_approval import ACCEPTED, QUESTION, ChatPolicy, parse_answer
+from trio_agents._cli._chat_render import Renderer
+from trio_agents.testing import ScriptedModel, reply, tool_step
+
+REJECTED = "[error] the user rejected the call to 'bash'; it did not run"
+INTERRUPTED = "[error] tool call 'bash' was interrupted before it finished"
+
+
+# -- pure ----------------------------------------------------------------------------------------
+
+
+def test_y_a_and_n_or_their_words_are_answers_and_nothing_else_is() -> None:
+    assert [parse_answer(a) for a in ("y", " Yes ", "a", "ALWAYS", "n", "no")] == [
+        "allow_once",
+        "allow_once",
+        "allow_always",
+        "allow_always",
+        "reject_once",
+        "reject_once",
+    ]
+    assert [parse_answer(a) for a in ("", "yy", "sure", "!ls", "reject")] == [None] * 5
+
+
+def request(tool: str, **arguments: object) -> ApprovalRequest:
+    return ApprovalRequest("s1", "c1", 1, 1, tool, arguments)
+
+
+def test_mode_ask_asks_before_bash_only_and_mode_auto_never() -> None:
+    policy = ChatPolicy()
+    tools = ("bash", "bash_output", "bash_kill")
+    assert [policy.verdict(request(tool)) for tool in tools] == ["ask", "allow", "allow"]
+    policy.mode = "auto"
+    assert [policy.verdict(request(tool)) for tool in tools] == ["allow"] * 3
+    assert policy.remembers
+
+
+def test_the_question_repeats_a_call_only_when_other_lines_came_between() -> None:
+    renderer = Renderer(width=40)
+    call = Record.of("tool/call", {"call_id": "c1", "name": "bash", "arguments": {"command": "ls"}})
+    assert renderer.record(call) == "[bash] ls\n"
+    assert renderer.question("c1", "bash", {"command": "ls"}) == ""  # just shown
+    assert renderer.question("c1", "bash", {"command": "ls"}) == "[bash] ls\n"
+    # A command longer than its line, or of several lines, is shown in full.
+    script = {"command": "cat <<EOF\nrm -rf /tmp/x\nEOF"}
+    assert renderer.question("c2", "bash", script) == (
+        "[bash] cat <<EOF ...\n    cat <<EOF\n    rm -rf /tmp/x\n    EOF\n"
+    )
+    long = "echo " + "x" * 40
+    assert renderer.question("c3", "bash", {"command": long}).splitlines()[1:] == [
+        "    " + long[:33] + "..."
+    ]
+
+
+# -- the loop, in process ------------------------------------------------------------------------
+
+
+async def test_calls_of_one_step_are_asked_one_at_a_time_in_the_order_made() -> None:
+    commands = [f"echo {n}" for n in range(1, 5)]
+    model = ScriptedModel([tool_step(*(("bash", {"command": c}) for c in commands)), reply("ok")])
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, lambda: model))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        term.type("go")
+        for command in commands:
+            await term.expect(f"[bash] {command}\n{QUESTION}")
+            assert term.output.count(QUESTION) == commands.index(command) + 1  # one at a time
+            term.type("n")
+            await term.expect(REJECTED)
+        await term.expect("ok\n> ")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    records = (await stored(store)).records
+    calls = [d["call_id"] for d in of_type(records, "tool/call")]
+    approvals = of_type(records, "tool/approval")
+    assert [d["call_id"] for d in approvals] == calls
+    assert {(d["decision"], d["by"]) for d in approvals} == {("reject_once", "terminal")}
+    results = of_type(records, "tool/result")
+    assert all(d["rejected"] and d["is_error"] for d in results)
+    assert all(str(d["content"]).startswith("the user rejected") for d in results)
+
+
+async def test_another_answer_says_what_is_accepted_and_asks_again() -> None:
+    model = ScriptedModel([tool_step(("bash", {"command": "rm -r build"})), reply("fine")])
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, lambda: model))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        term.type("clean up")
+        await term.expect(f"[bash] rm -r build\n{QUESTION}")
+        term.type("maybe")
+        await term.expect(f"{ACCEPTED}\n{QUESTION}")
+        assert "fine" not in term.output
+        term.type("N")
+        await term.expect(f"{REJECTED}\nfine\n> ")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    (approval,) = of_type((await stored(store)).records, "tool/approval")
+    assert (approval["decision"], approval["by"]) == ("reject_once", "terminal")
+
+
+async def test_end_of_input_while_asked_rejects_and_ends_the_chat() -> None:
+    model = ScriptedModel([tool_step(("bash", {"command": "make"})), reply("not run, then")])
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, lambda: model))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        term.type("build it")
+        await term.expect(QUESTION)
+        term.end_input()
+        assert await chat.exit_code() == 0
+    await term.expect(f"\n{REJECTED} (end of input)\nnot run, then\n> \nsession s1 kept")
+    records = (await stored(store)).records
+    (approval,) = of_type(records, "tool/approval")
+    assert (approval["decision"], approval["note"]) == ("reject_once", "end of input")
+    assert [dict(d["reason"]) for d in of_type(records, "turn/end")] == [{"kind": "completed"}]  # type: ignore[call-overload]
+
+
+async def test_ctrl_c_while_asked_cancels_the_turn_and_the_chat_carries_on() -> None:
+    # Two calls: the first is asked, the second waits its turn; Ctrl-C ends both.
+    step = tool_step(("bash", {"command": "touch a"}), ("bash", {"command": "touch b"}))
+    model = ScriptedModel([step], default=lambda request: reply("still here"))
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, lambda: model))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        term.type("touch both")
+        await term.expect(f"[bash] touch a\n{QUESTION}")
+        chat.ctrl_c()
+        await term.expect(f"\n{INTERRUPTED}\n{INTERRUPTED}\n[cancelled]\n> ")
+        assert term.output.count(QUESTION) == 1  # the second call was never asked
+        term.type("hello")
+        await term.expect("still here\n> ")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    records = (await stored(store)).records
+    (approval,) = of_type(records, "tool/approval")
+    assert (approval["decision"], approval["by"]) == ("cancel", "terminal")
+    ends = [dict(d["reason"]) for d in of_type(records, "turn/end")]  # type: ignore[call-overload]
+    cancelled = {"kind": "aborted", "reason": "approval cancelled", "cause": "user"}
+    assert ends == [cancelled, {"kind": "completed"}]
+    assert all(d.get("interrupted") for d in of_type(records, "tool/result"))
+
+
+@pytest.mark.subprocess  # mode auto runs a real command
+async def test_mode_auto_runs_without_asking_and_mode_ask_asks_again() -> None:
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, mode="auto"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        await term.expect("mode auto: bash commands run without asking (/mode ask)\n")
+        term.type("!echo ran-unasked")
+        await term.expect_soon("[bash] echo ran-unasked\n[ok] ran-unasked\n")
+        await term.expect("> ")
+        term.type("/mode sometimes")
+        await term.expect("unknown mode 'sometimes': /mode ask asks before each bash command")
+        term.type("/mode ask")
+        await term.expect("mode ask: each bash command is shown and asked before it runs")
+        term.type("!echo asked")
+        await term.expect(f"[bash] echo asked\n{QUESTION}")
+        term.type("n")
+        await term.expect(REJECTED)
+        await term.expect("> ")
+        term.type("/mode")
+        await term.expect("mode ask: ")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    records = (await stored(store)).records
+    assert [d["content"] for d in of_type(records, "user/message")] == [
+        "!echo ran-unasked",
+        "!echo asked",
+    ]
+    # Mode auto records nothing: the policy let the call run without a decision.
+    assert [d["decision"] for d in of_type(records, "tool/approval")] == ["reject_once"]
+
+
+# -- the terminal's one reader -------------------------------------------------------------------
+
+
+@pytest.mark.realtime  # worker threads
+async def test_a_cancelled_read_of_the_terminal_loses_no_line() -> None:
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    try:
+        async with open_stdio_terminal(in_read, out_write) as terminal:
+            with trio.move_on_after(0.05):  # the question cancelled before its answer came
+                await terminal.readline()
+            os.write(in_write, b"y\nnext prompt\n")
+            os.close(in_write)
+            lines = [await terminal.readline() for _ in range(3)]
+        assert lines == ["y", "next prompt", None]
+    finally:
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)
+
+
+# -- the command in a pseudo-terminal ------------------------------------------------------------
+
+
+@pytest.mark.subprocess
+def test_a_person_answers_n_then_y_then_ctrl_c_then_a(tmp_path: pathlib.Path) -> None:
+    child = spawn_chat(tmp_path)
+    try:
+        child.expect(r"session (\S+) \(resume with: ")
+        match = child.match
+        assert isinstance(match, re.Match)
+        sid = match.group(1)
+        child.expect_exact("mode ask: each bash command is shown and asked before it runs")
+        child.expect_exact("\r\n> ")
+        # n: the command does not run, and the model is told.
+        child.sendline("!touch no.txt")
+        child.expect_exact(f"[bash] touch no.txt\r\n{QUESTION}")
+        child.sendline("n")
+        child.expect_exact(f"{REJECTED}\r\n")
+        child.expect_exact("tool said:\r\nthe user rejected the call to 'bash'; it did not run")
+        child.expect_exact("\r\n> ")
+        assert not (tmp_path / "no.txt").exists()
+        # y: it runs.
+        child.sendline("!touch yes.txt")
+        child.expect_exact(f"[bash] touch yes.txt\r\n{QUESTION}")
+        child.sendline("y")
+        child.expect_exact("[ok] (no output)\r\n")
+        child.expect_exact("\r\n> ")
+        assert (tmp_path / "yes.txt").exists()
+        # Ctrl-C while asked: the turn is cancelled, nothing ran, the chat goes on.
+        child.sendline("!touch cancelled.txt")
+        child.expect_exact(f"[bash] touch cancelled.txt\r\n{QUESTION}")
+        child.sendintr()
+        child.expect_exact(f"{INTERRUPTED}\r\n[cancelled]\r\n> ")
+        child.sendline("still there?")
+        child.expect_exact("echo: still there?\r\n> ")
+        assert not (tmp_path / "cancelled.txt").exists()
+        # a: it runs, and so does the next command, unasked.
+        child.sendline("!touch always.txt")
+        child.expect_exact(f"[bash] touch always.txt\r\n{QUESTION}")
+        child.sendline("a")
+        child.expect_exact("[ok] (no output)\r\n")
+        child.expect_exact("\r\n> ")
+        child.sendline("!touch unasked.txt")
+        child.expect_exact("[bash] touch unasked.txt\r\n[ok] (no output)\r\n")
+        child.expect_exact("\r\n> ")
+        child.sendeof()
+        child.expect_exact(f"session {sid} kept; resume with: ")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert (child.exitstatus, child.signalstatus) == (0, None)
+    assert {p.name for p in tmp_path.glob("*.txt")} == {"yes.txt", "always.txt", "unasked.txt"}
+
+    records = read_session(tmp_path / "s.db", sid).records
+    decisions = [(d["decision"], d["by"]) for d in of_type(records, "tool/approval")]
+    assert decisions == [
+        ("reject_once", "terminal"),
+        ("allow_once", "terminal"),
+        ("cancel", "terminal"),
+        ("allow_always", "terminal"),
+        ("allow_always", "remembered"),
+    ]
+    ends = [dict(d["reason"]) for d in of_type(records, "turn/end")]  # type: ignore[call-overload]
+    cancelled = {"kind": "aborted", "reason": "approval cancelled", "cause": "user"}
+    completed = {"kind": "completed"}
+    assert ends == [completed, completed, cancelled, completed, completed, completed]
