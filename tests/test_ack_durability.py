@@ -162,7 +162,7 @@ def test_every_turn_the_chat_showed_a_prompt_after_is_on_disk_after_a_sigkill(
         resume = ["--session", session_id] if session_id else []
         child: pexpect.spawn[str] = pexpect.spawn(
             sys.executable,
-            ["-m", "trio_agents._cli", "chat", "--store", str(store), *resume],
+            ["-m", "trio_agents._cli", "chat", "--auto", "--store", str(store), *resume],
             cwd=str(tmp_path),
             env=env,
             encoding="utf-8",

@@ -356,7 +356,7 @@ def test_the_chat_server_is_non_dumpable_and_passes_no_credential(
     store = os.path.join(shared_dir, "sessions.db")
     argv = [*_unprivileged(), sys.executable, "-m", "trio_agents._cli", "chat"]
     done = subprocess.run(
-        [*argv, "--model", "offline", "--store", store, *extra],
+        [*argv, "--auto", "--model", "offline", "--store", store, *extra],
         input=commands,
         cwd=shared_dir,
         env=_server_env(path),

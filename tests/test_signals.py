@@ -381,7 +381,8 @@ def test_a_teardown_held_by_a_client_that_stopped_reading_ends_at_its_bound(
 def spawn_chat(tmp_path: pathlib.Path) -> pexpect.spawn[str]:
     child: pexpect.spawn[str] = pexpect.spawn(
         sys.executable,
-        ["-m", "trio_agents._cli", "chat", "--store", str(tmp_path / "s.db")],
+        # --auto: its commands run unasked (asking is tests/test_chat_approval.py's).
+        ["-m", "trio_agents._cli", "chat", "--auto", "--store", str(tmp_path / "s.db")],
         cwd=str(tmp_path),
         env=environment(tmp_path),
         encoding="utf-8",
