@@ -12,7 +12,6 @@ import re
 import pexpect
 import pytest
 import trio
-import trio.testing
 
 from tests.support.chat import (
     ChatRun,

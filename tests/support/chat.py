@@ -41,6 +41,7 @@ class FakeTerminal:
         self.output = ""
         self.errors: list[str] = []
         self._seen = 0
+        self._wrote = trio.Event()
         self._send, self._lines = trio.open_memory_channel[str](math.inf)
 
     async def readline(self) -> str | None:
@@ -51,6 +52,8 @@ class FakeTerminal:
 
     def write(self, text: str) -> None:
         self.output += text
+        self._wrote.set()
+        self._wrote = trio.Event()
 
     def error(self, text: str) -> None:
         self.errors.append(text)
@@ -73,7 +76,7 @@ class FakeTerminal:
         (real clock only: a test marked `subprocess`)."""
         with trio.fail_after(seconds):
             while self.output.find(text, self._seen) < 0:
-                await trio.sleep(0.01)
+                await self._wrote.wait()
         await self.expect(text)
 
 
