@@ -5,9 +5,11 @@ reader, and the real command in a pseudo-terminal answered `n`, `y`, Ctrl-C and 
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import re
+import signal
 
 import pexpect
 import pytest
@@ -23,9 +25,10 @@ from tests.support.chat import (
     stored,
 )
 from trio_agents import ApprovalRequest, MemoryStore, Record
-from trio_agents._cli._chat import open_stdio_terminal
+from trio_agents._cli._chat import open_stdio_terminal, run_chat
 from trio_agents._cli._chat_approval import ACCEPTED, QUESTION, ChatPolicy, parse_answer
 from trio_agents._cli._chat_render import Renderer
+from trio_agents._cli._signals import Quit
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 REJECTED = "[error] the user rejected the call to 'bash'; it did not run"
@@ -198,6 +201,67 @@ async def test_mode_auto_runs_without_asking_and_mode_ask_asks_again() -> None:
     ]
     # Mode auto records nothing: the policy let the call run without a decision.
     assert [d["decision"] for d in of_type(records, "tool/approval")] == ["reject_once"]
+
+
+async def test_a_quit_while_asked_closes_the_turn_without_a_decision() -> None:
+    model = ScriptedModel([tool_step(("bash", {"command": "touch x"}))])
+    store, term = MemoryStore(), FakeTerminal()
+    send, receive = trio.open_memory_channel[object](math.inf)
+    codes: list[int] = []
+
+    async def run() -> None:
+        codes.append(await run_chat(term, config(store, lambda: model), receive))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        term.type("touch it")
+        await term.expect(QUESTION)
+        send.send_nowait(Quit(signal.SIGTERM))
+    assert codes == [143]
+    records = (await stored(store)).records
+    assert of_type(records, "tool/approval") == []
+    assert [dict(d["reason"]) for d in of_type(records, "turn/end")] == [{"kind": "closed"}]  # type: ignore[call-overload]
+    assert all(d.get("interrupted") for d in of_type(records, "tool/result"))
+
+
+@pytest.mark.subprocess  # `a` runs a real command
+async def test_a_resumed_session_keeps_an_earlier_a_and_says_so() -> None:
+    store = MemoryStore()
+    first, term = (
+        ScriptedModel(
+            [tool_step(("bash", {"command": "echo one", "description": "say one"})), reply("ok")]
+        ),
+        FakeTerminal(),
+    )
+    chat = ChatRun(term, config(store, lambda: first))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        term.type("go")
+        await term.expect(QUESTION)
+        term.type("a")
+        await term.expect_soon("[ok] one\nok\n> ")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    again, term = (
+        ScriptedModel(
+            [tool_step(("bash", {"command": "echo two", "description": "say two"})), reply("ok")]
+        ),
+        FakeTerminal(),
+    )
+    chat = ChatRun(term, config(store, lambda: again, session_id="s1"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        await term.expect("bash calls run without asking: an earlier answer in this session\n")
+        term.type("go on")
+        await term.expect_soon("[bash] echo two\n[ok] two\nok\n> ")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    assert QUESTION not in term.output
+    approvals = of_type((await stored(store)).records, "tool/approval")
+    assert [(d["decision"], d["by"]) for d in approvals] == [
+        ("allow_always", "terminal"),
+        ("allow_always", "remembered"),
+    ]
 
 
 # -- the terminal's one reader -------------------------------------------------------------------

@@ -74,10 +74,10 @@ class FakeTerminal:
     async def expect_soon(self, text: str, seconds: float = TIMEOUT) -> None:
         """`expect`, for output that waits on a real process: polled for at most `seconds`
         (real clock only: a test marked `subprocess`)."""
-        with trio.fail_after(seconds):
+        with trio.move_on_after(seconds):
             while self.output.find(text, self._seen) < 0:
                 await self._wrote.wait()
-        await self.expect(text)
+        await self.expect(text)  # says what came instead, if it did not come in time
 
 
 class ChatRun:
