@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from typing import Final, Literal, Protocol
+from typing import Final, Literal
 
 import trio
 
 from .._approval import ApprovalRequest, Decision, DecisionOutcome, Verdict
 from .._records import TOOL_CALL, TOOL_RESULT, Record
+from ._terminal import Terminal
 
 __all__ = [
     "ACCEPTED",
@@ -81,14 +82,6 @@ class ChatPolicy:
         return True
 
 
-class Lines(Protocol):
-    """What the approver needs of the chat's terminal."""
-
-    async def readline(self) -> str | None: ...
-
-    def write(self, text: str) -> None: ...
-
-
 class TerminalApprover:
     """Asks the person at the terminal, one call at a time, in the order the calls were made.
 
@@ -97,7 +90,7 @@ class TerminalApprover:
     approver knows the order of the calls. `interrupt()` is what Ctrl-C does while a question
     is open: the answer is `cancel`, which ends the turn."""
 
-    def __init__(self, terminal: Lines, show: Callable[[ApprovalRequest], str]) -> None:
+    def __init__(self, terminal: Terminal, show: Callable[[ApprovalRequest], str]) -> None:
         self._terminal = terminal
         self._show = show
         self._made = itertools.count()
