@@ -14,6 +14,7 @@ import signal
 import pexpect
 import pytest
 import trio
+import trio.testing
 
 from tests.support.chat import (
     ChatRun,
@@ -274,8 +275,10 @@ async def test_a_cancelled_read_of_the_terminal_loses_no_line() -> None:
     out_read, out_write = os.pipe()
     try:
         async with open_stdio_terminal(in_read, out_write) as terminal:
-            with trio.move_on_after(0.05):  # the question cancelled before its answer came
-                await terminal.readline()
+            async with trio.open_nursery() as nursery:  # a question cancelled unanswered
+                nursery.start_soon(terminal.readline)
+                await trio.testing.wait_all_tasks_blocked()  # it waits, the reader reads
+                nursery.cancel_scope.cancel()
             os.write(in_write, b"y\nnext prompt\n")
             os.close(in_write)
             lines = [await terminal.readline() for _ in range(3)]
