@@ -7,7 +7,7 @@ import asyncio
 import os
 import pathlib
 import sys
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar, cast
 
@@ -16,6 +16,9 @@ from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, tex
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AgentMessageChunk,
+    AllowedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
     ToolCallProgress,
     ToolCallStart,
     UserMessageChunk,
@@ -29,20 +32,38 @@ BIN = pathlib.Path(sys.executable).parent
 T = TypeVar("T")
 
 
+def choose(options: list[PermissionOption], kind: str) -> RequestPermissionResponse:
+    """The answer that selects the option of `kind`."""
+    (option,) = [o for o in options if o.kind == kind]
+    return RequestPermissionResponse(
+        outcome=AllowedOutcome(option_id=option.option_id, outcome="selected")
+    )
+
+
 class RecordingClient:
-    """Records every session/update in arrival order; refuses anything else."""
+    """Records every session/update in arrival order, and every permission request (answered
+    by `on_permission`: allow once unless a test says otherwise); refuses anything else."""
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, Any]] = []
         self.arrived = asyncio.Event()
         self.init: Any = None  # the answer to `initialize`, which `server()` sends first
+        self.permissions: list[tuple[str, Any, list[PermissionOption]]] = []
+        self.on_permission: Callable[[list[PermissionOption]], Awaitable[Any]] = self.allow_once
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
         self.arrived.set()
 
-    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        raise RequestError(-32601, "not supported by this test client")
+    async def allow_once(self, options: list[PermissionOption]) -> Any:
+        return choose(options, "allow_once")
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
+    ) -> Any:
+        self.permissions.append((session_id, tool_call, options))
+        self.arrived.set()
+        return await self.on_permission(options)
 
     def on_connect(self, conn: Any) -> None:
         pass

@@ -178,7 +178,9 @@ class AcpProcess:
     def __init__(self, tmp_path: pathlib.Path) -> None:
         self.store = tmp_path / "s.db"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(self.store)],
+            # `auto`: nothing here answers permission requests.
+            [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(self.store)]
+            + ["--mode", "auto"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -33,11 +33,14 @@ from ._jsonrpc import JsonRpcError
 __all__ = [
     "PROTOCOL_VERSION",
     "agent_text_update",
+    "config_option_update",
+    "current_mode_update",
     "initialize_result",
     "prompt_text",
     "require_cwd",
     "require_session_id",
     "stop_reason",
+    "tool_call_title",
     "tool_kind",
     "updates_for_record",
 ]
@@ -125,6 +128,14 @@ def agent_text_update(text: str) -> dict[str, Any]:
     return {"sessionUpdate": "agent_message_chunk", "content": _text(text)}
 
 
+def current_mode_update(mode: str) -> dict[str, Any]:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
+
+
+def config_option_update(options: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"sessionUpdate": "config_option_update", "configOptions": options}
+
+
 def tool_kind(name: str) -> str:
     if name == "bash":
         return "execute"
@@ -135,7 +146,8 @@ def tool_kind(name: str) -> str:
     return "other"
 
 
-def _title(name: str, arguments: Mapping[str, Any]) -> str:
+def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
+    """The title an editor shows for a call of tool `name`."""
     description = arguments.get("description")
     if isinstance(description, str) and description.strip():
         return description.strip()
@@ -164,7 +176,7 @@ def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": str(data["call_id"]),
-                "title": _title(
+                "title": tool_call_title(
                     name,
                     cast("Mapping[str, Any]", arguments) if isinstance(arguments, dict) else {},
                 ),
