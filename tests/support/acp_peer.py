@@ -89,7 +89,7 @@ class AcpPeer:
 
 @asynccontextmanager
 async def acp_peer(
-    model_factory: Callable[[], Model] = OfflineModel,
+    model_factory: Callable[[], Model] | None = OfflineModel,
     *,
     store: SessionStore | None = None,
     **server_options: Any,

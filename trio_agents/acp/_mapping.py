@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from .._records import (
     ASSISTANT_MESSAGE,
+    TOOL_APPROVAL,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -213,12 +214,14 @@ def stop_reason(
     records: Sequence[Record], message_id: str, *, cancel_requested: bool
 ) -> str | JsonRpcError:
     """How the prompt `message_id` ended, as an ACP stop reason, or the error to answer it
-    with. A prompt the client cancelled is `cancelled` however its turn ended; one whose turn
-    never started (cancelled while queued, or the agent closed) is `cancelled` too."""
+    with. A prompt the client cancelled is `cancelled` however its turn ended; so is one whose
+    turn never started (cancelled while queued, or the agent closed), and one whose turn a
+    permission request's `cancelled` answer ended."""
     turn: int | None = None
     current: int | None = None
     finish: str | None = None
     end: Mapping[str, Any] | None = None
+    approval_cancelled = False
     # Start at the prompt's turn (found from the end: it is recent), not at the beginning.
     start = 0
     for index in range(len(records) - 1, -1, -1):
@@ -234,10 +237,12 @@ def stop_reason(
         elif turn is not None and current == turn:
             if record.type == ASSISTANT_MESSAGE:
                 finish = record.data.get("finish")
+            elif record.type == TOOL_APPROVAL and record.data.get("decision") == "cancel":
+                approval_cancelled = True
             elif record.type == TURN_END and record.data.get("turn") == turn:
                 end = record.data["reason"]
                 break
-    if cancel_requested or end is None:
+    if cancel_requested or end is None or approval_cancelled:
         return "cancelled"
     reason = decode_turn_end(end)
     if reason is None:
