@@ -20,7 +20,7 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from .test_acp_python_client import RecordingClient, choose, new_session, prompt, run, server
+from .support.acp_sdk import RecordingClient, choose, new_session, prompt, run, server
 
 pytestmark = pytest.mark.subprocess
 

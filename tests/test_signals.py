@@ -172,6 +172,9 @@ def prompts(session: StoredSession) -> list[str]:
 # -- acp over stdio ---------------------------------------------------------------------------
 
 
+ACP = (sys.executable, "-m", "trio_agents._cli", "acp")
+
+
 class AcpProcess:
     """`trio-agents acp` in a subprocess, driven with newline-delimited JSON-RPC."""
 
@@ -179,8 +182,7 @@ class AcpProcess:
         self.store = tmp_path / "s.db"
         self.process = subprocess.Popen(
             # `auto`: nothing here answers permission requests.
-            [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(self.store)]
-            + ["--mode", "auto"],
+            [*ACP, "--store", str(self.store), "--mode", "auto"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
