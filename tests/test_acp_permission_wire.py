@@ -160,11 +160,12 @@ async def test_modes_switch_by_set_mode_and_config_option_and_every_message_vali
             ("config_option_update", None),
             ("current_mode_update", "read-only"),
         ]
-        for bad, named in [
+        bad_modes: list[tuple[dict[str, Any], str]] = [
             ({"sessionId": sid, "modeId": "yolo"}, "'yolo'"),
             ({"sessionId": sid, "modeId": 3}, "modeId must be a string"),
             ({"sessionId": "nobody", "modeId": "auto"}, "unknown session: nobody"),
-        ]:
+        ]
+        for bad, named in bad_modes:
             refused = await peer.request("session/set_mode", bad)
             assert refused["error"]["code"] == -32602
             assert named in refused["error"]["message"]
