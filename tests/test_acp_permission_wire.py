@@ -16,6 +16,7 @@ import trio.testing
 from acp import schema
 
 from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
+from trio_agents._cli._model_choice import offered_models
 from trio_agents.acp._server import AcpServer
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
@@ -248,3 +249,10 @@ def test_the_server_refuses_a_mode_or_models_it_cannot_use() -> None:
         AcpServer(runtime, ScriptedModel, models={"a": ScriptedModel})
     with pytest.raises(ValueError, match="needs a model"):
         AcpServer(runtime, models={})
+
+
+def test_the_command_line_offers_its_model_then_offline_then_a_configured_endpoint() -> None:
+    assert list(offered_models("offline", env={})) == ["offline"]
+    configured = {"OPENAI_MODEL": "m"}
+    assert list(offered_models("offline", env=configured)) == ["offline", "openai"]
+    assert list(offered_models("openai", env=configured)) == ["openai", "offline"]
