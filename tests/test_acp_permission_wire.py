@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
@@ -15,8 +15,19 @@ import trio
 import trio.testing
 from acp import schema
 
-from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
+from trio_agents import (
+    Approval,
+    ApprovalRequest,
+    Decision,
+    Finish,
+    MemoryStore,
+    ModelChunk,
+    ModelRequest,
+    TextDelta,
+)
 from trio_agents._cli._model_choice import offered_models
+from trio_agents.acp._modes import ModePolicy
+from trio_agents.acp._permissions import AcpApprover
 from trio_agents.acp._server import AcpServer
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
@@ -256,3 +267,33 @@ def test_the_command_line_offers_its_model_then_offline_then_a_configured_endpoi
     configured = {"OPENAI_MODEL": "m"}
     assert list(offered_models("offline", env=configured)) == ["offline", "openai"]
     assert list(offered_models("openai", env=configured)) == ["openai", "offline"]
+
+
+def test_read_only_rejects_even_a_tool_always_allowed_before_and_says_why() -> None:
+    policy = ModePolicy("ask")
+    approval = Approval(policy, AcpApprover("s", unused_request))
+    request = ApprovalRequest("s", "c1", 1, 1, "bash", {"command": "touch x"})
+    approval.remember(request, Decision("allow_always", by="acp-client"))
+    assert approval.settled(request, policy.verdict(request)) == Decision(
+        "allow_always", by="remembered", note="an earlier answer for this tool in this session"
+    )
+    policy.switch("read-only")
+    decision = approval.settled(request, policy.verdict(request))
+    assert decision is not None
+    assert (decision.outcome, decision.by) == ("reject_once", "policy")
+    assert decision.note == (
+        "the session is in read-only mode, where 'bash' does not run; "
+        "the user can switch to the ask or auto mode"
+    )
+    output = ApprovalRequest("s", "c2", 1, 1, "bash_output", {"job_id": "bash-1"})
+    assert policy.verdict(output) == "allow"
+    assert policy.verdict(ApprovalRequest("s", "c3", 1, 1, "bash_kill", {})) == "reject"
+    policy.switch("auto")
+    assert policy.verdict(request) == "allow"
+    with pytest.raises(ValueError, match="unknown mode 'yolo'; the modes are ask, auto, read-only"):
+        policy.switch("yolo")
+    assert policy.mode == "auto"
+
+
+async def unused_request(method: str, params: Mapping[str, Any]) -> Any:
+    raise AssertionError(f"nothing is asked here, yet {method} was sent")

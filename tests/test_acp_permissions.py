@@ -173,3 +173,37 @@ def test_set_mode_from_ask_to_auto_mid_session_stops_asking(tmp_path: pathlib.Pa
         assert process.returncode == 0
 
     run(scenario())
+
+
+def test_always_allow_holds_for_the_rest_of_the_session_and_after_a_load(
+    tmp_path: pathlib.Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    store = tmp_path / "s.sqlite3"
+
+    async def always(options: list[PermissionOption]) -> Any:
+        return choose(options, "allow_always")
+
+    async def first() -> str:
+        client = RecordingClient()
+        client.on_permission = always
+        async with server(client, store) as (conn, _):
+            sid = await new_session(conn, work)
+            for name in ("one", "two"):
+                await conn.prompt(session_id=sid, prompt=prompt(f"!touch {work}/{name}"))
+            assert len(client.permissions) == 1  # the second call was not asked about
+        return sid
+
+    async def second(sid: str) -> None:
+        client = RecordingClient()
+        async with server(client, store) as (conn, _):
+            await conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[])
+            await conn.prompt(session_id=sid, prompt=prompt(f"!touch {work}/three"))
+            assert client.permissions == []  # remembered from the session's records
+
+    async def both() -> None:
+        await second(await first())
+
+    run(both())
+    assert sorted(p.name for p in work.iterdir()) == ["one", "three", "two"]
