@@ -26,6 +26,9 @@ from trio_agents import (
     TextDelta,
 )
 from trio_agents._cli._model_choice import offered_models
+from trio_agents.acp import _jsonrpc as rpc
+from trio_agents.acp._client_requests import ClientRequests
+from trio_agents.acp._jsonrpc import ClientRequestError
 from trio_agents.acp._modes import ModePolicy
 from trio_agents.acp._permissions import AcpApprover
 from trio_agents.acp._server import AcpServer
@@ -297,3 +300,51 @@ def test_read_only_rejects_even_a_tool_always_allowed_before_and_says_why() -> N
 
 async def unused_request(method: str, params: Mapping[str, Any]) -> Any:
     raise AssertionError(f"nothing is asked here, yet {method} was sent")
+
+
+async def test_a_request_left_by_a_cancel_drops_its_late_answer_and_errors_stay_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sent: list[bytes] = []
+    table = ClientRequests(sent.append)
+    outcome: list[object] = []
+
+    async def ask(scope: trio.CancelScope) -> None:
+        with scope:
+            outcome.append(await table.request("x/y", {"n": 1}))
+
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask, scope)
+        await trio.testing.wait_all_tasks_blocked()
+        assert json.loads(sent[0]) == {
+            "jsonrpc": "2.0", "id": "agent-1", "method": "x/y", "params": {"n": 1}
+        }  # fmt: skip
+        assert table.pending == 1
+        scope.cancel()
+    assert (outcome, table.pending) == ([], 0)
+    with caplog.at_level(logging.INFO, logger="trio_agents.acp"):
+        table.resolve(rpc.Response("agent-1", {"late": True}, None))
+    assert "a late answer to abandoned request agent-1 was ignored" in caplog.text
+
+    # An error with no integer code is still the client's answer: a rejection, not a cancel.
+    approver = AcpApprover("s", table.request)
+    request = ApprovalRequest("s", "c1", 1, 1, "bash", {"command": "true"})
+    decisions: list[Decision] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: _decide(approver, request, decisions))
+        await trio.testing.wait_all_tasks_blocked()
+        table.resolve(rpc.Response("agent-2", None, {"code": True, "message": "nope"}))
+    ((decision,),) = [decisions]
+    assert (decision.outcome, decision.note) == (
+        "reject_once",
+        "no valid answer from the client: it answered error None: nope",
+    )
+    table.close()
+    with pytest.raises(ClientRequestError, match="has ended") as ended:
+        await table.request("x/y", {})
+    assert not ended.value.answered
+
+
+async def _decide(approver: AcpApprover, request: ApprovalRequest, into: list[Decision]) -> None:
+    into.append(await approver(request))

@@ -59,7 +59,9 @@ class ClientRequests:
         """
         if self._closed:
             await trio.lowlevel.checkpoint()
-            raise ClientRequestError(method, None, "the connection to the client has ended")
+            raise ClientRequestError(
+                method, None, "the connection to the client has ended", answered=False
+            )
         self._count += 1
         request_id = f"agent-{self._count}"
         waiter = _Waiter(method)
@@ -93,6 +95,7 @@ class ClientRequests:
                 waiter.method,
                 code if isinstance(code, int) and not isinstance(code, bool) else None,
                 str(message) if message is not None else "an error without a message",
+                answered=True,
             )
         else:
             waiter.result = response.result
@@ -106,6 +109,9 @@ class ClientRequests:
         self._waiting.clear()
         for waiter in waiting:
             waiter.error = ClientRequestError(
-                waiter.method, None, "the connection to the client ended before it answered"
+                waiter.method,
+                None,
+                "the connection to the client ended before it answered",
+                answered=False,
             )
             waiter.answered.set()

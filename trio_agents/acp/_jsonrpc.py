@@ -71,15 +71,16 @@ class JsonRpcError(Exception):
 
 class ClientRequestError(Exception):
     """A request the server sent its client got no result: the client answered a JSON-RPC
-    error (`code` and its message), or the connection ended before it answered (`code` is
-    None). Kept out of the library's error tree (as JsonRpcError is): only the server's own code
-    sees it."""
+    error (`answered`; its `code`, None if it gave none that is an integer, and its
+    message), or the connection ended before it answered (not `answered`). Kept out of the
+    library's error tree (as JsonRpcError is): only the server's own code sees it."""
 
-    def __init__(self, method: str, code: int | None, message: str) -> None:
+    def __init__(self, method: str, code: int | None, message: str, *, answered: bool) -> None:
         super().__init__(f"{method}: {message}")
         self.method = method
         self.code = code
         self.message = message
+        self.answered = answered
 
 
 @dataclass(frozen=True, slots=True)

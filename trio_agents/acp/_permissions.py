@@ -99,7 +99,7 @@ class AcpApprover:
                 "session/request_permission", permission_params(self._session_id, request)
             )
         except ClientRequestError as exc:
-            if exc.code is None:
+            if not exc.answered:
                 # Nobody is left to ask: the turn ends, as the connection's end ends it.
                 return Decision("cancel", by="acp-server", note=exc.message)
             return _refused(f"it answered error {exc.code}: {exc.message}")

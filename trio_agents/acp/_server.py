@@ -296,8 +296,8 @@ class AcpServer:
 
         Always a checkpoint; cancellable while it waits (the request is then abandoned and
         a later answer ignored). Raises `ClientRequestError` (`acp._jsonrpc`) when the client
-        answers an error (its `code`), or when its input has ended or ends first (`code`
-        None).
+        answers an error (`answered`, and its `code`), or when its input has ended or ends
+        first (not `answered`).
         """
         return await self._client.request(method, params)
 
