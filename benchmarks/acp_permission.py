@@ -1,7 +1,8 @@
 """What asking costs: the time of a prompt that runs one command (`!true`) through a real
 `trio-agents acp` server and the real Python ACP client, in `ask` mode (the client answers
-"allow once" at once) and in `auto` mode (nobody is asked), in one session each. Prints the
-median and the 90th percentile of each, and their difference: one permission round trip.
+"allow once" at once) and in `auto` mode (nobody is asked), one server of each, their
+prompts alternated. Prints the median and the 90th percentile of each, and the difference of
+the medians: what one permission round trip adds to a prompt.
 
     python benchmarks/acp_permission.py [--prompts 40]
 """
@@ -20,21 +21,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.acp_sdk import RecordingClient, new_session, prompt, server
 
+MODES = ("auto", "ask")
 
-async def timings(mode: str, prompts: int, work: Path) -> list[float]:
-    client = RecordingClient()
-    async with server(client, work / f"{mode}.sqlite3", "--mode", mode) as (conn, _):
-        sid = await new_session(conn, work)
-        await conn.prompt(session_id=sid, prompt=prompt("!true"))  # warm: the first command
-        seconds: list[float] = []
+
+async def timings(prompts: int, work: Path) -> dict[str, list[float]]:
+    """Both servers at once, their prompts alternated, so a busy machine slows both alike."""
+    clients = {mode: RecordingClient() for mode in MODES}
+    seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
+    async with (
+        server(clients["auto"], work / "auto.sqlite3", "--mode", "auto") as (auto, _),
+        server(clients["ask"], work / "ask.sqlite3", "--mode", "ask") as (ask, _),
+    ):
+        conns = {"auto": auto, "ask": ask}
+        sids = {mode: await new_session(conn, work) for mode, conn in conns.items()}
+        for mode, conn in conns.items():  # warm: each server's first command
+            await conn.prompt(session_id=sids[mode], prompt=prompt("!true"))
         for _ in range(prompts):
-            started = time.perf_counter()
-            answer = await conn.prompt(session_id=sid, prompt=prompt("!true"))
-            seconds.append(time.perf_counter() - started)
-            assert answer.stop_reason == "end_turn", answer
-        asked = len(client.permissions)
-        assert asked == (prompts + 1 if mode == "ask" else 0), asked
-        return seconds
+            for mode, conn in conns.items():
+                started = time.perf_counter()
+                answer = await conn.prompt(session_id=sids[mode], prompt=prompt("!true"))
+                seconds[mode].append(time.perf_counter() - started)
+                assert answer.stop_reason == "end_turn", answer
+    assert len(clients["auto"].permissions) == 0
+    assert len(clients["ask"].permissions) == prompts + 1
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,11 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     medians: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as directory:
-        for mode in ("auto", "ask"):
-            seconds = asyncio.run(timings(mode, args.prompts, Path(directory)))
-            medians[mode] = statistics.median(seconds)
-            p90 = statistics.quantiles(seconds, n=10)[-1]
-            print(f"{mode:>4}: median {medians[mode] * 1e3:.1f} ms, p90 {p90 * 1e3:.1f} ms")
+        seconds = asyncio.run(timings(args.prompts, Path(directory)))
+    for mode in MODES:
+        medians[mode] = statistics.median(seconds[mode])
+        p90 = statistics.quantiles(seconds[mode], n=10)[-1]
+        print(f"{mode:>4}: median {medians[mode] * 1e3:.1f} ms, p90 {p90 * 1e3:.1f} ms")
     print(f"one permission round trip: {(medians['ask'] - medians['auto']) * 1e3:.1f} ms")
     return 0
 
