@@ -1,6 +1,7 @@
 """`trio-agents acp` driven by the official Node ACP client, `@agentclientprotocol/sdk` 0.25.1
-(issue 6, acceptance 2). The test installs the pinned package with npm into `.ci/node/`
-(ignored by git) the first time it runs."""
+(issue 6, acceptance 2; issue 17, acceptance 2: one permission request, allowed). The test
+installs the pinned package with npm into `.ci/node/` (ignored by git) the first time it
+runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NODE_DIR = ROOT / ".ci" / "node"
 SDK = "@agentclientprotocol/sdk@0.25.1"
-BIN = pathlib.Path(sys.executable).parent
 
 pytestmark = pytest.mark.subprocess
 
@@ -38,7 +38,14 @@ def sdk_dir() -> pathlib.Path:
 def test_the_node_client_runs_the_echo_and_cancel_scenario(
     sdk_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
-    agent = [str(BIN / "trio-agents"), "acp", "--store", str(tmp_path / "s.sqlite3")]
+    agent = [
+        sys.executable,
+        "-m",
+        "trio_agents._cli",
+        "acp",
+        "--store",
+        str(tmp_path / "s.sqlite3"),
+    ]
     driver = pathlib.Path(__file__).parent / "support" / "acp_node_client.mjs"
     result = subprocess.run(
         ["node", str(driver), str(sdk_dir), str(tmp_path), *agent],

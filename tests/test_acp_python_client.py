@@ -4,97 +4,16 @@ in this test process, against the server in a subprocess (issue 6, acceptance 1 
 from __future__ import annotations
 
 import asyncio
-import os
 import pathlib
-import sys
-from collections.abc import AsyncGenerator, Awaitable
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar, cast
 
 import pytest
-from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
-from acp.client.connection import ClientSideConnection
-from acp.schema import (
-    AgentMessageChunk,
-    ToolCallProgress,
-    ToolCallStart,
-    UserMessageChunk,
-)
+from acp import PROTOCOL_VERSION, RequestError
+from acp.schema import ToolCallProgress, ToolCallStart, UserMessageChunk
 
+from .support.acp_sdk import RecordingClient, new_session, prompt, run, server
 from .support.processes import with_marker
 
 pytestmark = pytest.mark.subprocess
-
-BIN = pathlib.Path(sys.executable).parent
-T = TypeVar("T")
-
-
-class RecordingClient:
-    """Records every session/update in arrival order; refuses anything else."""
-
-    def __init__(self) -> None:
-        self.updates: list[tuple[str, Any]] = []
-        self.arrived = asyncio.Event()
-        self.init: Any = None  # the answer to `initialize`, which `server()` sends first
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append((session_id, update))
-        self.arrived.set()
-
-    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        raise RequestError(-32601, "not supported by this test client")
-
-    def on_connect(self, conn: Any) -> None:
-        pass
-
-    def of(self, session_id: str) -> list[Any]:
-        return [update for sid, update in self.updates if sid == session_id]
-
-    def text(self, session_id: str) -> str:
-        return "".join(
-            u.content.text
-            for u in self.of(session_id)
-            if isinstance(u, AgentMessageChunk) and hasattr(u.content, "text")
-        )
-
-    async def wait_for(self, session_id: str, text: str) -> None:
-        while text not in self.text(session_id):
-            self.arrived.clear()
-            await self.arrived.wait()
-
-
-@asynccontextmanager
-async def server(
-    client: RecordingClient, store: pathlib.Path, *extra: str
-) -> AsyncGenerator[tuple[ClientSideConnection, asyncio.subprocess.Process], None]:
-    command = [str(BIN / "trio-agents"), "acp", "--store", str(store), *extra]
-    async with (
-        spawn_agent_process(
-            cast("Client", client),  # implements the part of the protocol the server uses
-            command[0],
-            *command[1:],
-            env=dict(os.environ),
-            transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
-        ) as (conn, process)
-    ):
-        client.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
-        yield conn, process
-
-
-async def guarded(awaitable: Awaitable[T]) -> T:
-    return await asyncio.wait_for(awaitable, 30)
-
-
-def run(scenario: Awaitable[None]) -> None:
-    asyncio.run(guarded(scenario))
-
-
-async def new_session(conn: ClientSideConnection, cwd: pathlib.Path) -> str:
-    return (await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id
-
-
-def prompt(text: str) -> list[Any]:
-    return [text_block(text)]
 
 
 def test_a_session_streams_cancels_and_exits_0_at_end_of_input(tmp_path: pathlib.Path) -> None:

@@ -70,6 +70,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents.acp import AcpServer, serve_stdio
+from trio_agents.acp._jsonrpc import ClientRequestError
 from trio_agents.testing import (
     AgentObserver,
     EchoTool,
@@ -810,6 +811,28 @@ async def _(probe: Probe) -> None:
             await server.aclose()
         with probe.checkpoints():
             await server.aclose()
+
+
+@case("trio_agents.acp.AcpServer.client_request", "answered, and once the input has ended")
+async def _(probe: Probe) -> None:
+    async with open_runtime(MemoryStore()) as rt:
+        server = AcpServer(rt, ScriptedModel)
+        client_send, server_receive = trio.testing.memory_stream_one_way_pair()
+        server_send, client_receive = trio.testing.memory_stream_one_way_pair()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.serve, server_receive, server_send)
+
+            async def answer() -> None:
+                request = json.loads(await client_receive.receive_some())
+                reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"ok": True}}
+                await client_send.send_all(json.dumps(reply).encode() + b"\n")
+
+            nursery.start_soon(answer)
+            with probe.checkpoints():
+                assert await server.client_request("x/y", {}) == {"ok": True}
+            await client_send.aclose()
+        with probe.checkpoints(), pytest.raises(ClientRequestError, match="has ended"):
+            await server.client_request("x/y", {})
 
 
 class Descriptor:

@@ -61,6 +61,7 @@ ERRORS_PATH = pathlib.Path(str(errors_module.__file__))
 # Exception classes that stay in their own modules; the errors docstring says why.
 KEPT_OUTSIDE = {
     "trio_agents.acp._jsonrpc.JsonRpcError",
+    "trio_agents.acp._jsonrpc.ClientRequestError",
     "trio_agents.testing._properties.ContractViolation",
     "trio_agents.testing._fiber_rules.DisposerError",
     "trio_agents.testing._fiber_rules._ApplyFailed",

@@ -23,6 +23,8 @@ from trio_agents.testing._reference import AgentReference
 PURE_MODULES = [
     "_errors",  # subclasses trio exceptions by contract; tests/test_errors.py checks it
     "acp/_mapping",
+    "acp/_modes",
+    "acp/_permissions",
     "_cli/_chat_render",
     "_shell_output",
     "_shell_env",

@@ -240,7 +240,7 @@ def _prompt(acp: Acp, session: str, command: str) -> None:
 def _serve(shared_dir: str, *extra: str, path: str | None = None) -> tuple[Acp, str]:
     store = os.path.join(shared_dir, "sessions.db")
     argv = [*_unprivileged(), sys.executable, "-m", "trio_agents._cli", "acp", "--store", store]
-    acp = Acp([*argv, *extra], cwd=shared_dir, path=path)
+    acp = Acp([*argv, "--mode", "auto", *extra], cwd=shared_dir, path=path)
     acp.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     session = acp.request("session/new", {"cwd": shared_dir, "mcpServers": []})["sessionId"]
     return acp, session

@@ -172,13 +172,17 @@ def prompts(session: StoredSession) -> list[str]:
 # -- acp over stdio ---------------------------------------------------------------------------
 
 
+ACP = (sys.executable, "-m", "trio_agents._cli", "acp")
+
+
 class AcpProcess:
     """`trio-agents acp` in a subprocess, driven with newline-delimited JSON-RPC."""
 
     def __init__(self, tmp_path: pathlib.Path) -> None:
         self.store = tmp_path / "s.db"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(self.store)],
+            # `auto`: nothing here answers permission requests.
+            [*ACP, "--store", str(self.store), "--mode", "auto"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

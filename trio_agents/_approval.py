@@ -107,7 +107,9 @@ class Approver(Protocol):
 
 class Policy(Protocol):
     """Which calls need approval. Consulted synchronously before each call; may look at the
-    tool, the arguments, or state of its own (a mode an editor switches)."""
+    tool, the arguments, or state of its own (a mode an editor switches). A policy may also
+    have a method `rejection_note(request) -> str`: what the model is told, in words, when
+    its verdict is `reject` (else "the policy does not allow it")."""
 
     def verdict(self, request: ApprovalRequest) -> Verdict:
         """`allow`, `ask` or `reject` for this call."""
@@ -168,7 +170,7 @@ class Approval:
         without asking, if any: the policy's rejection, or an answer remembered for this
         tool. None when the approver must be asked."""
         if verdict == "reject":
-            return Decision("reject_once", by="policy", note="the policy does not allow it")
+            return Decision("reject_once", by="policy", note=_rejection_note(self.policy, request))
         if verdict == "ask" and self.policy.remembers:
             kept = self.remembered.get(request.tool)
             if kept is not None:
@@ -189,6 +191,14 @@ class Approval:
     def restore(self, records: Sequence[Record]) -> None:
         """Take up the "always" answers of a resumed session's history."""
         self.remembered.update(remembered_decisions(records))
+
+
+def _rejection_note(policy: Policy, request: ApprovalRequest) -> str:
+    # A policy may say why it rejects (a mode names itself): `rejection_note(request)`.
+    explain: object = getattr(policy, "rejection_note", None)
+    if callable(explain):
+        return str(explain(request))
+    return "the policy does not allow it"
 
 
 def remembered_decisions(records: Sequence[Record]) -> dict[str, Literal["allow", "reject"]]:

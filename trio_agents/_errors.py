@@ -39,6 +39,8 @@ names the value and what to do.
 Kept in their own modules, outside the tree, because no caller ever sees them:
 `acp._jsonrpc.JsonRpcError` is the value an ACP request handler raises to answer with a
 JSON-RPC error; the server turns it into the error frame it sends.
+`acp._jsonrpc.ClientRequestError` is what a request the server sends its client (a
+permission request) raises when the client answers an error or the connection ends first.
 `testing._properties.ContractViolation` is not an error of the library but the verdict of
 a conformance check (an AssertionError, so Hypothesis shrinks it): the suite raises it
 about the implementation it checks. `testing._fiber_rules.DisposerError` and

@@ -1,9 +1,11 @@
 // Drives `trio-agents acp` with the official Node ACP client (@agentclientprotocol/sdk,
-// pinned to 0.25.1, the version the harness upstream pins): echo, then hold + cancel, then
-// end of input. Exits 0 when every check holds; prints what failed otherwise.
+// pinned to 0.25.1, the version the harness upstream pins): echo, a command the client allows
+// when asked, then hold + cancel, then end of input. Exits 0 when every check holds; prints
+// what failed otherwise.
 // Usage: node acp_node_client.mjs <sdk dir> <cwd> <agent command> [args...]
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
+import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -22,6 +24,7 @@ function check(condition, message) {
 const agent = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
 const exited = new Promise((resolve) => agent.on("exit", (code) => resolve(code)));
 const texts = new Map();
+const asked = [];
 let onUpdate = () => {};
 const client = {
   async sessionUpdate({ sessionId, update }) {
@@ -30,8 +33,10 @@ const client = {
     }
     onUpdate();
   },
-  async requestPermission() {
-    return { outcome: { outcome: "cancelled" } };
+  async requestPermission({ toolCall, options }) {
+    asked.push(toolCall);
+    const allow = options.find((option) => option.kind === "allow_once");
+    return { outcome: { outcome: "selected", optionId: allow.optionId } };
   },
 };
 const stream = sdk.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
@@ -45,6 +50,12 @@ const { sessionId } = await conn.newSession({ cwd, mcpServers: [] });
 const echo = await conn.prompt({ sessionId, prompt: [{ type: "text", text: "hello" }] });
 check(echo.stopReason === "end_turn", `echo stopReason ${echo.stopReason}`);
 check((texts.get(sessionId) ?? "").endsWith("echo: hello"), `echo text ${texts.get(sessionId)}`);
+
+const made = path.join(cwd, "node-allowed");
+const ran = await conn.prompt({ sessionId, prompt: [{ type: "text", text: `!touch ${made}` }] });
+check(ran.stopReason === "end_turn", `command stopReason ${ran.stopReason}`);
+check(asked.length === 1 && asked[0].kind === "execute", `asked ${JSON.stringify(asked)}`);
+check(fs.existsSync(made), "the allowed command did not run");
 
 const held = conn.prompt({ sessionId, prompt: [{ type: "text", text: "/hold" }] });
 await new Promise((resolve) => {

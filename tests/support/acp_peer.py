@@ -89,7 +89,7 @@ class AcpPeer:
 
 @asynccontextmanager
 async def acp_peer(
-    model_factory: Callable[[], Model] = OfflineModel,
+    model_factory: Callable[[], Model] | None = OfflineModel,
     *,
     store: SessionStore | None = None,
     **server_options: Any,
@@ -99,6 +99,8 @@ async def acp_peer(
     to_peer_send, to_peer_receive = trio.testing.memory_stream_one_way_pair()
     bash = BashTools()
     sessions = store if store is not None else MemoryStore()
+    # `auto` unless told: this peer answers no permission request.
+    server_options.setdefault("mode", "auto")
     async with open_runtime(sessions, shell=ShellExecutor(grace=0.5)) as rt:
         await rt.load(bash)
         server = AcpServer(rt, model_factory, bash=bash, **server_options)

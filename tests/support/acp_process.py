@@ -35,8 +35,9 @@ class AcpProcess:
 
     def __init__(self, store: Path, *extra: str) -> None:
         command = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(store)]
+        # `auto`: these tests run commands with no client to answer permission requests.
         self.process = subprocess.Popen(
-            [*command, *extra],
+            [*command, "--mode", "auto", *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from .._options import AgentOptions
 from .._shell import ShellExecutor
 from .._store_sqlite import SqliteStore, default_store_path
 from ..acp import serve_stdio
+from ..acp._modes import DEFAULT_MODE, MODES
 from ._args import (
     add_max_steps,
     add_model,
@@ -43,7 +44,7 @@ from ._args import (
     configure_logging,
     sandbox_policy,
 )
-from ._model_choice import MODELS
+from ._model_choice import MODELS, offered_models
 from ._signals import Quit, teardown_limit, watching_signals
 
 __all__ = ["add_parser", "run"]
@@ -60,6 +61,13 @@ def add_parser(commands: Any) -> None:
     add_max_steps(
         acp, help="end a turn after this many model calls (ACP stop reason max_turn_requests)"
     )
+    acp.add_argument(
+        "--mode",
+        choices=list(MODES),
+        default=DEFAULT_MODE,
+        help="each session's mode until the editor switches it: ask (ask the editor before a"
+        " command; the default), auto (never ask), read-only (run no command)",
+    )
     add_pass_env(acp)
     add_sandbox(acp)
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
@@ -69,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("acp", logging.INFO if args.verbose else logging.WARNING)
     options = AgentOptions(max_steps=args.max_steps)
     factory = MODELS[args.model]
+    models = offered_models(args.model)
     try:
         factory()  # a model that is not configured should say so now, not at session/new
     except ValueError as exc:
@@ -88,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     shell = ShellExecutor(pass_env=args.pass_env, sandbox=policy)
     code = 1
     try:
-        code = trio.run(_main, path, factory, options, shell)
+        code = trio.run(_main, path, models, args.mode, options, shell)
     except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
         # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
@@ -96,13 +105,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(
-    store: Path, factory: Callable[[], Model], options: AgentOptions, shell: ShellExecutor
+    store: Path,
+    models: Mapping[str, Callable[[], Model]],
+    mode: str,
+    options: AgentOptions,
+    shell: ShellExecutor,
 ) -> int:
     stop = trio.Event()
     limit = teardown_limit(options.close_grace, shell.grace)
     async with watching_signals("acp", shell, limit) as signals, service_nursery() as nursery:
         nursery.start_soon(_stop_on_quit, signals.events, stop)
-        await serve_stdio(store, factory, options, stop=stop, shell=shell)
+        await serve_stdio(store, None, options, models=models, mode=mode, stop=stop, shell=shell)
         nursery.cancel_scope.cancel(reason="the server is done")
     return signals.status(0)
 

@@ -8,13 +8,13 @@ error that says which variable to set, at the moment it matters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .._model import Model
 from .._model_offline import OfflineModel
 from .._model_openai import OpenAICompatibleModel
 
-__all__ = ["AUTO_MODELS", "MODELS"]
+__all__ = ["AUTO_MODELS", "MODELS", "offered_models"]
 
 MODELS: dict[str, Callable[[], Model]] = {
     "offline": OfflineModel,
@@ -27,3 +27,16 @@ AUTO_MODELS: list[tuple[str, Callable[[], bool]]] = [
 ]
 """The models `--model auto` prefers, in order, each with a check of whether its endpoint is
 configured; the first configured one is used, else `offline`."""
+
+
+def offered_models(
+    first: str, env: Mapping[str, str] | None = None
+) -> dict[str, Callable[[], Model]]:
+    """The models an editor may switch a session among: `first` (the one `--model` named,
+    each session's model until switched), then `offline`, then `openai` when its endpoint
+    is configured in `env` (None: this process's environment)."""
+    offered = {first: MODELS[first]}
+    offered.setdefault("offline", MODELS["offline"])
+    if OpenAICompatibleModel.is_configured(env):
+        offered.setdefault("openai", MODELS["openai"])
+    return offered

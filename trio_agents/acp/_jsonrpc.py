@@ -19,6 +19,7 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "ClientRequestError",
     "Invalid",
     "JsonRpcError",
     "LineSplitter",
@@ -29,6 +30,7 @@ __all__ = [
     "Response",
     "encode_error",
     "encode_notification",
+    "encode_request",
     "encode_result",
     "parse",
 ]
@@ -65,6 +67,20 @@ class JsonRpcError(Exception):
     @classmethod
     def internal(cls, detail: str) -> JsonRpcError:
         return cls(INTERNAL_ERROR, detail)
+
+
+class ClientRequestError(Exception):
+    """A request the server sent its client got no result: the client answered a JSON-RPC
+    error (`answered`; its `code`, None if it gave none that is an integer, and its
+    message), or the connection ended before it answered (not `answered`). Kept out of the
+    library's error tree (as JsonRpcError is): only the server's own code sees it."""
+
+    def __init__(self, method: str, code: int | None, message: str, *, answered: bool) -> None:
+        super().__init__(f"{method}: {message}")
+        self.method = method
+        self.code = code
+        self.message = message
+        self.answered = answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +230,10 @@ def encode_error(request_id: RequestId | None, code: int, detail: str | None = N
         error["message"] += f": {detail}"
         error["data"] = detail
     return _line({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+def encode_request(request_id: RequestId, method: str, params: Mapping[str, Any]) -> bytes:
+    return _line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
 
 
 def encode_notification(method: str, params: Mapping[str, Any]) -> bytes:

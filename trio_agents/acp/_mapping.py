@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from .._records import (
     ASSISTANT_MESSAGE,
+    TOOL_APPROVAL,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -33,11 +34,14 @@ from ._jsonrpc import JsonRpcError
 __all__ = [
     "PROTOCOL_VERSION",
     "agent_text_update",
+    "config_option_update",
+    "current_mode_update",
     "initialize_result",
     "prompt_text",
     "require_cwd",
     "require_session_id",
     "stop_reason",
+    "tool_call_title",
     "tool_kind",
     "updates_for_record",
 ]
@@ -125,6 +129,14 @@ def agent_text_update(text: str) -> dict[str, Any]:
     return {"sessionUpdate": "agent_message_chunk", "content": _text(text)}
 
 
+def current_mode_update(mode: str) -> dict[str, Any]:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
+
+
+def config_option_update(options: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"sessionUpdate": "config_option_update", "configOptions": options}
+
+
 def tool_kind(name: str) -> str:
     if name == "bash":
         return "execute"
@@ -135,7 +147,8 @@ def tool_kind(name: str) -> str:
     return "other"
 
 
-def _title(name: str, arguments: Mapping[str, Any]) -> str:
+def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
+    """The title an editor shows for a call of tool `name`."""
     description = arguments.get("description")
     if isinstance(description, str) and description.strip():
         return description.strip()
@@ -164,7 +177,7 @@ def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": str(data["call_id"]),
-                "title": _title(
+                "title": tool_call_title(
                     name,
                     cast("Mapping[str, Any]", arguments) if isinstance(arguments, dict) else {},
                 ),
@@ -201,12 +214,14 @@ def stop_reason(
     records: Sequence[Record], message_id: str, *, cancel_requested: bool
 ) -> str | JsonRpcError:
     """How the prompt `message_id` ended, as an ACP stop reason, or the error to answer it
-    with. A prompt the client cancelled is `cancelled` however its turn ended; one whose turn
-    never started (cancelled while queued, or the agent closed) is `cancelled` too."""
+    with. A prompt the client cancelled is `cancelled` however its turn ended; so is one whose
+    turn never started (cancelled while queued, or the agent closed), and one whose turn a
+    permission request's `cancelled` answer ended."""
     turn: int | None = None
     current: int | None = None
     finish: str | None = None
     end: Mapping[str, Any] | None = None
+    approval_cancelled = False
     # Start at the prompt's turn (found from the end: it is recent), not at the beginning.
     start = 0
     for index in range(len(records) - 1, -1, -1):
@@ -222,10 +237,12 @@ def stop_reason(
         elif turn is not None and current == turn:
             if record.type == ASSISTANT_MESSAGE:
                 finish = record.data.get("finish")
+            elif record.type == TOOL_APPROVAL and record.data.get("decision") == "cancel":
+                approval_cancelled = True
             elif record.type == TURN_END and record.data.get("turn") == turn:
                 end = record.data["reason"]
                 break
-    if cancel_requested or end is None:
+    if cancel_requested or end is None or approval_cancelled:
         return "cancelled"
     reason = decode_turn_end(end)
     if reason is None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import trio
 
+from .._approval import Approval
 from .._batches import write_in_batches
 from .._errors import (
     AgentClosedError,
@@ -48,7 +49,10 @@ from .._shell_tools import BashTools
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _mapping as m
+from . import _modes as modes
+from ._client_requests import ClientRequests
 from ._pacing import FRAME_OVERHEAD, OutputBudget, PacedModel
+from ._permissions import AcpApprover
 
 __all__ = ["AcpServer"]
 
@@ -75,31 +79,43 @@ class _Prompt:
 
 
 class _Session:
-    __slots__ = ("handle", "id", "prompt", "stop_observing")
+    __slots__ = ("handle", "id", "prompt", "settings", "stop_observing")
 
-    def __init__(self, handle: AgentHandle, stop_observing: Callable[[], None]) -> None:
+    def __init__(
+        self, handle: AgentHandle, settings: modes.Settings, stop_observing: Callable[[], None]
+    ) -> None:
         self.handle = handle
         self.id = handle.agent.id
         self.prompt: _Prompt | None = None
+        self.settings = settings
         self.stop_observing = stop_observing
 
 
 class AcpServer:
-    """Serve ACP for one connection. `model_factory()` makes each new or loaded session's
-    model; `bash` (loaded into `runtime` by the caller) gives the sessions their tools.
+    """Serve ACP for one connection. `models` names the models a session can use, each with
+    the factory that makes one for a session; the first is a new or loaded session's model,
+    and the editor can switch (config option `model`). `model_factory` instead is the one
+    model, named `default`. `bash` (loaded into `runtime` by the caller) gives the sessions
+    their tools. `mode` is a new or loaded session's mode: `ask` (ask the client before each
+    command), `auto` (never ask) or `read-only` (run no command); the editor can switch it.
 
     `options` are every session agent's options, `version` the agent version `initialize`
     reports, and `max_line` the longest frame accepted, in bytes (a longer line is answered
     with an error and skipped). `max_unwritten` bounds the output a client that stops reading
     makes the server hold, in bytes: past it, no request is read and no session's model goes
-    on until the client has read it down to half. Raises ValueError if it is negative.
+    on until the client has read it down to half.
+
+    Raises ValueError for a negative `max_unwritten`, an unknown mode, no model, or both
+    `model_factory` and `models`.
     """
 
     def __init__(
         self,
         runtime: Runtime,
-        model_factory: Callable[[], Model],
+        model_factory: Callable[[], Model] | None = None,
         *,
+        models: Mapping[str, Callable[[], Model]] | None = None,
+        mode: str = modes.DEFAULT_MODE,
         bash: BashTools | None = None,
         options: AgentOptions | None = None,
         version: str = "0",
@@ -107,7 +123,15 @@ class AcpServer:
         max_unwritten: int = 1024 * 1024,
     ) -> None:
         self._runtime = runtime
-        self._model_factory = model_factory
+        if models is not None and model_factory is not None:
+            raise ValueError("give AcpServer either model_factory or models, not both")
+        self._models = dict(models or {})
+        if model_factory is not None:
+            self._models["default"] = model_factory
+        if not self._models:
+            raise ValueError("AcpServer needs a model: give model_factory or models")
+        modes.ModePolicy(mode)  # raises ValueError for an unknown mode
+        self._mode = mode
         self._tools = bash.tools if bash is not None else ()
         self._options = options
         self._version = version
@@ -120,6 +144,7 @@ class AcpServer:
             raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
         self._budget = OutputBudget(max_unwritten, max_unwritten // 2)
         self._teardown_done: trio.Event | None = None
+        self._client = ClientRequests(self._send)
 
     # -- the connection ---------------------------------------------------------------------
 
@@ -210,6 +235,9 @@ class AcpServer:
                     continue
                 self._dispatch(rpc.parse(line), prompts, others)
             if not data:
+                # No answer can come now: whoever waits for one is told (a permission
+                # request then cancels its turn).
+                self._client.close()
                 return
 
     def _dispatch(
@@ -235,7 +263,7 @@ class AcpServer:
         elif isinstance(message, rpc.Notification):
             self._notification(message)
         else:
-            logger.warning("a response to nothing was ignored (id %r)", message.id)
+            self._client.resolve(message)
 
     async def _write_all(self, send: trio.abc.SendStream) -> None:
         async def write(frames: list[_Outgoing]) -> bool:
@@ -262,6 +290,16 @@ class AcpServer:
 
     def _update(self, session_id: str, update: Mapping[str, Any]) -> None:
         self._send(_update_frame(session_id, update))
+
+    async def client_request(self, method: str, params: Mapping[str, Any]) -> Any:
+        """Send the client the request `method` with `params` and return its result.
+
+        Always a checkpoint; cancellable while it waits (the request is then abandoned and
+        a later answer ignored). Raises `ClientRequestError` (`acp._jsonrpc`) when the client
+        answers an error (`answered`, and its `code`), or when its input has ended or ends
+        first (not `answered`).
+        """
+        return await self._client.request(method, params)
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -295,6 +333,9 @@ class AcpServer:
             return await self._new_session(params)
         if method == "session/load":
             return await self._load_session(params)
+        if method in ("session/set_mode", "session/set_config_option"):
+            await trio.lowlevel.checkpoint()
+            return self._configure(method, params)
         await trio.lowlevel.checkpoint()
         raise rpc.JsonRpcError(rpc.METHOD_NOT_FOUND, f"this agent does not implement {method!r}")
 
@@ -318,12 +359,15 @@ class AcpServer:
     async def _new_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
+        sid = str(uuid.uuid4())
+        settings = self._settings()
         handle = await self._runtime.agents.create(
-            model=PacedModel(self._model_factory(), self._budget),
+            model=PacedModel(settings.model, self._budget),
             tools=self._tools,
-            session_id=str(uuid.uuid4()),
+            session_id=sid,
             options=self._options,
             meta={"cwd": cwd},
+            approval=self._approval(sid, settings),
         )
         try:
             self._check_not_closed("session/new")
@@ -331,8 +375,8 @@ class AcpServer:
             with trio.CancelScope(shield=True):
                 await handle.aclose()
             raise
-        self._install(handle)
-        return {"sessionId": handle.agent.id}
+        self._install(handle, settings)
+        return {"sessionId": handle.agent.id, **settings.advertised()}
 
     async def _load_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
         self._check_open("session/load")
@@ -354,12 +398,14 @@ class AcpServer:
                 raise rpc.JsonRpcError.invalid_params(
                     f"session {sid} cwd mismatch: persisted {persisted}, requested {cwd}"
                 )
+            settings = self._settings()
             try:
                 handle = await self._runtime.agents.resume(
                     sid,
-                    model=PacedModel(self._model_factory(), self._budget),
+                    model=PacedModel(settings.model, self._budget),
                     tools=self._tools,
                     options=self._options,
+                    approval=self._approval(sid, settings),
                 )
             except DuplicateSessionError as exc:
                 raise rpc.JsonRpcError.invalid_params(str(exc)) from None
@@ -369,7 +415,7 @@ class AcpServer:
                 for record in handle.agent.session.records:
                     for update in m.updates_for_record(record, replay=True):
                         self._update(sid, update)
-                self._install(handle)
+                self._install(handle, settings)
             except BaseException:
                 with trio.CancelScope(shield=True):
                     await handle.aclose()  # whatever went wrong, no agent is left behind
@@ -377,7 +423,7 @@ class AcpServer:
             await trio.lowlevel.checkpoint()
         finally:
             self._loading.discard(sid)
-        return {}
+        return settings.advertised()
 
     def _check_not_closed(self, method: str) -> None:
         if self._closed:
@@ -385,10 +431,33 @@ class AcpServer:
             # since the teardown never saw it.
             raise rpc.JsonRpcError.internal(f"connection closed during {method}")
 
-    def _install(self, handle: AgentHandle) -> None:
+    def _install(self, handle: AgentHandle, settings: modes.Settings) -> None:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
-        self._sessions[sid] = _Session(handle, stop)
+        self._sessions[sid] = _Session(handle, settings, stop)
+
+    # -- modes and models ---------------------------------------------------------------------
+
+    def _settings(self) -> modes.Settings:
+        # A loaded session starts in the server's mode too, not the one it was left in
+        # (design D193): a client that never chose `auto` never has commands run unasked.
+        return modes.Settings.make(self._mode, self._models)
+
+    def _approval(self, session_id: str, settings: modes.Settings) -> Approval:
+        return Approval(settings.policy, AcpApprover(session_id, self.client_request))
+
+    def _configure(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`session/set_mode` or `session/set_config_option`: switch, tell the client, answer."""
+        session = self._require(params)
+        settings = session.settings
+        switched = settings.configure(method, params)
+        if switched == modes.MODE_CONFIG:
+            self._update(session.id, m.current_mode_update(settings.policy.mode))
+        options = settings.config_options()
+        if method == "session/set_mode":
+            self._update(session.id, m.config_option_update(options))
+            return {}
+        return {"configOptions": options}
 
     def _admit(self, params: Mapping[str, Any]) -> tuple[_Session, _Prompt, str]:
         """Check a prompt, take the session's one slot and send it to the agent."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -24,24 +24,27 @@ __all__ = ["serve_stdio"]
 
 async def serve_stdio(
     store: SessionStore | Path | None,
-    model_factory: Callable[[], Model],
+    model_factory: Callable[[], Model] | None = None,
     options: AgentOptions | None = None,
     *,
+    models: Mapping[str, Callable[[], Model]] | None = None,
+    mode: str = "ask",
     stop: trio.Event | None = None,
     shell: ShellExecutor | None = None,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
-    and a model from `model_factory()`, their commands run by `shell` (None: a
-    ShellExecutor with default settings, sandboxed). Stdout carries frames only. Returns
-    after every
-    session's agent is closed and every answer written.
+    and a model from `model_factory()` (or the first of `models`, which the editor can
+    switch among), starting in `mode` (`AcpServer`'s), their commands run by `shell` (None:
+    a ShellExecutor with default settings, sandboxed). Stdout carries frames only. Returns
+    after every session's agent is closed and every answer written.
 
     Setting `stop` ends the input as if stdin had ended: the same teardown follows (what
     SIGTERM does to `trio-agents acp`).
 
     Always a checkpoint. Raises what `open_runtime` raises for the store (TrioAgentsError for
-    a file that is not a session store), and OSError if stdin or stdout cannot be duplicated.
+    a file that is not a session store), OSError if stdin or stdout cannot be duplicated,
+    and ValueError as `AcpServer` does (no model, both kinds, an unknown mode).
     """
     # Duplicates: trio makes the descriptors non-blocking and closes them when done.
     receive = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
@@ -49,7 +52,15 @@ async def serve_stdio(
     bash = BashTools()
     async with open_runtime(store, shell=shell) as rt, receive, send:
         await rt.load(bash)
-        server = AcpServer(rt, model_factory, bash=bash, options=options, version=_version())
+        server = AcpServer(
+            rt,
+            model_factory,
+            models=models,
+            mode=mode,
+            bash=bash,
+            options=options,
+            version=_version(),
+        )
         async with trio.open_nursery() as nursery:
             if stop is not None:
                 nursery.start_soon(_end_input_when, stop, receive)
