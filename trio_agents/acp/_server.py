@@ -38,7 +38,7 @@ from .._errors import (
     SessionNotFoundError,
     TrioAgentsError,
 )
-from .._events import Event, TextStreamed
+from .._events import Event, TextStreamed, ToolStarted
 from .._model import Model
 from .._options import AgentOptions
 from .._records import Record
@@ -457,8 +457,13 @@ class AcpServer:
             logger.exception("mapping %s of session %s failed", record.type, session_id)
 
     def _on_event(self, event: Event) -> None:
-        if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
+        if event.agent_id not in self._sessions:
+            return
+        if isinstance(event, TextStreamed) and event.text:
             self._send(_Text(event.agent_id, event.text))
+        elif isinstance(event, ToolStarted):
+            # Emitted after the call's record (already queued as `pending`) and its approval.
+            self._update(event.agent_id, m.tool_started_update(event.call_id))
 
 
 def _encode(frames: list[_Outgoing]) -> bytes:
