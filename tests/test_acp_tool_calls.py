@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from trio_agents import MemoryStore, Record
 from trio_agents._readable import readable
-from trio_agents.acp._mapping import tool_started_update, tool_title, updates_for_record
+from trio_agents.acp._mapping import tool_started_update, tool_call_title, updates_for_record
 
 from .support.acp_peer import acp_peer
 
@@ -95,11 +95,11 @@ def test_a_call_is_pending_with_its_command_as_the_title_and_its_input_raw() -> 
 
 
 def test_titles_of_other_tools_and_long_commands() -> None:
-    assert tool_title("bash", {"command": "x" * 500}) == "x" * 199 + "\u2026"
-    assert tool_title("bash_output", {"job_id": "bash-1"}) == "bash_output: bash-1"
-    assert tool_title("edit", {"description": " fix it ", "path": "a"}) == "fix it"
-    assert tool_title("bash", {"command": " "}) == "bash"
-    assert tool_title("noargs", {}) == "noargs"
+    assert tool_call_title("bash", {"command": "x" * 500}) == "x" * 199 + "\u2026"
+    assert tool_call_title("bash_output", {"job_id": "bash-1"}) == "bash_output: bash-1"
+    assert tool_call_title("edit", {"description": " fix it ", "path": "a"}) == "fix it"
+    assert tool_call_title("bash", {"command": " "}) == "bash"
+    assert tool_call_title("noargs", {}) == "noargs"
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ __all__ = [
     "tool_kind",
     "tool_result_update",
     "tool_started_update",
-    "tool_title",
+    "tool_call_title",
     "updates_for_record",
 ]
 
@@ -144,7 +144,7 @@ def tool_kind(name: str) -> str:
 TITLE_LENGTH = 200
 
 
-def tool_title(name: str, arguments: Mapping[str, Any]) -> str:
+def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
     """What an editor shows for a call: a `bash` call's command, on one line and readable
     (the full command is the call's `rawInput`); another tool's `description`, or its name
     and main argument (a command, a job id), or its name."""
@@ -192,7 +192,7 @@ def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": str(data["call_id"]),
-                "title": tool_title(
+                "title": tool_call_title(
                     name,
                     cast("Mapping[str, Any]", arguments) if isinstance(arguments, dict) else {},
                 ),
