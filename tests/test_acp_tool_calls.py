@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from trio_agents import MemoryStore, Record
 from trio_agents._readable import readable
-from trio_agents.acp._mapping import tool_started_update, tool_call_title, updates_for_record
+from trio_agents.acp._mapping import tool_call_title, tool_started_update, updates_for_record
 
 from .support.acp_peer import acp_peer
 
@@ -58,7 +58,7 @@ def test_readable_leaves_no_control_character_but_newline_and_tab(text: str) -> 
     assert readable(out) == out
 
 
-@given(st.text(st.characters(blacklist_categories=("Cc",))))
+@given(st.text(st.characters(exclude_categories=["Cc"])))
 def test_text_without_control_characters_is_left_as_it_is(text: str) -> None:
     assert readable(text) == text
 

@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -151,8 +151,10 @@ def messages(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
             message = json.loads(line)
         except ValueError:
             continue
-        if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
-            out.append(message)
+        if isinstance(message, dict):
+            frame = cast("dict[str, Any]", message)
+            if frame.get("jsonrpc") == "2.0":
+                out.append(frame)
     return out
 
 
@@ -170,7 +172,7 @@ def chosen(found: list[dict[str, Any]], asked: dict[str, Any]) -> str:
     outcome = answer_to(found, asked)["result"]["outcome"]
     assert outcome["outcome"] == "selected", outcome
     kinds = {o["optionId"]: o["kind"] for o in asked["params"]["options"]}
-    return kinds[outcome["optionId"]]
+    return str(kinds[outcome["optionId"]])
 
 
 def final_tool_statuses(found: list[dict[str, Any]]) -> dict[str, str]:

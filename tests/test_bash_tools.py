@@ -60,7 +60,8 @@ async def test_only_a_command_that_exits_0_by_itself_is_not_an_error_result() ->
         late = await call(bash, "bash", "A", command="sleep 9", description="t", timeout_ms=50)
     assert (ok.content, ok.is_error) == ("ok", False)
     assert (killed.content, killed.is_error) == ("(no output)\n[killed by signal: SIGKILL]", True)
-    assert late.is_error and "[timed out after 0.05s]" in late.content, late
+    assert late.is_error
+    assert "[timed out after 0.05s]" in late.content, late
 
 
 async def test_bash_rejects_bad_arguments_without_running_anything() -> None:

@@ -41,10 +41,10 @@ __all__ = [
     "require_cwd",
     "require_session_id",
     "stop_reason",
+    "tool_call_title",
     "tool_kind",
     "tool_result_update",
     "tool_started_update",
-    "tool_call_title",
     "updates_for_record",
 ]
 

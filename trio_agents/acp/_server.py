@@ -457,11 +457,9 @@ class AcpServer:
             logger.exception("mapping %s of session %s failed", record.type, session_id)
 
     def _on_event(self, event: Event) -> None:
-        if event.agent_id not in self._sessions:
-            return
-        if isinstance(event, TextStreamed) and event.text:
+        if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
             self._send(_Text(event.agent_id, event.text))
-        elif isinstance(event, ToolStarted):
+        elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
             # Emitted after the call's record (already queued as `pending`) and its approval.
             self._update(event.agent_id, m.tool_started_update(event.call_id))
 
