@@ -164,7 +164,7 @@ def test_p14_a_tool_calls_status_only_moves_forward_and_a_tool_call_starts_it_an
         return wire.tool_status_step(statuses, session, update)
 
     assert step("s", "tool_call_update", "c1", "completed") == (
-        "a tool_call_update for call 'c1', which it never announced with tool_call"
+        "a tool_call_update names call 'c1', never announced by a tool_call"
     )
     assert step("t", "tool_call", "c1") is None  # another session's call of the same id
     assert step("s", "tool_call_update", "c1") is not None

@@ -537,7 +537,7 @@ class AcpMachine(ConformanceMachine):
         kind = update.update.get("sessionUpdate")
         problem = wire.tool_status_step(self.tool_status, update.session_id, update.update)
         if problem is not None:
-            TOOL_STATUS_FORWARD.fail(f"session {update.session_id} sent {problem}: {update.update}")
+            TOOL_STATUS_FORWARD.fail(f"session {update.session_id}: {problem}: {update.update}")
         if kind in TURN_OUTPUT and any(a < update.seq < b for a, b in session.quiet):
             QUIET_AFTER_CANCEL.fail(
                 f"session {update.session_id} sent {kind} after its cancelled prompt was "

@@ -144,7 +144,7 @@ def tool_status_step(
         return None
     last = statuses.get(key)
     if last is None:
-        return f"a tool_call_update for call {call!r}, which it never announced with tool_call"
+        return f"a tool_call_update names call {call!r}, never announced by a tool_call"
     if not isinstance(status, str) or status == last:
         return None
     if STATUS_RANK[status] <= STATUS_RANK[last]:
