@@ -175,14 +175,15 @@ def chosen(found: list[dict[str, Any]], asked: dict[str, Any]) -> str:
     return str(kinds[outcome["optionId"]])
 
 
-def final_tool_statuses(found: list[dict[str, Any]]) -> dict[str, str]:
-    statuses: dict[str, str] = {}
+def tool_statuses(found: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each tool call's statuses, in the order the agent sent them."""
+    statuses: dict[str, list[str]] = {}
     for message in found:
         if message.get("method") != "session/update":
             continue
         update = message["params"]["update"]
         if update["sessionUpdate"] in ("tool_call", "tool_call_update") and "status" in update:
-            statuses[update["toolCallId"]] = update["status"]
+            statuses.setdefault(update["toolCallId"], []).append(update["status"])
     return statuses
 
 
@@ -198,7 +199,8 @@ def test_deny_all_runs_no_command_and_approve_all_runs_it(acpx: Acpx) -> None:
     (asked,) = requests(found, "session/request_permission")
     assert asked["params"]["toolCall"]["toolCallId"] == "offline-1"
     assert chosen(found, asked) == "reject_once"
-    assert final_tool_statuses(found) == {"offline-1": "failed"}, describe(denied)
+    # Shown to the client as asked, then failed: it never ran.
+    assert tool_statuses(found) == {"offline-1": ["pending", "failed"]}, describe(denied)
     (prompt,) = requests(found, "session/prompt")
     # The model is told, and the turn goes on to its end.
     assert answer_to(found, prompt).get("result") == {"stopReason": "end_turn"}
@@ -209,7 +211,8 @@ def test_deny_all_runs_no_command_and_approve_all_runs_it(acpx: Acpx) -> None:
     found = messages(allowed)
     (asked,) = requests(found, "session/request_permission")
     assert chosen(found, asked) == "allow_once"
-    assert final_tool_statuses(found) == {"offline-1": "completed"}, describe(allowed)
+    statuses = tool_statuses(found)
+    assert statuses == {"offline-1": ["pending", "in_progress", "completed"]}, describe(allowed)
 
 
 def test_a_session_made_by_sessions_new_is_loaded_by_later_acpx_processes(acpx: Acpx) -> None:
@@ -232,7 +235,7 @@ def test_a_session_made_by_sessions_new_is_loaded_by_later_acpx_processes(acpx: 
         assert prompt["params"]["sessionId"] == sid
         # The offline model numbers its calls after those in the history it was given: the
         # second process's model saw the first process's turn.
-        assert final_tool_statuses(found) == {f"offline-{number}": "completed"}
+        assert list(tool_statuses(found)) == [f"offline-{number}"], describe(prompted)
         acpx.wait_until_idle_owners_exit()
 
     shown = subprocess.run(
