@@ -33,20 +33,21 @@ _STRING = (
 # The other escapes: ESC, intermediates, one final byte (`ESC ( B`, `ESC 7`, `ESC =`).
 _SHORT = r"\x1b[\x20-\x2f]*[\x30-\x7e]"
 _ESCAPES = re.compile(f"{_CSI}|{_STRING}|{_SHORT}")
+# What needs more than copying: a control character other than newline and tab. Searched
+# with a regular expression, so text without one costs a scan in C, not a loop in Python.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def readable(text: str) -> str:
     """`text` as a terminal would have shown it, without escape sequences, carriage-return
     redraws or backspaces, and with every other control character but newline and tab
     made visible (module docstring)."""
-    if not _needs_work(text):
+    if _CONTROL.search(text) is None:
         return text
-    stripped = _ESCAPES.sub("", text)
-    return "\n".join(_render_line(line) for line in stripped.split("\n"))
-
-
-def _needs_work(text: str) -> bool:
-    return any((ord(c) < 32 and c not in "\n\t") or 127 <= ord(c) < 160 for c in text)
+    lines = _ESCAPES.sub("", text).split("\n")
+    return "\n".join(
+        line if _CONTROL.search(line) is None else _render_line(line) for line in lines
+    )
 
 
 def _render_line(line: str) -> str:
@@ -55,9 +56,12 @@ def _render_line(line: str) -> str:
     escape this module has removed), with backspaces moving back over what follows them
     and other controls made visible."""
     drawn = [segment for segment in line.split("\r") if segment]
+    last = drawn[-1] if drawn else ""
+    if _CONTROL.search(last) is None:
+        return last
     cells: list[str] = []
     column = 0
-    for char in drawn[-1] if drawn else "":
+    for char in last:
         if char == "\b":
             column = max(0, column - 1)
             continue
