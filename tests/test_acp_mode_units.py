@@ -152,3 +152,33 @@ def test_env_and_config_templates_reach_the_agent(tmp_path: pathlib.Path) -> Non
     agent.write_files()
     written = (tmp_path / "conf" / "agent.json").read_text()
     assert written == f'{{"url": "http://127.0.0.1:9/v1", "key": "k", "d": "{tmp_path}"}}'
+
+
+def test_p14_a_tool_calls_status_only_moves_forward_and_a_tool_call_starts_it_anew() -> None:
+    statuses: dict[tuple[str, str], str] = {}
+
+    def step(session: str, kind: str, call: str, status: str | None = None) -> str | None:
+        update = {"sessionUpdate": kind, "toolCallId": call}
+        if status is not None:
+            update["status"] = status
+        return wire.tool_status_step(statuses, session, update)
+
+    assert step("s", "tool_call_update", "c1", "completed") == (
+        "a tool_call_update names call 'c1', never announced by a tool_call"
+    )
+    assert step("t", "tool_call", "c1") is None  # another session's call of the same id
+    assert step("s", "tool_call_update", "c1") is not None
+    assert step("s", "tool_call", "c1") is None  # pending by default
+    for status in ("pending", "in_progress", "in_progress", None, "failed", "failed"):
+        assert step("s", "tool_call_update", "c1", status) is None, status
+    assert step("s", "tool_call_update", "c1", "completed") == (
+        "tool call 'c1' went from failed back to completed"
+    )
+    assert step("s", "tool_call_update", "c1", "in_progress") is not None
+    assert step("s", "tool_call", "c1", "completed") is None  # a load's replay starts anew
+    assert step("s", "tool_call_update", "c1", "completed") is None
+    assert step("s", "tool_call", "c2", "in_progress") is None
+    assert step("s", "tool_call_update", "c2", "pending") == (
+        "tool call 'c2' went from in_progress back to pending"
+    )
+    assert step("s", "agent_message_chunk", "c9") is None

@@ -49,8 +49,19 @@ async def test_the_three_tools_are_bash_bash_output_bash_kill_with_json_schemas(
 async def test_bash_runs_in_the_foreground_and_renders_the_exit_status() -> None:
     async with bash_runtime() as (_, bash):
         result = await call(bash, "bash", "A", command="echo hi; exit 3", description="exit 3")
-    assert not result.is_error  # a non-zero exit is an answer, not a tool error
+    assert result.is_error  # a non-zero exit is an error result (D210); the model reads it
     assert result.content == "hi\n[exit code: 3]"
+
+
+async def test_only_a_command_that_exits_0_by_itself_is_not_an_error_result() -> None:
+    async with bash_runtime() as (_, bash):
+        ok = await call(bash, "bash", "A", command="echo ok", description="exit 0")
+        killed = await call(bash, "bash", "A", command="kill -KILL $$", description="die")
+        late = await call(bash, "bash", "A", command="sleep 9", description="t", timeout_ms=50)
+    assert (ok.content, ok.is_error) == ("ok", False)
+    assert (killed.content, killed.is_error) == ("(no output)\n[killed by signal: SIGKILL]", True)
+    assert late.is_error
+    assert "[timed out after 0.05s]" in late.content, late
 
 
 async def test_bash_rejects_bad_arguments_without_running_anything() -> None:

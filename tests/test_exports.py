@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
-            "_status", "_inbox", "_store_claims", "_approval",
+            "_status", "_inbox", "_store_claims", "_approval", "_readable",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "_sandbox_policy", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
             "_cli._chat_render", "testing._reference", "testing._history",

@@ -38,6 +38,7 @@ PURE_MODULES = [
     "_options",
     "_records",
     "_approval",
+    "_readable",
     "_record_shape",
     "_store_errors",
     "_store_claims",

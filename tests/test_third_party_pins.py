@@ -82,3 +82,14 @@ def test_the_check_script_refuses_an_agent_that_is_not_installed(tmp_path: pathl
 
 def test_prefix_is_gitignored() -> None:
     assert ".third-party/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_real_acp_clients_are_pinned_to_exact_versions() -> None:
+    """The Node SDK and acpx, which the client tests install with npm into `.ci/`: an exact
+    version each (a range would let a new release change what the tests check), and acpx's
+    pin is the one its design decision names."""
+    node = (ROOT / "tests" / "test_acp_node_client.py").read_text()
+    acpx = (ROOT / "tests" / "test_acpx_client.py").read_text()
+    assert re.search(r'^SDK = "@agentclientprotocol/sdk@\d+\.\d+\.\d+"$', node, re.M)
+    (version,) = re.findall(r'^VERSION = "(\d+\.\d+\.\d+)"$', acpx, re.M)
+    assert f"`acpx@{version}`" in (ROOT / "docs" / "design.md").read_text()

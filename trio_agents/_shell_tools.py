@@ -211,7 +211,15 @@ class _Bash(_BashToolBase):
             return _error(f"cannot start a job now: {exc}")
         except SandboxUnavailableError as exc:
             return _error(str(exc))
-        return ToolResult(render_result(result))
+        return ToolResult(render_result(result), is_error=_failed(result))
+
+
+def _failed(result: RunResult) -> bool:
+    """Whether a foreground command failed: it exited non-zero, died of a signal, timed out
+    or was killed. Its result is then an error result (D210), as an editor shows it."""
+    return (
+        bool(result.exit_code) or result.signal is not None or result.timed_out or result.cancelled
+    )
 
 
 def _workdir(runtime: Runtime, context: ToolContext, requested: object) -> str | None:

@@ -45,6 +45,18 @@ def _update_after_cancel() -> None:
     AcpServer._settle = late  # type: ignore[method-assign]
 
 
+def _in_progress_after_the_result() -> None:
+    on_record = AcpServer._on_record  # pyright: ignore[reportPrivateUsage]
+
+    def late(self: Any, session_id: str, record: Any) -> None:
+        on_record(self, session_id, record)
+        if record.type == "tool/result":
+            # A progress report that arrives after the end marks the call running again.
+            self._update(session_id, _mapping.tool_started_update(str(record.data["call_id"])))
+
+    AcpServer._on_record = late  # type: ignore[method-assign]
+
+
 def _cancel_answers_end_turn() -> None:
     original = _mapping.stop_reason
 
@@ -218,6 +230,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
         AcpSeeded("idle-cancel-cancels-next-prompt", "prompt-ends-turn"),
     ),
     "banner-on-stdout": (_banner_on_stdout, AcpSeeded("banner-on-stdout", "schema-valid")),
+    "in-progress-after-the-result": (
+        _in_progress_after_the_result,
+        AcpSeeded("in-progress-after-the-result", "tool-status-forward"),
+    ),
 }
 
 ACP_SEEDED: tuple[AcpSeeded, ...] = tuple(seeded for _, seeded in DEFECTS.values())

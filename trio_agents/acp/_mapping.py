@@ -3,8 +3,10 @@ trio import.
 
 One function maps a session record to the `session/update` payloads it produces, for live
 streaming and for `session/load` replay alike, so replayed output equals live output (except
-that replay also shows the user's own messages, and shows assistant text as one chunk per
-message where live streaming sends each delta as it arrives). Messages are plain dicts in the
+that replay also shows the user's own messages, shows assistant text as one chunk per
+message where live streaming sends each delta as it arrives, and takes a tool call from
+`pending` straight to its result's status, where live streaming shows it `in_progress` once
+its tool starts). Messages are plain dicts in the
 wire shape of the ACP schema (`acp.schema`, which the tests validate against); importing the
 pydantic models here would cost the server half a second of start-up.
 """
@@ -17,6 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from .._readable import readable
 from .._records import (
     ASSISTANT_MESSAGE,
     TOOL_APPROVAL,
@@ -43,6 +46,8 @@ __all__ = [
     "stop_reason",
     "tool_call_title",
     "tool_kind",
+    "tool_result_update",
+    "tool_started_update",
     "updates_for_record",
 ]
 
@@ -147,15 +152,36 @@ def tool_kind(name: str) -> str:
     return "other"
 
 
+TITLE_LENGTH = 200
+
+
 def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
-    """The title an editor shows for a call of tool `name`."""
+    """What an editor shows for a call: a `bash` call's command, on one line and readable
+    (the full command is the call's `rawInput`); another tool's `description`, or its name
+    and main argument (a command, a job id), or its name."""
+    command = arguments.get("command")
+    if name == "bash" and isinstance(command, str) and command.strip():
+        return _one_line(command)
     description = arguments.get("description")
     if isinstance(description, str) and description.strip():
-        return description.strip()
-    command = arguments.get("command")
-    if isinstance(command, str) and command.strip():
-        return f"{name}: {command.strip()[:80]}"
+        return _one_line(description)
+    for key in ("command", "job_id"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return _one_line(f"{name}: {value}")
     return name
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(readable(text).split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "\u2026"
+
+
+def tool_started_update(call_id: str) -> dict[str, Any]:
+    """The update that shows a call running: its tool started (the `ToolStarted` event,
+    after its approval if it needed one). Live only: a replay goes from `pending` to the
+    result's status."""
+    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}
 
 
 def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
@@ -182,20 +208,35 @@ def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
                     cast("Mapping[str, Any]", arguments) if isinstance(arguments, dict) else {},
                 ),
                 "kind": tool_kind(name),
-                "status": "in_progress",
+                # Not running yet: its approval, if it needs one, comes first.
+                "status": "pending",
                 "rawInput": _json_safe(arguments),
             }
         ]
     if record.type == TOOL_RESULT:
-        return [
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": str(data["call_id"]),
-                "status": "failed" if data.get("is_error") else "completed",
-                "content": [{"type": "content", "content": _text(str(data["content"]))}],
-            }
-        ]
+        return [tool_result_update(record)]
     return []
+
+
+def tool_result_update(record: Record) -> dict[str, Any]:
+    """A `tool/result` as the call's last update: `failed` for an error result (the tool
+    failed, the call was rejected or interrupted, a command exited non-zero), else
+    `completed`; its text made readable (`readable`) as the content and, with the flags
+    the record carries, as `rawOutput`."""
+    data = record.data
+    failed = bool(data.get("is_error"))
+    output = readable(str(data["content"]))
+    raw: dict[str, Any] = {"output": output, "is_error": failed}
+    for flag in ("rejected", "interrupted"):
+        if data.get(flag) is True:
+            raw[flag] = True
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": str(data["call_id"]),
+        "status": "failed" if failed else "completed",
+        "content": [{"type": "content", "content": _text(output)}],
+        "rawOutput": raw,
+    }
 
 
 def _json_safe(value: Any) -> Any:

@@ -39,7 +39,7 @@ from .._errors import (
     SessionNotFoundError,
     TrioAgentsError,
 )
-from .._events import Event, TextStreamed
+from .._events import Event, TextStreamed, ToolStarted
 from .._model import Model
 from .._options import AgentOptions
 from .._records import Record
@@ -528,6 +528,9 @@ class AcpServer:
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
             self._send(_Text(event.agent_id, event.text))
+        elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
+            # Emitted after the call's record (already queued as `pending`) and its approval.
+            self._update(event.agent_id, m.tool_started_update(event.call_id))
 
 
 def _encode(frames: list[_Outgoing]) -> bytes:

@@ -1,5 +1,5 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P7 (docs/contract.md, ACP section).
+checks rules P1-P7 and P14 (docs/contract.md, ACP section).
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
@@ -41,6 +41,7 @@ from ._properties import (
     QUIET_AFTER_CANCEL,
     REQUEST_ANSWERED,
     SESSIONS_ISOLATED,
+    TOOL_STATUS_FORWARD,
 )
 
 __all__ = ["AcpMachine", "acp_machine"]
@@ -97,6 +98,9 @@ class AcpMachine(ConformanceMachine):
         self.sessions: list[_Session] = []
         self.log: list[str] = []
         self.owners: dict[str, str] = {}  # token -> the session whose prompt carries it
+        # (session, toolCallId) -> the call's last status: any process's announcement
+        # counts, and a `tool_call` (a load replays them) starts the call's statuses anew.
+        self.tool_status: dict[tuple[str, str], str] = {}
         self.can_load = False
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
@@ -531,6 +535,9 @@ class AcpMachine(ConformanceMachine):
                     f"session {owner}'s prompt: {update.update}"
                 )
         kind = update.update.get("sessionUpdate")
+        problem = wire.tool_status_step(self.tool_status, update.session_id, update.update)
+        if problem is not None:
+            TOOL_STATUS_FORWARD.fail(f"session {update.session_id}: {problem}: {update.update}")
         if kind in TURN_OUTPUT and any(a < update.seq < b for a, b in session.quiet):
             QUIET_AFTER_CANCEL.fail(
                 f"session {update.session_id} sent {kind} after its cancelled prompt was "

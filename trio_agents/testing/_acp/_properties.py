@@ -1,5 +1,5 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P7 of docs/contract.md's ACP
-section). Pure: no trio."""
+"""The ACP machine's named properties, rule by rule (rules P1-P7 and P14 of docs/contract.md's
+ACP section). Pure: no trio."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ __all__ = [
     "REQUEST_ANSWERED",
     "SCHEMA_VALID",
     "SESSIONS_ISOLATED",
+    "TOOL_STATUS_FORWARD",
 ]
 
 _M = "acp"
@@ -103,6 +104,13 @@ SCHEMA_VALID = Property(
     "every line the agent writes to its standard output is one JSON-RPC 2.0 message, valid "
     "against the ACP schema",
 )
+TOOL_STATUS_FORWARD = Property(
+    "P14",
+    "tool-status-forward",
+    _M,
+    "a tool_call_update names a call its session announced with tool_call, and a call's "
+    "status only moves forward: pending, in_progress, then completed or failed, which is final",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
@@ -117,5 +125,6 @@ PROPERTIES: tuple[Property, ...] = (
     EXITS_AT_EOF,
     NO_ORPHANS,
     SCHEMA_VALID,
+    TOOL_STATUS_FORWARD,
 )
 """Every property of the ACP machine."""

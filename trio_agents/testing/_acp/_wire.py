@@ -25,6 +25,7 @@ __all__ = [
     "dig",
     "frame",
     "parse_line",
+    "tool_status_step",
 ]
 
 REQUESTS_TO_AGENT: dict[str, type[pydantic.BaseModel]] = {
@@ -117,6 +118,39 @@ def check_from_agent_message(message: Mapping[str, Any], answers: str | None) ->
             return None  # an extension method, or one this client does not take: answered
         return f"a method the client side of ACP does not have: {method!r}"
     return _invalid(model, params, method)
+
+
+# A tool call's statuses in the order they may come; completed and failed are both final.
+STATUS_RANK: Mapping[str, int] = {"pending": 0, "in_progress": 1, "completed": 2, "failed": 2}
+
+
+def tool_status_step(
+    statuses: dict[tuple[str, str], str], session_id: str, update: Mapping[str, Any]
+) -> str | None:
+    """Record what a `tool_call` or `tool_call_update` of `session_id` says about its call's
+    status in `statuses` ((session, toolCallId) -> last status), and say what is wrong with
+    it (rule P14), or None. A `tool_call` starts its call anew (a load replays them); an
+    update must name a call announced so, and may only move its status forward."""
+    kind = update.get("sessionUpdate")
+    call = update.get("toolCallId")
+    status = update.get("status")
+    if kind not in ("tool_call", "tool_call_update") or not isinstance(call, str):
+        return None
+    if status is not None and status not in STATUS_RANK:
+        return None  # not a shape the schema allows: P7 says so
+    key = (session_id, call)
+    if kind == "tool_call":
+        statuses[key] = status if isinstance(status, str) else "pending"
+        return None
+    last = statuses.get(key)
+    if last is None:
+        return f"a tool_call_update names call {call!r}, never announced by a tool_call"
+    if not isinstance(status, str) or status == last:
+        return None
+    if STATUS_RANK[status] <= STATUS_RANK[last]:
+        return f"tool call {call!r} went from {last} back to {status}"
+    statuses[key] = status
+    return None
 
 
 def check_error(error: object) -> str | None:
