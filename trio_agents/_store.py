@@ -9,6 +9,7 @@ session can be restored, with a turn a crash left open closed first (rule L6).
 from __future__ import annotations
 
 import abc
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -103,16 +104,28 @@ def summarize(
     )
 
 
+# A resource a front end put into a prompt (`trio_agents.acp._prompt`, whose tests pin this
+# format): in a title it is only its name, as the editor showed it (`@file.py`).
+_RESOURCE = re.compile(r'<resource uri="([^"]*)"(?: unread="[^"]*")?(?:/>|>.*?</resource>)', re.S)
+
+
 def title_of(prompt: str) -> str:
-    """A prompt as a title: its words on one line, at most TITLE_LENGTH characters (a longer
-    one is cut at a word and ends with an ellipsis)."""
-    line = " ".join(prompt.split())
+    """A prompt as a title: its words on one line, each resource it carries as `@name`, at
+    most TITLE_LENGTH characters (a longer one is cut at a word and ends with an
+    ellipsis)."""
+    named = _RESOURCE.sub(lambda found: "@" + _last_part(found[1]), prompt)
+    line = " ".join(named.split())
     if len(line) <= TITLE_LENGTH:
         return line
     cut = line[: TITLE_LENGTH - 1]
     space = cut.rfind(" ")
     # A word longer than half the title is cut inside, rather than leaving a stub.
     return (cut[:space] if space > TITLE_LENGTH // 2 else cut) + "\u2026"
+
+
+def _last_part(uri: str) -> str:
+    path = uri.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    return path.rsplit("/", 1)[-1] or uri
 
 
 def header_cwd(header: Mapping[str, Any]) -> str | None:

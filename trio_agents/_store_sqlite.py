@@ -564,10 +564,10 @@ class SqliteStore(SessionStore):
                     "SELECT COUNT(*), COALESCE(SUM(type = ?), 0) FROM records WHERE session_id = ?",
                     (TURN_START, sid),
                 ).fetchone()
-                when = float(updated_at if updated_at is not None else created_at)
+                last = float(updated_at if updated_at is not None else created_at)
                 infos.append(
                     SessionInfo(
-                        sid, float(created_at), count, turns, None, str(exc), updated_at=when
+                        sid, float(created_at), count, turns, None, str(exc), updated_at=last
                     )
                 )
                 continue
