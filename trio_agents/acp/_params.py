@@ -131,7 +131,9 @@ _BLOB_CONTENTS = _object({"uri": _string, "blob": _string}, {"mimeType": _string
 
 def _resource_contents(value: Any, path: str) -> None:
     """Text or blob contents: the schema's untagged union, told apart by its fields."""
-    if isinstance(value, dict) and "blob" in value and "text" not in value:
+    if isinstance(value, dict) and "text" not in value and "blob" not in value:
+        raise JsonRpcError.invalid_params(f"{path}.text or {path}.blob is required")
+    if isinstance(value, dict) and "text" not in value:
         _BLOB_CONTENTS(value, path)
     else:
         _TEXT_CONTENTS(value, path)

@@ -98,7 +98,8 @@ def resource_note(uri: str, why: str) -> str:
 
 
 def _attribute(text: str) -> str:
-    return html.escape(" ".join(text.split()), quote=True)
+    # Only what would end the attribute or start markup: an apostrophe stays as typed.
+    return html.escape(" ".join(text.split()), quote=False).replace('"', "&quot;")
 
 
 def compose(parts: Sequence[Block], read: Mapping[str, str]) -> str:
