@@ -9,14 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
-import sys
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
+from acp import RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AvailableCommandsUpdate,
@@ -27,29 +24,11 @@ from acp.schema import (
 
 from trio_agents.acp._resources import MAX_BYTES
 
-from .test_acp_python_client import RecordingClient, guarded, new_session, prompt, run
+from .support.acp_sdk import RecordingClient, guarded, new_session, prompt, server
 
 pytestmark = pytest.mark.subprocess
 
 OFFLINE_COMMANDS = ["output", "kill", "hold", "loop", "fail"]
-
-
-@asynccontextmanager
-async def server(
-    client: RecordingClient, store: pathlib.Path
-) -> AsyncGenerator[ClientSideConnection, None]:
-    """`trio-agents acp --store STORE` of this checkout, initialized."""
-    command = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(store)]
-    async with spawn_agent_process(
-        cast("Client", client),
-        command[0],
-        *command[1:],
-        env=dict(os.environ),
-        transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
-    ) as (conn, process):
-        client.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
-        yield conn
-    assert process.returncode == 0
 
 
 def commands(client: RecordingClient, sid: str) -> list[list[str]]:
@@ -176,7 +155,7 @@ def test_a_session_loads_in_a_new_process_before_its_first_prompt(tmp_path: path
     async def both() -> None:
         await load(await create())
 
-    run(both())
+    asyncio.run(guarded(both()))
 
 
 def test_resources_in_a_prompt_reach_the_model_and_bad_params_name_the_field(
@@ -265,4 +244,4 @@ def test_resources_in_a_prompt_reach_the_model_and_bad_params_name_the_field(
             again = await conn.prompt(session_id=sid, prompt=prompt("still here"))
             assert again.stop_reason == "end_turn"
 
-    run(scenario())
+    asyncio.run(guarded(scenario()))
