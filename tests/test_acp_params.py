@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 import pytest
@@ -31,7 +31,10 @@ ANNOTATIONS = {"audience": ["user"], "priority": 0.5, "lastModified": "2026-01-0
 VALID: dict[str, dict[str, Any]] = {
     "initialize": {
         "protocolVersion": 1,
-        "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": False}, "terminal": True},
+        "clientCapabilities": {
+            "fs": {"readTextFile": True, "writeTextFile": False},
+            "terminal": True,
+        },
         "clientInfo": {"name": "zed", "version": "1", "title": "Zed"},
     },
     "authenticate": {"methodId": "none"},
@@ -66,7 +69,9 @@ JSON = st.recursive(
     | st.integers(-3, 70_000)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2)
+    ),
     max_leaves=4,
 )
 
@@ -83,9 +88,11 @@ def ours(method: str, params: Any) -> rpc.JsonRpcError | None:
     try:
         _params.check(method, params)
     except rpc.JsonRpcError as exc:
-        assert exc.code == rpc.INVALID_PARAMS
-        return exc
-    return None
+        error = exc
+    else:
+        return None
+    assert error.code == rpc.INVALID_PARAMS
+    return error
 
 
 def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -95,10 +102,12 @@ def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     if prefix and prefix[-1] in ("mcpServers", "_meta"):
         return found
     if isinstance(value, dict):
-        for key, inner in value.items():
+        fields = cast("dict[str, Any]", value)
+        for key, inner in fields.items():
             found += paths(inner, (*prefix, key))
     elif isinstance(value, list):
-        for index, inner in enumerate(value):
+        items = cast("list[Any]", value)
+        for index, inner in enumerate(items):
             found += paths(inner, (*prefix, index))
     return found
 
@@ -139,9 +148,7 @@ def test_what_the_schema_rejects_the_server_rejects_naming_the_field(
         assert changed in named or named.endswith(".type"), (error.detail, changed)
 
 
-@pytest.mark.parametrize(
-    "version", ["x", "1", 1.0, 1.5, True, None, -1, 65536, [1], {"v": 1}]
-)
+@pytest.mark.parametrize("version", ["x", "1", 1.0, 1.5, True, None, -1, 65536, [1], {"v": 1}])
 def test_a_protocol_version_that_is_not_a_u16_integer_is_refused(version: Any) -> None:
     error = ours("initialize", {"protocolVersion": version})
     assert error is not None
@@ -151,7 +158,7 @@ def test_a_protocol_version_that_is_not_a_u16_integer_is_refused(version: Any) -
 
 def test_messages_name_the_path_to_the_field() -> None:
     bad_block = {"sessionId": "s", "prompt": [{"type": "text", "text": "a"}, {"type": "text"}]}
-    cases = [
+    cases: list[tuple[str, dict[str, Any], str]] = [
         ("session/prompt", bad_block, "prompt[1].text is required"),
         ("session/prompt", {"sessionId": "s", "prompt": [{"type": "video"}]}, "prompt[0].type "),
         ("session/new", {"cwd": 5, "mcpServers": []}, "cwd must be a string, got 5"),

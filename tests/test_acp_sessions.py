@@ -57,7 +57,7 @@ async def all_pages(conn: ClientSideConnection, cwd: str | None = None) -> list[
         cursor = answer.next_cursor
 
 
-def test_sessions_are_listed_and_paged_across_processes_with_titles_and_update_times(
+def test_P11_sessions_are_listed_and_paged_across_processes_with_titles_and_update_times(
     tmp_path: pathlib.Path,
 ) -> None:
     store = tmp_path / "s.sqlite3"
@@ -128,7 +128,9 @@ def test_sessions_are_listed_and_paged_across_processes_with_titles_and_update_t
     asyncio.run(guarded(both()))
 
 
-def test_a_session_loads_in_a_new_process_before_its_first_prompt(tmp_path: pathlib.Path) -> None:
+def test_P12_a_session_loads_in_a_new_process_before_its_first_prompt(
+    tmp_path: pathlib.Path,
+) -> None:
     store = tmp_path / "s.sqlite3"
 
     async def create() -> str:
@@ -158,7 +160,7 @@ def test_a_session_loads_in_a_new_process_before_its_first_prompt(tmp_path: path
     asyncio.run(guarded(both()))
 
 
-def test_resources_in_a_prompt_reach_the_model_and_bad_params_name_the_field(
+def test_resources_in_a_prompt_reach_the_model(
     tmp_path: pathlib.Path,
 ) -> None:
     cwd = tmp_path / "project"
@@ -222,8 +224,23 @@ def test_resources_in_a_prompt_reach_the_model_and_bad_params_name_the_field(
             assert info.title is not None
             assert info.title.startswith("look: @notes.txt @missing.txt @blob.bin")
 
+            again = await conn.prompt(session_id=sid, prompt=prompt("still here"))
+            assert again.stop_reason == "end_turn"
+
+    asyncio.run(guarded(scenario()))
+
+
+def test_P13_params_that_do_not_match_the_schema_are_refused_naming_the_field(
+    tmp_path: pathlib.Path,
+) -> None:
+    cwd = tmp_path
+
+    async def scenario() -> None:
+        client = RecordingClient()
+        async with server(client, tmp_path / "s.sqlite3") as conn:
+            sid = await new_session(conn, cwd)
             # Params that do not match the schema: -32602, naming the field.
-            for method, params, named in [
+            cases: list[tuple[str, dict[str, Any], str]] = [
                 ("initialize", {"protocolVersion": "x"}, "protocolVersion must be an integer"),
                 ("initialize", {"protocolVersion": 1.5}, "protocolVersion must be an integer"),
                 ("session/new", {"cwd": 5, "mcpServers": []}, "cwd must be a string, got 5"),
@@ -235,7 +252,8 @@ def test_resources_in_a_prompt_reach_the_model_and_bad_params_name_the_field(
                     "prompt[0].resource.text or prompt[0].resource.blob is required",
                 ),
                 ("session/load", {"sessionId": 7, "cwd": "/", "mcpServers": []}, "sessionId"),
-            ]:
+            ]
+            for method, params, named in cases:
                 error = await raw_error(conn, method, params)
                 assert error.code == -32602, (method, params)
                 assert str(error.data).startswith(named), (error.data, named)

@@ -55,13 +55,15 @@ async def server(
 ) -> AsyncGenerator[ClientSideConnection, None]:
     """`trio-agents acp --store STORE` of this checkout, initialized; exits 0 at the end."""
     command = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(store)]
-    async with spawn_agent_process(
-        cast("Client", client),  # implements the part of the protocol the server uses
-        command[0],
-        *command[1:],
-        env=dict(os.environ),
-        transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
-    ) as (conn, process):
+    async with (
+        spawn_agent_process(
+            cast("Client", client),  # implements the part of the protocol the server uses
+            command[0],
+            *command[1:],
+            env=dict(os.environ),
+            transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
+        ) as (conn, process)
+    ):
         client.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
         yield conn
     assert process.returncode == 0
