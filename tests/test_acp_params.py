@@ -106,7 +106,7 @@ def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         for key, inner in fields.items():
             found += paths(inner, (*prefix, key))
     elif isinstance(value, list):
-        items = cast("list[Any]", value)
+        items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
         for index, inner in enumerate(items):
             found += paths(inner, (*prefix, index))
     return found
