@@ -10,7 +10,6 @@ error: the prompt still runs, and the model can tell the user.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -99,7 +98,10 @@ def resource_note(uri: str, why: str) -> str:
 
 def _attribute(text: str) -> str:
     # Only what would end the attribute or start markup: an apostrophe stays as typed.
-    return html.escape(" ".join(text.split()), quote=False).replace('"', "&quot;")
+    line = " ".join(text.split())
+    return (
+        line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
 
 
 def compose(parts: Sequence[Block], read: Mapping[str, str]) -> str:
