@@ -10,10 +10,11 @@ import asyncio
 import os
 import pathlib
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+import pydantic
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError, schema, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AvailableCommandsUpdate,
@@ -23,7 +24,9 @@ from acp.schema import (
 )
 
 from trio_agents.acp._resources import MAX_BYTES
+from trio_agents.testing._acp._wire import check_from_agent_message
 
+from .support.acp_process import AcpProcess
 from .support.acp_sdk import RecordingClient, guarded, new_session, prompt, server
 
 pytestmark = pytest.mark.subprocess
@@ -263,3 +266,67 @@ def test_P13_params_that_do_not_match_the_schema_are_refused_naming_the_field(
             assert again.stop_reason == "end_turn"
 
     asyncio.run(guarded(scenario()))
+
+
+def test_every_new_message_is_valid_acp_and_loses_nothing_in_the_sdk(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The raw frames, checked as the ACP machine checks them (P7), and the new ones read
+    back through the SDK's models unchanged: the SDK salvages what it cannot read (drops a
+    bad field or list item), so validating alone could hide a field it dropped."""
+    (tmp_path / "a.txt").write_text("A\n")
+    server = AcpProcess(tmp_path / "s.sqlite3")
+    methods: dict[int, str] = {}
+
+    def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = server.send(method, params)
+        methods[request_id] = method
+        return server.answer(request_id)
+
+    try:
+        init = ask("initialize", {"protocolVersion": 1})["result"]
+        sid = ask("session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+        link = {"type": "resource_link", "uri": (tmp_path / "a.txt").as_uri(), "name": "a.txt"}
+        embedded = {"type": "resource", "resource": {"uri": "m:b", "text": "B"}}
+        blocks = [{"type": "text", "text": "see"}, link, embedded]
+        assert ask("session/prompt", {"sessionId": sid, "prompt": blocks})["result"] == {
+            "stopReason": "end_turn"
+        }
+        listing = ask("session/list", {"cwd": str(tmp_path)})["result"]
+        error = ask("session/list", {"cursor": "x"})
+        for frame in server.frames:
+            answers = methods.get(frame["id"]) if "method" not in frame else None
+            assert check_from_agent_message(frame, answers) is None, frame
+        assert "error" in error
+        (commands,) = [
+            f["params"]
+            for f in server.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "available_commands_update"
+        ]
+        models: list[tuple[type[pydantic.BaseModel], dict[str, Any]]] = [
+            (schema.InitializeResponse, init),
+            (schema.ListSessionsResponse, listing),
+            (schema.SessionNotification, commands),
+        ]
+        for model, value in models:
+            read = model.model_validate(value).model_dump(by_alias=True, exclude_none=True)
+            assert kept(value, read), (value, read)
+    finally:
+        server.close()
+
+
+def kept(sent: Any, read: Any) -> bool:
+    """Whether everything `sent` holds is in `read` (which may add the model's defaults)."""
+    if isinstance(sent, dict):
+        fields = cast("dict[str, Any]", sent)
+        return isinstance(read, dict) and all(
+            key in read and kept(value, read[key]) for key, value in fields.items()
+        )
+    if isinstance(sent, list):
+        items: list[Any] = sent  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(read, list):
+            return False
+        back: list[Any] = read  # pyright: ignore[reportUnknownVariableType]
+        return len(items) == len(back) and all(map(kept, items, back))
+    return bool(sent == read)
