@@ -6,8 +6,8 @@ match: its path (`prompt[0].resource.text`), what it must be, and what came. A m
 `SHAPES` is not checked here (it is answered `-32601`, or checked by its own handler).
 
 The checks are written out rather than run through the SDK's pydantic models: importing
-`acp.schema` costs the server about 0.8 s of CPU at start-up (measured; the server itself
-starts in under half a second), in every editor and every test that spawns one, and it would
+`acp.schema` costs about 0.8 s of CPU, more than doubling the server's start-up
+(benchmarks/acp_startup.py), in every editor and every test that spawns one, and it would
 make a pinned test dependency a runtime one (design D205). The test suite holds them to the
 SDK: whatever `acp.schema` rejects, this rejects too (tests/test_acp_params.py). Where the
 SDK coerces, this does not: an integer is a JSON integer (not `"1"`, `1.0` or `true`), as the
