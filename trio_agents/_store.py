@@ -289,7 +289,9 @@ class SessionStore(abc.ABC):
         resumed (empty). With records already appended, the same as `flush`.
 
         Always a checkpoint. Raises ValueError if `session` is not live in this store, and
-        what `flush` raises.
+        what `flush` raises. A subclass stores a session with no records by overriding
+        `_persist`; one that does not (a store written before `persist` existed) keeps its
+        sessions from their first record only, and `persist` is then `flush`.
         """
         if self._live.get(session.id) is not session:
             raise ValueError(f"session {session.id!r} is not live in {self!r}; enter it first")

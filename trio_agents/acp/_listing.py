@@ -54,7 +54,11 @@ def page(
     cursor: str | None = params.get("cursor")
     after = _decode(cursor) if cursor is not None else None
     chosen = sorted(
-        (s for s in sessions if s.cwd is not None and (cwd is None or s.cwd == cwd)),
+        (
+            s
+            for s in sessions
+            if s.cwd is not None and (cwd is None or os.path.normpath(s.cwd) == cwd)
+        ),
         key=_key,
         reverse=True,
     )
