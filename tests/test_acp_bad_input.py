@@ -93,7 +93,7 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
             + rid.encode()
             + b'","method":"'
             + method.encode()
-            + b'","params":{"sessionId":"\\ud800","x":"\\udc00"}}\n'
+            + b'","params":{"protocolVersion":1,"sessionId":"\\ud800","x":"\\udc00"}}\n'
         ), "error" if method != "initialize" else "ok"
     if kind == "null-id":
         return _line({"jsonrpc": "2.0", "id": None, "method": "initialize", "params": {}}), "null"

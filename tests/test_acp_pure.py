@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from trio_agents import Record
 from trio_agents.acp import _jsonrpc as rpc
+from trio_agents.acp import _prompt
 from trio_agents.acp._mapping import (
     initialize_result,
-    prompt_text,
     stop_reason,
     updates_for_record,
 )
@@ -145,10 +145,17 @@ def test_a_failed_turn_is_an_internal_error_and_a_prompt_that_never_ran_is_cance
     assert stop_reason(records, "m9", cancel_requested=False) == "cancelled"
 
 
-def test_prompt_text_accepts_text_and_links_and_refuses_the_rest() -> None:
+def test_prompt_blocks_accept_text_links_and_resources_and_refuse_the_rest() -> None:
     link = {"type": "resource_link", "uri": "file:///a", "name": "a"}
-    assert prompt_text({"prompt": [{"type": "text", "text": "see"}, link]}) == (
-        'see\n[resource_link name="a" uri="file:///a"]\n'
+    embedded = {"type": "resource", "resource": {"uri": "mem:b", "text": "B"}}
+    blob = {"type": "resource", "resource": {"uri": "mem:c", "blob": "AA=="}}
+    parts = _prompt.blocks({"prompt": [{"type": "text", "text": "see"}, link, embedded, blob]})
+    assert _prompt.has_links(parts)
+    text = _prompt.compose(parts, {"file:///a": _prompt.resource_text("file:///a", "A")})
+    assert text == (
+        'see\n<resource uri="file:///a">\nA\n</resource>\n'
+        '\n<resource uri="mem:b">\nB\n</resource>\n'
+        '\n<resource uri="mem:c" unread="binary content is not given to the model"/>\n'
     )
     for bad in (
         [],
@@ -156,5 +163,5 @@ def test_prompt_text_accepts_text_and_links_and_refuses_the_rest() -> None:
         [{"type": "text", "text": " "}],
     ):
         with pytest.raises(rpc.JsonRpcError) as info:
-            prompt_text({"prompt": bad})
+            _prompt.blocks({"prompt": bad})
         assert info.value.code == rpc.INVALID_PARAMS

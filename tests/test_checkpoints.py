@@ -104,7 +104,7 @@ NOT_MEASURED: dict[str, str] = {
     },
     **{
         f"trio_agents.SessionStore.{name}": "abstract; measured on MemoryStore and SqliteStore"
-        for name in ("exists", "flush", "list_sessions", "load", "restore", "running")
+        for name in ("exists", "flush", "list_sessions", "load", "persist", "restore", "running")
     },
 }
 NOT_MEASURED.update(
@@ -509,12 +509,21 @@ async def exercise_store(probe: Probe, store: SessionStore) -> None:
             await store.restore("s")  # nothing to repair
         with probe.checkpoints():
             assert len(await store.list_sessions()) == 1
+        empty = Session("p")
+        detach = store.enter(empty)
+        with probe.checkpoints():
+            await store.persist(empty)  # no record: the header is written
+        with probe.checkpoints():
+            await store.persist(empty)  # already stored
+        detach()
+        with probe.checkpoints():
+            assert await store.exists("p")
     finally:
         with probe.checkpoints():
             await cm.__aexit__(None, None, None)
 
 
-STORE_METHODS = ("exists", "flush", "list_sessions", "load", "restore", "running")
+STORE_METHODS = ("exists", "flush", "list_sessions", "load", "persist", "restore", "running")
 
 
 @case("trio_agents.Committer.commit", "a live session's, both stores, idle and not", realtime)

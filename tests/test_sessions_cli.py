@@ -64,13 +64,16 @@ def test_list_shows_each_session_with_its_counts(
     captured = capsys.readouterr()
     assert captured.err == ""
     lines = captured.out.splitlines()
-    assert lines[0].split() == ["SESSION", "CREATED", "(UTC)", "RECORDS", "TURNS", "LAST", "END"]
-    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert lines[0].split() == [
+        "SESSION", "CREATED", "(UTC)", "RECORDS", "TURNS", "LAST", "END", "TITLE"
+    ]  # fmt: skip
+    rows = {line.split()[0]: line.split(maxsplit=5) for line in lines[1:]}
     assert list(rows) == ["done", "open-turn"]  # oldest first
-    sid, created, records, turns, last_end = rows["done"]
+    sid, created, records, turns, last_end, title = rows["done"]
     assert (sid, records, turns, last_end) == ("done", str(len(done_records)), "2", "completed")
+    assert title == "hi"  # its first prompt
     assert created.endswith("+00:00")  # ISO, UTC
-    assert rows["open-turn"][3:] == ["1", "closed"]
+    assert rows["open-turn"][3:] == ["1", "closed", "go"]
 
 
 def test_show_prints_the_records_in_order(
@@ -216,8 +219,8 @@ def test_list_shows_every_readable_session_and_marks_the_damaged_one(
     captured = capsys.readouterr()
     rows = {line.split()[0]: line.split() for line in captured.out.splitlines()[1:]}
     assert list(rows) == ids
-    assert rows["s17"][-1] == "damaged"
-    assert all(row[-1] == "completed" for sid, row in rows.items() if sid != "s17")
+    assert rows["s17"][4] == "damaged"  # LAST END; a damaged session has no title
+    assert all(row[4] == "completed" for sid, row in rows.items() if sid != "s17")
     (line,) = captured.err.splitlines()
     assert "session 's17' is damaged: record 0 cannot be read" in line
     # `show` of the damaged session says so in one line; the others still show.

@@ -24,7 +24,17 @@ import trio
 
 from ._model import Finish, ModelChunk, ModelRequest, TextDelta, ToolCall
 
-__all__ = ["OfflineModel"]
+__all__ = ["COMMANDS", "OfflineModel"]
+
+# The slash commands above, as (name, description, input hint): what `trio-agents acp`
+# advertises to the editor (`available_commands_update`) for a session on this model.
+COMMANDS: tuple[tuple[str, str, str | None], ...] = (
+    ("output", "read a background job's new output", "job id, e.g. bash-1"),
+    ("kill", "stop a background job", "job id, e.g. bash-1"),
+    ("hold", "start answering, then wait until the turn is cancelled", None),
+    ("loop", "call `bash true` until the turn's max_steps ends it", None),
+    ("fail", "fail the model call (the turn ends with an error)", None),
+)
 
 INTRO = "[offline model: no language model is configured; I echo, and run !commands] "
 

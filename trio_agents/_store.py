@@ -9,6 +9,7 @@ session can be restored, with a turn a crash left open closed first (rule L6).
 from __future__ import annotations
 
 import abc
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -18,11 +19,13 @@ from typing import Any
 import trio
 
 from ._errors import SessionLiveError, SessionNotFoundError
-from ._records import TURN_END, TURN_START, Record
+from ._records import TURN_END, TURN_START, USER_MESSAGE, Record
 from ._repair import closers
 from ._session import Session
 
 __all__ = ["MemoryStore", "SessionInfo", "SessionStore", "StoredSession"]
+
+TITLE_LENGTH = 80  # characters of the first prompt a session's title keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,11 @@ class SessionInfo:
         ended (or the session is damaged).
     damage: None, or why the session cannot be read: the message of the CorruptSessionError
         that `load` raises for it. `records` and `turns` then count the stored rows.
+    title: the first prompt, on one line and shortened to 80 characters; None before the
+        first prompt (or for a damaged session).
+    updated_at: when the store last wrote the session (`time.time()`): its creation, or the
+        commit of its latest records. Records carry no time, so this is the store's own.
+    cwd: the `cwd` its header names (what `trio-agents acp` and `chat` give it), or None.
     """
 
     id: str
@@ -59,6 +67,9 @@ class SessionInfo:
     turns: int
     last_end: str | None  # the kind of the last turn/end, or None if no turn ended
     damage: str | None = None
+    title: str | None = None
+    updated_at: float = 0.0
+    cwd: str | None = None
 
 
 def _nothing() -> None:
@@ -69,11 +80,57 @@ def new_header(meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {"version": 1, "created_at": time.time(), **(meta or {})}
 
 
-def summarize(session_id: str, header: Mapping[str, Any], records: Sequence[Record]) -> SessionInfo:
+def summarize(
+    session_id: str,
+    header: Mapping[str, Any],
+    records: Sequence[Record],
+    updated_at: float | None = None,
+) -> SessionInfo:
+    """The glance at one readable session; `updated_at` defaults to its creation time."""
     turns = sum(1 for record in records if record.type == TURN_START)
     ends = [record for record in records if record.type == TURN_END]
     last = str(ends[-1].data["reason"]["kind"]) if ends else None
-    return SessionInfo(session_id, float(header.get("created_at", 0.0)), len(records), turns, last)
+    first = next((record for record in records if record.type == USER_MESSAGE), None)
+    created = float(header.get("created_at", 0.0))
+    return SessionInfo(
+        session_id,
+        created,
+        len(records),
+        turns,
+        last,
+        title=title_of(str(first.data["content"])) if first is not None else None,
+        updated_at=created if updated_at is None else updated_at,
+        cwd=header_cwd(header),
+    )
+
+
+# A resource a front end put into a prompt (`trio_agents.acp._prompt`, whose tests pin this
+# format): in a title it is only its name, as the editor showed it (`@file.py`).
+_RESOURCE = re.compile(r'<resource uri="([^"]*)"(?: unread="[^"]*")?(?:/>|>.*?</resource>)', re.S)
+
+
+def title_of(prompt: str) -> str:
+    """A prompt as a title: its words on one line, each resource it carries as `@name`, at
+    most TITLE_LENGTH characters (a longer one is cut at a word and ends with an
+    ellipsis)."""
+    named = _RESOURCE.sub(lambda found: "@" + _last_part(found[1]), prompt)
+    line = " ".join(named.split())
+    if len(line) <= TITLE_LENGTH:
+        return line
+    cut = line[: TITLE_LENGTH - 1]
+    space = cut.rfind(" ")
+    # A word longer than half the title is cut inside, rather than leaving a stub.
+    return (cut[:space] if space > TITLE_LENGTH // 2 else cut) + "\u2026"
+
+
+def _last_part(uri: str) -> str:
+    path = uri.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    return path.rsplit("/", 1)[-1] or uri
+
+
+def header_cwd(header: Mapping[str, Any]) -> str | None:
+    cwd = header.get("cwd")
+    return cwd if isinstance(cwd, str) else None
 
 
 class SessionStore(abc.ABC):
@@ -82,7 +139,8 @@ class SessionStore(abc.ABC):
     A subclass implements `flush` and `list_sessions` and the private `_attach`,
     `_appended`, `_read` and `_append_durably`; `running`, `_claim`, `_release`,
     `_detached` and `_check_running` are hooks with do-nothing defaults. A session is
-    stored from its first record on: one that never recorded anything leaves no trace.
+    stored from its first record on, or from `persist`: one that never recorded anything
+    and was not persisted leaves no trace.
     """
 
     class _LiveEntry:
@@ -225,6 +283,24 @@ class SessionStore(abc.ABC):
         CorruptSessionError for damaged records (a store that validates them)."""
         return await self._read(session_id) is not None
 
+    async def persist(self, session: Session) -> None:
+        """Store live `session` now, even before its first record, and return once it is
+        durable: from then on it is listed, `exists` is True, and it can be loaded and
+        resumed (empty). With records already appended, the same as `flush`.
+
+        Always a checkpoint. Raises ValueError if `session` is not live in this store, and
+        what `flush` raises. A subclass stores a session with no records by overriding
+        `_persist`; one that does not (a store written before `persist` existed) keeps its
+        sessions from their first record only, and `persist` is then `flush`.
+        """
+        if self._live.get(session.id) is not session:
+            raise ValueError(f"session {session.id!r} is not live in {self!r}; enter it first")
+        await self._persist(session)
+
+    async def _persist(self, session: Session) -> None:
+        """Write `session`'s header (if not yet written) and its records durably."""
+        await self.flush(session)
+
     @abc.abstractmethod
     async def flush(self, session: Session) -> None:
         """Return once every record appended to `session` so far is durable.
@@ -278,12 +354,13 @@ class SessionStore(abc.ABC):
 class MemoryStore(SessionStore):
     """Keeps everything in memory: nothing touches the disk, and a session can be resumed
     for as long as the store object lives. As in every store, a session is stored from its
-    first record on: one that never recorded anything leaves no trace."""
+    first record on (or from `persist`): one that never recorded anything leaves no trace."""
 
     def __init__(self) -> None:
         super().__init__()
         self._data: dict[str, tuple[Mapping[str, Any], list[Record]]] = {}
         self._headers: dict[str, Mapping[str, Any]] = {}
+        self._updated: dict[str, float] = {}  # session id -> time of its last write
 
     def __repr__(self) -> str:
         return f"<MemoryStore {len(self._data)} sessions>"
@@ -296,10 +373,19 @@ class MemoryStore(SessionStore):
         self._headers.pop(session.id, None)
 
     def _appended(self, session: Session, record: Record) -> None:
+        self._stored(session)[1].append(record)
+        self._updated[session.id] = time.time()
+
+    def _stored(self, session: Session) -> tuple[Mapping[str, Any], list[Record]]:
         stored = self._data.get(session.id)
         if stored is None:
             stored = self._data[session.id] = (self._headers.pop(session.id), [])
-        stored[1].append(record)
+            self._updated[session.id] = time.time()
+        return stored
+
+    async def _persist(self, session: Session) -> None:
+        self._stored(session)
+        await trio.lowlevel.checkpoint()
 
     def _committed_all(self, session: Session) -> bool:
         return True  # a record is stored as it is appended
@@ -318,9 +404,13 @@ class MemoryStore(SessionStore):
     async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
         await trio.lowlevel.checkpoint()
         self._data[stored.id][1].extend(records)
+        self._updated[stored.id] = time.time()
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every stored session, oldest first. Always a checkpoint."""
         await trio.lowlevel.checkpoint()
-        infos = [summarize(sid, header, recs) for sid, (header, recs) in self._data.items()]
-        return sorted(infos, key=lambda info: info.created_at)
+        infos = [
+            summarize(sid, header, recs, self._updated.get(sid))
+            for sid, (header, recs) in self._data.items()
+        ]
+        return sorted(infos, key=lambda info: (info.created_at, info.id))

@@ -77,6 +77,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     header TEXT NOT NULL,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS updates (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+    at REAL NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS records (
     session_id TEXT NOT NULL REFERENCES sessions(id),
     seq INTEGER NOT NULL,
@@ -85,6 +89,15 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 """
+
+
+# When the store last wrote a session. Records carry no time; the store keeps its own, in a
+# table of its own, so that a file written before it existed is the same format (the table is
+# created at the next writable open; a session not written since reads as created then).
+_TOUCH: Final = (
+    "INSERT INTO updates (session_id, at) VALUES (?, ?) "
+    "ON CONFLICT (session_id) DO UPDATE SET at = excluded.at"
+)
 
 
 def _when_unlocked(statement: Any) -> None:
@@ -140,6 +153,8 @@ class SqliteStore(SessionStore):
         self._lock = trio.Lock()
         self._pending: list[tuple[Session, int, Record]] = []
         self._headers: dict[str, Mapping[str, Any]] = {}  # sessions whose row is not written
+        self._persisting: set[str] = set()  # sessions whose row is wanted without records
+        self._rows: set[str] = set()  # sessions read here that have their row
         self._committed: dict[str, int] = {}  # session id -> records durable
         self._wake = trio.Event()
         self._progress = trio.lowlevel.ParkingLot()
@@ -319,7 +334,8 @@ class SqliteStore(SessionStore):
 
     def _attach(self, session: Session) -> None:
         self._committed.setdefault(session.id, len(session))
-        if len(session) == 0:
+        # A persisted session resumed before its first record has no records but a row.
+        if len(session) == 0 and session.id not in self._rows:
             self._headers[session.id] = session.header
 
     # -- claims against other processes -------------------------------------------------
@@ -336,6 +352,7 @@ class SqliteStore(SessionStore):
             release(self.path, session_id, fd)
 
     def _detached(self, session: Session) -> None:
+        self._rows.discard(session.id)
         # Records still queued (a flush that timed out) need their header row and their
         # commit count: forget them only once nothing of this session is pending.
         if not any(pending is session for pending, _, _ in self._pending):
@@ -349,6 +366,20 @@ class SqliteStore(SessionStore):
 
     def _committed_all(self, session: Session) -> bool:
         return self._committed.get(session.id, len(session)) >= len(session)
+
+    async def _persist(self, session: Session) -> None:
+        """The writer writes the header row in its next batch, records or not; a busy lock
+        is retried there as for any batch."""
+        while session.id in self._headers:
+            if self._writer_error is not None:
+                raise StoreBrokenError(
+                    f"the store cannot write any more: {self._writer_error}"
+                ) from self._writer_error
+            self._check_running()
+            self._persisting.add(session.id)
+            self._wake.set()
+            await self._progress.park()
+        await self.flush(session)
 
     async def flush(self, session: Session) -> None:
         """Have the writer commit now, and return once every record appended to `session`
@@ -381,11 +412,12 @@ class SqliteStore(SessionStore):
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            while self._pending:
+            while self._pending or self._persisting:
                 # Records stay queued until their batch commits: one the lock refused is
                 # tried again, with every record appended meanwhile.
                 batch = list(self._pending)
-                headers = {s.id: self._headers[s.id] for s, _, _ in batch if s.id in self._headers}
+                wanted = {s.id for s, _, _ in batch} | self._persisting
+                headers = {sid: self._headers[sid] for sid in wanted if sid in self._headers}
                 self._flush_wanted = False
                 try:
                     await self._db(self._write_batch, headers, batch, doing="write")
@@ -405,6 +437,7 @@ class SqliteStore(SessionStore):
                 del self._pending[: len(batch)]
                 for sid in headers:
                     self._headers.pop(sid, None)
+                self._persisting.difference_update(wanted)
                 for session, seq, _ in batch:
                     self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
                 self._progress.unpark_all()
@@ -417,6 +450,7 @@ class SqliteStore(SessionStore):
     ) -> None:
         assert self._conn is not None
         conn = self._conn
+        now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         try:
             for sid, header in headers.items():
@@ -428,6 +462,9 @@ class SqliteStore(SessionStore):
                 "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
                 [(s.id, seq, rec.type, json.dumps(rec.to_json()["data"])) for s, seq, rec in batch],
             )
+            conn.executemany(
+                _TOUCH, [(sid, now) for sid in {*headers, *(s.id for s, _, _ in batch)}]
+            )
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -436,7 +473,10 @@ class SqliteStore(SessionStore):
     # -- reads --------------------------------------------------------------------------
 
     async def _read(self, session_id: str) -> StoredSession | None:
-        return await self._db(self._read_sync, session_id)  # type: ignore[no-any-return]
+        stored: StoredSession | None = await self._db(self._read_sync, session_id)
+        if stored is not None and not stored.records:
+            self._rows.add(session_id)  # see `_attach`
+        return stored
 
     def _read_sync(self, session_id: str) -> StoredSession | None:
         assert self._conn is not None
@@ -493,6 +533,7 @@ class SqliteStore(SessionStore):
                     for i, rec in enumerate(records)
                 ],
             )
+            conn.execute(_TOUCH, (stored.id, time.time()))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -508,10 +549,14 @@ class SqliteStore(SessionStore):
     def _list_sync(self) -> list[SessionInfo]:
         assert self._conn is not None
         infos: list[SessionInfo] = []
-        rows = self._conn.execute(
-            "SELECT id, created_at FROM sessions ORDER BY created_at, id"
-        ).fetchall()
-        for sid, created_at in rows:
+        # A read-only store written before update times were kept has no `updates` table.
+        query = (
+            "SELECT id, created_at, at FROM sessions LEFT JOIN updates ON session_id = id"
+            if _has_updates(self._conn)
+            else "SELECT id, created_at, NULL FROM sessions"
+        )
+        rows = self._conn.execute(f"{query} ORDER BY created_at, id").fetchall()
+        for sid, created_at, updated_at in rows:
             try:
                 stored = self._read_sync(sid)
             except CorruptSessionError as exc:
@@ -519,11 +564,22 @@ class SqliteStore(SessionStore):
                     "SELECT COUNT(*), COALESCE(SUM(type = ?), 0) FROM records WHERE session_id = ?",
                     (TURN_START, sid),
                 ).fetchone()
-                infos.append(SessionInfo(sid, float(created_at), count, turns, None, str(exc)))
+                last = float(updated_at if updated_at is not None else created_at)
+                infos.append(
+                    SessionInfo(
+                        sid, float(created_at), count, turns, None, str(exc), updated_at=last
+                    )
+                )
                 continue
             assert stored is not None
-            infos.append(summarize(sid, stored.header, stored.records))
+            when = None if updated_at is None else float(updated_at)
+            infos.append(summarize(sid, stored.header, stored.records, when))
         return infos
+
+
+def _has_updates(conn: sqlite3.Connection) -> bool:
+    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'updates'"
+    return conn.execute(query).fetchone() is not None
 
 
 def _text(raw: bytes) -> str | bytes:

@@ -36,8 +36,8 @@ class AcpSeeded:
 def _update_after_cancel() -> None:
     settle = AcpServer._settle  # pyright: ignore[reportPrivateUsage]
 
-    async def late(self: Any, request_id: Any, session: Any, prompt: Any, message_id: Any) -> None:
-        await settle(self, request_id, session, prompt, message_id)
+    async def late(self: Any, request_id: Any, session: Any, prompt: Any) -> None:
+        await settle(self, request_id, session, prompt)
         if prompt.cancel_requested:
             # A last chunk the stream had buffered, sent after the answer.
             self._update(session.id, _mapping.agent_text_update("...and one more thing"))
@@ -173,12 +173,12 @@ def _sticky_cancel() -> None:
         cancel(self, params)
 
     def admit_cancelled(self: Any, params: Any) -> Any:
-        session, prompt, message_id = admit(self, params)
+        session, prompt = admit(self, params)
         if session.id in pending:
             pending.discard(session.id)
             prompt.cancel_requested = True
             session.handle.agent.cancel("stale session/cancel", cause="user")
-        return session, prompt, message_id
+        return session, prompt
 
     AcpServer._cancel = remembered  # type: ignore[method-assign]
     AcpServer._admit = admit_cancelled  # type: ignore[method-assign]

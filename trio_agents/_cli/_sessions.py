@@ -1,8 +1,9 @@
 """`trio-agents sessions`: look at the sessions stored in a SQLite store file.
 
-`list` prints one line per session; `show` prints one session's records, in order, exactly as
-stored. Both only read: `show` uses `SessionStore.load`, not `restore`, so looking at a
-session a crash left open does not append the closers that resuming it would. A store path
+`list` prints one line per session, its title (its first prompt) last; `show` prints one
+session's records, in order, exactly as stored. Both only read: `show` uses
+`SessionStore.load`, not `restore`, so looking at a session a crash left open does not
+append the closers that resuming it would. A store path
 that does not exist is an error, not an empty store: opening it would create the file, and
 a mistyped `--store` should not quietly leave a new database behind.
 
@@ -97,11 +98,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def format_info(info: SessionInfo) -> tuple[str, str, str, str, str]:
-    """The columns of one `list` line."""
+def format_info(info: SessionInfo) -> tuple[str, str, str, str, str, str]:
+    """The columns of one `list` line (the title last: "-" before the first prompt)."""
     created = datetime.fromtimestamp(info.created_at, tz=UTC).isoformat(timespec="seconds")
     last = "damaged" if info.damage is not None else info.last_end or "-"
-    return info.id, created, str(info.records), str(info.turns), last
+    return info.id, created, str(info.records), str(info.turns), last, info.title or "-"
 
 
 def format_record(seq: int, type: str, data: Any, as_json: bool = False) -> str:
@@ -116,7 +117,7 @@ def _print_list(infos: Sequence[SessionInfo], path: Path, out: TextIO, err: Text
         # On stderr, so that a script reading stdout sees no sessions, not a message.
         print(f"trio-agents sessions: no sessions in {path}", file=err)
         return 0
-    header = ("SESSION", "CREATED (UTC)", "RECORDS", "TURNS", "LAST END")
+    header = ("SESSION", "CREATED (UTC)", "RECORDS", "TURNS", "LAST END", "TITLE")
     rows = [header, *(format_info(info) for info in infos)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     for row in rows:

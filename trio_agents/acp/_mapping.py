@@ -37,10 +37,10 @@ from ._jsonrpc import JsonRpcError
 __all__ = [
     "PROTOCOL_VERSION",
     "agent_text_update",
+    "available_commands_update",
     "config_option_update",
     "current_mode_update",
     "initialize_result",
-    "prompt_text",
     "require_cwd",
     "require_session_id",
     "stop_reason",
@@ -62,7 +62,8 @@ def initialize_result(version: str) -> dict[str, Any]:
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "sessionCapabilities": {"list": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "version": version},
@@ -96,33 +97,6 @@ def require_cwd(params: Mapping[str, Any]) -> str:
     return os.path.normpath(cwd)
 
 
-def prompt_text(params: Mapping[str, Any]) -> str:
-    """The prompt's content blocks as one text. Text and resource links are accepted (a link
-    becomes a line naming it); images, audio and embedded resources were not advertised."""
-    blocks = params.get("prompt")
-    if not isinstance(blocks, list) or not blocks:
-        raise JsonRpcError.invalid_params("prompt must be a non-empty list of content blocks")
-    parts: list[str] = []
-    for index, block in enumerate(blocks):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        if not isinstance(block, dict):
-            raise JsonRpcError.invalid_params(f"prompt[{index}] must be an object")
-        content: dict[str, Any] = block  # pyright: ignore[reportUnknownVariableType]
-        kind = content.get("type")
-        if kind == "text" and isinstance(content.get("text"), str):
-            parts.append(content["text"])
-        elif kind == "resource_link" and isinstance(content.get("uri"), str):
-            name = content.get("name", "")
-            parts.append(f'\n[resource_link name="{name}" uri="{content["uri"]}"]\n')
-        else:
-            raise JsonRpcError.invalid_params(
-                f"prompt[{index}]: content of type {kind!r} is not supported; send text"
-            )
-    text = "".join(parts)
-    if not text.strip():
-        raise JsonRpcError.invalid_params("empty prompt")
-    return text
-
-
 # -- updates -----------------------------------------------------------------------------
 
 
@@ -140,6 +114,20 @@ def current_mode_update(mode: str) -> dict[str, Any]:
 
 def config_option_update(options: list[dict[str, Any]]) -> dict[str, Any]:
     return {"sessionUpdate": "config_option_update", "configOptions": options}
+
+
+def available_commands_update(
+    commands: Sequence[tuple[str, str, str | None]],
+) -> dict[str, Any]:
+    """The commands a session's model understands, from (name, description, input hint)."""
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [
+            {"name": name, "description": description}
+            | ({"input": {"hint": hint}} if hint is not None else {})
+            for name, description, hint in commands
+        ],
+    }
 
 
 def tool_kind(name: str) -> str:

@@ -121,6 +121,10 @@ class SwitchableModel:
         self._model(name)
         self._current = name
 
+    def active(self) -> Model:
+        """The model the session uses now (made at its first use)."""
+        return self._model(self._current)
+
     def _model(self, name: str) -> Model:
         made = self._made.get(name)
         if made is None:

@@ -41,6 +41,7 @@ from .._errors import (
 )
 from .._events import Event, TextStreamed, ToolStarted
 from .._model import Model
+from .._model_offline import COMMANDS, OfflineModel
 from .._options import AgentOptions
 from .._records import Record
 from .._registry import AgentHandle
@@ -48,11 +49,14 @@ from .._runtime import Runtime
 from .._shell_tools import BashTools
 from .._util import describe
 from . import _jsonrpc as rpc
+from . import _listing, _params
 from . import _mapping as m
 from . import _modes as modes
+from . import _prompt as p
 from ._client_requests import ClientRequests
 from ._pacing import FRAME_OVERHEAD, OutputBudget, PacedModel
 from ._permissions import AcpApprover
+from ._resources import read_resource
 
 __all__ = ["AcpServer"]
 
@@ -74,18 +78,35 @@ _Outgoing = bytes | _Text
 
 @dataclass
 class _Prompt:
-    first_record: int  # the session's length when it was sent: its turn's records follow
+    parts: list[p.Block]
+    first_record: int = 0  # the session's length when it was sent: its turn's records follow
+    message_id: str | None = None  # None until it is sent (its links read)
     cancel_requested: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A result, and the updates that follow it (the session must be known to the client
+    before it hears about it)."""
+
+    result: Any
+    session_id: str
+    updates: list[dict[str, Any]]
+
+
 class _Session:
-    __slots__ = ("handle", "id", "prompt", "settings", "stop_observing")
+    __slots__ = ("cwd", "handle", "id", "prompt", "settings", "stop_observing")
 
     def __init__(
-        self, handle: AgentHandle, settings: modes.Settings, stop_observing: Callable[[], None]
+        self,
+        handle: AgentHandle,
+        cwd: str,
+        settings: modes.Settings,
+        stop_observing: Callable[[], None],
     ) -> None:
         self.handle = handle
         self.id = handle.agent.id
+        self.cwd = cwd  # its files are the ones a prompt's resource links may read
         self.prompt: _Prompt | None = None
         self.settings = settings
         self.stop_observing = stop_observing
@@ -249,15 +270,26 @@ class AcpServer:
             logger.warning("bad frame: %s", message.detail)
             if message.answer:
                 self._send(rpc.encode_error(message.id, message.code, message.detail))
-        elif isinstance(message, rpc.Request) and message.method == "session/prompt":
-            # Admitted here, synchronously, so a session/cancel read right after it (even in
-            # the same read) finds the prompt in flight and its turn started.
+            return
+        if isinstance(message, rpc.Request | rpc.Notification):
             try:
-                session, prompt, message_id = self._admit(message.params)
+                _params.check(message.method, message.params)
+            except rpc.JsonRpcError as exc:
+                if isinstance(message, rpc.Request):
+                    self._send(rpc.encode_error(message.id, exc.code, exc.detail))
+                else:
+                    logger.warning("%s ignored: %s", message.method, exc.detail)
+                return
+        if isinstance(message, rpc.Request) and message.method == "session/prompt":
+            # Admitted here, synchronously, so a session/cancel read right after it (even in
+            # the same read) finds the prompt in flight and, unless it has links to read
+            # first, its turn started.
+            try:
+                session, prompt = self._admit(message.params)
             except rpc.JsonRpcError as exc:
                 self._send(rpc.encode_error(message.id, exc.code, exc.detail))
             else:
-                prompts.start_soon(self._settle, message.id, session, prompt, message_id)
+                prompts.start_soon(self._settle, message.id, session, prompt)
         elif isinstance(message, rpc.Request):
             others.start_soon(self._answer, message)
         elif isinstance(message, rpc.Notification):
@@ -312,7 +344,12 @@ class AcpServer:
             logger.exception("%s failed", request.method)
             self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, describe(exc)))
         else:
-            self._send_result(request.id, result)
+            if isinstance(result, _Answer):
+                self._send_result(request.id, result.result)
+                for update in result.updates:
+                    self._update(result.session_id, update)
+            else:
+                self._send_result(request.id, result)
 
     def _send_result(self, request_id: rpc.RequestId, result: Any) -> None:
         try:
@@ -336,6 +373,8 @@ class AcpServer:
         if method in ("session/set_mode", "session/set_config_option"):
             await trio.lowlevel.checkpoint()
             return self._configure(method, params)
+        if method == "session/list":
+            return await self._list_sessions(params)
         await trio.lowlevel.checkpoint()
         raise rpc.JsonRpcError(rpc.METHOD_NOT_FOUND, f"this agent does not implement {method!r}")
 
@@ -356,7 +395,7 @@ class AcpServer:
             raise rpc.JsonRpcError.invalid_params(f"unknown session: {sid}")
         return session
 
-    async def _new_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _new_session(self, params: Mapping[str, Any]) -> _Answer:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
         sid = str(uuid.uuid4())
@@ -370,15 +409,27 @@ class AcpServer:
             approval=self._approval(sid, settings),
         )
         try:
+            # Stored before the client hears of it, so a session/load from another process
+            # finds it before its first prompt, and session/list shows it (D200).
+            await self._runtime.sessions.persist(handle.agent.session)
             self._check_not_closed("session/new")
-        except rpc.JsonRpcError:
+        except BaseException:
             with trio.CancelScope(shield=True):
                 await handle.aclose()
             raise
-        self._install(handle, settings)
-        return {"sessionId": handle.agent.id, **settings.advertised()}
+        self._install(handle, cwd, settings)
+        sid = handle.agent.id
+        answer = {"sessionId": sid, **settings.advertised()}
+        return _Answer(answer, sid, _commands(settings.model.active()))
 
-    async def _load_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _list_sessions(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        infos = await self._runtime.sessions.list_sessions()
+        for info in infos:
+            if info.damage is not None:
+                logger.warning("session/list leaves out a damaged session: %s", info.damage)
+        return _listing.page([info for info in infos if info.damage is None], params)
+
+    async def _load_session(self, params: Mapping[str, Any]) -> _Answer:
         self._check_open("session/load")
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
@@ -415,7 +466,7 @@ class AcpServer:
                 for record in handle.agent.session.records:
                     for update in m.updates_for_record(record, replay=True):
                         self._update(sid, update)
-                self._install(handle, settings)
+                self._install(handle, cwd, settings)
             except BaseException:
                 with trio.CancelScope(shield=True):
                     await handle.aclose()  # whatever went wrong, no agent is left behind
@@ -423,7 +474,7 @@ class AcpServer:
             await trio.lowlevel.checkpoint()
         finally:
             self._loading.discard(sid)
-        return settings.advertised()
+        return _Answer(settings.advertised(), sid, _commands(settings.model.active()))
 
     def _check_not_closed(self, method: str) -> None:
         if self._closed:
@@ -431,10 +482,10 @@ class AcpServer:
             # since the teardown never saw it.
             raise rpc.JsonRpcError.internal(f"connection closed during {method}")
 
-    def _install(self, handle: AgentHandle, settings: modes.Settings) -> None:
+    def _install(self, handle: AgentHandle, cwd: str, settings: modes.Settings) -> None:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
-        self._sessions[sid] = _Session(handle, settings, stop)
+        self._sessions[sid] = _Session(handle, cwd, settings, stop)
 
     # -- modes and models ---------------------------------------------------------------------
 
@@ -453,38 +504,65 @@ class AcpServer:
         switched = settings.configure(method, params)
         if switched == modes.MODE_CONFIG:
             self._update(session.id, m.current_mode_update(settings.policy.mode))
+        else:
+            # The commands a session offers are its model's: a switch may add or drop them.
+            commands = COMMANDS if isinstance(settings.model.active(), OfflineModel) else ()
+            self._update(session.id, m.available_commands_update(commands))
         options = settings.config_options()
         if method == "session/set_mode":
             self._update(session.id, m.config_option_update(options))
             return {}
         return {"configOptions": options}
 
-    def _admit(self, params: Mapping[str, Any]) -> tuple[_Session, _Prompt, str]:
-        """Check a prompt, take the session's one slot and send it to the agent."""
+    def _admit(self, params: Mapping[str, Any]) -> tuple[_Session, _Prompt]:
+        """Check a prompt, take the session's one slot and, unless it has links to read
+        first, send it to the agent."""
         self._check_open("session/prompt")
         session = self._require(params)
         if session.prompt is not None:
             raise rpc.JsonRpcError.invalid_params(
                 f"a prompt is already in flight for session {session.id}"
             )
-        text = m.prompt_text(params)
+        prompt = _Prompt(p.blocks(params))
+        if not p.has_links(prompt.parts):
+            self._send_prompt(session, prompt, p.compose(prompt.parts, {}))
+        session.prompt = prompt
+        return session, prompt
+
+    def _send_prompt(self, session: _Session, prompt: _Prompt, text: str) -> None:
         agent = session.handle.agent
-        first_record = len(agent.session)
+        prompt.first_record = len(agent.session)
         try:
-            message_id = agent.send(text)
+            prompt.message_id = agent.send(text)
         except AgentClosedError as exc:
             raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
-        session.prompt = prompt = _Prompt(first_record)
-        return session, prompt, message_id
 
-    async def _settle(
-        self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt, message_id: str
-    ) -> None:
-        """Answer the prompt once its agent has settled (every update is queued by then) and
-        the store has committed every record of its turn (rule L9). The commit is the
-        store's batch: prompts settling together share it."""
+    async def _read_links(self, session: _Session, prompt: _Prompt) -> str:
+        read: dict[str, str] = {}
+        for part in prompt.parts:
+            if isinstance(part, p.Link) and part.uri not in read:
+                read[part.uri] = await read_resource(session, part.uri)
+        return p.compose(prompt.parts, read)
+
+    async def _settle(self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt) -> None:
+        """Send the prompt if its links had to be read first, then answer it once its agent
+        has settled (every update is queued by then) and the store has committed every
+        record of its turn (rule L9). The commit is the store's batch: prompts settling
+        together share it."""
         agent = session.handle.agent
         try:
+            if prompt.message_id is None:
+                text = await self._read_links(session, prompt)
+                if prompt.cancel_requested:
+                    # Cancelled (or the connection closed) while its links were read: it
+                    # never reaches the agent.
+                    self._send_result(request_id, {"stopReason": "cancelled"})
+                    return
+                try:
+                    self._send_prompt(session, prompt, text)
+                except rpc.JsonRpcError as exc:
+                    self._send(rpc.encode_error(request_id, exc.code, exc.detail))
+                    return
             await agent.wait_idle()
             try:
                 await self._runtime.sessions.flush(agent.session)
@@ -496,9 +574,10 @@ class AcpServer:
                 return
         finally:
             session.prompt = None
+        assert prompt.message_id is not None
         outcome = m.stop_reason(
             agent.session.records_since(prompt.first_record),
-            message_id,
+            prompt.message_id,
             cancel_requested=prompt.cancel_requested,
         )
         if isinstance(outcome, rpc.JsonRpcError):
@@ -531,6 +610,11 @@ class AcpServer:
         elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
             # Emitted after the call's record (already queued as `pending`) and its approval.
             self._update(event.agent_id, m.tool_started_update(event.call_id))
+
+
+def _commands(model: Model) -> list[dict[str, Any]]:
+    """The updates that advertise `model`'s commands: the offline model's slash commands."""
+    return [m.available_commands_update(COMMANDS)] if isinstance(model, OfflineModel) else []
 
 
 def _encode(frames: list[_Outgoing]) -> bytes:

@@ -43,6 +43,7 @@ RESPONSES: dict[str, type[pydantic.BaseModel]] = {
     "authenticate": schema.AuthenticateResponse,
     "session/new": schema.NewSessionResponse,
     "session/load": schema.LoadSessionResponse,
+    "session/list": schema.ListSessionsResponse,
     "session/prompt": schema.PromptResponse,
 }
 """The result model of each request the client sends."""

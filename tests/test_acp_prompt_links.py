@@ -1,0 +1,68 @@
+"""A prompt whose resource links are still being read (in process, over memory streams):
+a `session/cancel` or the end of input meanwhile answers it `cancelled`, and it never
+reaches the agent (design D204)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import trio
+
+from trio_agents.acp._resources import ResourceScope
+
+from .support.acp_peer import acp_peer
+
+
+class HeldRead:
+    """Stands in for `read_resource`: each read waits until the test releases it."""
+
+    def __init__(self) -> None:
+        self.entered = trio.Event()
+        self.release = trio.Event()
+
+    async def __call__(self, session: ResourceScope, uri: str) -> str:
+        self.entered.set()
+        await self.release.wait()
+        return f"[read {uri}]"
+
+
+@pytest.mark.parametrize("how", ["session/cancel", "end of input"])
+async def test_a_prompt_cancelled_while_its_links_are_read_never_reaches_the_agent(
+    how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    held = HeldRead()
+    monkeypatch.setattr("trio_agents.acp._server.read_resource", held)
+    link = {"type": "resource_link", "uri": (tmp_path / "a.txt").as_uri(), "name": "a.txt"}
+    async with acp_peer() as peer:
+        sid = (await peer.result("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+        agent = peer.runtime.agents.get(sid)
+        assert agent is not None
+        prompt = await peer.start_request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}, link]}
+        )
+        await held.entered.wait()
+        # Its slot is taken while the link is read: a second prompt is refused.
+        second = await peer.request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "y"}]}
+        )
+        assert second["error"]["code"] == -32602
+        if how == "session/cancel":
+            await peer.notify("session/cancel", {"sessionId": sid})
+        else:
+            await peer.close_input()
+        await trio.testing.wait_all_tasks_blocked()
+        held.release.set()
+        assert (await peer.answer(prompt))["result"] == {"stopReason": "cancelled"}
+        assert [r for r in agent.session.records if r.type == "user/message"] == []
+        if how == "session/cancel":
+            # The session goes on: the next prompt with a link is read and runs.
+            after = await peer.result(
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": "z"}, link]},
+            )
+            assert after == {"stopReason": "end_turn"}
+            (user,) = [r for r in agent.session.records if r.type == "user/message"]
+            assert f"[read {link['uri']}]" in user.data["content"]
