@@ -233,6 +233,56 @@ def test_resources_in_a_prompt_reach_the_model(
     asyncio.run(guarded(scenario()))
 
 
+def test_a_client_that_reads_files_is_asked_for_a_links_text(tmp_path: pathlib.Path) -> None:
+    """A client offering `fs.readTextFile` is asked for the text of a link inside the
+    session's directory (its editor may hold unsaved changes); a link outside it is refused
+    without asking, and an error the client answers becomes a note (D230)."""
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    (cwd / "open.py").write_text("as saved on disk\n")
+    (tmp_path / "secret.txt").write_text("outside")
+
+    class ReadingClient(RecordingClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self.capabilities = schema.ClientCapabilities(
+                fs=schema.FileSystemCapabilities(read_text_file=True)
+            )
+            self.asked: list[tuple[str, str]] = []
+
+        async def read_text_file(
+            self, session_id: str, path: str, **kwargs: Any
+        ) -> schema.ReadTextFileResponse:
+            self.asked.append((session_id, path))
+            if path.endswith("gone.py"):
+                raise RequestError(-32002, "no buffer for it")
+            return schema.ReadTextFileResponse(content="as the editor holds it, unsaved\n")
+
+    def link(path: pathlib.Path) -> ResourceContentBlock:
+        return ResourceContentBlock(type="resource_link", name=path.name, uri=path.as_uri())
+
+    async def scenario() -> None:
+        client = ReadingClient()
+        async with server(client, tmp_path / "s.sqlite3") as (conn, _process):
+            sid = await new_session(conn, cwd)
+            blocks: list[Any] = [
+                text_block("look:"),
+                link(cwd / "open.py"),
+                link(cwd / "gone.py"),
+                link(tmp_path / "secret.txt"),
+            ]
+            answer = await conn.prompt(session_id=sid, prompt=blocks)
+            assert answer.stop_reason == "end_turn"
+            seen = client.text(sid)
+            assert "as the editor holds it, unsaved" in seen
+            assert "as saved on disk" not in seen
+            assert "the client could not read it" in seen
+            assert "outside" not in seen.replace("outside the session's directory", "")
+            assert client.asked == [(sid, str(cwd / "open.py")), (sid, str(cwd / "gone.py"))]
+
+    asyncio.run(guarded(scenario()))
+
+
 def test_P13_params_that_do_not_match_the_schema_are_refused_naming_the_field(
     tmp_path: pathlib.Path,
 ) -> None:

@@ -42,6 +42,7 @@ class RecordingClient:
         self.updates: list[tuple[str, Any]] = []
         self.arrived = asyncio.Event()
         self.init: Any = None  # the answer to `initialize`, which `server()` sends first
+        self.capabilities: Any = None  # what `server()` says the client offers
         self.permissions: list[tuple[str, Any, list[PermissionOption]]] = []
         self.on_permission: Callable[[list[PermissionOption]], Awaitable[Any]] = self.allow_once
 
@@ -92,7 +93,9 @@ async def server(
             transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
         ) as (conn, process)
     ):
-        client.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        client.init = await conn.initialize(
+            protocol_version=PROTOCOL_VERSION, client_capabilities=client.capabilities
+        )
         yield conn, process
 
 

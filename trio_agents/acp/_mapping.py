@@ -38,6 +38,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "agent_text_update",
     "available_commands_update",
+    "client_reads_files",
     "config_option_update",
     "current_mode_update",
     "initialize_result",
@@ -71,6 +72,15 @@ def initialize_result(version: str) -> dict[str, Any]:
 
 
 # -- params ------------------------------------------------------------------------------
+
+
+def client_reads_files(params: Mapping[str, Any]) -> bool:
+    """Whether an `initialize` request's client offers `fs/read_text_file`."""
+    capabilities: object = params.get("clientCapabilities")
+    if not isinstance(capabilities, Mapping):
+        return False
+    fs: object = cast("Mapping[str, Any]", capabilities).get("fs")
+    return isinstance(fs, Mapping) and cast("Mapping[str, Any]", fs).get("readTextFile") is True
 
 
 def require_session_id(params: Mapping[str, Any]) -> str:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import os
 import stat
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import trio
 
+from ._jsonrpc import ClientRequestError
 from ._prompt import resource_note, resource_text
 
-__all__ = ["MAX_BYTES", "ResourceScope", "read_resource"]
+__all__ = ["MAX_BYTES", "ClientRead", "ResourceScope", "read_resource"]
 
 MAX_BYTES = 256 * 1024  # a larger file is not given to the model (a note says so)
 
@@ -35,14 +37,34 @@ class ResourceScope(Protocol):
     def cwd(self) -> str: ...
 
 
-async def read_resource(session: ResourceScope, uri: str) -> str:
+ClientRead = Callable[[str], Awaitable[str]]
+"""Reads a file's text through the client (`fs/read_text_file`), given its absolute path."""
+
+
+async def read_resource(
+    session: ResourceScope, uri: str, *, through_client: ClientRead | None = None
+) -> str:
     """The text the model gets for a link to `uri` in `session`: the file's text between
-    markers, or a note saying why it was not read. Always a checkpoint; the read runs in a
-    worker thread."""
+    markers, or a note saying why it was not read. Always a checkpoint.
+
+    With `through_client`, a file inside the session's directory is read by the client,
+    which sees what its editor has open, unsaved changes included (design D230); an error
+    it answers becomes a note. Without, the server reads it, in a worker thread."""
     path = _local_path(uri)
     if path is None:
         await trio.lowlevel.checkpoint()
         return resource_note(uri, "only file: links are read")
+    if through_client is not None:
+        # Resolving links touches the disk: in a worker thread, as the local read does.
+        if not await trio.to_thread.run_sync(_inside, session.cwd, path):
+            return resource_note(uri, f"outside the session's directory {session.cwd}")
+        try:
+            given = await through_client(path)
+        except ClientRequestError as exc:
+            return resource_note(uri, f"the client could not read it: {exc}")
+        if len(given.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+            return resource_note(uri, f"more than the {MAX_BYTES} bytes given to the model")
+        return resource_text(uri, given)
     why_not, text = await trio.to_thread.run_sync(_read, session.cwd, path)
     return resource_note(uri, why_not) if text is None else resource_text(uri, text)
 
@@ -54,6 +76,12 @@ def _local_path(uri: str) -> str | None:
         return None
     path = urllib.parse.unquote(parsed.path)
     return path if os.path.isabs(path) else None
+
+
+def _inside(cwd: str, path: str) -> bool:
+    """Whether `path` is inside `cwd`, symbolic links resolved."""
+    root = os.path.realpath(cwd)
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
 
 
 def _read(cwd: str, path: str) -> tuple[str, str | None]:

@@ -26,7 +26,7 @@ import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -56,7 +56,7 @@ from . import _prompt as p
 from ._client_requests import ClientRequests
 from ._pacing import FRAME_OVERHEAD, OutputBudget, PacedModel
 from ._permissions import AcpApprover
-from ._resources import read_resource
+from ._resources import ClientRead, read_resource
 
 __all__ = ["AcpServer"]
 
@@ -160,6 +160,7 @@ class AcpServer:
         self._sessions: dict[str, _Session] = {}
         self._loading: set[str] = set()
         self._closed = False
+        self._client_reads_files = False  # whether `initialize` offered fs.readTextFile
         self._out, self._out_receive = trio.open_memory_channel[_Outgoing](math.inf)
         if max_unwritten < 0:
             raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
@@ -362,6 +363,7 @@ class AcpServer:
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
         if method == "initialize":
             await trio.lowlevel.checkpoint()
+            self._client_reads_files = m.client_reads_files(params)
             return m.initialize_result(self._version)
         if method == "authenticate":
             await trio.lowlevel.checkpoint()
@@ -541,8 +543,32 @@ class AcpServer:
         read: dict[str, str] = {}
         for part in prompt.parts:
             if isinstance(part, p.Link) and part.uri not in read:
-                read[part.uri] = await read_resource(session, part.uri)
+                read[part.uri] = await read_resource(
+                    session, part.uri, through_client=self._client_read(session)
+                )
         return p.compose(prompt.parts, read)
+
+    def _client_read(self, session: _Session) -> ClientRead | None:
+        """How a link is read through the client, if it offered `fs.readTextFile`."""
+        if not self._client_reads_files:
+            return None
+
+        async def read(path: str) -> str:
+            result = await self.client_request(
+                "fs/read_text_file", {"sessionId": session.id, "path": path}
+            )
+            content: object = (
+                cast("Mapping[str, Any]", result).get("content")
+                if isinstance(result, Mapping)
+                else None
+            )
+            if not isinstance(content, str):
+                raise rpc.ClientRequestError(
+                    "fs/read_text_file", rpc.INTERNAL_ERROR, "its answer has no text", answered=True
+                )
+            return content
+
+        return read
 
     async def _settle(self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt) -> None:
         """Send the prompt if its links had to be read first, then answer it once its agent
