@@ -34,7 +34,28 @@ from trio_agents import (
 from trio_agents.testing import ScriptedModel, reply, tool_step
 from trio_agents.testing._approver import HeldApprover
 
-from .test_write_ahead import GatedCommits
+
+class GatedCommits(MemoryStore):
+    """Stores records at once, but counts them committed only through `flush`, which waits
+    while `gate` is set to an unset Event (as tests/test_write_ahead.py's does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: trio.Event | None = None
+        self.commits = 0
+        self._done: dict[str, int] = {}
+
+    def _committed_all(self, session: Session) -> bool:
+        return self._done.get(session.id, 0) >= len(session)
+
+    async def flush(self, session: Session) -> None:
+        target = len(session)
+        self.commits += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+        self._done[session.id] = max(self._done.get(session.id, 0), target)
 
 
 class Probe:
