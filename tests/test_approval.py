@@ -31,6 +31,7 @@ from trio_agents import (
     open_agent,
     open_runtime,
 )
+from trio_agents._record_shape import shape_problem
 from trio_agents.testing import ScriptedModel, reply, tool_step
 from trio_agents.testing._approver import HeldApprover
 
@@ -395,9 +396,24 @@ async def test_a17_an_always_answer_holds_for_the_tool_for_the_rest_of_the_sessi
             ("probe", outcome, "remembered"),
             ("other", "allow_once", "approver"),
         ]
+        if outcome == "reject_always":
+            last = [r for r in of(agent.session.records, "tool/result") if r.get("rejected")][-1]
+            assert last["content"] == (
+                "a standing decision of this session rejected the call to 'probe'; it did not "
+                "run (an earlier answer for this tool in this session)"
+            )
         ran = 2 if outcome == "allow_always" else 0
         assert len(probe.calls) == ran
         assert len(other.calls) == 1
+
+
+def test_a17_a_stored_approval_without_its_tool_is_damage_not_a_crash_on_resume() -> None:
+    # Records are checked as they are read (D164): resuming never meets a tool/approval it
+    # cannot take the tool's answer from.
+    whole = {"call_id": "c", "tool": "bash", "decision": "allow_always", "by": "user"}
+    assert shape_problem("tool/approval", whole) is None
+    assert shape_problem("tool/approval", {**whole, "tool": None}) == "its 'tool' is not text"
+    assert shape_problem("tool/approval", {"call_id": "c"}) == "it has no 'tool'"
 
 
 async def test_a17_a_policy_that_does_not_remember_asks_every_time() -> None:
