@@ -34,7 +34,7 @@ from ._reference import Outcome
 __all__ = ["APPROVER_FAILURE", "ApprovalWindow", "takes_approval"]
 
 # What the machine's approver may answer; `fail` makes it raise (the call is rejected).
-ANSWERS = ("allow_once", "allow_always", "reject_once", "reject_always", "cancel", "fail")
+ANSWERS = ("allow_always", "cancel", "reject_once", "allow_once", "reject_always", "fail")
 APPROVER_FAILURE = "the machine's approver failed on purpose"
 STEP_TIMEOUT = 100.0  # the agent machine's `step_timeout`, when it is set
 
@@ -83,40 +83,30 @@ class ApprovalWindow(AgentChecks):
 
     # -- rules ---------------------------------------------------------------------------
 
-    @precondition(
-        lambda self: (
-            self.ref.asks and self.ref.status != "closed" and self.ref.phase in (None, "model")
-        )
-    )
-    @rule(then=st.one_of(st.none(), st.sampled_from((*ANSWERS, "slowly", "race"))))
-    def call_gated_tool(self, then: str | None) -> None:
+    @precondition(lambda self: _can_ask(self))
+    @rule()
+    def call_gated_tool(self) -> None:
         """Bring the agent to a call waiting for its decision: send a prompt unless a turn
-        runs, then let the model ask for the tool; with `then`, decide it at once, or
-        `slowly` (a whole `step_timeout` passes first, A18), or in a `race` with a cancel
-        (A15). A random program seldom gets there (it needs a send and a tool reply in a
-        row, then a decision before anything else ends the wait), so it is a rule of its
-        own."""
+        runs, then let the model ask for the tool. A random program seldom gets there (it
+        needs a send and a tool reply in a row), so it is a rule of its own; the decision is
+        left pending, for a cancel, a close or time to land meanwhile."""
         if self.ref.turn is None:
             self.send()
         if self.ref.phase == "model":
             self.release_model("tool")
-        if then is None or self.ref.phase != "approval":
-            return
-        if then == "slowly":
-            if self.has.step_timeout:
-                self.time_passes(STEP_TIMEOUT)
-                self._check_waiting()
-            then = "allow_once"
-        if then == "race" and self.has.same_batch_races and self.explore_schedules:
-            self.race_decision_and_cancel("allow_once", decision_first=True)
-        elif then != "race":
-            self.decide(then)
 
-    @precondition(lambda self: self.ref.phase == "approval")
-    @rule(outcome=st.sampled_from(ANSWERS))
-    def decide(self, outcome: str) -> None:
-        """Answer the call waiting for a decision: allow or reject it, once or for the
-        session, cancel the turn, or fail (the call is rejected: fail closed)."""
+    @precondition(lambda self: self.ref.phase == "approval" or _can_ask(self))
+    @rule(outcome=st.sampled_from(ANSWERS), slowly=st.booleans())
+    def decide(self, outcome: str, slowly: bool) -> None:
+        """Answer the call waiting for a decision (brought to its wait first, if none
+        waits): allow or reject it, once or for the session, cancel the turn, or fail (the
+        call is rejected: fail closed). `slowly`: a whole `step_timeout` passes first,
+        which the wait must not count (A18)."""
+        if not self._at_a_gated_call():
+            return
+        if slowly and self.has.step_timeout:
+            self.time_passes(STEP_TIMEOUT)
+            self._check_waiting()
         call_id, approver = self._held_call()
         if outcome == "fail":
             answer: object = RuntimeError(APPROVER_FAILURE)
@@ -127,17 +117,25 @@ class ApprovalWindow(AgentChecks):
         self._asking = None
         self.host.run_sync(approver.answer, answer, call_id)
         self.host.settle()
+        # Before the reference moves on: an agent that got the decision wrong is off the
+        # reference's path from here, and its records say how.
+        self._check_approval_records(self.records)
         self.ref.decide("reject_once" if outcome == "fail" else cast("Outcome", outcome))
 
     @precondition(
         lambda self: (
-            self.ref.phase == "approval" and self.has.same_batch_races and self.explore_schedules
+            (self.ref.phase == "approval" or _can_ask(self))
+            and self.has.same_batch_races
+            and self.explore_schedules
         )
     )
     @rule(outcome=st.sampled_from(ANSWERS[:5]), decision_first=st.booleans())
     def race_decision_and_cancel(self, outcome: Outcome, decision_first: bool) -> None:
-        """A decision and a cancel from two tasks started in the same scheduler batch: the
-        approver's task runs only after both, so the cancel wins either way (A15)."""
+        """A decision and a cancel from two tasks started in the same scheduler batch (at a
+        call brought to its wait first, if none waits): the approver's task runs only after
+        both, so the cancel wins either way (A15)."""
+        if not self._at_a_gated_call():
+            return
         call_id, approver = self._held_call()
         before = (self._ref_pending(), self.ref.status)
         ran: list[bool] = []
@@ -153,11 +151,23 @@ class ApprovalWindow(AgentChecks):
                 for op in (answer, cancel) if decision_first else (cancel, answer):
                     nursery.start_soon(op)
 
+        # The cancel wins: the decision must leave nothing (checked before the reference
+        # moves on, as in `decide`).
+        self._ended_waiting.add(call_id)
+        self._asking = None
         self.host.call(both)
         self._raise_observed()
         self.host.settle()
+        self._check_approval_records(self.records)
         expected = self.ref.cancel("race", "user")
         self._check_cancel(ran[0], expected, before, "cancel() racing a decision")
+
+    def _at_a_gated_call(self) -> bool:
+        """Whether a call waits for its decision, after bringing one to its wait if none
+        did (False: an armed listener's cancel ended the turn on the way)."""
+        if self.ref.phase != "approval":
+            self.call_gated_tool()
+        return self.ref.phase == "approval"
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -177,6 +187,10 @@ class ApprovalWindow(AgentChecks):
             # The wait ended without a decision of the machine: a cancel, a close, a race.
             self._ended_waiting.add(self._asking)
             self._asking = None
+        self._check_approval_records(records)
+        self._check_waiting()
+
+    def _check_approval_records(self, records: Sequence[Record]) -> None:
         gate = cast("MachineGate", self.gate)
         ran = [
             (context.call_id, at)
@@ -185,7 +199,6 @@ class ApprovalWindow(AgentChecks):
         problem = approval_problem(records, self.expected_approvals, ran, self._ended_waiting)
         if problem is not None:
             problem[0].fail(problem[1])
-        self._check_waiting()
 
     def _check_waiting(self) -> None:
         """The approver holds a request exactly while the reference waits for a decision."""
@@ -229,3 +242,9 @@ def _end(records: Sequence[Record]) -> str:
         if record.type == "turn/end":
             return f"its turn ended {dict(record.data['reason'])}"
     return "its turn is still open"
+
+
+def _can_ask(machine: ApprovalWindow) -> bool:
+    """Whether `call_gated_tool` can bring the agent to a call waiting for its decision."""
+    ref = machine.ref
+    return ref.asks and ref.status != "closed" and ref.phase in (None, "model")

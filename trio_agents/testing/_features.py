@@ -190,7 +190,7 @@ GATES: dict[str, Gate] = {
     ),
     "close_while_cancelling": Gate(("cancel_then_close",), (), (TURN_END_REASON, WAIT_IDLE_CLOSED)),
     "approval": Gate(
-        ("the approval option", "decide", "race_decision_and_cancel"),
+        ("the approval option", "call_gated_tool", "decide", "race_decision_and_cancel"),
         (
             APPROVAL_BEFORE_RUN,
             REJECTED_CALL_ANSWERED,
