@@ -252,7 +252,9 @@ _STEERING = {"one-send-one-turn", "steering-delivered", "steering-never-lost"}
         (builtin_agent_factory, Features(steering_at_step_limit="answer"), _STEERING),
         (
             builtin_agent_factory,
-            Features(cancel_after_final_answer="completed"),
+            # Not asking: the approval window's examples do not reach this design's window,
+            # and its rules' share of the budget would shift with every change to them.
+            Features(cancel_after_final_answer="completed", approval=False),
             {"turn-end-reason"},
         ),
     ],
@@ -262,8 +264,8 @@ def test_a_design_other_than_the_declared_one_fails(
 ) -> None:
     # A fixed seed rather than derandomised: the same examples every run either way, and
     # the derandomised sample of this budget misses the window of a cancel after the final
-    # answer since the approval window joined the machine (seed 1 finds it, as it finds it
-    # in 4 of 8 seeds, as before).
+    # answer since the approval window joined the machine (D185; seed 1 finds it, as 6 of 8
+    # seeds do).
     machine = agent_machine_for(factory, features)  # type: ignore[arg-type]
     budget = agent_settings(settings(FOUND_IS_CAUGHT, derandomize=False))
     report = _run("agent", machine, budget, 1, None, features)
@@ -314,7 +316,7 @@ def test_a_reproduction_carries_the_features_given_to_the_run(tmp_path: pathlib.
         builtin_agent_factory,
         seed=1,
         max_examples=150,
-        features=Features(cancel_after_final_answer="completed"),
+        features=Features(cancel_after_final_answer="completed", approval=False),
     )
     assert report.program is not None, describe_failure(report.failure)
     assert "    features = Features(" in report.program
