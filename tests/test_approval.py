@@ -311,6 +311,22 @@ async def test_a15_a_cancel_while_a_decision_is_pending_ends_the_wait_at_once() 
         assert probe.calls == []
 
 
+async def test_a15_a_close_while_a_decision_is_pending_ends_the_wait() -> None:
+    approver, probe = HeldApprover(), Probe()
+    model = ScriptedModel([tool_step(("probe", {}))])
+    async with open_agent(model, tools=[probe], approval=asking(approver)) as agent:
+        agent.send("go")
+        await settle()
+        (call_id,) = approver.pending
+    # Leaving the block closed the agent while the approver was asked.
+    assert approver.cancelled == [call_id]
+    records = agent.session.records
+    assert of(records, "tool/approval") == []
+    assert of(records, "tool/result")[0]["interrupted"] is True
+    assert of(records, "turn/end")[-1]["reason"] == {"kind": "closed"}
+    assert probe.calls == []
+
+
 @pytest.mark.parametrize("decision_first", [True, False], ids=["decision-first", "cancel-first"])
 @pytest.mark.parametrize("outcome", ["allow_once", "reject_always", "cancel"])
 async def test_a15_a_decision_racing_a_cancel_is_ignored(

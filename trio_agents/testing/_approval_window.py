@@ -1,7 +1,7 @@
 """The agent machine's approval window (A14-A18): an agent that asks before every tool call,
 an approver the machine answers (`decide`), and a decision racing a cancel in one scheduler
-batch. A cancel, a close or a step timeout while a decision is pending come from the
-machine's other rules.
+batch. A cancel, a close, a listener's cancel or time passing while a decision is pending
+come from the machine's other rules.
 
 `AgentMachine` runs these with its other rules; its docstring lists the state they use.
 """
