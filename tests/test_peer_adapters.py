@@ -129,6 +129,14 @@ def _prompt_lost(program: str) -> bool:
     return "state.arm(event='TurnStarted')" in program and sends >= 2
 
 
+# openai-agents' other A12 loss (conformance.md's findings): a cancel while a tool call runs
+# leaves only the user message in its session, so the next request never learns of the call.
+def _tool_call_lost(program: str) -> bool:
+    """Whether the shrunk program is that one: a tool reply, then a cancel, then a prompt."""
+    after = program.partition("state.release_model(answer='tool')")[2]
+    return bool(after) and ("race_cancel_and_send(" in after or "state.cancel(" in after)
+
+
 def _verdict_in_a_fresh_process(module: str) -> tuple[str, str, str, str]:
     """`_verdict` of `module`'s factory, in a process of its own: in the full suite, state
     that earlier tests leave in this process (Hypothesis's among it) changed what the
@@ -202,7 +210,9 @@ def test_openai_agents_verdict() -> None:
 
     violation, program = _verdict(factory)
     assert (violation.property.rule, violation.property.name) == ("A12", "request-history")
-    assert _prompt_lost(program), program
+    # Which of its two A12 losses the bounded run meets first moves with the machine's
+    # rules (the approval window's draw moved it): either is the documented finding.
+    assert _prompt_lost(program) or _tool_call_lost(program), program
 
 
 def test_openai_agents_forgets_a_tool_call_cancelled_mid_call() -> None:

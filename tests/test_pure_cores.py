@@ -54,6 +54,7 @@ PURE_MODULES = [
     "testing/_history",
     "testing/_observer",
     "testing/_features",
+    "testing/_approval_checks",
     "testing/_acp/_wire",
     "testing/_acp/_procs",
     "testing/_acp/_properties",

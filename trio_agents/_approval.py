@@ -230,9 +230,20 @@ def approval_record(request: ApprovalRequest, decision: Decision) -> dict[str, A
     return data
 
 
+# How the model is told who rejected a call, for the `by`s the library itself writes.
+_WHO: Final = {
+    "user": "the user",
+    "acp-client": "the user",
+    "terminal": "the user",
+    "policy": "the approval policy",
+    "approver": "the approver",
+    "remembered": "a standing decision of this session",
+}
+
+
 def rejection_text(request: ApprovalRequest, decision: Decision) -> str:
     """What the model is told when a call is rejected."""
-    who = "the user" if decision.by in ("user", "acp-client", "terminal") else decision.by
+    who = _WHO.get(decision.by, decision.by)
     text = f"{who} rejected the call to {request.tool!r}; it did not run"
     if decision.note:
         text += f" ({decision.note})"

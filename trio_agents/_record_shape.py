@@ -19,6 +19,7 @@ from ._records import (
     MESSAGE_RECORD_TYPES,
     STEP_END,
     STEP_START,
+    TOOL_APPROVAL,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -64,6 +65,8 @@ _FIELDS: Final[dict[str, tuple[tuple[str, _Kind], ...]]] = {
     ASSISTANT_MESSAGE: (("content", _TEXT),),
     TOOL_CALL: (("call_id", _TEXT), ("name", _TEXT), ("arguments", _ANY)),
     TOOL_RESULT: (("call_id", _TEXT), ("content", _TEXT), ("is_error", _FLAG)),
+    # A resumed agent takes up its "always" answers from these (rule A17).
+    TOOL_APPROVAL: (("call_id", _TEXT), ("tool", _TEXT), ("decision", _TEXT), ("by", _TEXT)),
     **{kind: (("id", _TEXT), ("content", _TEXT)) for kind in MESSAGE_RECORD_TYPES},
 }
 

@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from trio_agents import (
     Agent,
     AgentOptions,
+    Approval,
     Event,
     EventBus,
     MessageId,
@@ -74,10 +75,20 @@ Factory = Callable[
 
 def factory_for(cls: type[Agent], features: Features | None) -> Factory:
     def factory(
-        model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
+        model: Model,
+        tools: Sequence[Tool],
+        events: EventBus,
+        options: AgentOptions,
+        approval: Approval | None = None,
     ) -> AbstractAsyncContextManager[Agent]:
         return open_agent(
-            model, tools=tools, events=events, options=options, session="v", agent_class=cls
+            model,
+            tools=tools,
+            events=events,
+            options=options,
+            session="v",
+            agent_class=cls,
+            approval=approval,
         )
 
     factory.__name__ = cls.__name__

@@ -80,12 +80,19 @@ class MachineModel(ScriptedModel):
 
 
 class MachineGate(GateTool):
-    """A GateTool that takes a few checkpoints to stop when cancelled."""
+    """A GateTool that notes how many records the session held when each call reached it
+    (`record_counts`, from `records`), and takes a few checkpoints to stop when cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: Callable[[], int] = lambda: 0
+        self.record_counts: list[int] = []
 
     async def __call__(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> ToolResult | str:
-        """`GateTool.__call__`, stopping slowly when cancelled."""
+        """`GateTool.__call__`, noting the record count first and stopping slowly."""
+        self.record_counts.append(self.records())
         try:
             return await super().__call__(arguments, context)
         except trio.Cancelled:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
 from .._agent import Agent
+from .._approval import Approval, ApprovalPolicy
 from .._events import (
     Event,
     EventBus,
@@ -52,6 +53,8 @@ from ._agent_properties import (
 )
 from ._agent_verify import summarize_turns
 from ._agent_windows import AgentWindows
+from ._approval_window import STEP_TIMEOUT, takes_approval
+from ._approver import HeldApprover
 from ._features import Features, features_of
 from ._history import history_problems
 from ._machine import machine_for, rule
@@ -70,7 +73,6 @@ __all__ = [
     "summarize_turns",
 ]
 
-STEP_TIMEOUT = 100.0  # trio seconds; time only passes in the `time_passes` rule
 # A close ends what a program can explore: it is enabled only once this many steps ran.
 CLOSE_AFTER = 12
 
@@ -83,9 +85,13 @@ def agent_settings(settings: Settings) -> Settings:
 
 
 def builtin_agent_factory(
-    model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
+    model: Model,
+    tools: Sequence[Tool],
+    events: EventBus,
+    options: AgentOptions,
+    approval: Approval | None = None,
 ) -> AbstractAsyncContextManager[Agent]:
-    return open_agent(model, tools=tools, events=events, options=options)
+    return open_agent(model, tools=tools, events=events, options=options, approval=approval)
 
 
 class AgentMachine(AgentWindows):
@@ -108,6 +114,10 @@ class AgentMachine(AgentWindows):
     replies: what each model call was let stream, in call order.
     outputs: what each tool call returned, by call id.
     has: the `Features` the agent is checked on; a rule of a missing one never runs.
+    approver: the HeldApprover the agent asks before each tool call, in an example drawn
+        to ask (None otherwise, or for an agent without `approval`).
+    expected_approvals: per tool call of an asking agent, the (decision, by) its
+        `tool/approval` record must hold, or None while (or if never) decided.
     """
 
     factory: ClassVar[AgentFactory] = staticmethod(builtin_agent_factory)
@@ -147,6 +157,10 @@ class AgentMachine(AgentWindows):
         self._idle_cancelled = False  # the last cancel had nothing to cancel
         self._closed_waits: list[str | None] = []  # per waiter of the close: what it saw
         self._requests_checked = 0
+        self.approver: HeldApprover | None = None
+        self.expected_approvals: dict[str, tuple[str, str] | None] = {}
+        self._asking: str | None = None  # the call the approver should hold, if any
+        self._ended_waiting: set[str] = set()  # calls whose wait ended without a decision
         self._quiet = QuietListenerFailures()
         logging.getLogger("trio_agents.events").addFilter(self._quiet)
 
@@ -161,11 +175,16 @@ class AgentMachine(AgentWindows):
         max_steps=st.one_of(st.none(), st.integers(1, 3)),
         step_timeout=st.sampled_from([None, STEP_TIMEOUT]),
         scheduler=st.random_module(),
+        ask=st.booleans(),
     )
-    def open_agent(self, max_steps: int | None, step_timeout: float | None, scheduler: Any) -> None:
+    def open_agent(
+        self, max_steps: int | None, step_timeout: float | None, scheduler: Any, ask: bool = False
+    ) -> None:
         """`scheduler` reseeds trio's scheduler randomness (registered with Hypothesis), so
         the order of tasks in a batch is part of the example: explored, shrunk, replayed.
-        A printed reproduction passes our `RandomSeeder` to do the same outside Hypothesis."""
+        A printed reproduction passes our `RandomSeeder` to do the same outside Hypothesis.
+        With `ask`, the agent is given an Approval that asks the machine's approver before
+        every tool call (A14-A18)."""
         if isinstance(scheduler, RandomSeeder):
             scheduler.apply()
         has = self.has
@@ -173,18 +192,27 @@ class AgentMachine(AgentWindows):
         # programs of a full agent and of one without it are drawn alike).
         max_steps = max_steps if has.max_steps else None
         step_timeout = step_timeout if has.step_timeout else None
+        factory: Any = type(self).factory
+        approval: dict[str, Approval] = {}
+        if has.approval and not takes_approval(factory):
+            type(self).stats["without approval"] = 1  # checked without it, as if declared
+        elif ask and has.approval:
+            self.approver = HeldApprover()
+            approval["approval"] = Approval(ApprovalPolicy(), self.approver)
         self.ref = AgentReference(
             max_steps=max_steps,
             step_timeout=step_timeout,
             steering_at_step_limit=has.steering_at_step_limit,
             cancel_after_final_answer=has.cancel_after_final_answer,
+            asks=bool(approval),
         )
         options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
-        factory = type(self).factory
         self.agent = self._start_service(
-            lambda: factory(self.model, [self.gate], self.bus, options)
+            lambda: factory(self.model, [self.gate], self.bus, options, **approval)
         )
         self.model.records = lambda: len(self.agent.session.records)
+        gate: Any = self.gate
+        gate.records = self.model.records
         self.host.settle()
 
     def _history(self) -> Hashable | None:
@@ -297,6 +325,7 @@ class AgentMachine(AgentWindows):
         else:
             step = tool_step(ToolCall(f"call-{n}", self.gate.name, {}))
             streamed.calls.append(f"call-{n}")
+            self._note_call(f"call-{n}")
         streamed.finished = True
         self.host.run_sync(self.model.release, step)
         self.host.settle()
@@ -332,7 +361,9 @@ class AgentMachine(AgentWindows):
         self.ref.time_passes(seconds)
 
     @precondition(
-        lambda self: self.has.steer and self.ref.phase is not None and self._turn_can_end_here()
+        lambda self: (
+            self.has.steer and self.ref.phase in ("model", "tool") and self._turn_can_end_here()
+        )
     )
     @rule()
     def steer_as_the_turn_ends(self) -> None:

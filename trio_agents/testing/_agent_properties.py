@@ -1,4 +1,4 @@
-"""The agent machine's properties: one named check per thing rules A1-A13 of the contract
+"""The agent machine's properties: one named check per thing rules A1-A18 of the contract
 say, each quoting the rule in its words. A pure module: no trio, no Hypothesis."""
 
 from __future__ import annotations
@@ -172,6 +172,49 @@ TOOL_CALLS_RUN = _agent(
     "the tool calls a model reply asks for run in that step, and the turn waits for them "
     "before its next model call",
 )
+APPROVAL_BEFORE_RUN = _agent(
+    "A14",
+    "approval-before-run",
+    "a call the policy gates runs only once allowed: the tool never receives a call without "
+    "a `tool/approval` record allowing it, recorded before the call starts",
+)
+REJECTED_CALL_ANSWERED = _agent(
+    "A14",
+    "rejected-call-answered",
+    "a rejected call (by the approver, a remembered answer, or failing closed) never runs: it "
+    "gets one `tool/result` with `is_error` and `rejected`, and the turn goes on",
+)
+ONE_APPROVAL_RECORD = _agent(
+    "A14",
+    "one-approval-record",
+    "each call decided on has exactly one `tool/approval` record, with the decision and who "
+    "made it, before its result; a call not yet decided has none",
+)
+CANCEL_ENDS_APPROVAL_WAIT = _agent(
+    "A15",
+    "cancel-ends-approval-wait",
+    "a cancel while a decision is pending ends the wait at once: the call gets an "
+    "`interrupted` result and never runs, and a decision arriving after the cancel is "
+    "ignored: no `tool/approval` record",
+)
+CANCEL_DECISION_ABORTS = _agent(
+    "A16",
+    "cancel-decision-aborts",
+    "a `cancel` decision is recorded and ends the turn `aborted` with reason `approval "
+    "cancelled` and cause `user`, as `cancel()` would; the call gets an `interrupted` result",
+)
+ALWAYS_REMEMBERED = _agent(
+    "A17",
+    "always-remembered",
+    "after an `allow_always` or `reject_always` decision, the tool's later calls in the "
+    "session are decided without asking, each recorded `by: remembered`",
+)
+APPROVAL_WAIT_UNTIMED = _agent(
+    "A18",
+    "approval-wait-untimed",
+    "waiting for a decision does not count against `step_timeout`; the step's own time "
+    "before and after the wait does",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     STATUS_AFTER_SEND,
@@ -201,5 +244,12 @@ PROPERTIES: tuple[Property, ...] = (
     REQUEST_HISTORY,
     RECORDS_COMPLETE,
     TOOL_CALLS_RUN,
+    APPROVAL_BEFORE_RUN,
+    REJECTED_CALL_ANSWERED,
+    ONE_APPROVAL_RECORD,
+    CANCEL_ENDS_APPROVAL_WAIT,
+    CANCEL_DECISION_ABORTS,
+    ALWAYS_REMEMBERED,
+    APPROVAL_WAIT_UNTIMED,
 )
 """Every property of the agent machine, by rule."""

@@ -307,6 +307,7 @@ class AgentChecks(ConformanceMachine):
             not (problems := history_problems(records)),
             lambda: f"the history is invalid: {'; '.join(problems)}",
         )
+        self._check_approvals(records)
         self._check_fates(records)
         if self._observed_late:
             prop, happened = self._observed_late[0]
@@ -359,6 +360,9 @@ class AgentChecks(ConformanceMachine):
                 f"{self.ref.waiting} should be, as the agent should be {self._describe()}"
             ),
         )
+
+    def _check_approvals(self, records: Sequence[Record]) -> None:
+        """The approval window's checks (A14-A18); `ApprovalWindow` has them."""
 
     def _check_listener_errors(self, records: Sequence[Record]) -> None:
         for record in records:

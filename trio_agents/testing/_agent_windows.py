@@ -1,7 +1,7 @@
 """The agent machine's rules that act inside the agent rather than between its steps:
 one-shot listeners armed at an event (the pre-step, pre-model and continuation windows, the
 replacement-turn race, a raising listener) and `cancel` and `send` raced in one scheduler
-batch.
+batch; the approval window's rules come from `ApprovalWindow`.
 
 `AgentMachine` runs these with its other rules; its docstring lists the state they use.
 """
@@ -28,7 +28,7 @@ from .._events import (
 from .._status import AgentStatus
 from ._agent_harness import LISTENER_FAILURE
 from ._agent_properties import STATUS_AFTER_SEND
-from ._agent_verify import AgentChecks
+from ._approval_window import ApprovalWindow
 from ._machine import rule
 
 __all__ = ["RAISING_AT", "AgentWindows"]
@@ -45,7 +45,7 @@ RAISING_AT: dict[str, type] = {
 }
 
 
-class AgentWindows(AgentChecks):
+class AgentWindows(ApprovalWindow):
     """The rules inside the agent's windows (see `AgentMachine`)."""
 
     explore_schedules: ClassVar[bool]

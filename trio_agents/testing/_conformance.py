@@ -201,8 +201,9 @@ def _run(
     features: Features | None = None
     if issubclass(machine, AgentMachine):
         features = machine.features or Features()
-        # An agent without `pending` is checked without it, as if it declared none.
-        absent = ["pending"] if stats.get("without pending") else []
+        # An agent without `pending` (a factory without `approval`) is checked without it,
+        # as if it declared none.
+        absent = [name for name in ("pending", "approval") if stats.get(f"without {name}")]
         checked, skipped, narrowed = coverage(own, features, absent=absent)
     else:
         checked, skipped, narrowed = tuple(own), (), ()

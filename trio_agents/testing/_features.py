@@ -15,7 +15,12 @@ from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
 from ._agent_properties import (
+    ALWAYS_REMEMBERED,
+    APPROVAL_BEFORE_RUN,
+    APPROVAL_WAIT_UNTIMED,
+    CANCEL_DECISION_ABORTS,
     CANCEL_EFFECTIVE,
+    CANCEL_ENDS_APPROVAL_WAIT,
     CANCEL_ORDER,
     CLOSED_REFUSES,
     CONTEXT_NEXT_STEP,
@@ -23,8 +28,10 @@ from ._agent_properties import (
     INJECT_NEVER_WAKES,
     LISTENER_ERRORS_CONTAINED,
     NO_MODEL_CALL_AFTER_CANCEL,
+    ONE_APPROVAL_RECORD,
     ONE_SEND_ONE_TURN,
     PARTIAL_REPLY_KEPT,
+    REJECTED_CALL_ANSWERED,
     REQUEST_HISTORY,
     SEND_AFTER_CANCEL_RUNS,
     STEERING_DELIVERED,
@@ -72,6 +79,9 @@ class Features:
     pending: the agent has `pending`, the `(message id, kind)` pairs it holds.
     same_batch_races: `cancel` and `send` may run in one scheduler batch.
     close_while_cancelling: a close may land while a cancelled turn unwinds.
+    approval: the factory takes `approval=` (an `Approval`) and the agent asks before the
+        calls its policy gates (A14-A18). A factory without an `approval` parameter is
+        checked without it, as if it declared none.
     steering_at_step_limit: steering left when `max_steps` ends a turn is `requeue`d as the
         next prompt (A3), or `answer`ed by one more model step beyond the limit, after which
         the turn ends `max_steps` (steering that arrives during that step is re-queued).
@@ -91,6 +101,7 @@ class Features:
     pending: bool = True
     same_batch_races: bool = True
     close_while_cancelling: bool = True
+    approval: bool = True
     steering_at_step_limit: SteeringAtStepLimit = "requeue"
     cancel_after_final_answer: CancelAfterFinalAnswer = "aborted"
 
@@ -160,7 +171,7 @@ GATES: dict[str, Gate] = {
     ),
     "step_timeout": Gate(
         ("the step_timeout option", "time_passes"),
-        (),
+        (APPROVAL_WAIT_UNTIMED,),
         (TURN_END_REASON, STEERING_NEVER_LOST, PARTIAL_REPLY_KEPT),
     ),
     "max_steps": Gate(("the max_steps option",), (), (TURN_END_REASON, STEERING_NEVER_LOST)),
@@ -172,8 +183,24 @@ GATES: dict[str, Gate] = {
         (),
         (CANCEL_ORDER, CANCEL_EFFECTIVE, DELIVERED_ONCE, ONE_SEND_ONE_TURN, STEERING_NEVER_LOST),
     ),
-    "same_batch_races": Gate(("race_cancel_and_send",), (SEND_AFTER_CANCEL_RUNS,)),
+    "same_batch_races": Gate(
+        ("race_cancel_and_send", "race_decision_and_cancel"),
+        (SEND_AFTER_CANCEL_RUNS,),
+        (CANCEL_ENDS_APPROVAL_WAIT,),
+    ),
     "close_while_cancelling": Gate(("cancel_then_close",), (), (TURN_END_REASON, WAIT_IDLE_CLOSED)),
+    "approval": Gate(
+        ("the approval option", "call_gated_tool", "decide", "race_decision_and_cancel"),
+        (
+            APPROVAL_BEFORE_RUN,
+            REJECTED_CALL_ANSWERED,
+            ONE_APPROVAL_RECORD,
+            CANCEL_ENDS_APPROVAL_WAIT,
+            CANCEL_DECISION_ABORTS,
+            ALWAYS_REMEMBERED,
+            APPROVAL_WAIT_UNTIMED,
+        ),
+    ),
 }
 """Feature -> what it gates; every feature of `Features` has an entry."""
 

@@ -2,8 +2,9 @@
 
 It describes the agent only at rest: after every operation the real agent is driven until
 every task is blocked, at which point it is IDLE, or RUNNING and held at the model's gate,
-or RUNNING and held in a tool. In that world the API rules (A1-A8) determine the state
-exactly, which this class computes without any concurrency. No trio, no Hypothesis.
+in a tool, or (an agent that asks before acting) waiting for its approver's decision. In
+that world the API rules (A1-A8, A14-A18) determine the state exactly, which this class
+computes without any concurrency. No trio, no Hypothesis.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Literal
 
 __all__ = ["AgentReference", "StepSummary", "TurnSummary"]
 
-Phase = Literal["model", "tool"]
+Phase = Literal["model", "tool", "approval"]
+Outcome = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancel"]
 Fate = Literal["pending", "delivered", "discarded"]
 
 
@@ -45,13 +47,17 @@ class AgentReference:
         next prompt, or `answer`ed by one more step beyond the limit (D91).
     cancel_after_final_answer: a cancel after the model's final answer (a StepEnded
         listener's) ends the turn `aborted`, or the answer stands: `completed` (D92).
+    asks: the agent asks an approver before every tool call (A14-A18).
+    remembered: the session's "always" answer for the tool (`allow`, `reject`), or None.
     clock: trio time; it only moves in `time_passes`.
-    step_started_at: the clock when the current step called the model.
+    step_started_at: the clock when the current step called the model, moved on by the
+        time its call waited for a decision (A18).
+    asked_at: the clock when the held call began to wait for its decision.
     status: `idle`, `running` or `closed`.
     queue: the ids of the queued prompts, in order.
     step_input: (id, kind) of the steering and context the next step will claim.
     turns: every turn so far, the last one open while it runs.
-    phase: where the running turn is held: `model`, `tool`, or None.
+    phase: where the running turn is held: `model`, `tool`, `approval`, or None.
     requests: how many model calls were made.
     fate: each message id's fate: `pending`, `delivered` or `discarded`.
     kind: each message id's kind as accepted: `prompt`, `steering` or `context`.
@@ -70,13 +76,17 @@ class AgentReference:
         step_timeout: float | None = None,
         steering_at_step_limit: Literal["requeue", "answer"] = "requeue",
         cancel_after_final_answer: Literal["aborted", "completed"] = "aborted",
+        asks: bool = False,
     ) -> None:
         self.max_steps = max_steps
         self.step_timeout = step_timeout
         self.steering_at_step_limit = steering_at_step_limit
         self.cancel_after_final_answer = cancel_after_final_answer
+        self.asks = asks
+        self.remembered: Literal["allow", "reject"] | None = None
         self.clock = 0.0  # trio time; it only moves in `time_passes`
         self.step_started_at = 0.0
+        self.asked_at = 0.0
         self.status: Literal["idle", "running", "closed"] = "idle"
         self.queue: list[str] = []
         self.step_input: list[tuple[str, Literal["steering", "context"]]] = []
@@ -172,11 +182,17 @@ class AgentReference:
 
     def release_model(self, reply: Literal["text", "tool"]) -> None:
         """The held model call answers with text (the step ends, and the turn too unless
-        steering waits) or with a tool call (the step holds in the tool). Asserts that the
+        steering waits) or with a tool call (the step holds in the tool; an agent that asks
+        holds for the decision instead, unless the session remembers one). Asserts that the
         model is held."""
         assert self.phase == "model", "the model is not held"
         if reply == "tool":
             self.phase = "tool"
+            if self.asks and self.remembered == "reject":
+                self.finish_tool()  # rejected without asking: the step ends (A17)
+            elif self.asks and self.remembered is None:
+                self.phase = "approval"
+                self.asked_at = self.clock
             return
         self.phase = None
         steering = any(kind == "steering" for _, kind in self.step_input)
@@ -197,14 +213,32 @@ class AgentReference:
             self._next_step_or_max()
         self._advance()
 
+    def decide(self, outcome: Outcome) -> None:
+        """The approver answers the held call: allowed, it runs (held in the tool); rejected,
+        the step ends as if the tool had returned; `cancel` cancels the turn as `cancel()`
+        does (A16). An "always" answer is remembered for the session (A17). The step's clock
+        runs on from where the wait stopped it (A18). Asserts that a decision is awaited."""
+        assert self.phase == "approval", "no call waits for a decision"
+        if outcome == "cancel":
+            self.cancel("approval cancelled", "user")
+            return
+        self.step_started_at += self.clock - self.asked_at
+        if outcome.endswith("_always"):
+            self.remembered = "allow" if outcome == "allow_always" else "reject"
+        self.phase = "tool"
+        if outcome.startswith("reject"):
+            self.finish_tool()
+
     def time_passes(self, seconds: float) -> None:
         """Trio time jumps forward by `seconds`: a held step whose `step_timeout` expired in
         that interval is aborted when the jump lands (at most one: the next step starts
-        then, at the end of the interval, so its deadline lies beyond it)."""
+        then, at the end of the interval, so its deadline lies beyond it). A call waiting
+        for its decision stops the step's clock (A18)."""
         end = self.clock + seconds
         self.clock = end
         timeout = self.step_timeout
-        if timeout is not None and self.phase is not None and self.step_started_at + timeout <= end:
+        timed = self.phase in ("model", "tool")
+        if timeout is not None and timed and self.step_started_at + timeout <= end:
             self.phase = None
             if not self._step_ended():
                 self._end_turn({"kind": "aborted", "reason": "step-timeout", "cause": "timeout"})

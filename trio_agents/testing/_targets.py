@@ -107,7 +107,8 @@ AgentFactory = Callable[
     [Model, Sequence[Tool], EventBus, AgentOptions], AbstractAsyncContextManager[AgentSurface]
 ]
 """Opens an agent: `factory(model, tools, events, options)` is an async context manager
-yielding an `AgentSurface`; leaving it closes the agent."""
+yielding an `AgentSurface`; leaving it closes the agent. A factory that also takes an
+`approval=` keyword (an `Approval`) is given one in the agent machine's asking examples."""
 
 RuntimeFactory = Callable[[SessionStore], AbstractAsyncContextManager[RuntimeSurface]]
 """Opens a runtime over a store: `factory(store)` is an async context manager yielding a

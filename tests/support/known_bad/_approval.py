@@ -1,0 +1,199 @@
+"""Known-bad agents of the approval window (A14-A18): each is the real agent with one seeded
+defect in how it passes a call through the approval gate. `_Gate` is a copy of the real
+gate (`_approval_gate.decide` and `Agent._approved`) whose flags each seed one mistake."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import ClassVar
+
+import trio
+
+from trio_agents import (
+    Agent,
+    AgentOptions,
+    Approval,
+    ApprovalRequest,
+    Decision,
+    EventBus,
+    Model,
+    Tool,
+    open_agent,
+)
+from trio_agents._approval import approval_record, rejection_text
+from trio_agents._model import ToolCall
+from trio_agents._turn import Turn, commit
+from trio_agents._util import describe
+
+from ._seeded import Seeded
+
+
+class _Gate(Agent):
+    """The real gate, with one flag flipped by each subclass."""
+
+    __slots__ = ()
+
+    runs_rejected: ClassVar[bool] = False  # a rejected call runs all the same
+    cancel_is_failure: ClassVar[bool] = False  # a cancel while asking reads as a failure
+    checks_cancel_after_answer: ClassVar[bool] = True
+    cancel_decision_rejects: ClassVar[bool] = False
+    remembers: ClassVar[bool] = True
+    stops_clock: ClassVar[bool] = True
+
+    async def _ask(self, approval: Approval, request: ApprovalRequest, turn: Turn) -> Decision:
+        if self.stops_clock:
+            turn.stop_step_clock()
+        try:
+            try:
+                answer: object = await approval.approver(request)
+            except Exception as exc:
+                return Decision("reject_once", by="approver", note=f"it failed: {describe(exc)}")
+            except trio.Cancelled:
+                if not self.cancel_is_failure:
+                    raise
+                return Decision("reject_once", by="approver", note="it failed: Cancelled")
+        finally:
+            if self.stops_clock:
+                turn.restart_step_clock()
+        if not isinstance(answer, Decision):  # pyright: ignore[reportUnnecessaryIsInstance]
+            return Decision("reject_once", by="approver", note="not a Decision")
+        if self.checks_cancel_after_answer:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        return answer
+
+    async def _decide(
+        self, approval: Approval, request: ApprovalRequest, turn: Turn
+    ) -> Decision | None:
+        try:
+            verdict = approval.policy.verdict(request)
+        except Exception as exc:
+            return Decision("reject_once", by="policy", note=f"the policy failed: {exc!r}")
+        if verdict == "allow":
+            return None
+        decision = approval.settled(request, verdict)
+        if decision is None:
+            decision = await self._ask(approval, request, turn)
+            if self.remembers:
+                approval.remember(request, decision)
+        return decision
+
+    async def _approved(self, approval: Approval, turn: Turn, step: int, call: ToolCall) -> bool:
+        request = ApprovalRequest(
+            self.id, call.call_id, turn.number, step, call.name, call.arguments
+        )
+        decision = await self._decide(approval, request, turn)
+        if decision is None:
+            return True
+        self._append("tool/approval", approval_record(request, decision))  # pyright: ignore[reportPrivateUsage]
+        if decision.outcome == "cancel" and not self.cancel_decision_rejects:
+            self.cancel("approval cancelled", cause="user")
+            await trio.lowlevel.checkpoint()
+        if not decision.allows and not self.runs_rejected:
+            self._append(  # pyright: ignore[reportPrivateUsage]
+                "tool/result",
+                {
+                    "call_id": call.call_id,
+                    "content": rejection_text(request, decision),
+                    "is_error": True,
+                    "rejected": True,
+                },
+            )
+            return False
+        await commit(self.session, f"the approval of tool call {call.call_id!r}")
+        return True
+
+
+class RejectedCallRuns(_Gate):
+    """(A14) A rejection is recorded, but the call runs anyway."""
+
+    __slots__ = ()
+    runs_rejected = True
+
+
+class ApprovalCancelTakenAsRejection(_Gate):
+    """(A15) A cancel while the approver is asked reads as the approver failing: the call
+    is recorded rejected (fail closed, it seems) instead of ending the wait unanswered."""
+
+    __slots__ = ()
+    cancel_is_failure = True
+
+
+class LateDecisionRecorded(_Gate):
+    """(A15) No look at the turn's cancellation once the approver has answered: a decision
+    that arrives in the same scheduler batch as a cancel is recorded (and acted on)."""
+
+    __slots__ = ()
+    checks_cancel_after_answer = False
+
+
+class CancelDecisionRejects(_Gate):
+    """(A16) A `cancel` decision only rejects the call; the turn goes on."""
+
+    __slots__ = ()
+    cancel_decision_rejects = True
+
+
+class AlwaysForgotten(_Gate):
+    """(A17) "Always" answers are recorded but never remembered: the approver is asked
+    again at the tool's next call."""
+
+    __slots__ = ()
+    remembers = False
+
+
+class ApprovalWaitTimed(_Gate):
+    """(A18) The step's clock runs on while the approver is asked: a person who takes
+    longer than `step_timeout` to answer finds the turn aborted."""
+
+    __slots__ = ()
+    stops_clock = False
+
+
+def asking_factory(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ignore
+    def factory(
+        model: Model,
+        tools: Sequence[Tool],
+        events: EventBus,
+        options: AgentOptions,
+        approval: Approval | None = None,
+    ) -> AbstractAsyncContextManager[Agent]:
+        return open_agent(
+            model,
+            tools=tools,
+            events=events,
+            options=options,
+            session="bad",
+            agent_class=cls,
+            approval=approval,
+        )
+
+    factory.__name__ = cls.__name__
+    return factory
+
+
+rejected_call_runs = asking_factory(RejectedCallRuns)
+approval_cancel_taken_as_rejection = asking_factory(ApprovalCancelTakenAsRejection)
+late_decision_recorded = asking_factory(LateDecisionRecorded)
+cancel_decision_rejects = asking_factory(CancelDecisionRejects)
+always_forgotten = asking_factory(AlwaysForgotten)
+approval_wait_timed = asking_factory(ApprovalWaitTimed)
+
+SEEDED = (
+    Seeded("rejected-call-runs", rejected_call_runs, "agent", "approval-before-run"),
+    Seeded(
+        "approval-cancel-taken-as-rejection",
+        approval_cancel_taken_as_rejection,
+        "agent",
+        "cancel-ends-approval-wait",
+    ),
+    Seeded(
+        "race-late-decision-recorded",
+        late_decision_recorded,
+        "agent",
+        "cancel-ends-approval-wait",
+    ),
+    Seeded("cancel-decision-rejects", cancel_decision_rejects, "agent", "cancel-decision-aborts"),
+    Seeded("always-forgotten", always_forgotten, "agent", "always-remembered"),
+    Seeded("approval-wait-timed", approval_wait_timed, "agent", "approval-wait-untimed"),
+)
