@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import trio
 
-from trio_agents.acp._resources import ResourceScope
+from trio_agents.acp._resources import ClientRead, ResourceScope
 
 from .support.acp_peer import acp_peer
 
@@ -21,7 +21,9 @@ class HeldRead:
         self.entered = trio.Event()
         self.release = trio.Event()
 
-    async def __call__(self, session: ResourceScope, uri: str) -> str:
+    async def __call__(
+        self, session: ResourceScope, uri: str, *, through_client: ClientRead | None = None
+    ) -> str:
         self.entered.set()
         await self.release.wait()
         return f"[read {uri}]"
