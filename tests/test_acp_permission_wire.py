@@ -26,11 +26,12 @@ from trio_agents import (
     TextDelta,
 )
 from trio_agents._cli._model_choice import offered_models
+from trio_agents._records import freeze
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp._client_requests import ClientRequests
 from trio_agents.acp._jsonrpc import ClientRequestError
 from trio_agents.acp._modes import ModePolicy
-from trio_agents.acp._permissions import AcpApprover
+from trio_agents.acp._permissions import AcpApprover, permission_params
 from trio_agents.acp._server import AcpServer
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
@@ -348,3 +349,19 @@ async def test_a_request_left_by_a_cancel_drops_its_late_answer_and_errors_stay_
 
 async def _decide(approver: AcpApprover, request: ApprovalRequest, into: list[Decision]) -> None:
     into.append(await approver(request))
+
+
+def test_a_permission_request_carries_nested_arguments_as_plain_json() -> None:
+    """Recorded arguments are read-only mappings and tuples at every depth: the request
+    holds them as plain JSON, the same `rawInput` the `tool_call` update showed."""
+    arguments = freeze({"command": "ls", "env": {"A": ["1", "2"]}, "ratio": float("nan")})
+    request = ApprovalRequest("s1", "c1", 1, 1, "bash", arguments)
+    params = permission_params("s1", request)
+    frame = json.loads(rpc.encode_request("agent-1", "session/request_permission", params))
+    raw = frame["params"]["toolCall"]["rawInput"]
+    assert isinstance(raw, str)  # not strict JSON (a NaN): its repr, as in tool_call
+    assert "nan" in raw
+    nested = freeze({"env": {"A": ["1"]}})
+    plain = permission_params("s1", ApprovalRequest("s1", "c1", 1, 1, "bash", nested))
+    assert plain["toolCall"]["rawInput"] == {"env": {"A": ["1"]}}
+    schema.RequestPermissionRequest.model_validate(plain)

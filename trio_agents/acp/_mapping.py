@@ -42,6 +42,7 @@ __all__ = [
     "config_option_update",
     "current_mode_update",
     "initialize_result",
+    "json_safe",
     "require_cwd",
     "require_session_id",
     "stop_reason",
@@ -208,7 +209,7 @@ def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
                 "kind": tool_kind(name),
                 # Not running yet: its approval, if it needs one, comes first.
                 "status": "pending",
-                "rawInput": _json_safe(arguments),
+                "rawInput": json_safe(arguments),
             }
         ]
     if record.type == TOOL_RESULT:
@@ -237,7 +238,7 @@ def tool_result_update(record: Record) -> dict[str, Any]:
     }
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """`value` if it is strict JSON (no NaN or Infinity), else its repr."""
     try:
         json.dumps(value, allow_nan=False)

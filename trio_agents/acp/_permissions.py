@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
 from .._approval import ApprovalRequest, Decision, DecisionOutcome
+from .._records import thaw
 from ._jsonrpc import ClientRequestError
-from ._mapping import tool_call_title, tool_kind
+from ._mapping import json_safe, tool_call_title, tool_kind
 
 __all__ = ["BY", "OPTIONS", "AcpApprover", "decision_for", "permission_params"]
 
@@ -39,7 +40,9 @@ ClientRequest = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 def permission_params(session_id: str, request: ApprovalRequest) -> dict[str, Any]:
     """The `RequestPermissionRequest` for one call: the tool call as its `tool_call` update
     showed it (id, title, kind, raw input), still `pending`, and the four options."""
-    arguments = dict(request.arguments)
+    # A deep plain copy (records hold read-only mappings and tuples), strict JSON or its repr,
+    # as in the `tool_call` update the client already has.
+    arguments = thaw(request.arguments)
     return {
         "sessionId": session_id,
         "toolCall": {
@@ -47,7 +50,7 @@ def permission_params(session_id: str, request: ApprovalRequest) -> dict[str, An
             "title": tool_call_title(request.tool, arguments),
             "kind": tool_kind(request.tool),
             "status": "pending",
-            "rawInput": arguments,
+            "rawInput": json_safe(arguments),
         },
         "options": [dict(option) for option in OPTIONS],
     }
