@@ -16,7 +16,8 @@ import trio.testing
 
 from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta, open_runtime
 from trio_agents.acp import AcpServer
-from trio_agents.acp._pacing import FRAME_OVERHEAD, OutputBudget
+from trio_agents.acp._frames import FRAME_OVERHEAD
+from trio_agents.acp._pacing import OutputBudget
 
 LIMIT = 64 * 1024
 CHUNK = 1000

@@ -185,10 +185,10 @@ async def test_arguments_that_are_not_strict_json_never_reach_the_wire() -> None
 
 
 def test_the_writer_merges_a_run_of_text_chunks_of_one_session_and_keeps_the_order() -> None:
-    from trio_agents.acp._server import _encode, _Text  # pyright: ignore[reportPrivateUsage]
+    from trio_agents.acp._frames import Text, encode
 
     other = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
-    wire = _encode([_Text("a", "he"), _Text("a", "llo"), other, _Text("b", "x"), _Text("a", "!")])
+    wire = encode([Text("a", "he"), Text("a", "llo"), other, Text("b", "x"), Text("a", "!")])
     frames = [json.loads(line) for line in wire.splitlines()]
     assert [
         (f["params"]["sessionId"], f["params"]["update"]["content"]["text"])

@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_status", "_inbox", "_store_claims", "_approval", "_readable",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "_sandbox_policy", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
-            "acp._params", "acp._prompt", "acp._listing",
+            "acp._params", "acp._prompt", "acp._listing", "acp._frames",
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
             "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",

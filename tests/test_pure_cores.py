@@ -37,6 +37,7 @@ PURE_MODULES = [
     "acp/_params",
     "acp/_prompt",
     "acp/_listing",
+    "acp/_frames",
     "_model",
     "_options",
     "_records",

@@ -16,15 +16,12 @@ unwritten output stays within `high` plus that much per running session.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Final
 
 import trio
 
 from .._model import Model, ModelChunk, ModelRequest
 
-__all__ = ["FRAME_OVERHEAD", "OutputBudget", "PacedModel"]
-
-FRAME_OVERHEAD: Final = 64  # bytes counted per queued item besides its text
+__all__ = ["OutputBudget", "PacedModel"]
 
 
 class OutputBudget:

@@ -25,7 +25,6 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import trio
@@ -54,62 +53,17 @@ from . import _mapping as m
 from . import _modes as modes
 from . import _prompt as p
 from ._client_requests import ClientRequests
-from ._pacing import FRAME_OVERHEAD, OutputBudget, PacedModel
+from ._frames import Outgoing, Text, encode, size, update_frame
+from ._pacing import OutputBudget, PacedModel
 from ._permissions import AcpApprover
 from ._resources import ClientRead, read_resource
+from ._session_state import Answer, PromptState, SessionState
 
 __all__ = ["AcpServer"]
 
 logger = logging.getLogger("trio_agents.acp")
 
 READ_SIZE = 65536
-
-
-@dataclass(slots=True)
-class _Text:
-    """Streamed text not yet encoded: the writer merges a run of these for one session."""
-
-    session_id: str
-    text: str
-
-
-_Outgoing = bytes | _Text
-
-
-@dataclass
-class _Prompt:
-    parts: list[p.Block]
-    first_record: int = 0  # the session's length when it was sent: its turn's records follow
-    message_id: str | None = None  # None until it is sent (its links read)
-    cancel_requested: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """A result, and the updates that follow it (the session must be known to the client
-    before it hears about it)."""
-
-    result: Any
-    session_id: str
-    updates: list[dict[str, Any]]
-
-
-class _Session:
-    __slots__ = ("cwd", "handle", "id", "prompt", "settings", "stop_observing")
-
-    def __init__(
-        self,
-        handle: AgentHandle,
-        cwd: str,
-        settings: modes.Settings,
-        stop_observing: Callable[[], None],
-    ) -> None:
-        self.handle = handle
-        self.id = handle.agent.id
-        self.cwd = cwd  # its files are the ones a prompt's resource links may read
-        self.prompt: _Prompt | None = None
-        self.settings = settings
-        self.stop_observing = stop_observing
 
 
 class AcpServer:
@@ -157,11 +111,11 @@ class AcpServer:
         self._options = options
         self._version = version
         self._max_line = max_line
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, SessionState] = {}
         self._loading: set[str] = set()
         self._closed = False
         self._client_reads_files = False  # whether `initialize` offered fs.readTextFile
-        self._out, self._out_receive = trio.open_memory_channel[_Outgoing](math.inf)
+        self._out, self._out_receive = trio.open_memory_channel[Outgoing](math.inf)
         if max_unwritten < 0:
             raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
         self._budget = OutputBudget(max_unwritten, max_unwritten // 2)
@@ -221,7 +175,7 @@ class AcpServer:
         finally:
             done.set()
 
-    async def _close_session(self, session: _Session) -> None:
+    async def _close_session(self, session: SessionState) -> None:
         try:
             await session.handle.aclose()
         except Exception as exc:
@@ -299,30 +253,30 @@ class AcpServer:
             self._client.resolve(message)
 
     async def _write_all(self, send: trio.abc.SendStream) -> None:
-        async def write(frames: list[_Outgoing]) -> bool:
+        async def write(frames: list[Outgoing]) -> bool:
             try:
-                await send.send_all(_encode(frames))
+                await send.send_all(encode(frames))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 logger.warning("the client stopped reading; dropping further frames")
                 self._budget.abandon()
                 return False
-            self._budget.written(sum(map(_size, frames)))
+            self._budget.written(sum(map(size, frames)))
             return True
 
         await write_in_batches(self._out_receive, write)
 
-    def _send(self, frame: _Outgoing) -> None:
+    def _send(self, frame: Outgoing) -> None:
         try:
             self._out.send_nowait(frame)
-            self._budget.queue(_size(frame))
+            self._budget.queue(size(frame))
         except trio.ClosedResourceError:
             logger.debug(
                 "frame after the connection closed, dropped: %r",
-                frame if isinstance(frame, _Text) else frame[:200],
+                frame if isinstance(frame, Text) else frame[:200],
             )
 
     def _update(self, session_id: str, update: Mapping[str, Any]) -> None:
-        self._send(_update_frame(session_id, update))
+        self._send(update_frame(session_id, update))
 
     async def client_request(self, method: str, params: Mapping[str, Any]) -> Any:
         """Send the client the request `method` with `params` and return its result.
@@ -345,7 +299,7 @@ class AcpServer:
             logger.exception("%s failed", request.method)
             self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, describe(exc)))
         else:
-            if isinstance(result, _Answer):
+            if isinstance(result, Answer):
                 self._send_result(request.id, result.result)
                 for update in result.updates:
                     self._update(result.session_id, update)
@@ -390,14 +344,14 @@ class AcpServer:
         if self._closed:
             raise rpc.JsonRpcError.internal(f"the connection is closing; {method} refused")
 
-    def _require(self, params: Mapping[str, Any]) -> _Session:
+    def _require(self, params: Mapping[str, Any]) -> SessionState:
         sid = m.require_session_id(params)
         session = self._sessions.get(sid)
         if session is None:
             raise rpc.JsonRpcError.invalid_params(f"unknown session: {sid}")
         return session
 
-    async def _new_session(self, params: Mapping[str, Any]) -> _Answer:
+    async def _new_session(self, params: Mapping[str, Any]) -> Answer:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
         sid = str(uuid.uuid4())
@@ -422,7 +376,7 @@ class AcpServer:
         self._install(handle, cwd, settings)
         sid = handle.agent.id
         answer = {"sessionId": sid, **settings.advertised()}
-        return _Answer(answer, sid, _commands(settings.model.active()))
+        return Answer(answer, sid, _commands(settings.model.active()))
 
     async def _list_sessions(self, params: Mapping[str, Any]) -> dict[str, Any]:
         infos = await self._runtime.sessions.list_sessions()
@@ -431,7 +385,7 @@ class AcpServer:
                 logger.warning("session/list leaves out a damaged session: %s", info.damage)
         return _listing.page([info for info in infos if info.damage is None], params)
 
-    async def _load_session(self, params: Mapping[str, Any]) -> _Answer:
+    async def _load_session(self, params: Mapping[str, Any]) -> Answer:
         self._check_open("session/load")
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
@@ -476,7 +430,7 @@ class AcpServer:
             await trio.lowlevel.checkpoint()
         finally:
             self._loading.discard(sid)
-        return _Answer(settings.advertised(), sid, _commands(settings.model.active()))
+        return Answer(settings.advertised(), sid, _commands(settings.model.active()))
 
     def _check_not_closed(self, method: str) -> None:
         if self._closed:
@@ -487,7 +441,7 @@ class AcpServer:
     def _install(self, handle: AgentHandle, cwd: str, settings: modes.Settings) -> None:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
-        self._sessions[sid] = _Session(handle, cwd, settings, stop)
+        self._sessions[sid] = SessionState(handle, cwd, settings, stop)
 
     # -- modes and models ---------------------------------------------------------------------
 
@@ -516,7 +470,7 @@ class AcpServer:
             return {}
         return {"configOptions": options}
 
-    def _admit(self, params: Mapping[str, Any]) -> tuple[_Session, _Prompt]:
+    def _admit(self, params: Mapping[str, Any]) -> tuple[SessionState, PromptState]:
         """Check a prompt, take the session's one slot and, unless it has links to read
         first, send it to the agent."""
         self._check_open("session/prompt")
@@ -525,13 +479,13 @@ class AcpServer:
             raise rpc.JsonRpcError.invalid_params(
                 f"a prompt is already in flight for session {session.id}"
             )
-        prompt = _Prompt(p.blocks(params))
+        prompt = PromptState(p.blocks(params))
         if not p.has_links(prompt.parts):
             self._send_prompt(session, prompt, p.compose(prompt.parts, {}))
         session.prompt = prompt
         return session, prompt
 
-    def _send_prompt(self, session: _Session, prompt: _Prompt, text: str) -> None:
+    def _send_prompt(self, session: SessionState, prompt: PromptState, text: str) -> None:
         agent = session.handle.agent
         prompt.first_record = len(agent.session)
         try:
@@ -539,7 +493,7 @@ class AcpServer:
         except AgentClosedError as exc:
             raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
 
-    async def _read_links(self, session: _Session, prompt: _Prompt) -> str:
+    async def _read_links(self, session: SessionState, prompt: PromptState) -> str:
         read: dict[str, str] = {}
         for part in prompt.parts:
             if isinstance(part, p.Link) and part.uri not in read:
@@ -548,7 +502,7 @@ class AcpServer:
                 )
         return p.compose(prompt.parts, read)
 
-    def _client_read(self, session: _Session) -> ClientRead | None:
+    def _client_read(self, session: SessionState) -> ClientRead | None:
         """How a link is read through the client, if it offered `fs.readTextFile`."""
         if not self._client_reads_files:
             return None
@@ -570,7 +524,9 @@ class AcpServer:
 
         return read
 
-    async def _settle(self, request_id: rpc.RequestId, session: _Session, prompt: _Prompt) -> None:
+    async def _settle(
+        self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState
+    ) -> None:
         """Send the prompt if its links had to be read first, then answer it once its agent
         has settled (every update is queued by then) and the store has committed every
         record of its turn (rule L9). The commit is the store's batch: prompts settling
@@ -632,7 +588,7 @@ class AcpServer:
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
-            self._send(_Text(event.agent_id, event.text))
+            self._send(Text(event.agent_id, event.text))
         elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
             # Emitted after the call's record (already queued as `pending`) and its approval.
             self._update(event.agent_id, m.tool_started_update(event.call_id))
@@ -641,43 +597,6 @@ class AcpServer:
 def _commands(model: Model) -> list[dict[str, Any]]:
     """The updates that advertise `model`'s commands: the offline model's slash commands."""
     return [m.available_commands_update(COMMANDS)] if isinstance(model, OfflineModel) else []
-
-
-def _encode(frames: list[_Outgoing]) -> bytes:
-    """The frames as one write. A run of text chunks of one session becomes one update:
-    a model that streams faster than the client reads costs one frame, not one per chunk."""
-    out: list[bytes] = []
-    run: list[str] = []
-    run_session: str | None = None
-
-    def flush_run() -> None:
-        if run_session is not None:
-            out.append(_update_frame(run_session, m.agent_text_update("".join(run))))
-        run.clear()
-
-    for frame in frames:
-        if isinstance(frame, _Text):
-            if frame.session_id != run_session:
-                flush_run()
-                run_session = frame.session_id
-            run.append(frame.text)
-        else:
-            flush_run()
-            run_session = None
-            out.append(frame)
-    flush_run()
-    return b"".join(out)
-
-
-def _size(frame: _Outgoing) -> int:
-    """What a queued frame counts against the output budget (its text, as UTF-8)."""
-    if isinstance(frame, _Text):
-        return len(frame.text.encode("utf-8", "surrogatepass")) + FRAME_OVERHEAD
-    return len(frame) + FRAME_OVERHEAD
-
-
-def _update_frame(session_id: str, update: Mapping[str, Any]) -> bytes:
-    return rpc.encode_notification("session/update", {"sessionId": session_id, "update": update})
 
 
 def _refusal(exc: Exception) -> bool:
