@@ -56,15 +56,15 @@ def reply(
         return ERROR
     if answer == "not-offered":
         offered = {str(o.get("optionId")) for o in options}
-        chosen = NOT_OFFERED
-        while chosen in offered:
-            chosen += "-x"
-        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+        unknown = NOT_OFFERED
+        while unknown in offered:
+            unknown += "-x"
+        return {"outcome": {"outcome": "selected", "optionId": unknown}}
     if answer == "reject":
-        chosen = _pick(options, "reject_once", "reject_always")
-        if chosen is None:
+        rejecting = _pick(options, "reject_once", "reject_always")
+        if rejecting is None:
             return ERROR
-        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+        return {"outcome": {"outcome": "selected", "optionId": rejecting}}
     chosen = _pick(options, "allow_once", "allow_always")
     if chosen is None and options:
         chosen = str(options[0].get("optionId"))
