@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 __all__ = [
     "ANSWERS",
+    "ERROR",
     "LATE_ANSWERS",
     "NOT_OFFERED",
     "LateAnswer",
