@@ -46,8 +46,9 @@ def seeded_verdicts() -> dict[str, str]:
     waits on its agent processes): the property each failed with, by defect."""
 
     def verdict(seeded: AcpSeeded) -> str:
-        # Only the defect that never answers waits for a timeout: keep that one short.
-        timeout = "3" if seeded.property == "request-answered" else "15"
+        # Only the defects that never answer wait for a timeout: keep those short.
+        short = ("request-answered", "permission-skipped-by-cancel")
+        timeout = "3" if seeded.property in short else "15"
         agent = (sys.executable, "-m", "tests.support.acp_defects", seeded.name)
         args = ("--no-shrink", "--seed", "1", "--max-examples", "60", "--timeout", timeout)
         done = conformance(*args, "--", *agent, timeout=400)

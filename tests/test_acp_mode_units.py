@@ -13,6 +13,7 @@ import pytest
 
 from trio_agents.testing._acp import _wire as wire
 from trio_agents.testing._acp._client import AgentProcess, Target, Update, fill
+from trio_agents.testing._acp._permission_rules import ERROR, NOT_OFFERED, may_run, reply
 from trio_agents.testing._acp._procs import alive, descendants
 from trio_agents.testing._acp._run import acp_settings, reproduction
 from trio_agents.testing._profiles import profile
@@ -82,6 +83,37 @@ def test_the_client_allows_once_and_serves_files_inside_the_work_directory(
     assert b"outside the session" in outside
     unknown = agent._client_answer("terminal/create", {}, 10)  # pyright: ignore[reportPrivateUsage]
     assert b"-32601" in unknown
+
+
+def test_permission_answers_are_drawn_per_session_and_fail_closed_without_options(
+    tmp_path: pathlib.Path,
+) -> None:
+    offered = [
+        {"optionId": "no", "name": "No", "kind": "reject_once"},
+        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+    ]
+
+    def selected(option: str) -> dict[str, Any]:
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    assert reply("allow", offered) == selected("yes")
+    assert reply("reject", offered) == selected("no")
+    assert reply("reject", offered[1:]) == ERROR  # no reject option: the error instead
+    assert reply("error", offered) == ERROR
+    assert reply("not-offered", offered) == selected(NOT_OFFERED)
+    clash = [{"optionId": NOT_OFFERED, "name": "x", "kind": "allow_once"}]
+    assert reply("not-offered", clash) == selected(NOT_OFFERED + "-x")
+    assert reply("cancelled", offered) == {"outcome": {"outcome": "cancelled"}}
+    assert reply("held", offered) is None
+    assert [a for a in ("allow", "reject", "error", "not-offered", "cancelled", "held")
+            if may_run(a)] == ["allow"]  # fmt: skip
+    agent = client(tmp_path)
+    agent.permission_answers["s1"] = "reject"
+    params = {"sessionId": "s1", "options": offered}
+    result = agent._client_result("session/request_permission", params)  # pyright: ignore[reportPrivateUsage]
+    assert result == selected("no")
+    other = {"sessionId": "s2", "options": offered}
+    assert agent._client_result("session/request_permission", other) == selected("yes")  # pyright: ignore[reportPrivateUsage]
 
 
 def test_templates_fill_placeholders_and_keep_other_braces() -> None:

@@ -59,6 +59,7 @@ PURE_MODULES = [
     "testing/_acp/_wire",
     "testing/_acp/_procs",
     "testing/_acp/_properties",
+    "testing/_acp/_permission_rules",
 ]
 
 

@@ -17,7 +17,7 @@ import trio
 
 from trio_agents._events import TextStreamed
 from trio_agents.acp import _jsonrpc as rpc
-from trio_agents.acp import _mapping
+from trio_agents.acp import _mapping, _permissions
 from trio_agents.acp._server import AcpServer
 from trio_agents.acp._stdio import serve_stdio
 
@@ -184,6 +184,29 @@ def _sticky_cancel() -> None:
     AcpServer._admit = admit_cancelled  # type: ignore[method-assign]
 
 
+def _unknown_option_allows() -> None:
+    original = _permissions.decision_for
+
+    def lenient(result: object) -> Any:
+        decision = original(result)
+        if decision.note is not None and "was not offered" in decision.note:
+            # A lookup that falls back to the first option, which allows.
+            return dataclasses.replace(decision, outcome="allow_once", note=None)
+        return decision
+
+    _permissions.decision_for = lenient  # the approver calls it through the module
+
+
+def _permission_outlives_cancel() -> None:
+    ask = _permissions.AcpApprover.__call__
+
+    async def waits(self: Any, request: Any) -> Any:
+        with trio.CancelScope(shield=True):  # "the dialog is open: let the user decide"
+            return await ask(self, request)
+
+    _permissions.AcpApprover.__call__ = waits  # type: ignore[method-assign]
+
+
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
@@ -230,6 +253,14 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
         AcpSeeded("idle-cancel-cancels-next-prompt", "prompt-ends-turn"),
     ),
     "banner-on-stdout": (_banner_on_stdout, AcpSeeded("banner-on-stdout", "schema-valid")),
+    "unknown-permission-option-allows": (
+        _unknown_option_allows,
+        AcpSeeded("unknown-permission-option-allows", "permission-refused-not-run"),
+    ),
+    "prompt-waits-for-permission-after-cancel": (
+        _permission_outlives_cancel,
+        AcpSeeded("prompt-waits-for-permission-after-cancel", "permission-skipped-by-cancel"),
+    ),
     "in-progress-after-the-result": (
         _in_progress_after_the_result,
         AcpSeeded("in-progress-after-the-result", "tool-status-forward"),

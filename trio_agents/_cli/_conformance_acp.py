@@ -162,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
     if run_.landed:
         where = ", ".join(f"{point} {n}" for point, n in sorted(run_.landed.items()))
         print(f"  cancels that landed where aimed: {where}")
+    if run_.asked:
+        answers = ", ".join(f"{answer} {n}" for answer, n in sorted(run_.asked.items()))
+        print(f"  permission requests answered: {answers}")
+    else:
+        print("  permission requests answered: none (the agent never asked)")
     if report.passed:
         print(f"  acp machine: passed, {counts}; {loads}")
         return 0

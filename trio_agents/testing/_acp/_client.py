@@ -2,7 +2,8 @@
 
 `AgentProcess.run` owns the process: it spawns the command (its own session and process
 group), reads every line it writes, checks each against the schema, answers the agent's
-own requests (permission: allow once; fs: served from the example's work directory;
+own requests (permission: as `permission_answers` says for the session, allow once by
+default, or held for the machine to answer later; fs: served from the example's work directory;
 anything else: method not found), and keeps the responses and updates in arrival order,
 each stamped with a sequence number that the frames it sends share, so "after the answer,
 before the next prompt" is a comparison. What is wrong is kept in `problems`, for the
@@ -30,10 +31,11 @@ import trio
 from ...acp._jsonrpc import LineSplitter
 from .._properties import Property
 from . import _wire as wire
+from ._permission_rules import LateAnswer, PermissionAnswer, reply
 from ._procs import Proc, alive, descendants, kill_all
 from ._properties import ANSWER_UNIQUE, REQUEST_ANSWERED, SCHEMA_VALID
 
-__all__ = ["AgentProcess", "AgentSetupError", "Answer", "Target", "Update"]
+__all__ = ["AgentProcess", "AgentSetupError", "Answer", "PermissionAsk", "Target", "Update"]
 
 STDERR_TAIL = 4000
 MAX_LINE = 16 * 1024 * 1024
@@ -93,6 +95,16 @@ class Update:
         return _texts(self.update)
 
 
+@dataclass(frozen=True)
+class PermissionAsk:
+    """A `session/request_permission` the agent sent: when, its id, and its params."""
+
+    seq: int
+    request_id: Any
+    session_id: str
+    params: Mapping[str, Any]
+
+
 @dataclass
 class _Pending:
     method: str
@@ -113,6 +125,8 @@ class AgentProcess:
         self.updates: list[Update] = []
         self.null_errors: list[Answer] = []  # error responses with id null
         self.agent_requests: list[str] = []
+        self.permission_answers: dict[str, PermissionAnswer] = {}  # by session; else allow
+        self.permission_asks: list[PermissionAsk] = []
         self.seen: dict[tuple[int, int], Proc] = {}
         self.returncode: int | None = None
         self.stderr_tail = b""
@@ -288,6 +302,18 @@ class AgentProcess:
             await self.wait_exit(1.0)
         return pending.answers[0] if pending.answers else None
 
+    def answered(self, request_id: int | str) -> bool:
+        return bool(self._pending[request_id].answers)
+
+    async def answer_permission(self, ask: PermissionAsk, answer: LateAnswer) -> None:
+        """Answer a permission request that was held."""
+        result = reply(answer, ask.params.get("options") or [])
+        assert isinstance(result, dict)
+        wire.check_from_client(
+            "session/request_permission", result, response_to="session/request_permission"
+        )
+        await self.send(wire.frame(id=ask.request_id, result=result))
+
     def method_of(self, request_id: int | str) -> str:
         return self._pending[request_id].method
 
@@ -361,7 +387,7 @@ class AgentProcess:
         if "method" not in message:
             self._response(seq, message)
         elif "id" in message:
-            await self._agent_request(message)
+            await self._agent_request(message, seq)
         else:
             problem = wire.check_from_agent_message(message, None)
             if problem is not None:
@@ -392,7 +418,7 @@ class AgentProcess:
         if problem is not None:
             self._problem(SCHEMA_VALID, f"the agent answered with {problem}")
 
-    async def _agent_request(self, message: Mapping[str, Any]) -> None:
+    async def _agent_request(self, message: Mapping[str, Any], seq: int) -> None:
         method = str(message["method"])
         self.agent_requests.append(method)
         problem = wire.check_from_agent_message(message, None)
@@ -400,7 +426,13 @@ class AgentProcess:
             self._problem(SCHEMA_VALID, f"the agent sent {problem}")
             reply = wire.frame(id=message["id"], error={"code": -32602, "message": problem})
         else:
-            reply = self._client_answer(method, message.get("params") or {}, message["id"])
+            params: Mapping[str, Any] = message.get("params") or {}
+            if method == "session/request_permission":
+                session_id = str(params.get("sessionId"))
+                self.permission_asks.append(PermissionAsk(seq, message["id"], session_id, params))
+                if self.permission_answers.get(session_id, "allow") == "held":
+                    return  # the machine answers it, after its cancel
+            reply = self._client_answer(method, params, message["id"])
         await self.send(reply)
 
     def _client_answer(self, method: str, params: Mapping[str, Any], request_id: Any) -> bytes:
@@ -418,13 +450,10 @@ class AgentProcess:
         error to answer it with."""
         if method == "session/request_permission":
             options: Sequence[Mapping[str, Any]] = params.get("options") or []
-            by_kind = {str(o.get("kind")): str(o.get("optionId")) for o in options}
-            chosen = by_kind.get("allow_once") or by_kind.get("allow_always")
-            if chosen is None and options:
-                chosen = str(options[0].get("optionId"))
-            if chosen is None:
-                return {"outcome": {"outcome": "cancelled"}}
-            return {"outcome": {"outcome": "selected", "optionId": chosen}}
+            answer = self.permission_answers.get(str(params.get("sessionId")), "allow")
+            result = reply(answer, options)
+            assert result is not None  # a held request is not answered here
+            return result
         if method not in ("fs/read_text_file", "fs/write_text_file"):
             return -32601, f"this client does not implement {method}"
         path = self._inside(params.get("path"))

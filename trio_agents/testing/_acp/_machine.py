@@ -1,11 +1,13 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P7 and P14 (docs/contract.md, ACP section).
+checks rules P1-P9 and P14 (docs/contract.md, ACP section).
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
 prompt carries a token of its own, and its script says what the model answers; a prompt
 that will be cancelled is scripted to end in a held stream, so its turn cannot end before
-the cancel lands: before the model is called, mid-stream, or while a shell tool runs.
+the cancel lands: before the model is called, mid-stream, or while a shell tool runs. A
+permission prompt's one command writes a witness file, and its permission request is
+answered as `_permission_rules` says; an agent that never asks opens no window.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from hypothesis.stateful import precondition
 
 from .._host import TrioHost, WallClock
 from .._machine import ConformanceMachine, rule
+from .._properties import Property
 from . import _wire as wire
-from ._client import AgentProcess, AgentSetupError, Answer, Target, Update
+from ._client import AgentProcess, AgentSetupError, Answer, PermissionAsk, Target, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
+from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
 from ._properties import (
     CANCEL_ANSWERS_CANCELLED,
     EXITS_AT_EOF,
@@ -37,6 +41,8 @@ from ._properties import (
     MALFORMED_ANSWERED,
     MALFORMED_SURVIVES,
     NO_ORPHANS,
+    PERMISSION_REFUSED_NOT_RUN,
+    PERMISSION_SKIPPED_BY_CANCEL,
     PROMPT_ENDS_TURN,
     QUIET_AFTER_CANCEL,
     REQUEST_ANSWERED,
@@ -245,13 +251,18 @@ class AcpMachine(ConformanceMachine):
         self._expect_end_turn(session, token, answer, reply)
 
     def _expect_end_turn(
-        self, session: _Session, token: str, answer: Answer | None, reply: str
+        self,
+        session: _Session,
+        token: str,
+        answer: Answer | None,
+        reply: str,
+        prop: Property = PROMPT_ENDS_TURN,
     ) -> None:
         if answer is None:
             self._unanswered(self.agent, f"session/prompt {token} (session {session.id})")
         assert answer is not None
         reason = wire.dig(answer.result, "stopReason") if answer.error is None else None
-        PROMPT_ENDS_TURN.check(
+        prop.check(
             reason == "end_turn",
             lambda: (
                 f"prompt {token} of session {session.id}, whose model finished, was "
@@ -350,6 +361,134 @@ class AcpMachine(ConformanceMachine):
 
     async def _quiet_period(self) -> None:
         await self.agent.wait_until(QUIET, lambda: False)
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(
+        session=st.integers(0, MAX_SESSIONS - 1),
+        answer=st.sampled_from(ANSWERS),
+        late=st.sampled_from(LATE_ANSWERS),
+    )
+    def permission(self, session: int, answer: PermissionAnswer, late: LateAnswer) -> None:
+        """A prompt whose model runs one command (writing a witness file), its permission
+        request answered `answer`; a held one after session/cancel, and `late` once the
+        prompt has answered."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        self.host.call(self._permission, chosen, token, answer, late)
+        self.log.append(f"permission-{answer}" + (f"-{late}" if answer == "held" else ""))
+
+    async def _permission(
+        self, session: _Session, token: str, answer: PermissionAnswer, late: LateAnswer
+    ) -> None:
+        agent = self.agent
+        witness = agent.workdir / f"ran-{token}"
+        reply = f"reply {token} done"
+        self.endpoint.scripts[token] = (Shell(f"touch {witness}"), Say(reply))
+        agent.permission_answers[session.id] = answer
+        try:
+            start = agent.mark()
+            request_id = await self._send_prompt(session, token)
+
+            def asked() -> PermissionAsk | None:
+                return next(
+                    (a for a in agent.permission_asks
+                     if a.session_id == session.id and a.seq > start),
+                    None,
+                )  # fmt: skip
+
+            # Only the wire says whether the agent asks: until a request or the answer.
+            await agent.wait_until(
+                agent.target.timeout, lambda: asked() is not None or agent.answered(request_id)
+            )
+            ask = asked()
+            if ask is not None:
+                stats = type(self).stats
+                stats[f"asked {answer}"] = stats.get(f"asked {answer}", 0) + 1
+            if ask is not None and answer == "held":
+                await self._held_permission(session, token, request_id, ask, late)
+                return
+            result = await agent.answer(request_id)
+            if ask is None or may_run(answer):
+                self._expect_end_turn(session, token, result, reply)
+                return
+            if result is None:
+                self._unanswered(agent, f"session/prompt {token} (session {session.id})")
+            prop = PERMISSION_REFUSED_NOT_RUN
+            prop.check(
+                not witness.exists(),
+                lambda: (
+                    f"prompt {token}: the command its permission request {ask.request_id!r} "
+                    f"asked about ran (it wrote {witness.name}), though the client answered "
+                    f"{answer}"
+                ),
+            )
+            if answer == "cancelled":
+                reason = wire.dig(result.result, "stopReason") if result.error is None else None
+                prop.check(
+                    reason == "cancelled",
+                    lambda: (
+                        f"prompt {token}, whose permission request was answered cancelled, "
+                        f"was answered {result.error or result.result}"
+                    ),
+                )
+            else:
+                self._expect_end_turn(session, token, result, reply, prop)
+        finally:
+            agent.permission_answers.pop(session.id, None)
+
+    async def _held_permission(
+        self,
+        session: _Session,
+        token: str,
+        request_id: int,
+        ask: PermissionAsk,
+        late: LateAnswer,
+    ) -> None:
+        agent = self.agent
+        witness = agent.workdir / f"ran-{token}"
+        await agent.notify("session/cancel", {"sessionId": session.id})
+        result = await agent.answer(request_id)
+        if result is None:
+            self._raise_found(agent)
+            PERMISSION_SKIPPED_BY_CANCEL.fail(
+                f"prompt {token} of session {session.id} was not answered within "
+                f"{agent.target.timeout:g} s of session/cancel while its permission request "
+                f"{ask.request_id!r} was unanswered; {agent.describe_exit()}"
+            )
+        reason = wire.dig(result.result, "stopReason") if result.error is None else None
+        PERMISSION_SKIPPED_BY_CANCEL.check(
+            reason == "cancelled",
+            lambda: (
+                f"prompt {token}, cancelled while its permission request was unanswered, "
+                f"was answered {result.error or result.result}"
+            ),
+        )
+        session.quiet.append((result.seq, float("inf")))
+        self.endpoint.release(token)
+        mark = agent.mark()
+        await agent.answer_permission(ask, late)
+        await self._quiet_period()
+        after = [
+            u.update for u in agent.updates
+            if u.session_id == session.id and u.seq > mark
+            and u.update.get("sessionUpdate") in TURN_OUTPUT
+        ]  # fmt: skip
+        PERMISSION_SKIPPED_BY_CANCEL.check(
+            not after and not witness.exists(),
+            lambda: (
+                f"prompt {token} was answered cancelled, and its permission request's late "
+                f"answer ({late}) "
+                + (f"ran the command (it wrote {witness.name})" if witness.exists() else "")
+                + (f"was followed by {after[0]}" if after else "")
+            ),
+        )
+        ping = await agent.start_request("_trio_agents/ping", {})
+        if await agent.answer(ping) is None:
+            self._raise_found(agent)
+            PERMISSION_SKIPPED_BY_CANCEL.fail(
+                f"after the late answer to permission request {ask.request_id!r} the next "
+                f"request got no answer; {agent.describe_exit()}"
+            )
 
     @precondition(lambda self: bool(self._live()))
     @rule(session=st.integers(0, MAX_SESSIONS - 1))
@@ -477,6 +616,8 @@ class AcpMachine(ConformanceMachine):
             "mcpServers": [],
         }
         start = agent.mark()
+        # A replay may show a cancelled turn's last updates: the load closes its windows.
+        session.quiet = [(a, min(b, start)) for a, b in session.quiet]
         answer = self._ask(agent, "session/load", params, f" of session {session.id}")
         LOAD_REPLAYS.check(
             answer.error is None,

@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P7 and P14 of docs/contract.md's
+"""The ACP machine's named properties, rule by rule (rules P1-P9 and P14 of docs/contract.md's
 ACP section). Pure: no trio."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ __all__ = [
     "MALFORMED_ANSWERED",
     "MALFORMED_SURVIVES",
     "NO_ORPHANS",
+    "PERMISSION_REFUSED_NOT_RUN",
+    "PERMISSION_SKIPPED_BY_CANCEL",
     "PROMPT_ENDS_TURN",
     "PROPERTIES",
     "QUIET_AFTER_CANCEL",
@@ -104,6 +106,22 @@ SCHEMA_VALID = Property(
     "every line the agent writes to its standard output is one JSON-RPC 2.0 message, valid "
     "against the ACP schema",
 )
+PERMISSION_REFUSED_NOT_RUN = Property(
+    "P8",
+    "permission-refused-not-run",
+    _M,
+    "a tool call whose session/request_permission is answered with a reject option, an "
+    'error, an option it did not offer or the outcome "cancelled" does not run; its prompt '
+    'then ends its turn, or for "cancelled" answers stopReason "cancelled"',
+)
+PERMISSION_SKIPPED_BY_CANCEL = Property(
+    "P9",
+    "permission-skipped-by-cancel",
+    _M,
+    'after session/cancel, a prompt whose permission request is unanswered answers "cancelled" '
+    "without that answer, its call does not run, and an answer sent later gets no update and "
+    "no error",
+)
 TOOL_STATUS_FORWARD = Property(
     "P14",
     "tool-status-forward",
@@ -125,6 +143,8 @@ PROPERTIES: tuple[Property, ...] = (
     EXITS_AT_EOF,
     NO_ORPHANS,
     SCHEMA_VALID,
+    PERMISSION_REFUSED_NOT_RUN,
+    PERMISSION_SKIPPED_BY_CANCEL,
     TOOL_STATUS_FORWARD,
 )
 """Every property of the ACP machine."""

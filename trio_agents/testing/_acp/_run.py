@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis.core
@@ -59,11 +59,13 @@ def preflight(target: Target) -> tuple[type[AcpMachine], BaseException | None]:
 class AcpRun:
     """What one ACP run found: the machine's report, what the agent advertised (`agentInfo`,
     `loadSession`), and how often each kind of cancel landed where it was aimed (an agent
-    without a shell tool never runs one, so its mid-tool cancels land elsewhere)."""
+    without a shell tool never runs one, so its mid-tool cancels land elsewhere), and how
+    many permission requests each kind of answer met (an agent that never asks: none)."""
 
     report: MachineReport
     advertised: Mapping[str, Any]
     landed: Mapping[str, int]
+    asked: Mapping[str, int] = field(default_factory=dict[str, int])
 
 
 def run_acp_conformance(
@@ -116,7 +118,8 @@ def run_acp_conformance(
         program,
     )
     landed = {k.removeprefix("landed "): v for k, v in stats.items() if k.startswith("landed ")}
-    return AcpRun(report, machine.advertised, landed)
+    asked = {k.removeprefix("asked "): v for k, v in stats.items() if k.startswith("asked ")}
+    return AcpRun(report, machine.advertised, landed, asked)
 
 
 def _report_progress(
