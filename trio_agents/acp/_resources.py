@@ -56,7 +56,7 @@ async def read_resource(
         return resource_note(uri, "only file: links are read")
     if through_client is not None:
         # Resolving links touches the disk: in a worker thread, as the local read does.
-        if not await trio.to_thread.run_sync(_inside, session.cwd, path):
+        if await trio.to_thread.run_sync(_inside, session.cwd, path) is None:
             return resource_note(uri, f"outside the session's directory {session.cwd}")
         try:
             given = await through_client(path)
@@ -78,17 +78,17 @@ def _local_path(uri: str) -> str | None:
     return path if os.path.isabs(path) else None
 
 
-def _inside(cwd: str, path: str) -> bool:
-    """Whether `path` is inside `cwd`, symbolic links resolved."""
+def _inside(cwd: str, path: str) -> str | None:
+    """`path` with its symbolic links resolved, if that is inside `cwd`; else None."""
     root = os.path.realpath(cwd)
-    return os.path.commonpath([root, os.path.realpath(path)]) == root
+    real = os.path.realpath(path)
+    return real if os.path.commonpath([root, real]) == root else None
 
 
 def _read(cwd: str, path: str) -> tuple[str, str | None]:
     """(why it was not read, None) or ("", its text)."""
-    root = os.path.realpath(cwd)
-    real = os.path.realpath(path)
-    if os.path.commonpath([root, real]) != root:
+    real = _inside(cwd, path)
+    if real is None:
         return f"outside the session's directory {cwd}", None
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -462,8 +462,9 @@ class AcpServer:
             self._update(session.id, m.current_mode_update(settings.policy.mode))
         else:
             # The commands a session offers are its model's: a switch may add or drop them.
-            commands = COMMANDS if isinstance(settings.model.active(), OfflineModel) else ()
-            self._update(session.id, m.available_commands_update(commands))
+            self._update(
+                session.id, m.available_commands_update(_commands_of(settings.model.active()))
+            )
         options = settings.config_options()
         if method == "session/set_mode":
             self._update(session.id, m.config_option_update(options))
@@ -594,9 +595,16 @@ class AcpServer:
             self._update(event.agent_id, m.tool_started_update(event.call_id))
 
 
+def _commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
+    """The commands `model` understands: the offline model's slash commands, else none."""
+    return COMMANDS if isinstance(model, OfflineModel) else ()
+
+
 def _commands(model: Model) -> list[dict[str, Any]]:
-    """The updates that advertise `model`'s commands: the offline model's slash commands."""
-    return [m.available_commands_update(COMMANDS)] if isinstance(model, OfflineModel) else []
+    """The updates that advertise `model`'s commands after a session/new or load: none for
+    a model without commands."""
+    commands = _commands_of(model)
+    return [m.available_commands_update(commands)] if commands else []
 
 
 def _refusal(exc: Exception) -> bool:
