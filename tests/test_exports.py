@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
-            "_status", "_inbox", "_store_claims", "_approval", "_readable",
+            "_status", "_inbox", "_store_claims", "_approval", "_readable", "_mcp_config",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "_sandbox_policy", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
             "acp._params", "acp._prompt", "acp._listing", "acp._frames",
@@ -44,7 +44,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "stores, shell and models",
-        ("_store", "_store_sqlite", "_sandbox", "_shell", "_model_openai", "_model_offline"),
+        (
+            "_store", "_store_sqlite", "_sandbox", "_shell", "_model_openai", "_model_offline",
+            "_mcp", "_mcp_*",
+        ),
     ),
     ("agent", ("_turn", "_approval_gate", "_agent", "_standalone")),
     ("fiber", ("_fiber",)),

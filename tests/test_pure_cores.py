@@ -43,6 +43,7 @@ PURE_MODULES = [
     "_records",
     "_approval",
     "_readable",
+    "_mcp_config",
     "_record_shape",
     "_store_errors",
     "_store_claims",

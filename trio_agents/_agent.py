@@ -102,8 +102,9 @@ class Agent:
     once and never block. `wait_idle` is the one awaitable. The loop itself runs in `run()`,
     which the agent's owner (`open_agent`, the registry) starts in a nursery it owns.
     `approval` (a policy and an approver) makes the agent ask before the calls its policy
-    gates (rules A14-A18). Constructing one raises ValueError if two of its tools have the
-    same name.
+    gates (rules A14-A18). `tools` is read again at each step, so a live sequence (the
+    tools of an MCP server, `open_mcp_tools`) may change between steps. Constructing one
+    raises ValueError if two of its tools have the same name.
     """
 
     __slots__ = (
@@ -123,6 +124,7 @@ class Agent:
         "_session",
         "_settled",
         "_status",
+        "_tool_source",
         "_tool_specs",
         "_tools",
         "_turn",
@@ -146,14 +148,14 @@ class Agent:
             # "Always" answers hold for the rest of the session, across resumes.
             approval.restore(session.records)
         self._model = model
+        names = [tool.name for tool in tools]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"two tools are named {name!r}; tool names must be unique")
+        self._tool_source = tools
         self._tools: dict[str, Tool] = {}
-        for tool in tools:
-            if tool.name in self._tools:
-                raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
-            self._tools[tool.name] = tool
-        self._tool_specs = tuple(
-            ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()
-        )
+        self._tool_specs: tuple[ToolSpec, ...] = ()
+        self._refresh_tools()
         self._options = options if options is not None else AgentOptions()
         self._events = events if events is not None else EventBus()
         self._inbox = Inbox()
@@ -553,6 +555,7 @@ class Agent:
         messages = self._session.message_snapshot()
         if self._options.system_prompt is not None:
             messages = (Message("system", self._options.system_prompt), *messages)
+        self._refresh_tools()
         request = ModelRequest(messages, self._tool_specs, self._options)
 
         def streamed(piece: str) -> None:
@@ -560,6 +563,21 @@ class Agent:
             self._emit(TextStreamed(self.id, turn.number, step, piece))
 
         return await read_reply(self._model.stream(request), streamed)
+
+    def _refresh_tools(self) -> None:
+        # `tools` is read again at every step: a live sequence (an MCP server's tools,
+        # which follow its `tools/list_changed`) changes between steps, never within one.
+        # Of two tools of one name, the first is the one the step has.
+        tools: dict[str, Tool] = {}
+        for tool in self._tool_source:
+            tools.setdefault(tool.name, tool)
+        if tools.keys() != self._tools.keys() or any(
+            tools[name] is not self._tools[name] for name in tools
+        ):
+            self._tools = tools
+            self._tool_specs = tuple(
+                ToolSpec(t.name, t.description, t.parameters) for t in tools.values()
+            )
 
     async def _call_tool(
         self, turn: Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]

@@ -73,6 +73,8 @@ __all__ = [
     "FlushTimeoutError",
     "JobNotFoundError",
     "LabelNotFoundError",
+    "McpConfigError",
+    "McpServerError",
     "ModelEndpointError",
     "NotAStoreError",
     "ObserverMisuse",
@@ -288,6 +290,22 @@ class SandboxUnavailableError(TrioAgentsError, RuntimeError):
     missing or the kernel refuses it a user or PID namespace. The message says which, and how
     to allow unsandboxed commands instead (`SandboxPolicy(allow_unsandboxed=True)`, the CLI's
     `--allow-unsandboxed`)."""
+
+
+class McpConfigError(TrioAgentsError, ValueError):
+    """An MCP server configuration (a `--mcp` file, ACP's `mcpServers`) is not one this
+    runtime can use. The message names the entry and the field (`mcpServers.fs.args must be
+    a list of strings, got 'x'`)."""
+
+
+class McpServerError(TrioAgentsError, RuntimeError):
+    """An MCP server could not be used: it did not start, exited, or did not answer
+    `initialize` within the bound. `server` is its configured name; the message names it
+    and the reason. Nothing of it is left running when this is raised."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 # -- the conformance suite ------------------------------------------------------------------

@@ -7,6 +7,9 @@ Prompts it understands (anything else is echoed back):
     !&COMMAND         start COMMAND as a background job (`bash` with run_in_background)
     /output JOB       read a background job's new output (`bash_output`)
     /kill JOB         stop a background job (`bash_kill`)
+    /tool NAME JSON   call the tool NAME (an MCP server's, say) with the JSON object's
+                      arguments (`{}` when JSON is left out)
+    /tools            list the tools this agent has
     /hold             start answering, then wait until the turn is cancelled
     /loop             call `bash true` forever (until the agent's max_steps ends the turn)
     /fail             fail the model call (the turn ends with an error)
@@ -17,6 +20,7 @@ It decides from the last user message of the request, so it is deterministic: th
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -31,6 +35,8 @@ __all__ = ["COMMANDS", "OfflineModel"]
 COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("output", "read a background job's new output", "job id, e.g. bash-1"),
     ("kill", "stop a background job", "job id, e.g. bash-1"),
+    ("tool", "call a tool by name with JSON arguments", 'NAME {"arg": "value"}'),
+    ("tools", "list the tools this agent has", None),
     ("hold", "start answering, then wait until the turn is cancelled", None),
     ("loop", "call `bash true` until the turn's max_steps ends it", None),
     ("fail", "fail the model call (the turn ends with an error)", None),
@@ -59,6 +65,17 @@ class OfflineModel:
             # as a job-done notice, does not make it call again).
             await trio.lowlevel.checkpoint()
             for chunk in _pieces(f"tool said:\n{answers[-1]}"):
+                yield TextDelta(chunk)
+            yield Finish("stop")
+            return
+        if prompt == "/tools" or prompt.startswith("/tool "):
+            await trio.lowlevel.checkpoint()
+            named = _tool_command(number, prompt, request)
+            if isinstance(named, ToolCall):
+                yield named
+                yield Finish("tool_calls")
+                return
+            for chunk in _pieces(named):
                 yield TextDelta(chunk)
             yield Finish("stop")
             return
@@ -92,6 +109,24 @@ def _command(number: int, prompt: str) -> ToolCall | None:
         if prompt.startswith(verb) and prompt[len(verb) :].strip():
             return _call(number, tool, {"job_id": prompt[len(verb) :].strip()})
     return None
+
+
+def _tool_command(number: int, prompt: str, request: ModelRequest) -> ToolCall | str:
+    """`/tools`: the names of the request's tools; `/tool NAME JSON`: a call of NAME, or a
+    sentence saying why not (no such tool, arguments that are not a JSON object)."""
+    names = [spec.name for spec in request.tools]
+    if prompt == "/tools":
+        return "tools: " + (", ".join(names) if names else "(none)")
+    name, _, raw = prompt[len("/tool ") :].strip().partition(" ")
+    if name not in names:
+        return f"no tool is named {name!r}; the tools are: {', '.join(names) or '(none)'}"
+    try:
+        arguments: object = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return f"/tool {name}: the arguments are not JSON ({exc.msg}); give an object"
+    if not isinstance(arguments, dict):
+        return f"/tool {name}: the arguments must be a JSON object, got {raw.strip()}"
+    return _call(number, name, arguments)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _call(number: int, name: str, arguments: Mapping[str, Any]) -> ToolCall:

@@ -380,6 +380,23 @@ class AgentMachine(AgentWindows):
         else:
             self.finish_tool()
 
+    @precondition(
+        lambda self: (
+            self.has.listener_windows
+            and self.ref.phase == "model"
+            and "StepEnded" not in self.ref.armed
+            and not any(kind == "steering" for _, kind in self.ref.step_input)
+        )
+    )
+    @rule()
+    def cancel_at_the_final_answer(self) -> None:
+        """Arm a StepEnded listener that cancels, then let the model give the turn's final
+        answer: the cancel lands after the answer and before the turn ends, where the
+        declared `cancel_after_final_answer` design decides the turn's end (A8). A random
+        program reaches this window rarely, so it is a rule of its own."""
+        self.arm("StepEnded")
+        self.release_model("text")
+
     def _turn_can_end_here(self) -> bool:
         if self.ref.step_timeout is not None:
             return True

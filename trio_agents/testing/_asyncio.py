@@ -437,15 +437,16 @@ class PeerAgent:
             end = None  # the cancel's reason, in `_ending`
         except Exception as exc:
             end = {"kind": "error", "message": f"{type(exc).__name__}: {exc}"}
-        if self._ending is not None:
-            end = self._ending
-        self.task = None
         if self._step_open:
             if not self._replied:
                 self.observer.reply_ended(interrupted=True)
             for call_id in self._open_calls:
                 self.observer.tool_interrupted(call_id, content=self.interrupted_content)
+            # The turn has not ended: a StepEnded listener's cancel still reaches it (A8).
             self.end_step()
+        if self._ending is not None:
+            end = self._ending
+        self.task = None
         self.observer.turn_ended(end or {"kind": "completed"})
         # Steering the turn did not take becomes the next prompt, ahead of the queue (A3).
         left = [(c[0], c[2]) for c in self._claims if c[1] == "steering"]

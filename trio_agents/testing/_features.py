@@ -175,7 +175,9 @@ GATES: dict[str, Gate] = {
         (TURN_END_REASON, STEERING_NEVER_LOST, PARTIAL_REPLY_KEPT),
     ),
     "max_steps": Gate(("the max_steps option",), (), (TURN_END_REASON, STEERING_NEVER_LOST)),
-    "listener_windows": Gate(("arm",), (), (NO_MODEL_CALL_AFTER_CANCEL, WAIT_IDLE_RETURNS)),
+    "listener_windows": Gate(
+        ("arm", "cancel_at_the_final_answer"), (), (NO_MODEL_CALL_AFTER_CANCEL, WAIT_IDLE_RETURNS)
+    ),
     "raising_listeners": Gate(("arm_raising",), (LISTENER_ERRORS_CONTAINED,)),
     "partial_replies": Gate(("release_partial",), (PARTIAL_REPLY_KEPT,)),
     "pending": Gate(
