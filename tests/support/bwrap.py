@@ -9,6 +9,7 @@ put first on PATH for this process and the processes it starts (the CLI tests' s
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
 import shutil
@@ -57,9 +58,15 @@ def ensure_bwrap() -> tuple[str | None, str]:
     from trio_agents._sandbox import probe_now
 
     if shutil.which("bwrap") is None:
-        if os.geteuid() == 0:
-            _install_as_root()
-        else:
-            _unpack_for_this_user()
+        # The test workers (pytest-xdist) each ask; one installs while the others wait:
+        # two apt-get runs at once would fail on dpkg's lock.
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with open(CACHE / "trio-agents-tests.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if shutil.which("bwrap") is None:
+                if os.geteuid() == 0:
+                    _install_as_root()
+                else:
+                    _unpack_for_this_user()
     verdict = probe_now(None)  # also warms the library's cache: no trio test waits for it
     return verdict.bwrap, verdict.reason
