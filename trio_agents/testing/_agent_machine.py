@@ -12,16 +12,16 @@ property of a contract rule (`_agent_properties.py`); the checks live in `_agent
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar, Literal
+from collections.abc import AsyncGenerator, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import trio
 import trio.testing
 from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
+from hypothesis.stateful import initialize, precondition
 
 from .._agent import Agent
 from .._approval import Approval, ApprovalPolicy
@@ -61,7 +61,11 @@ from ._machine import machine_for, rule
 from ._properties import Property
 from ._reference import AgentReference
 from ._scripted import HOLD, GateTool, ScriptedStep, reply, tool_step
+from ._target import check_agent_shape, check_factory_call
 from ._targets import AgentFactory
+
+if TYPE_CHECKING:
+    from ._conformance import MachineReport
 
 __all__ = [
     "PROPERTIES",
@@ -207,9 +211,16 @@ class AgentMachine(AgentWindows):
             asks=bool(approval),
         )
         options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
-        self.agent = self._start_service(
-            lambda: factory(self.model, [self.gate], self.bus, options, **approval)
-        )
+        check_factory_call(factory, self.model, [self.gate], self.bus, options, **approval)
+
+        @asynccontextmanager
+        async def opened() -> AsyncGenerator[Any]:
+            # Checked before the service counts as started: the example then ends cleanly.
+            async with factory(self.model, [self.gate], self.bus, options, **approval) as agent:
+                check_agent_shape(agent, has)
+                yield agent
+
+        self.agent = self._start_service(opened)
         self.model.records = lambda: len(self.agent.session.records)
         gate: Any = self.gate
         gate.records = self.model.records
@@ -545,11 +556,16 @@ def check_agent_conformance(
     *,
     settings: Settings | None = None,
     features: Features | None = None,
-) -> None:
+    seed: int | None = None,
+) -> MachineReport:
     """Run the agent state machine against `factory` (default: the built-in agent), on the
     `features` it has (default: its `conformance_features` attribute, else all of them).
 
-    Raises the shrunk failing program's error on the first violation. Plain function, no
+    Returns the report (seed, examples, the properties checked); raises the shrunk
+    failing program's error, with a note of its seed, on the first violation. Any
+    `settings` work: the machine's budget is made from them, without a deadline. Plain function, no
     pytest needed: call it from any test runner.
     """
-    run_state_machine_as_test(agent_machine_for(factory, features), settings=settings)
+    from ._conformance import check_machine
+
+    return check_machine("agent", agent_machine_for(factory, features), settings, seed, features)

@@ -34,6 +34,7 @@ __all__ = [
     "MACHINES",
     "MachineReport",
     "MachineSpec",
+    "check_machine",
     "describe_coverage",
     "describe_failure",
     "reproduction",
@@ -80,7 +81,7 @@ class MachineReport:
     checks: int
     histories: int
     seconds: float
-    seed: int
+    seed: int | None
     failure: BaseException | None
     program: str | None
     checked: tuple[Property, ...] = ()
@@ -108,6 +109,8 @@ def run_conformance(
     progress: Callable[[str, int, float], object] | None = None,
     progress_every: float = 5.0,
     features: Features | None = None,
+    on_report: Callable[[MachineReport], object] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory` and the shell machine against `shell_factory` (each default: the
@@ -116,7 +119,9 @@ def run_conformance(
     `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
     while a machine runs. The agent machine checks `factory` on `features` (default: its
     `conformance_features` attribute, else all of them); raises TypeError, before
-    running anything, for an attribute that is not a `Features`."""
+    running anything, for an attribute that is not a `Features`. `on_report(report)` is
+    called as each machine finishes; once `interrupted()` is true the run stops with
+    KeyboardInterrupt before its next example (the CLI's Ctrl-C)."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
@@ -140,8 +145,10 @@ def run_conformance(
             machine: type[ConformanceMachine] = agent_machine
         else:
             machine = machine_for(spec_of.base, target)
-        _report_progress(machine, name, progress, progress_every)
+        _report_progress(machine, name, progress, progress_every, interrupted)
         reports.append(_run(name, machine, settings, chosen_seed, spec, features))
+        if on_report is not None:
+            on_report(reports[-1])
     return reports
 
 
@@ -150,18 +157,23 @@ def _report_progress(
     name: str,
     progress: Callable[[str, int, float], object] | None,
     every: float,
+    interrupted: Callable[[], bool] | None = None,
 ) -> None:
-    """Make `machine` call `progress` as examples start, at most every `every` seconds."""
-    if progress is None:
+    """Make `machine` call `progress` as examples start, at most every `every` seconds, and
+    stop the run with KeyboardInterrupt before an example once `interrupted()` is true."""
+    if progress is None and interrupted is None:
         return
     started = time.monotonic()
     last = [started]
     original = machine.__init__
 
     def __init__(self: RuleBasedStateMachine) -> None:
+        # Before the example's trio run starts: nothing is left half-open.
+        if interrupted is not None and interrupted():
+            raise KeyboardInterrupt
         original(self)
         now = time.monotonic()
-        if now - last[0] >= every:
+        if progress is not None and now - last[0] >= every:
             last[0] = now
             stats: dict[str, int] = getattr(machine, "stats", {})
             progress(name, stats.get("examples", 0), now - started)
@@ -173,7 +185,7 @@ def _run(
     name: str,
     machine: type[RuleBasedStateMachine],
     budget: Settings,
-    seed: int,
+    seed: int | None,
     spec: str | None,
     declared: Features | None = None,
 ) -> MachineReport:
@@ -186,7 +198,8 @@ def _run(
     # `run` does not reach; force the seed the way Hypothesis's pytest plugin does for
     # --hypothesis-seed, for this run only.
     previous = hypothesis.core.global_force_seed
-    hypothesis.core.global_force_seed = seed  # type: ignore[assignment]
+    if seed is not None:  # None: as the settings say (derandomised: the same every run)
+        hypothesis.core.global_force_seed = seed  # type: ignore[assignment]
     try:
         run()
     except Exception as exc:
@@ -345,3 +358,27 @@ def describe_coverage(report: MachineReport) -> list[str]:
 
 def _label(prop: Property) -> str:
     return f"{prop.name} ({prop.rule})"
+
+
+def check_machine(
+    name: str,
+    machine: type[RuleBasedStateMachine],
+    settings: Settings | None,
+    seed: int | None,
+    features: Features | None = None,
+) -> MachineReport:
+    """What the `check_*_conformance` functions do: run machine `name` on `settings` (default:
+    the profile's) made into that machine's budget, without a per-example deadline (an
+    example waits on trio runs and real processes, far past Hypothesis's default 200 ms).
+    Returns the report; raises the shrunk failure, with a note of the seed that replays
+    it."""
+    base = profile() if settings is None else settings
+    budget = MACHINES[name].budget(Settings(base, deadline=None))
+    if seed is None and not budget.derandomize:
+        seed = random.randrange(2**32)
+    report = _run(name, machine, budget, seed, None, features)
+    if report.failure is not None:
+        if seed is not None:
+            report.failure.add_note(f"replay it with seed={seed}")
+        raise report.failure
+    return report

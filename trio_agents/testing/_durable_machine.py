@@ -31,13 +31,13 @@ import tempfile
 from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import trio
 import trio.testing
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
+from hypothesis.stateful import initialize, precondition
 
 from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
 from .._model import ToolCall
@@ -67,6 +67,9 @@ from ._host import TrioHost, WallClock
 from ._machine import ConformanceMachine, machine_for, rule
 from ._scripted import GateTool, ScriptedModel, reply, tool_step
 from ._targets import RuntimeFactory, RuntimeSurface
+
+if TYPE_CHECKING:
+    from ._conformance import MachineReport
 
 __all__ = [
     "PROPERTIES",
@@ -608,12 +611,19 @@ def _silenced() -> Generator[None, None, None]:
 
 
 def check_durable_conformance(
-    factory: RuntimeFactory | None = None, *, settings: Settings | None = None
-) -> None:
+    factory: RuntimeFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    seed: int | None = None,
+) -> MachineReport:
     """Run the durable machine against `factory` (default: `open_runtime`), over the real
     SqliteStore in a temporary file, with crashes and resumes.
 
-    Raises the shrunk failing program's error on the first violation. Plain function, no
+    Returns the report (seed, examples, the properties checked); raises the shrunk
+    failing program's error, with a note of its seed, on the first violation. Any
+    `settings` work: the machine's budget is made from them, without a deadline. Plain function, no
     pytest needed: call it from any test runner.
     """
-    run_state_machine_as_test(machine_for(DurableMachine, factory), settings=settings)
+    from ._conformance import check_machine
+
+    return check_machine("durable", machine_for(DurableMachine, factory), settings, seed)

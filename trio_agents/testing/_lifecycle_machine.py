@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Hashable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, run_state_machine_as_test
+from hypothesis.stateful import initialize
 
 from .._configured import AgentConfig, ConfiguredAgents
 from .._errors import DuplicateSessionError, SessionNotFoundError
@@ -58,6 +58,9 @@ from ._machine import machine_for, rule
 from ._properties import ContractViolation, Property
 from ._scripted import ScriptedModel
 from ._targets import RuntimeFactory, RuntimeSurface
+
+if TYPE_CHECKING:
+    from ._conformance import MachineReport
 
 __all__ = ["PROPERTIES", "LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
 
@@ -581,11 +584,18 @@ class LifecycleMachine(ClosingRules):
 
 
 def check_lifecycle_conformance(
-    factory: RuntimeFactory | None = None, *, settings: Settings | None = None
-) -> None:
+    factory: RuntimeFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    seed: int | None = None,
+) -> MachineReport:
     """Run the lifecycle machine against `factory` (default: `open_runtime`).
 
-    Raises the shrunk failing program's error on the first violation. Plain function, no
+    Returns the report (seed, examples, the properties checked); raises the shrunk
+    failing program's error, with a note of its seed, on the first violation. Any
+    `settings` work: the machine's budget is made from them, without a deadline. Plain function, no
     pytest needed: call it from any test runner.
     """
-    run_state_machine_as_test(machine_for(LifecycleMachine, factory), settings=settings)
+    from ._conformance import check_machine
+
+    return check_machine("lifecycle", machine_for(LifecycleMachine, factory), settings, seed)

@@ -35,12 +35,12 @@ import tempfile
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
+from hypothesis.stateful import initialize, precondition
 
 from .._errors import SessionNotFoundError
 from .._registry import AgentHandle
@@ -90,6 +90,9 @@ from ._shell_properties import (
 from ._shell_properties import PROPERTIES as PROPERTIES
 from ._shell_spill_probe import probe_spill_directories
 from ._targets import ShellFactory
+
+if TYPE_CHECKING:
+    from ._conformance import MachineReport
 
 __all__ = [
     "PROPERTIES",
@@ -577,11 +580,18 @@ class ShellMachine(JobChecks, ConformanceMachine):
 
 
 def check_shell_conformance(
-    factory: ShellFactory | None = None, *, settings: Settings | None = None
-) -> None:
+    factory: ShellFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    seed: int | None = None,
+) -> MachineReport:
     """Run the shell machine against executors made by `factory` (default: ShellExecutor).
 
-    The jobs are real processes, run in temporary directories. Raises the shrunk failing
-    program's error on the first violation. Plain function, no pytest needed.
+    The jobs are real processes, run in temporary directories. Returns the report (seed,
+    examples, the properties checked); raises the shrunk failing program's error, with a
+    note of its seed, on the first violation. Any `settings` work: the machine's budget is
+    made from them, without a deadline. Plain function, no pytest needed.
     """
-    run_state_machine_as_test(machine_for(ShellMachine, factory), settings=settings)
+    from ._conformance import check_machine
+
+    return check_machine("shell", machine_for(ShellMachine, factory), settings, seed)

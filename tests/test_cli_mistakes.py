@@ -1,0 +1,171 @@
+"""Every mistake a new user makes on `trio-agents conformance` is one line naming the flag,
+the value and what to do, with exit status 2 (130 for Ctrl-C), never a traceback (issue 19)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pexpect
+import pytest
+
+from trio_agents._cli._main import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["--target", "nosuchmodule:factory"],
+            "trio-agents conformance: --target nosuchmodule:factory: no module named "
+            "'nosuchmodule' here",
+        ),
+        (
+            ["--runtime-target", "mybad:nope"],
+            "trio-agents conformance: --runtime-target mybad:nope: no module named 'mybad'",
+        ),
+        (
+            ["--shell-target", "tests.support.not_an_agent:nothing"],
+            "trio-agents conformance: --shell-target tests.support.not_an_agent:nothing: "
+            "module 'tests.support.not_an_agent' has no 'nothing'",
+        ),
+        (
+            ["--target", ""],
+            "trio-agents conformance: --target must look like 'package.module:factory', got ''",
+        ),
+        (
+            ["--target", "no_colon_here"],
+            "trio-agents conformance: --target must look like 'package.module:factory', "
+            "got 'no_colon_here'",
+        ),
+    ],
+)
+def test_a_target_that_does_not_load_is_one_line_naming_its_flag(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["conformance", *argv]) == 2
+    assert one_line(capsys).startswith(expected)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_max_examples_must_be_positive(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["conformance", "--max-examples", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"argument --max-examples: must be a positive integer, got {value!r}" in err
+
+
+def test_an_object_without_the_agent_methods_is_named_with_what_it_lacks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    target = "tests.support.not_an_agent:missing_methods"
+    assert main(["conformance", "--target", target, "--max-examples", "5"]) == 2
+    assert one_line(capsys) == (
+        f"trio-agents conformance: --target {target}: the factory yielded a Half, which lacks "
+        "cancel, wait_idle, status, session, steer, inject: an agent needs the methods of "
+        "trio_agents.Agent (an agent without steer or inject declares it: "
+        "conformance_features = Features(steer=False, inject=False))"
+    )
+
+
+def test_a_factory_of_the_wrong_signature_says_how_it_is_called(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    target = "tests.support.not_an_agent:wrong_signature"
+    assert main(["conformance", "--target", target, "--max-examples", "5"]) == 2
+    line = one_line(capsys)
+    assert line.startswith(f"trio-agents conformance: --target {target}: the factory ")
+    assert "cannot be called as factory(model, tools, events, options)" in line
+
+
+def test_a_target_is_found_in_the_current_directory(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "my_agent_here.py").write_text(
+        "from trio_agents.testing._agent_machine import builtin_agent_factory as factory\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert main(["conformance", "--target", "my_agent_here:factory", "--max-examples", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "agent machine: passed" in out
+
+
+def test_the_output_ends_by_saying_what_was_checked_and_where_it_is_explained(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    target = "trio_agents.testing._agent_machine:builtin_agent_factory"
+    assert main(["conformance", "--target", target, "--max-examples", "5"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("checked 34 properties on 1 machines: agent (34); all held.")
+    assert last.endswith("docs/conformance.md")
+
+
+def test_help_gives_the_defaults_and_how_long_a_profile_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["conformance", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: ci, or $TRIO_AGENTS_PROFILE" in text
+    assert "ci: about a minute" in text
+    assert "300 for ci, 5000 for deep" in text
+    assert "default: a random seed" in text
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("trio-agents ")
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child: pexpect.spawn[str] = pexpect.spawn(
+        sys.executable,
+        ["-m", "trio_agents._cli", "conformance", "--seed", "7", "--max-examples", "40"],
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+    )
+    try:
+        child.expect("agent machine: passed")  # one machine done, the next one running
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 130
+    text: str = child.before or ""
+    assert "Traceback" not in text
+    # The next machine may finish before the interrupt reaches it: "agent" comes first.
+    assert "trio-agents conformance: interrupted; machines passed so far: agent" in text
+    assert "; replay this run with --seed 7" in text
+
+
+def test_a_check_function_returns_a_report_and_takes_any_settings() -> None:
+    from hypothesis import settings
+
+    from trio_agents.testing import check_shell_conformance
+
+    # Hypothesis's default deadline (200 ms) would fail a real-process example at once.
+    report = check_shell_conformance(settings=settings(max_examples=12))
+    assert report.passed
+    assert report.machine == "shell"
+    assert report.examples >= 10
+    assert report.seed is not None
+    assert {p.rule for p in report.checked} >= {"S1"}
