@@ -10,6 +10,7 @@ import time
 from typing import Annotated
 
 import trio
+import trio.lowlevel
 
 from trio_agents import OfflineModel, ToolContext, function_tool, open_agent
 
@@ -21,7 +22,7 @@ async def add(a: int, b: Annotated[int, "the number added to a"] = 1) -> int:
     Args:
         a: the first number.
     """
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
     return a + b
 
 

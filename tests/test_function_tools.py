@@ -148,10 +148,10 @@ class Opaque:
 
 def _star(*names: str) -> None: ...
 def _double_star(**options: str) -> None: ...
-def _untyped(path, mode: str) -> None: ...  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _untyped(path, mode: str) -> None: ...  # type: ignore[no-untyped-def]
 def _opaque(thing: Opaque) -> None: ...
 def _callable(hook: Callable[[], None]) -> None: ...
-def _bad_default(when: object = Opaque()) -> None: ...  # noqa: B008
+def _bad_default(when: object = Opaque()) -> None: ...
 def _two_contexts(a: ToolContext, b: ToolContext) -> None: ...
 def _unresolved(x: NotDefinedAnywhere) -> None: ...  # type: ignore[name-defined]  # noqa: F821
 def _generator(n: int) -> Iterator[int]:
@@ -164,22 +164,22 @@ def _stale_doc(limit: int) -> None:
     """
 
 
-@pytest.mark.parametrize(
-    ("function", "names"),
-    [
-        (_star, ("_star", "*names")),
-        (_double_star, ("_double_star", "**options")),
-        (_untyped, ("_untyped", "'path'", "no type hint")),
-        (_opaque, ("_opaque", "'thing'", "Opaque")),
-        (_callable, ("_callable", "'hook'")),
-        (_bad_default, ("_bad_default", "'when'", "default")),
-        (_two_contexts, ("_two_contexts", "'b'", "ToolContext")),
-        (_unresolved, ("_unresolved", "NotDefinedAnywhere")),
-        (_generator, ("_generator", "generator")),
-        (_stale_doc, ("_stale_doc", "'lmit'", "docstring")),
-        (Opaque, ("Opaque", "not a function")),
-    ],
-)
+REFUSED: list[tuple[Callable[..., Any], tuple[str, ...]]] = [
+    (_star, ("_star", "*names")),
+    (_double_star, ("_double_star", "**options")),
+    (_untyped, ("_untyped", "'path'", "no type hint")),
+    (_opaque, ("_opaque", "'thing'", "Opaque")),
+    (_callable, ("_callable", "'hook'")),
+    (_bad_default, ("_bad_default", "'when'", "default")),
+    (_two_contexts, ("_two_contexts", "'b'", "ToolContext")),
+    (_unresolved, ("_unresolved", "NotDefinedAnywhere")),
+    (_generator, ("_generator", "generator")),
+    (_stale_doc, ("_stale_doc", "'lmit'", "docstring")),
+    (Opaque, ("Opaque", "not a function")),
+]
+
+
+@pytest.mark.parametrize(("function", "names"), REFUSED)
 def test_F4_a_signature_without_a_schema_is_refused_naming_the_function_and_parameter(
     function: Callable[..., Any], names: tuple[str, ...]
 ) -> None:
@@ -208,11 +208,11 @@ async def test_F5_invalid_arguments_are_an_error_result_and_the_function_is_not_
         await trio.lowlevel.checkpoint()
         return "scaled"
 
-    cases = {
+    cases: dict[str, tuple[object, str]] = {
         "wrong type, wrong enum, unknown": (
             {"factor": "three", "unit": "kelvin", "colour": 1},
             "invalid arguments for scale (it was not run): 'factor': Input should be a valid "
-            'integer, unable to parse string as an integer, got "three"; \'unit\': Input should '
+            "integer, unable to parse string as an integer, got \"three\"; 'unit': Input should "
             "be 'celsius' or 'fahrenheit', got \"kelvin\"; 'colour' is not an argument (it "
             "takes factor, unit)",
         ),
@@ -255,12 +255,13 @@ async def test_F6_a_tool_context_parameter_receives_the_calls_context() -> None:
 
 @pytest.mark.realtime
 async def test_F7_a_sync_function_runs_in_a_worker_thread_without_blocking_trio() -> None:
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
     threads: list[int] = []
 
     @function_tool
     def blocking(seconds: float) -> str:
         threads.append(threading.get_ident())
+        entered.set()
         return "released" if release.wait(seconds) else "timed out"
 
     async with trio.open_nursery() as nursery:
@@ -272,7 +273,7 @@ async def test_F7_a_sync_function_runs_in_a_worker_thread_without_blocking_trio(
         nursery.start_soon(call)
         # trio goes on while the function blocks its thread: it is this task that lets
         # the function return.
-        await _until(lambda: bool(threads))
+        assert await trio.to_thread.run_sync(entered.wait, 10)
         release.set()
     assert results == ["released"]
     assert threads != [threading.get_ident()]
@@ -374,10 +375,3 @@ def test_the_example_program_runs() -> None:
     assert lines[3].startswith("  -> error: invalid arguments for add (it was not run): 'a': ")
     assert lines[5].startswith("  -> ok: hello (call ")
     assert "'required': ['a']" in lines[6]
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    """Wait for a worker thread's effect, on a bounded deadline."""
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.001)

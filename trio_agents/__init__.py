@@ -57,9 +57,9 @@ from ._events import ToolStarted as ToolStarted
 from ._events import TurnEnded as TurnEnded
 from ._events import TurnStarted as TurnStarted
 from ._fiber import Fiber as Fiber
+from ._fiber import Plugin as Plugin
 from ._function_tool import FunctionTool as FunctionTool
 from ._function_tool import function_tool as function_tool
-from ._fiber import Plugin as Plugin
 from ._model import Finish as Finish
 from ._model import Message as Message
 from ._model import Model as Model

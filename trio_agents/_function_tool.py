@@ -51,8 +51,7 @@ class FunctionTool:
         tool = name if name is not None else getattr(function, "__name__", "")
         if not isinstance(tool, str) or not _NAME.fullmatch(tool):
             raise ValueError(
-                f"{where}: tool name {tool!r} is not 1-64 letters, digits, '_' or '-'; "
-                "pass name="
+                f"{where}: tool name {tool!r} is not 1-64 letters, digits, '_' or '-'; pass name="
             )
         self._signature = read_signature(function, tool)
         self._is_async = _is_async(function)
@@ -64,7 +63,9 @@ class FunctionTool:
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
 
-    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult | str:
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
         """Validate `arguments`, then call the function with them (and `context` for its
         ToolContext parameter). Invalid arguments answer an error result and the function
         is not called. An async function runs in this task; a sync one in a worker thread
@@ -123,6 +124,6 @@ def _as_result(value: object) -> ToolResult | str:
     """A str or ToolResult as it is; anything else as JSON, which a model reads best."""
     if isinstance(value, ToolResult | str):
         return value
-    import pydantic_core
+    import pydantic_core  # lazily: pydantic's import costs ~0.1 s (D280)
 
     return pydantic_core.to_json(value, fallback=repr).decode()

@@ -57,8 +57,9 @@ def parse_docstring(doc: str | None) -> Docstring:
             entry_indent = -1
             continue
         if sphinx := _SPHINX_PARAM.match(stripped):
-            section, current = ":param", sphinx.group(1)
-            parameters[current] = sphinx.group(2).strip()
+            name = sphinx.group(1)
+            section, current = ":param", name
+            parameters[name] = sphinx.group(2).strip()
             continue
         if _SPHINX_FIELD.match(stripped):
             section, current = ":field", None  # :returns:, :raises ...: and the like
@@ -75,8 +76,9 @@ def parse_docstring(doc: str | None) -> Docstring:
                 entry_indent = indent
             entry = _ENTRY.match(stripped)
             if indent <= entry_indent and entry:
-                current = entry.group(1).lstrip("*")
-                parameters[current] = entry.group(2).strip()
+                name = entry.group(1).lstrip("*")
+                parameters[name] = entry.group(2).strip()
+                current = name
                 continue
         if current is not None and (section == ":param" or indent > entry_indent):
             parameters[current] = f"{parameters[current]} {stripped}".strip()
