@@ -153,7 +153,12 @@ def _opaque(thing: Opaque) -> None: ...
 def _callable(hook: Callable[[], None]) -> None: ...
 def _bad_default(when: object = Opaque()) -> None: ...
 def _two_contexts(a: ToolContext, b: ToolContext) -> None: ...
-def _unresolved(x: NotDefinedAnywhere) -> None: ...  # type: ignore[name-defined]  # noqa: F821
+def _unresolved(x: int) -> None: ...
+
+
+_unresolved.__annotations__["x"] = "NotDefinedAnywhere"  # a hint that names nothing
+
+
 def _generator(n: int) -> Iterator[int]:
     yield n
 
@@ -375,3 +380,21 @@ def test_the_example_program_runs() -> None:
     assert lines[3].startswith("  -> error: invalid arguments for add (it was not run): 'a': ")
     assert lines[5].startswith("  -> ok: hello (call ")
     assert "'required': ['a']" in lines[6]
+
+
+def test_the_contracts_example_runs_and_prints_what_it_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (ROOT / "docs" / "contract.md").read_text()
+    section = text.split("\n## Tools from functions\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/contract.md#tools-from-functions", "exec"), {"__name__": "doc"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:3] == [
+        "False 42",
+        "True invalid arguments for add (it was not run): 'a': Input should be a valid "
+        'integer, unable to parse string as an integer, got "two"',
+        "False hi (call offline-3)",
+    ]
+    said = " ".join(section.split("It prints", 1)[1].split())
+    assert " ".join(printed[3].split()) in said
