@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import pathlib
 import subprocess
@@ -140,6 +141,56 @@ def test_F4_options_a_sync_function_and_a_sphinx_docstring() -> None:
         "properties": {},
         "type": "object",
     }
+
+
+class Greeter:
+    """A greeter (the class's text, not the tool's)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self, who: str, context: ToolContext | None = None) -> str:
+        """Greet someone.
+
+        Args:
+            who: whom to greet.
+        """
+        await trio.lowlevel.checkpoint()
+        self.count += 1
+        return f"hi {who} from {context.call_id if context else None}"
+
+    async def reset(self, to: int = 0) -> int:
+        """Reset the count."""
+        await trio.lowlevel.checkpoint()
+        self.count = to
+        return to
+
+
+async def _scaled(factor: int, value: float) -> float:
+    """Scale a value."""
+    await trio.lowlevel.checkpoint()
+    return factor * value
+
+
+async def test_F4_callable_objects_bound_methods_and_partials_are_read_through() -> None:
+    greeter = Greeter()
+    greet = function_tool(greeter, name="greet")
+    reset = function_tool(greeter.reset)
+    double = function_tool(functools.partial(_scaled, 2), name="double")
+    assert (greet.description, reset.description, double.description) == (
+        "Greet someone.",
+        "Reset the count.",
+        "Scale a value.",
+    )
+    assert greet.parameters["properties"] == {
+        "who": {"description": "whom to greet.", "type": "string"}
+    }
+    assert reset.parameters["properties"] == {"to": {"default": 0, "type": "integer"}}
+    assert double.parameters["required"] == ["value"]
+    assert await greet({"who": "Ada"}, CONTEXT) == "hi Ada from call-7"
+    assert await reset({"to": 5}, CONTEXT) == "5"
+    assert greeter.count == 5
+    assert await double({"value": 1.5}, CONTEXT) == "3.0"
 
 
 class Opaque:

@@ -13,7 +13,7 @@ from typing import Any, overload
 import trio
 
 from ._tool import ToolContext, ToolResult
-from ._tool_schema import read_signature
+from ._tool_schema import label, read_signature
 
 __all__ = ["FunctionTool", "function_tool"]
 
@@ -43,7 +43,7 @@ class FunctionTool:
         name: str | None = None,
         description: str | None = None,
     ) -> None:
-        where = f"function_tool: {getattr(function, '__qualname__', repr(function))}"
+        where = f"function_tool: {label(function)}"
         if not callable(function) or inspect.isclass(function):
             raise TypeError(f"{where} is not a function; decorate a def or an async def")
         if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):

@@ -8,6 +8,7 @@ import.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
@@ -22,7 +23,7 @@ from ._tool_docstring import parse_docstring
 if typing.TYPE_CHECKING:
     import pydantic
 
-__all__ = ["BoundCall", "ToolSignature", "read_signature"]
+__all__ = ["BoundCall", "ToolSignature", "label", "read_signature"]
 
 _NAMED = (
     inspect.Parameter.POSITIONAL_ONLY,
@@ -105,19 +106,20 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
     naming the function and the parameter, for what cannot become a JSON schema."""
     import pydantic  # lazily: pydantic's import costs ~0.1 s (D280)
 
-    where = f"function_tool: {getattr(function, '__qualname__', repr(function))}()"
+    where = f"function_tool: {label(function)}()"
+    source = _source(function)
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where} has no signature to read ({exc})") from None
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(source, include_extras=True)
     except Exception as exc:
         raise TypeError(
             f"{where}: its type hints cannot be resolved ({type(exc).__name__}: {exc}); "
             "define the names they use where the function is defined"
         ) from None
-    doc = parse_docstring(inspect.getdoc(function))
+    doc = parse_docstring(inspect.getdoc(source) or inspect.getdoc(function))
     order: list[_Parameter] = []
     fields: dict[str, Any] = {}
     for index, parameter in enumerate(signature.parameters.values()):
@@ -135,7 +137,7 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
             )
         hint, described = _without_text(hints[name])
         positional_only = parameter.kind is inspect.Parameter.POSITIONAL_ONLY
-        if hint is ToolContext:
+        if hint is ToolContext or hint == ToolContext | None:
             if any(p.is_context for p in order):
                 raise TypeError(f"{where}: parameter {name!r} is a second ToolContext; keep one")
             order.append(_Parameter(name, positional_only, True, ""))
@@ -173,6 +175,25 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
     schema.pop("title", None)
     schema.setdefault("properties", {})
     return ToolSignature(tool, schema, doc.description, tuple(order), model)
+
+
+def label(function: object) -> str:
+    """How errors name a function: its qualified name, else its class's (a callable
+    object), else what it wraps (a partial)."""
+    if isinstance(function, functools.partial):
+        return f"partial({label(function.func)})"
+    name = getattr(function, "__qualname__", None)
+    return name if isinstance(name, str) else type(function).__qualname__
+
+
+def _source(function: Callable[..., Any]) -> Any:
+    """What holds the hints and the docstring: a partial's function, a callable object's
+    `__call__`, else the function itself."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.isroutine(function) or inspect.isclass(function):
+        return function
+    return type(function).__call__
 
 
 def _check_type(where: str, name: str, hint: Any, default: Any) -> None:
