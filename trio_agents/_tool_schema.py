@@ -122,6 +122,7 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
     doc = parse_docstring(inspect.getdoc(source) or inspect.getdoc(function))
     order: list[_Parameter] = []
     fields: dict[str, Any] = {}
+    typed: list[tuple[str, Any]] = []
     for index, parameter in enumerate(signature.parameters.values()):
         name = parameter.name
         if parameter.kind not in _NAMED:
@@ -144,7 +145,8 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
             continue
         field = f"p{index}"  # never a BaseModel attribute, whatever the parameter's name
         default = parameter.default
-        _check_type(where, name, hint, default)
+        _check_default(where, name, default)
+        typed.append((name, hint))
         fields[field] = (
             hint,
             pydantic.Field(
@@ -161,17 +163,14 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
             f"{where}: its docstring describes {', '.join(map(repr, stale))}, not a "
             f"parameter (it has {', '.join(sorted(known)) or 'none'}); fix the docstring"
         )
-    model = pydantic.create_model(
-        f"{tool}_arguments",
-        __config__=pydantic.ConfigDict(extra="forbid", populate_by_name=False),
-        **fields,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            schema = model.model_json_schema(schema_generator=_schema_generator())
-        except Exception as exc:  # what _check_type did not catch: refuse, do not guess
-            raise TypeError(f"{where}: no JSON schema for its arguments ({_first(exc)})") from None
+    try:
+        model, schema = _build(tool, fields)
+    except Exception as exc:
+        # Only now is each type checked alone, to name the parameter: a second schema per
+        # parameter would double the cost of every tool that is fine.
+        for name, hint in typed:
+            _check_type(where, name, hint)
+        raise TypeError(f"{where}: no JSON schema for its arguments ({_first(exc)})") from None
     schema.pop("title", None)
     schema.setdefault("properties", {})
     return ToolSignature(tool, schema, doc.description, tuple(order), model)
@@ -196,10 +195,24 @@ def _source(function: Callable[..., Any]) -> Any:
     return type(function).__call__
 
 
-def _check_type(where: str, name: str, hint: Any, default: Any) -> None:
-    """Raise the one-line TypeError for a parameter whose type or default has no schema."""
+def _build(tool: str, fields: dict[str, Any]) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
+    """The arguments' model and its JSON schema; a warning (a default or a type it would
+    leave out) is an error, since the model would be sent a schema that is not the truth."""
     import pydantic  # lazily: pydantic's import costs ~0.1 s (D280)
-    import pydantic_core  # lazily: pydantic's import costs ~0.1 s (D280)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = pydantic.create_model(
+            f"{tool}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", populate_by_name=False),
+            **fields,
+        )
+        return model, model.model_json_schema(schema_generator=_schema_generator())
+
+
+def _check_type(where: str, name: str, hint: Any) -> None:
+    """Raise the one-line TypeError for a parameter whose type has no JSON schema."""
+    import pydantic  # lazily: pydantic's import costs ~0.1 s (D280)
 
     try:
         with warnings.catch_warnings():
@@ -211,6 +224,12 @@ def _check_type(where: str, name: str, hint: Any, default: Any) -> None:
             f"({_first(exc)}); use JSON types (str, int, float, bool, list, dict, a "
             "Literal, an Enum, a dataclass, a pydantic model)"
         ) from None
+
+
+def _check_default(where: str, name: str, default: Any) -> None:
+    """Raise the one-line TypeError for a default that is not a JSON value."""
+    import pydantic_core  # lazily: pydantic's import costs ~0.1 s (D280)
+
     if default is inspect.Parameter.empty:
         return
     try:
