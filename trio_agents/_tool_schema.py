@@ -117,7 +117,7 @@ def read_signature(function: Callable[..., Any], tool: str) -> ToolSignature:
     except Exception as exc:
         raise TypeError(
             f"{where}: its type hints cannot be resolved ({type(exc).__name__}: {exc}); "
-            "define the names they use where the function is defined"
+            "define the types they name at module level, where the hints are resolved"
         ) from None
     doc = parse_docstring(inspect.getdoc(source) or inspect.getdoc(function))
     order: list[_Parameter] = []
