@@ -28,12 +28,18 @@ from trio_agents import (
     function_tool,
     open_agent,
 )
+from trio_agents._tool_docstring import Docstring, parse_docstring
 from trio_agents.testing import ScriptedModel, history_problems, reply, tool_step
 
 from .support.helpers import of_type, turn_ends
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONTEXT = ToolContext("agent-1", "call-7", 2, 3)
+
+
+def checkout_env() -> dict[str, str]:
+    """The environment for a child Python that imports this checkout's trio_agents."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
 
 
 class Unit(enum.Enum):
@@ -415,13 +421,12 @@ async def test_the_offline_model_calls_a_function_tool() -> None:
 
 @pytest.mark.subprocess
 def test_the_example_program_runs() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), *sys.path]))}
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "function_tool.py")],
         capture_output=True,
         text=True,
         timeout=60,
-        env=env,
+        env=checkout_env(),
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -449,3 +454,62 @@ def test_the_contracts_example_runs_and_prints_what_it_says(
     ]
     said = " ".join(section.split("It prints", 1)[1].split())
     assert " ".join(printed[3].split()) in said
+
+
+def test_the_docstring_reader_takes_google_and_sphinx_sections() -> None:
+    google = parse_docstring(
+        """Do a thing.
+
+        Second paragraph.
+
+        Args:
+            first (int): one line.
+            second: two lines,
+                joined.
+            *rest: starred names lose their stars.
+
+        Keyword Args:
+            flag: a keyword.
+
+        Example:
+            not: a parameter, an example.
+
+        Returns:
+            nothing: also not a parameter.
+        """
+    )
+    assert google.description == "Do a thing.\n\nSecond paragraph."
+    assert google.parameters == {
+        "first": "one line.",
+        "second": "two lines, joined.",
+        "rest": "starred names lose their stars.",
+        "flag": "a keyword.",
+    }
+    sphinx = parse_docstring(
+        "Do it.\n\n:param int first: typed.\n:param second: spans\n    two lines.\n:rtype: str\n"
+    )
+    assert (sphinx.description, sphinx.parameters) == (
+        "Do it.",
+        {"first": "typed.", "second": "spans two lines."},
+    )
+    assert parse_docstring(None) == parse_docstring("") == Docstring()
+
+
+@pytest.mark.subprocess
+def test_pydantic_is_imported_with_the_first_function_tool_not_with_the_package() -> None:
+    code = (
+        "import sys, trio_agents\n"
+        "assert 'pydantic' not in sys.modules, 'import trio_agents pays for pydantic'\n"
+        "def f(x: int) -> int:\n    return x\n"
+        "trio_agents.function_tool(f)\n"
+        "assert 'pydantic' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=checkout_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
