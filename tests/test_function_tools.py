@@ -265,7 +265,12 @@ async def test_F5_invalid_arguments_are_an_error_result_and_the_function_is_not_
     calls: list[tuple[int, Unit]] = []
 
     @function_tool
-    async def scale(factor: int, unit: Unit = Unit.CELSIUS) -> str:
+    async def scale(
+        factor: int,
+        unit: Unit = Unit.CELSIUS,
+        place: Place | None = None,
+        hours: tuple[int, ...] = (),
+    ) -> str:
         calls.append((factor, unit))
         await trio.lowlevel.checkpoint()
         return "scaled"
@@ -276,9 +281,15 @@ async def test_F5_invalid_arguments_are_an_error_result_and_the_function_is_not_
             "invalid arguments for scale (it was not run): 'factor': Input should be a valid "
             "integer, unable to parse string as an integer, got \"three\"; 'unit': Input should "
             "be 'celsius' or 'fahrenheit', got \"kelvin\"; 'colour' is not an argument (it "
-            "takes factor, unit)",
+            "takes factor, unit, place, hours)",
         ),
         "missing": ({}, "invalid arguments for scale (it was not run): 'factor' is required"),
+        "inside an object": (
+            {"factor": 1, "place": {"country": "SE", "zip": "1"}, "hours": [1, "x"]},
+            "invalid arguments for scale (it was not run): 'place.city' is required; "
+            "'place.zip' is not a field of its object; 'hours[1]': Input should be a valid "
+            'integer, unable to parse string as an integer, got "x"',
+        ),
         "not an object": (
             ["factor", 3],
             "invalid arguments for scale (it was not run): the arguments must be a JSON "

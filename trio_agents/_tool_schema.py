@@ -31,6 +31,8 @@ _NAMED = (
     inspect.Parameter.KEYWORD_ONLY,
 )
 _SHOWN = 60  # the characters of a wrong value an error shows
+# pydantic's error types for a key a model or a dataclass does not have
+_UNKNOWN = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,8 @@ class ToolSignature:
                 problems.append(f"the arguments must be a JSON object, got {_show(error['input'])}")
             elif kind == "missing":
                 problems.append(f"{where!r} is required")
+            elif kind in _UNKNOWN and len(error["loc"]) > 1:
+                problems.append(f"{where!r} is not a field of its object")
             elif kind == "extra_forbidden":
                 takes = ", ".join(names) or "no arguments"
                 problems.append(f"{where!r} is not an argument (it takes {takes})")
