@@ -22,6 +22,7 @@ import trio.testing
 from trio_agents import (
     FunctionTool,
     OfflineModel,
+    OpenAICompatibleModel,
     ToolContext,
     ToolResult,
     ToolSpec,
@@ -32,6 +33,7 @@ from trio_agents._tool_docstring import Docstring, parse_docstring
 from trio_agents.testing import ScriptedModel, history_problems, reply, tool_step
 
 from .support.helpers import of_type, turn_ends
+from .support.sse_server import DONE, Reply, finish, serve, text, tool_delta
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONTEXT = ToolContext("agent-1", "call-7", 2, 3)
@@ -524,3 +526,55 @@ def test_pydantic_is_imported_with_the_first_function_tool_not_with_the_package(
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+async def test_the_schema_and_the_error_line_go_over_the_wire_to_an_openai_endpoint() -> None:
+    @function_tool
+    async def book(room: Annotated[str, "the room's name"], hours: int = 1) -> str:
+        """Book a meeting room."""
+        await trio.lowlevel.checkpoint()
+        return f"booked {room} for {hours}h"
+
+    def calls(*arguments: str) -> Reply:
+        steps = [
+            tool_delta(i, id=f"c{i}", name="book", arguments=a) for i, a in enumerate(arguments)
+        ]
+        return Reply(body=[*steps, finish("tool_calls"), DONE])
+
+    replies = (
+        calls('{"room": "Ada", "hours": "two"}'),
+        calls('{"room": "Ada", "hours": 2}'),
+        Reply(body=[text("Booked."), finish("stop"), DONE]),
+    )
+    async with serve(*replies) as server:
+        model = OpenAICompatibleModel("m", base_url=server.base_url, api_key="k")
+        async with open_agent(model, tools=[book]) as agent:
+            agent.send("book Ada for two hours")
+            await agent.wait_idle()
+    first, second, third = (r.body for r in server.requests)
+    assert first["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "book",
+                "description": "Book a meeting room.",
+                "parameters": {
+                    "additionalProperties": False,
+                    "properties": {
+                        "room": {"description": "the room's name", "type": "string"},
+                        "hours": {"default": 1, "type": "integer"},
+                    },
+                    "required": ["room"],
+                    "type": "object",
+                },
+            },
+        }
+    ]
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c0",
+        "content": "invalid arguments for book (it was not run): 'hours': Input should be a "
+        'valid integer, unable to parse string as an integer, got "two"',
+    }
+    assert third["messages"][-1]["content"] == "booked Ada for 2h"
+    assert turn_ends(agent) == [{"kind": "completed"}]
