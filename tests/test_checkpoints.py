@@ -66,6 +66,7 @@ from trio_agents import (
     SqliteStore,
     TextDelta,
     ToolContext,
+    function_tool,
     open_agent,
     open_runtime,
 )
@@ -695,6 +696,31 @@ async def _(probe: Probe) -> None:
     for tool in bash.tools:
         with probe.checkpoints():
             await tool({}, CONTEXT)  # the plugin is unloaded
+
+
+@case(
+    "trio_agents.FunctionTool.__call__",
+    "invalid arguments; an async function that never checkpoints itself",
+)
+async def _(probe: Probe) -> None:
+    @function_tool
+    async def at_once(n: int) -> int:
+        return n
+
+    with probe.checkpoints():
+        assert await at_once({"n": "x"}, CONTEXT) != "x"
+    with probe.checkpoints():
+        assert await at_once({"n": 2}, CONTEXT) == "2"
+
+
+@case("trio_agents.FunctionTool.__call__", "a sync function, in a worker thread", realtime)
+async def _(probe: Probe) -> None:
+    @function_tool
+    def in_a_thread(n: int) -> int:
+        return n
+
+    with probe.checkpoints():
+        assert await in_a_thread({"n": 3}, CONTEXT) == "3"
 
 
 @case("trio_agents.testing.EchoTool.__call__", "a call")

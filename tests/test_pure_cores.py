@@ -51,6 +51,8 @@ PURE_MODULES = [
     "_model_sse",
     "_status",
     "_tool",
+    "_tool_docstring",
+    "_tool_schema",
     "_transcript",
     "testing/_reference",
     "testing/_history",

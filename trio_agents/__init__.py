@@ -58,6 +58,8 @@ from ._events import TurnEnded as TurnEnded
 from ._events import TurnStarted as TurnStarted
 from ._fiber import Fiber as Fiber
 from ._fiber import Plugin as Plugin
+from ._function_tool import FunctionTool as FunctionTool
+from ._function_tool import function_tool as function_tool
 from ._model import Finish as Finish
 from ._model import Message as Message
 from ._model import Model as Model
@@ -134,6 +136,7 @@ __all__ = [
     "FiberClosedError",
     "Finish",
     "FlushTimeoutError",
+    "FunctionTool",
     "JobNotFoundError",
     "JobOutput",
     "LabelNotFoundError",
@@ -198,6 +201,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "default_store_path",
+    "function_tool",
     "make_non_dumpable",
     "open_agent",
     "open_runtime",
