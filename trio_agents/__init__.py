@@ -28,6 +28,7 @@ from ._errors import ObserverMisuse as ObserverMisuse
 from ._errors import PersistenceError as PersistenceError
 from ._errors import ReadOnlyStoreError as ReadOnlyStoreError
 from ._errors import SandboxUnavailableError as SandboxUnavailableError
+from ._errors import TurnNotFoundError as TurnNotFoundError
 from ._errors import SessionExistsError as SessionExistsError
 from ._errors import SessionLiveElsewhereError as SessionLiveElsewhereError
 from ._errors import SessionLiveError as SessionLiveError
@@ -99,6 +100,17 @@ from ._tool import ToolResult as ToolResult
 from ._turn import CancelCause as CancelCause
 from ._turn import Closer as Closer
 from ._turn import MessageId as MessageId
+from ._turn_events import TurnDropped as TurnDropped
+from ._turn_events import TurnEnd as TurnEnd
+from ._turn_events import TurnEvent as TurnEvent
+from ._turn_events import TurnStepEnd as TurnStepEnd
+from ._turn_events import TurnText as TurnText
+from ._turn_events import TurnToolCall as TurnToolCall
+from ._turn_events import TurnToolResult as TurnToolResult
+from ._turn_result import ToolCallResult as ToolCallResult
+from ._turn_result import TurnResult as TurnResult
+from ._turn_result import turn_result as turn_result
+from ._turn_stream import TurnStream as TurnStream
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
@@ -186,14 +198,25 @@ __all__ = [
     "TextStreamed",
     "Tool",
     "ToolCall",
+    "ToolCallResult",
     "ToolContext",
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
     "TrioAgentsError",
+    "TurnDropped",
+    "TurnEnd",
     "TurnEndReason",
     "TurnEnded",
+    "TurnEvent",
+    "TurnNotFoundError",
+    "TurnResult",
     "TurnStarted",
+    "TurnStepEnd",
+    "TurnStream",
+    "TurnText",
+    "TurnToolCall",
+    "TurnToolResult",
     "UnknownStoreVersionError",
     "Usage",
     "Verdict",
@@ -201,6 +224,7 @@ __all__ = [
     "make_non_dumpable",
     "open_agent",
     "open_runtime",
+    "turn_result",
 ]
 
 _fixup_module_metadata(__name__, [globals()[name] for name in __all__])
