@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
             "_status", "_inbox", "_store_claims", "_approval", "_readable", "_mcp_config",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
-            "_sandbox_policy", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
+            "_sandbox_policy", "_turn_events", "_turn_result", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
             "acp._params", "acp._prompt", "acp._listing", "acp._frames",
             "_cli._chat_render", "testing._reference", "testing._history",
             "testing._properties", "testing._durable_properties",
@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_mcp", "_mcp_*",
         ),
     ),
-    ("agent", ("_turn", "_approval_gate", "_agent", "_standalone")),
+    ("agent", ("_turn", "_turn_stream", "_approval_gate", "_agent", "_standalone")),
     ("fiber", ("_fiber",)),
     ("registry", ("_registry",)),
     ("runtime", ("_runtime",)),
@@ -81,6 +81,10 @@ EXPORTS = {
         "TextStreamed", "Tool", "ToolCall", "ToolContext", "ToolResult", "ToolSpec",
         "TrioAgentsError", "TurnEnded", "TurnEndReason", "TurnStarted", "Usage",
         "default_store_path", "make_non_dumpable", "open_agent", "open_runtime",
+        # following a turn in code (rules V1-V4)
+        "TurnStream", "TurnEvent", "TurnText", "TurnToolCall", "TurnToolResult", "TurnStepEnd",
+        "TurnEnd", "TurnDropped", "TurnResult", "ToolCallResult", "turn_result",
+        "TurnNotFoundError",
         # the errors, one class per reason (D58)
         "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
         "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ObserverMisuse",

@@ -8,7 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
@@ -17,8 +17,11 @@ import trio.testing
 
 from trio_agents import (
     Agent,
+    AgentClosedError,
     AgentStatus,
     Finish,
+    ModelChunk,
+    ModelRequest,
     TextDelta,
     ToolCall,
     ToolContext,
@@ -112,7 +115,7 @@ def joined_text(events: list[TurnEvent], step: int) -> str:
     return "".join(e.text for e in events if isinstance(e, TurnText) and e.step == step)
 
 
-async def test_a_two_step_turn_with_tools_streams_in_order_and_ends_with_its_end() -> None:
+async def test_V1_a_two_step_turn_with_tools_streams_in_order_and_ends_with_its_end() -> None:
     async with open_agent(two_steps(), tools=[EchoTool(), Failing()]) as agent:
         async with agent.stream("find it") as turn:
             assert turn.prompt_id == "m1"
@@ -134,7 +137,7 @@ async def test_a_two_step_turn_with_tools_streams_in_order_and_ends_with_its_end
     assert sum(isinstance(e, TurnText) and e.step == 2 for e in events) > 1
 
 
-async def test_the_result_reads_the_turn_from_its_records() -> None:
+async def test_V4_the_result_reads_the_turn_from_its_records() -> None:
     async with open_agent(two_steps(), tools=[EchoTool(), Failing()]) as agent:
         async with agent.stream("find it") as turn:
             # Without reading a single event.
@@ -177,7 +180,7 @@ async def test_turn_result_refuses_a_turn_that_is_missing_or_has_not_ended() -> 
         model.release()
 
 
-async def test_a_cancel_mid_stream_ends_the_iterator_with_the_aborted_turns_end() -> None:
+async def test_V2_a_cancel_mid_stream_ends_the_iterator_with_the_aborted_turns_end() -> None:
     model = ScriptedModel(
         [
             ScriptedStep((ToolCall("c1", "echo", {"text": "x"}), Finish("tool_calls"))),
@@ -203,9 +206,7 @@ async def test_a_cancel_mid_stream_ends_the_iterator_with_the_aborted_turns_end(
     assert result.steps == 2
 
 
-async def test_a_consumer_slower_than_the_model_loses_nothing_and_holds_the_agent_back_not() -> (
-    None
-):
+async def test_V3_a_consumer_slower_than_the_model_loses_nothing_nor_holds_the_agent() -> None:
     pieces = [f"w{i} " for i in range(300)]
     model = ScriptedModel(
         [
@@ -338,6 +339,39 @@ async def test_leaving_the_block_stops_following_and_does_not_cancel_the_turn() 
         assert (await turn.result()).end == {"kind": "completed"}
         assert (await turn.result()).text == "a long answer"
     assert turn._stop == []  # pyright: ignore[reportPrivateUsage]
+
+
+class Broken:
+    """A model whose call fails after some text: the turn ends `error`."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        await trio.lowlevel.checkpoint()
+        yield TextDelta("partly ")
+        raise ValueError("the model fell over")
+
+
+async def test_a_failed_turn_ends_the_stream_with_its_error_end() -> None:
+    async with open_agent(Broken()) as agent:
+        async with agent.stream("go") as turn:
+            events = normalized(await follow(turn))
+        result = await turn.result()
+    reason = {"kind": "error", "message": "ValueError: the model fell over"}
+    assert events == [TurnText(1, "partly "), TurnStepEnd(1), TurnEnd(1, reason)]  # type: ignore[list-item]
+    assert (result.end, result.text, result.usage) == (reason, "partly ", None)
+
+
+async def test_entering_raises_what_send_raises_and_follows_nothing() -> None:
+    async with open_agent(ScriptedModel()) as agent:
+        with pytest.raises(TypeError, match="takes a str"):
+            async with agent.stream(42):  # type: ignore[arg-type]
+                pass
+        assert agent.session.records == ()
+    stream = agent.stream("late")
+    with pytest.raises(AgentClosedError, match="cannot send"):
+        await stream.__aenter__()
+    assert stream._stop == []  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(RuntimeError, match="sent on entering"):
+        _ = stream.prompt_id
 
 
 @pytest.mark.subprocess

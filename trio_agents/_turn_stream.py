@@ -118,6 +118,9 @@ class TurnStream:
         return self._turn
 
     async def __aenter__(self) -> TurnStream:
+        """Start following the agent's records and events, then send the prompt. Always a
+        checkpoint, before anything is sent. Raises what `send` raises (AgentClosedError,
+        TypeError), having sent nothing; RuntimeError if entered before."""
         # The checkpoint comes first: once the prompt is sent, nothing may stop us from
         # returning the stream that owns the listener and the observer.
         await trio.lowlevel.checkpoint()
@@ -141,6 +144,8 @@ class TurnStream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Stop following: the listener and the observer are gone, the turn goes on.
+        Always a checkpoint."""
         self._unfollow()
         await trio.lowlevel.checkpoint()
 
@@ -183,6 +188,7 @@ class TurnStream:
     # -- the reader's side ----------------------------------------------------------------
 
     def __aiter__(self) -> TurnStream:
+        """The stream itself: its events are read once, by whoever iterates it."""
         return self
 
     async def __anext__(self) -> TurnEvent:
