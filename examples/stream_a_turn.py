@@ -67,23 +67,23 @@ MODEL = ScriptedModel(
 
 
 async def main() -> None:
-    async with open_agent(MODEL, tools=[WordCount()]) as agent:
-        async with agent.stream("How many words in 'the quick brown fox'?") as turn:
-            async for event in turn:
-                match event:
-                    case TurnText(text=text):
-                        print(text, end="", flush=True)
-                    case TurnToolCall(name=name, arguments=arguments):
-                        print(f"\n[calling {name} with {dict(arguments)}]")
-                    case TurnToolResult(name=name, content=content):
-                        print(f"[{name} answered {content!r}]")
-                    case TurnStepEnd(step=step):
-                        print(f"\n[step {step} ended]")
-                    case TurnEnd(reason=reason):
-                        print(f"[turn ended: {reason['kind']}]")
-                    case _:
-                        pass
-            result = await turn.result()
+    prompt = "How many words in 'the quick brown fox'?"
+    async with open_agent(MODEL, tools=[WordCount()]) as agent, agent.stream(prompt) as turn:
+        async for event in turn:
+            match event:
+                case TurnText(text=text):
+                    print(text, end="", flush=True)
+                case TurnToolCall(name=name, arguments=arguments):
+                    print(f"\n[calling {name} with {dict(arguments)}]")
+                case TurnToolResult(name=name, content=content):
+                    print(f"[{name} answered {content!r}]")
+                case TurnStepEnd(step=step):
+                    print(f"\n[step {step} ended]")
+                case TurnEnd(reason=reason):
+                    print(f"[turn ended: {reason['kind']}]")
+                case _:
+                    pass
+        result = await turn.result()
     print("final text:", result.text)
     print("tool calls:", [(call.name, call.content) for call in result.tool_calls])
     print("end:", result.end, "steps:", result.steps, "usage:", result.usage)

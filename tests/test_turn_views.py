@@ -27,6 +27,7 @@ from trio_agents import (
     ToolContext,
     TurnDropped,
     TurnEnd,
+    TurnEndReason,
     TurnEvent,
     TurnNotFoundError,
     TurnStepEnd,
@@ -116,11 +117,11 @@ def joined_text(events: list[TurnEvent], step: int) -> str:
 
 
 async def test_V1_a_two_step_turn_with_tools_streams_in_order_and_ends_with_its_end() -> None:
-    async with open_agent(two_steps(), tools=[EchoTool(), Failing()]) as agent:
-        async with agent.stream("find it") as turn:
-            assert turn.prompt_id == "m1"
-            events = await follow(turn)
-            assert turn.turn == 1
+    agents = open_agent(two_steps(), tools=[EchoTool(), Failing()])
+    async with agents as agent, agent.stream("find it") as turn:
+        assert turn.prompt_id == "m1"
+        events = await follow(turn)
+        assert turn.turn == 1
     assert normalized(events) == [
         TurnText(1, "Looking. "),
         TurnToolCall(1, "c1", "echo", {"text": "found it"}),
@@ -187,15 +188,14 @@ async def test_V2_a_cancel_mid_stream_ends_the_iterator_with_the_aborted_turns_e
             ScriptedStep((TextDelta("half an "), HOLD, TextDelta("answer"), Finish("stop"))),
         ]
     )
-    async with open_agent(model, tools=[EchoTool()]) as agent:
-        async with agent.stream("go") as turn:
-            events: list[TurnEvent] = []
-            async for event in turn:
-                events.append(event)
-                if event == TurnText(2, "half an "):
-                    # The model is held in the middle of step 2's text.
-                    assert agent.cancel("enough")
-            result = await turn.result()
+    async with open_agent(model, tools=[EchoTool()]) as agent, agent.stream("go") as turn:
+        events: list[TurnEvent] = []
+        async for event in turn:
+            events.append(event)
+            if event == TurnText(2, "half an "):
+                # The model is held in the middle of step 2's text.
+                assert agent.cancel("enough")
+        result = await turn.result()
     assert events[-3:] == [
         TurnText(2, "half an "),
         TurnStepEnd(2),
@@ -221,18 +221,17 @@ async def test_V3_a_consumer_slower_than_the_model_loses_nothing_nor_holds_the_a
         ]
     )
     held: list[int] = []
-    async with open_agent(model, tools=[EchoTool()]) as agent:
-        async with agent.stream("go") as turn:
-            first = await turn.__anext__()
-            start = trio.current_time()
-            # The reader naps while the model streams: the agent runs on to IDLE without it.
-            await agent.wait_idle()
-            assert trio.current_time() == start  # the agent waited for nobody
-            held.append(len(turn._live))  # pyright: ignore[reportPrivateUsage]
-            events = [first]
-            async for event in turn:
-                await trio.sleep(1)  # a slow consumer
-                events.append(event)
+    async with open_agent(model, tools=[EchoTool()]) as agent, agent.stream("go") as turn:
+        first = await turn.__anext__()
+        start = trio.current_time()
+        # The reader naps while the model streams: the agent runs on to IDLE without it.
+        await agent.wait_idle()
+        assert trio.current_time() == start  # the agent waited for nobody
+        held.append(len(turn._live))  # pyright: ignore[reportPrivateUsage]
+        events = [first]
+        async for event in turn:
+            await trio.sleep(1)  # a slow consumer
+            events.append(event)
     assert held == [0]  # the whole text is in the records: the stream holds none of it
     assert agent.status is AgentStatus.CLOSED
     assert [joined_text(events, 1), joined_text(events, 2)] == recorded_texts(agent)
@@ -247,15 +246,14 @@ async def test_V3_a_consumer_slower_than_the_model_loses_nothing_nor_holds_the_a
 
 async def test_pieces_a_lagging_reader_has_not_taken_are_held_for_the_step_only() -> None:
     model = ScriptedModel([ScriptedStep((*(TextDelta(f"{i},") for i in range(50)), HOLD))])
-    async with open_agent(model) as agent:
-        async with agent.stream("go") as turn:
-            await trio.testing.wait_all_tasks_blocked()
-            # The step streamed 50 pieces while nobody read: held once each, as one text.
-            assert len(turn._live) == 50  # pyright: ignore[reportPrivateUsage]
-            assert await turn.__anext__() == TurnText(1, "".join(f"{i}," for i in range(50)))
-            assert turn._live == []  # pyright: ignore[reportPrivateUsage]
-            agent.cancel()
-            assert [type(e) for e in await follow(turn)] == [TurnStepEnd, TurnEnd]
+    async with open_agent(model) as agent, agent.stream("go") as turn:
+        await trio.testing.wait_all_tasks_blocked()
+        # The step streamed 50 pieces while nobody read: held once each, as one text.
+        assert len(turn._live) == 50  # pyright: ignore[reportPrivateUsage]
+        assert await turn.__anext__() == TurnText(1, "".join(f"{i}," for i in range(50)))
+        assert turn._live == []  # pyright: ignore[reportPrivateUsage]
+        agent.cancel()
+        assert [type(e) for e in await follow(turn)] == [TurnStepEnd, TurnEnd]
 
 
 async def test_a_prompt_queued_behind_another_turn_streams_its_own_turn_only() -> None:
@@ -305,16 +303,15 @@ async def test_a_close_mid_turn_ends_the_stream_with_the_closed_turns_end() -> N
     gate = GateTool()
     model = ScriptedModel([ScriptedStep((ToolCall("c1", "gate", {}), Finish("tool_calls")))])
     events: list[TurnEvent] = []
-    async with trio.open_nursery() as nursery:
-        async with open_agent(model, tools=[gate]) as agent:
+    async with trio.open_nursery() as nursery, open_agent(model, tools=[gate]) as agent:
 
-            async def read() -> None:
-                async with agent.stream("go") as turn:
-                    events.extend(await follow(turn))
+        async def read() -> None:
+            async with agent.stream("go") as turn:
+                events.extend(await follow(turn))
 
-            nursery.start_soon(read)
-            await trio.testing.wait_all_tasks_blocked()
-            assert gate.held == 1
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.held == 1
         # Leaving open_agent closed the agent while its tool ran.
     assert events == [
         TurnToolCall(1, "c1", "gate", {}),
@@ -355,8 +352,8 @@ async def test_a_failed_turn_ends_the_stream_with_its_error_end() -> None:
         async with agent.stream("go") as turn:
             events = normalized(await follow(turn))
         result = await turn.result()
-    reason = {"kind": "error", "message": "ValueError: the model fell over"}
-    assert events == [TurnText(1, "partly "), TurnStepEnd(1), TurnEnd(1, reason)]  # type: ignore[list-item]
+    reason: TurnEndReason = {"kind": "error", "message": "ValueError: the model fell over"}
+    assert events == [TurnText(1, "partly "), TurnStepEnd(1), TurnEnd(1, reason)]
     assert (result.end, result.text, result.usage) == (reason, "partly ", None)
 
 

@@ -28,7 +28,6 @@ from ._errors import ObserverMisuse as ObserverMisuse
 from ._errors import PersistenceError as PersistenceError
 from ._errors import ReadOnlyStoreError as ReadOnlyStoreError
 from ._errors import SandboxUnavailableError as SandboxUnavailableError
-from ._errors import TurnNotFoundError as TurnNotFoundError
 from ._errors import SessionExistsError as SessionExistsError
 from ._errors import SessionLiveElsewhereError as SessionLiveElsewhereError
 from ._errors import SessionLiveError as SessionLiveError
@@ -41,6 +40,7 @@ from ._errors import StoreFileError as StoreFileError
 from ._errors import StoreLockedError as StoreLockedError
 from ._errors import StoreNotFoundError as StoreNotFoundError
 from ._errors import TrioAgentsError as TrioAgentsError
+from ._errors import TurnNotFoundError as TurnNotFoundError
 from ._errors import UnknownStoreVersionError as UnknownStoreVersionError
 from ._events import AgentClosed as AgentClosed
 from ._events import AgentCreated as AgentCreated

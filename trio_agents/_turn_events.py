@@ -126,7 +126,8 @@ def end_reason(data: Mapping[str, Any]) -> TurnEndReason:
     """The reason of a `turn/end` record's data, typed; a kind this version does not know (a
     newer writer's) is passed on as recorded."""
     recorded = data.get("reason")
-    reason = cast("Mapping[str, Any]", recorded) if isinstance(recorded, Mapping) else {}
+    empty: Mapping[str, Any] = {}
+    reason = cast("Mapping[str, Any]", recorded) if isinstance(recorded, Mapping) else empty
     decoded = decode_turn_end(reason)
     return decoded if decoded is not None else cast("TurnEndReason", reason)
 

@@ -175,12 +175,15 @@ class TurnStream:
         self._changed.unpark_all()
 
     def _on_event(self, event: Event) -> None:
-        if isinstance(event, TextStreamed):
-            if event.agent_id == self._agent.id and event.turn == self._turn:
-                if event.step != self._live_step:
-                    self._live.clear()
-                    self._live_step = event.step
-                self._live.append(event.text)
+        if (
+            isinstance(event, TextStreamed)
+            and event.agent_id == self._agent.id
+            and event.turn == self._turn
+        ):
+            if event.step != self._live_step:
+                self._live.clear()
+                self._live_step = event.step
+            self._live.append(event.text)
         # Any event may be the one after which the prompt is no longer queued (a cancel, a
         # close) or the loop has exited.
         self._changed.unpark_all()
