@@ -19,6 +19,7 @@ from trio_agents import (
     Agent,
     AgentClosedError,
     AgentStatus,
+    EventBus,
     Finish,
     ModelChunk,
     ModelRequest,
@@ -256,12 +257,19 @@ async def test_pieces_a_lagging_reader_has_not_taken_are_held_for_the_step_only(
         assert [type(e) for e in await follow(turn)] == [TurnStepEnd, TurnEnd]
 
 
-async def test_a_prompt_queued_behind_another_turn_streams_its_own_turn_only() -> None:
-    model = ScriptedModel([reply("first answer", hold=True), reply("second answer", chunks=2)])
+async def test_V1_a_prompt_queued_behind_other_prompts_streams_its_own_turn_only() -> None:
+    model = ScriptedModel(
+        [
+            reply("first answer", hold=True),
+            reply("second answer", chunks=3),
+            reply("third answer", chunks=2),
+        ]
+    )
     async with open_agent(model) as agent:
         agent.send("first")
         await trio.testing.wait_all_tasks_blocked()
-        async with agent.stream("second") as turn:
+        agent.send("second")
+        async with agent.stream("third") as turn:
             assert turn.turn is None  # queued: no turn yet
             async with trio.open_nursery() as nursery:
                 events: list[TurnEvent] = []
@@ -274,12 +282,34 @@ async def test_a_prompt_queued_behind_another_turn_streams_its_own_turn_only() -
                 assert events == []
                 model.release()
             result = await turn.result()
-    assert [e for e in events if not isinstance(e, TurnText)] == [
+    assert normalized(events) == [
+        TurnText(1, "third answer"),
         TurnStepEnd(1),
-        TurnEnd(2, {"kind": "completed"}),
+        TurnEnd(3, {"kind": "completed"}),
     ]
-    assert joined_text(events, 1) == "second answer"
-    assert (result.turn, result.prompt_id, result.text) == (2, "m2", "second answer")
+    assert (result.turn, result.prompt_id, result.text) == (3, "m3", "third answer")
+
+
+async def test_V1_two_agents_on_one_bus_each_stream_their_own_turn() -> None:
+    bus = EventBus()
+    first = ScriptedModel([reply("alpha beta gamma", chunks=3)])
+    second = ScriptedModel([reply("one two three", chunks=3)])
+    texts: dict[str, list[TurnEvent]] = {}
+    async with (
+        open_agent(first, events=bus) as a,
+        open_agent(second, events=bus) as b,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def read(agent: Agent, prompt: str) -> None:
+            async with agent.stream(prompt) as turn:
+                texts[prompt] = await follow(turn)
+
+        # Both turns are turn 1, step 1: only the agent tells their text apart.
+        nursery.start_soon(read, a, "to a")
+        nursery.start_soon(read, b, "to b")
+    assert joined_text(texts["to a"], 1) == "alpha beta gamma"
+    assert joined_text(texts["to b"], 1) == "one two three"
 
 
 @pytest.mark.parametrize("queued_behind", [True, False])
