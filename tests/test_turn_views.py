@@ -23,6 +23,9 @@ from trio_agents import (
     Finish,
     ModelChunk,
     ModelRequest,
+    PersistenceError,
+    Record,
+    Session,
     TextDelta,
     ToolCall,
     ToolContext,
@@ -385,6 +388,43 @@ async def test_a_failed_turn_ends_the_stream_with_its_error_end() -> None:
     reason: TurnEndReason = {"kind": "error", "message": "ValueError: the model fell over"}
     assert events == [TurnText(1, "partly "), TurnStepEnd(1), TurnEnd(1, reason)]
     assert (result.end, result.text, result.usage) == (reason, "partly ", None)
+
+
+async def test_V2_a_loop_stopped_by_a_persistence_error_ends_the_streams_it_leaves() -> None:
+    # The store fails on the first turn's end: the loop stops there, with the second
+    # prompt still queued. The first turn's end is in the session (not durable); the
+    # second prompt never gets a turn.
+    session = Session("s")
+
+    def failing_store(record: Record) -> None:
+        if record.type == "turn/end":
+            raise OSError("disk full")
+
+    session.observe(failing_store)
+    model = ScriptedModel([reply("done", hold=True)])
+    agent = Agent(session=session, model=model)
+
+    async def loop() -> None:
+        with pytest.raises(PersistenceError):
+            await agent.run()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(loop)
+        first = agent.stream("one")
+        second = agent.stream("two")
+        async with first, second:
+            await trio.testing.wait_all_tasks_blocked()
+            model.release()
+            assert normalized(await follow(first)) == [
+                TurnText(1, "done"),
+                TurnStepEnd(1),
+                TurnEnd(1, {"kind": "completed"}),
+            ]
+            assert (await first.result()).text == "done"
+            assert await follow(second) == []
+            with pytest.raises(TurnNotFoundError, match="stopped before the turn of prompt"):
+                await second.result()
+    assert agent.status is AgentStatus.CLOSED
 
 
 async def test_entering_raises_what_send_raises_and_follows_nothing() -> None:

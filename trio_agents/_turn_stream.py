@@ -69,6 +69,7 @@ class TurnStream:
         "_prompt",
         "_prompt_id",
         "_read",
+        "_scanned",
         "_start",
         "_step",
         "_stop",
@@ -84,8 +85,10 @@ class TurnStream:
         self._changed = trio.lowlevel.ParkingLot()
         self._stop: list[Callable[[], None]] = []
         self._following = False
-        # Where the turn is, learnt by the observer as its records are appended.
-        self._turn_start: int | None = None  # the number of the last `turn/start` seen
+        # Where the turn is, found by scanning the records appended since the last scan
+        # (`_locate`): the records say it, whichever observer ran.
+        self._scanned = 0
+        self._turn_start: tuple[int, int] | None = None  # the last `turn/start`: index, number
         self._turn: int | None = None
         self._start: int | None = None  # the index of the turn's `turn/start`
         self._end_index: int | None = None
@@ -127,7 +130,7 @@ class TurnStream:
         if self._following or self._prompt_id is not None:
             raise RuntimeError("a TurnStream is entered once; call agent.stream() again")
         session = self._agent.session
-        self._cursor = self._entered_at = len(session)
+        self._cursor = self._entered_at = self._scanned = len(session)
         self._stop.append(session.observe(self._on_record))
         self._stop.append(self._bus.connect(self._on_event))
         self._following = True
@@ -158,23 +161,15 @@ class TurnStream:
     # -- the agent's side: never blocks, never raises --------------------------------------
 
     def _on_record(self, record: Record) -> None:
-        if record.type == TURN_START:
-            self._turn_start = int(record.data["turn"])
-        elif record.type == USER_MESSAGE and self._turn is None:
-            if record.data["id"] == self._prompt_id:
-                self._turn = self._turn_start
-                self._start = len(self._agent.session) - 2
-        elif record.type == ASSISTANT_MESSAGE and self._live_step is not None:
+        if record.type == ASSISTANT_MESSAGE and self._live_step is not None:
+            # The step's text is recorded whole: the pieces are no longer needed.
             self._live.clear()
             self._live_step = None
-        elif record.type == TURN_END and self._turn is not None and self._end_index is None:
-            if record.data["turn"] == self._turn:
-                self._end_index = len(self._agent.session) - 1
-        elif record.type == PROMPT_DROPPED and self._prompt_id in record.data["ids"]:
-            self._dropped = str(record.data["reason"])
         self._changed.unpark_all()
 
     def _on_event(self, event: Event) -> None:
+        if self._turn is None:
+            self._locate()
         if (
             isinstance(event, TextStreamed)
             and event.agent_id == self._agent.id
@@ -219,24 +214,57 @@ class TurnStream:
         ended yet.
         """
         await trio.lowlevel.checkpoint()
-        while self._end_index is None:
-            if not self._following and self._prompt_id is not None:
-                records = self._agent.session.records_since(self._entered_at)
-                return turn_result(records, self._prompt_id)
-            if self._lost() is not None:
+        if self._prompt_id is None:
+            raise RuntimeError("the stream's prompt is sent on entering `async with`")
+        exited = False
+        while self._following and not exited:
+            self._locate()
+            if self._end_index is not None:
+                break
+            lost = self._lost()
+            if lost is not None:
                 raise TurnNotFoundError(
-                    f"prompt {self._prompt_id!r} has no turn: it was dropped "
-                    f"({self._lost()}) before its turn started"
+                    f"prompt {self._prompt_id!r} has no turn: it was dropped ({lost}) "
+                    "before its turn started"
                 )
-            if not self._following:
-                raise RuntimeError("the stream's prompt is sent on entering `async with`")
-            if not await self._wait():
-                raise TurnNotFoundError(
-                    f"the loop of agent {self._agent.id!r} stopped before the turn of "
-                    f"prompt {self._prompt_id!r} ended"
-                )
-        assert self._start is not None
-        return turn_result(self._agent.session.records_since(self._start), self._turn or 0)
+            exited = not await self._wait()
+        self._locate()
+        if exited and self._end_index is None:
+            raise TurnNotFoundError(
+                f"the loop of agent {self._agent.id!r} stopped before the turn of prompt "
+                f"{self._prompt_id!r} ended"
+            )
+        lost = self._lost()
+        if lost is not None:
+            raise TurnNotFoundError(
+                f"prompt {self._prompt_id!r} has no turn: it was dropped ({lost}) "
+                "before its turn started"
+            )
+        # The block left, the turn may still run: turn_result says so.
+        return turn_result(self._agent.session.records_since(self._entered_at), self._prompt_id)
+
+    def _locate(self) -> None:
+        """Find the turn's `turn/start`, its `turn/end` or the prompt's `prompt/dropped` in
+        the records appended since the last call. Each record is looked at once."""
+        session = self._agent.session
+        if self._end_index is not None or self._scanned >= len(session):
+            return
+        start = self._scanned
+        records = session.records_since(start)
+        self._scanned = start + len(records)
+        for index, record in enumerate(records, start):
+            if record.type == TURN_START:
+                self._turn_start = (index, int(record.data["turn"]))
+            elif record.type == USER_MESSAGE and self._start is None:
+                opened = self._turn_start
+                if record.data["id"] == self._prompt_id and opened and opened[0] == index - 1:
+                    self._start, self._turn = opened
+            elif record.type == TURN_END and self._start is not None:
+                if record.data["turn"] == self._turn:
+                    self._end_index = index
+                    return
+            elif record.type == PROMPT_DROPPED and self._prompt_id in record.data["ids"]:
+                self._dropped = str(record.data["reason"])
 
     async def _wait(self) -> bool:
         """Wait for the agent to change anything; False if its loop has exited instead."""
@@ -267,6 +295,7 @@ class TurnStream:
     def _take(self) -> TurnEvent | None:
         if self._done or not self._following:
             return None
+        self._locate()
         if self._start is None:
             lost = self._lost()
             if lost is None:
@@ -315,6 +344,9 @@ class TurnStream:
             # The whole text of the step: hand out what the live pieces have not.
             rest = str(record.data["content"])[self._read :]
             self._read += len(rest)
+            if self._live_step == self._step:
+                self._live.clear()
+                self._live_step = None
             return TurnText(self._step, rest) if rest else None
         if record.type == TOOL_CALL:
             self._names[str(record.data["call_id"])] = str(record.data["name"])
