@@ -1,11 +1,13 @@
 """`TurnStream`: follow one prompt's turn from trio code, as `Agent.stream` hands it out.
 
 The stream is a reader of the session, not a queue the agent fills. Its record observer and
-event listener do O(1) work and never wait, so the agent's loop runs at its own pace whatever
-the reader does; the reader walks the session's records behind it with a cursor (they are
-kept anyway). The one thing not recorded while it happens is a step's streamed text: the
-stream holds the pieces of the step in progress that the reader has not taken yet, at most
-that step's text, and drops them once the step's `assistant/message` records the text whole.
+event listener wake the reader and never wait (the listener also looks, once per record, for
+where the turn starts), so the agent's loop runs at its own pace whatever the reader does;
+the reader walks the session's records behind it with a cursor (they are kept anyway).
+
+The one thing not recorded while it happens is a step's streamed text: the stream holds the
+pieces of the step in progress that the reader has not taken yet, at most that step's text,
+and drops them once the step's `assistant/message` records the text whole.
 """
 
 from __future__ import annotations
