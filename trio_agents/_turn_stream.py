@@ -120,6 +120,8 @@ class TurnStream:
     @property
     def turn(self) -> int | None:
         """The turn's number once it has started, else None."""
+        if self._turn is None and self._following:
+            self._locate()
         return self._turn
 
     async def __aenter__(self) -> TurnStream:
