@@ -223,6 +223,35 @@ async def _(probe: Probe) -> None:
         await agent.wait_idle()
 
 
+@case(
+    (
+        "trio_agents.TurnStream.__aenter__",
+        "trio_agents.TurnStream.__anext__",
+        "trio_agents.TurnStream.result",
+        "trio_agents.TurnStream.__aexit__",
+    ),
+    "enter; each event, awaited or at hand, and the end; the result; leave; the result after",
+)
+async def _(probe: Probe) -> None:
+    async with open_agent(ScriptedModel()) as agent:
+        stream = agent.stream("hi")
+        with probe.checkpoints():
+            await stream.__aenter__()
+        ended = False
+        while not ended:
+            with probe.checkpoints():
+                try:
+                    await stream.__anext__()
+                except StopAsyncIteration:
+                    ended = True
+        with probe.checkpoints():
+            await stream.result()
+        with probe.checkpoints():
+            await stream.__aexit__(None, None, None)
+        with probe.checkpoints():
+            await stream.result()
+
+
 @case("trio_agents.testing.observed", "the factory it returns; its surface's wait_idle")
 async def _(probe: Probe) -> None:
     cm = observed_trio_agents(ScriptedModel(), [], EventBus(), AgentOptions())

@@ -32,6 +32,8 @@ PURE_MODULES = [
     "_dumpable",
     "_sandbox_policy",
     "_events",
+    "_turn_events",
+    "_turn_result",
     "_inbox",
     "acp/_jsonrpc",
     "acp/_params",

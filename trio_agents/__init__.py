@@ -40,6 +40,7 @@ from ._errors import StoreFileError as StoreFileError
 from ._errors import StoreLockedError as StoreLockedError
 from ._errors import StoreNotFoundError as StoreNotFoundError
 from ._errors import TrioAgentsError as TrioAgentsError
+from ._errors import TurnNotFoundError as TurnNotFoundError
 from ._errors import UnknownStoreVersionError as UnknownStoreVersionError
 from ._events import AgentClosed as AgentClosed
 from ._events import AgentCreated as AgentCreated
@@ -101,6 +102,17 @@ from ._tool import ToolResult as ToolResult
 from ._turn import CancelCause as CancelCause
 from ._turn import Closer as Closer
 from ._turn import MessageId as MessageId
+from ._turn_events import TurnDropped as TurnDropped
+from ._turn_events import TurnEnd as TurnEnd
+from ._turn_events import TurnEvent as TurnEvent
+from ._turn_events import TurnStepEnd as TurnStepEnd
+from ._turn_events import TurnText as TurnText
+from ._turn_events import TurnToolCall as TurnToolCall
+from ._turn_events import TurnToolResult as TurnToolResult
+from ._turn_result import ToolCallResult as ToolCallResult
+from ._turn_result import TurnResult as TurnResult
+from ._turn_result import turn_result as turn_result
+from ._turn_stream import TurnStream as TurnStream
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
@@ -189,14 +201,25 @@ __all__ = [
     "TextStreamed",
     "Tool",
     "ToolCall",
+    "ToolCallResult",
     "ToolContext",
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
     "TrioAgentsError",
+    "TurnDropped",
+    "TurnEnd",
     "TurnEndReason",
     "TurnEnded",
+    "TurnEvent",
+    "TurnNotFoundError",
+    "TurnResult",
     "TurnStarted",
+    "TurnStepEnd",
+    "TurnStream",
+    "TurnText",
+    "TurnToolCall",
+    "TurnToolResult",
     "UnknownStoreVersionError",
     "Usage",
     "Verdict",
@@ -205,6 +228,7 @@ __all__ = [
     "make_non_dumpable",
     "open_agent",
     "open_runtime",
+    "turn_result",
 ]
 
 _fixup_module_metadata(__name__, [globals()[name] for name in __all__])

@@ -85,6 +85,7 @@ from ._turn import (
     session_call_ids,
     unique_call_ids,
 )
+from ._turn_stream import TurnStream
 from ._util import describe
 
 __all__ = ["Agent"]
@@ -256,6 +257,13 @@ class Agent:
         message = self._accept("send", content, "prompt")
         self._wake_driver()
         return MessageId(message.id)
+
+    def stream(self, content: str) -> TurnStream:
+        """Send `content` and follow its turn: `async with agent.stream(prompt) as turn:`,
+        `async for event in turn:`, `await turn.result()` (see `TurnStream`). The prompt is
+        sent on entering the block, exactly as by `send`; leaving it does not cancel the
+        turn. Never blocks."""
+        return TurnStream(self, self._events, content)
 
     def _queued_behind(self) -> bool:
         """Whether a prompt accepted now waits behind other work rather than starting at

@@ -34,6 +34,7 @@ names the value and what to do.
      +-- ChatStreamError ............. [ValueError]
      +-- ModelEndpointError .......... [RuntimeError]
      +-- SandboxUnavailableError ..... [RuntimeError]
+     +-- TurnNotFoundError ........... [LookupError]
      +-- ObserverMisuse .............. [ValueError]
 
 Kept in their own modules, outside the tree, because no caller ever sees them:
@@ -93,6 +94,7 @@ __all__ = [
     "StoreLockedError",
     "StoreNotFoundError",
     "TrioAgentsError",
+    "TurnNotFoundError",
     "UnknownStoreVersionError",
 ]
 
@@ -306,6 +308,13 @@ class McpServerError(TrioAgentsError, RuntimeError):
     def __init__(self, message: str, *, server: str) -> None:
         super().__init__(message)
         self.server = server
+
+
+class TurnNotFoundError(TrioAgentsError, LookupError):
+    """There is no finished turn to give a result for: `turn_result` found no such turn in
+    the records, or it has not ended in them; or a `TurnStream`'s prompt never got a turn
+    (it was dropped from the queue) or the agent's loop stopped before the turn ended. The
+    message names the turn or prompt and what to do."""
 
 
 # -- the conformance suite ------------------------------------------------------------------
