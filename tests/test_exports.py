@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("fiber", ("_fiber",)),
     ("registry", ("_registry",)),
     ("runtime", ("_runtime",)),
-    ("plugins", ("_configured", "_shell_tools")),
+    ("plugins", ("_configured", "_shell_tools", "_tracing")),
     ("the trio_agents namespace", ("",)),
     ("acp", ("acp", "acp.*")),
     ("testing", ("testing", "testing.*")),
@@ -66,7 +66,8 @@ EXPORTS = {
     "trio_agents": {
         "Agent", "AgentClosed", "AgentClosedError", "AgentConfig", "AgentCreated",
         "Approval", "ApprovalPolicy", "ApprovalRequest", "Approver", "Decision",
-        "DecisionOutcome", "Policy", "Verdict", "ToolStarted",
+        "DecisionOutcome", "Policy", "Verdict", "ToolStarted", "AgentTracer",
+        "TracingUnavailableError",
         "AgentHandle", "AgentOptions", "AgentRegistry", "AgentStatus", "BashTools",
         "CancelCause", "CancelRequested", "Closer", "Committer", "ConfiguredAgents",
         "CorruptSessionError",

@@ -35,6 +35,7 @@ names the value and what to do.
      +-- ModelEndpointError .......... [RuntimeError]
      +-- SandboxUnavailableError ..... [RuntimeError]
      +-- ObserverMisuse .............. [ValueError]
+     +-- TracingUnavailableError ..... [ImportError]
 
 Kept in their own modules, outside the tree, because no caller ever sees them:
 `acp._jsonrpc.JsonRpcError` is the value an ACP request handler raises to answer with a
@@ -92,6 +93,7 @@ __all__ = [
     "StoreFileError",
     "StoreLockedError",
     "StoreNotFoundError",
+    "TracingUnavailableError",
     "TrioAgentsError",
     "UnknownStoreVersionError",
 ]
@@ -315,3 +317,8 @@ class ObserverMisuse(TrioAgentsError, ValueError):
     """An adapter called the conformance suite's `AgentObserver` out of order (a step
     outside a turn, a result for a call it never announced): a bug of the adapter, not a
     contract violation of the agent. The message names the call and what to call first."""
+
+
+class TracingUnavailableError(TrioAgentsError, ImportError):
+    """An `AgentTracer` was asked for, but the OpenTelemetry API is not installed; the
+    message says how to install it (`pip install 'trio-agents[tracing]'`)."""
