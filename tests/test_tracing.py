@@ -8,7 +8,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,9 @@ def attrs(span: ReadableSpan) -> Mapping[str, Any]:
 def parent_of(span: ReadableSpan, spans: tuple[ReadableSpan, ...]) -> ReadableSpan | None:
     if span.parent is None:
         return None
-    return next(s for s in spans if s.context is not None and s.context.span_id == span.parent.span_id)
+    return next(
+        s for s in spans if s.context is not None and s.context.span_id == span.parent.span_id
+    )
 
 
 def assert_tree_closed(spans: tuple[ReadableSpan, ...]) -> None:
@@ -75,12 +77,14 @@ def assert_tree_closed(spans: tuple[ReadableSpan, ...]) -> None:
     for span in spans:
         parent = parent_of(span, spans)
         if parent is not None:
-            assert parent.start_time is not None and parent.end_time is not None
-            assert span.start_time is not None and span.end_time is not None
+            assert parent.start_time is not None
+            assert parent.end_time is not None
+            assert span.start_time is not None
+            assert span.end_time is not None
             assert parent.start_time <= span.start_time <= span.end_time <= parent.end_time
 
 
-async def test_a_two_step_turn_cancelled_in_its_second_step(
+async def test_O1_a_two_step_turn_cancelled_in_its_second_step(
     exporter: InMemorySpanExporter,
 ) -> None:
     """Acceptance 4: step 1 calls a tool, step 2 is cancelled while its reply streams."""
@@ -116,7 +120,8 @@ async def test_a_two_step_turn_cancelled_in_its_second_step(
     )
     assert_tree_closed(spans)
     (turn,) = by_name(spans, "invoke_agent helper")
-    assert turn.parent is None and turn.kind is SpanKind.INTERNAL
+    assert turn.parent is None
+    assert turn.kind is SpanKind.INTERNAL
     assert attrs(turn)["gen_ai.operation.name"] == "invoke_agent"
     assert attrs(turn)["gen_ai.agent.id"] == "s-cancel"
     assert attrs(turn)["gen_ai.conversation.id"] == "s-cancel"
@@ -130,14 +135,19 @@ async def test_a_two_step_turn_cancelled_in_its_second_step(
     assert turn.status.status_code is StatusCode.ERROR
     assert [e.name for e in turn.events] == ["trio_agents.cancel_requested"]
 
-    step1, step2 = sorted(by_name(spans, "trio_agents.step"), key=lambda s: attrs(s)["trio_agents.step"])
-    assert parent_of(step1, spans) is turn and parent_of(step2, spans) is turn
-    assert step1.status.status_code is StatusCode.UNSET and "error.type" not in attrs(step1)
+    step1, step2 = sorted(
+        by_name(spans, "trio_agents.step"), key=lambda s: attrs(s)["trio_agents.step"]
+    )
+    assert parent_of(step1, spans) is turn
+    assert parent_of(step2, spans) is turn
+    assert step1.status.status_code is StatusCode.UNSET
+    assert "error.type" not in attrs(step1)
     assert step2.status.status_code is StatusCode.ERROR
     assert attrs(step2)["error.type"] == "cancelled"
 
     chat1, chat2 = sorted(by_name(spans, "chat m1"), key=lambda s: attrs(s)["trio_agents.step"])
-    assert parent_of(chat1, spans) is step1 and parent_of(chat2, spans) is step2
+    assert parent_of(chat1, spans) is step1
+    assert parent_of(chat2, spans) is step2
     assert chat1.kind is SpanKind.CLIENT
     assert attrs(chat1)["gen_ai.operation.name"] == "chat"
     assert attrs(chat1)["gen_ai.request.model"] == "m1"
@@ -154,7 +164,8 @@ async def test_a_two_step_turn_cancelled_in_its_second_step(
     assert attrs(tool)["gen_ai.tool.call.id"] == "c1"
     assert attrs(tool)["trio_agents.tool.started"] is True
     assert tool.status.status_code is StatusCode.UNSET
-    assert chat1.end_time is not None and tool.start_time is not None
+    assert chat1.end_time is not None
+    assert tool.start_time is not None
     assert chat1.end_time <= tool.start_time  # the tool ran after the reply was read
 
 
@@ -177,14 +188,15 @@ async def test_a_completed_turn_reports_usage_and_no_error(
     (turn,) = by_name(spans, "invoke_agent")
     assert attrs(turn)["trio_agents.turn.end_reason"] == "completed"
     assert turn.status.status_code is StatusCode.UNSET
-    assert "error.type" not in attrs(turn) and "gen_ai.provider.name" not in attrs(turn)
+    assert "error.type" not in attrs(turn)
+    assert "gen_ai.provider.name" not in attrs(turn)
     (chat,) = by_name(spans, "chat")
     assert attrs(chat)["gen_ai.response.finish_reasons"] == ("stop",)
     assert attrs(chat)["gen_ai.usage.input_tokens"] == 7
     assert attrs(chat)["gen_ai.usage.output_tokens"] == 3
 
 
-async def test_a_step_timeout_ends_the_running_tool_span_as_a_timeout(
+async def test_O2_a_step_timeout_ends_the_running_tool_span_as_a_timeout(
     exporter: InMemorySpanExporter,
 ) -> None:
     gate = GateTool()
@@ -263,6 +275,23 @@ async def test_stopping_mid_turn_ends_the_open_spans_unfinished(
     assert exporter.get_finished_spans() == spans  # nothing after stopping
 
 
+async def test_a_turn_that_reaches_max_steps_fails_alone(exporter: InMemorySpanExporter) -> None:
+    model = ScriptedModel([tool_step(ToolCall("c1", "echo", {"text": "again"}))])
+    tracer = AgentTracer(provider_for(exporter))
+    async with open_agent(model, tools=[EchoTool()], options=AgentOptions(max_steps=1)) as agent:
+        stop = tracer.attach(agent)
+        agent.send("loop")
+        await agent.wait_idle()
+    stop()
+    spans = exporter.get_finished_spans()
+    (turn,) = by_name(spans, "invoke_agent")
+    assert attrs(turn)["error.type"] == "trio_agents.max_steps"
+    assert turn.status.status_code is StatusCode.ERROR
+    others = [s for s in spans if s is not turn]
+    assert len(others) == 3
+    assert all(s.status.status_code is StatusCode.UNSET for s in others)
+
+
 async def test_a_rejected_or_failing_tool_call_is_an_error_span(
     exporter: InMemorySpanExporter,
 ) -> None:
@@ -293,12 +322,18 @@ async def test_records_a_failing_store_kept_from_the_tracer_are_read_when_it_sto
 
     session.observe(failing_store)
     tracer = AgentTracer(provider_for(exporter))
-    with pytest.raises(ExceptionGroup) as info:
+    stops: list[Callable[[], None]] = []
+
+    async def run_one_turn() -> None:
         async with open_agent(ScriptedModel(), session=session) as agent:
-            stop = tracer.attach(agent)
+            stops.append(tracer.attach(agent))
             agent.send("hi")
             await agent.wait_idle()
+
+    with pytest.raises(ExceptionGroup) as info:
+        await run_one_turn()
     assert info.group_contains(PersistenceError)
+    (stop,) = stops
     stop()
     (turn,) = by_name(exporter.get_finished_spans(), "invoke_agent")
     assert attrs(turn)["trio_agents.turn.end_reason"] == "completed"
@@ -315,7 +350,7 @@ class _BrokenProvider:
         return _BrokenTracer()
 
 
-async def test_a_failing_tracer_never_breaks_the_agent(caplog: pytest.LogCaptureFixture) -> None:
+async def test_O3_a_failing_tracer_never_breaks_the_agent(caplog: pytest.LogCaptureFixture) -> None:
     """Rule O3: the same turn as the acceptance case completes, its records intact."""
     model = ScriptedModel([tool_step(ToolCall("c1", "echo", {"text": "hi"}))])
     tracer = AgentTracer(_BrokenProvider())  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
@@ -379,7 +414,10 @@ def test_a_second_attach_of_one_agent_is_refused() -> None:
 
 @pytest.mark.subprocess
 def test_the_example_prints_its_spans_and_trio_agents_alone_does_not_import_opentelemetry() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "tracing.py")],
         cwd=ROOT,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ._errors import TracingUnavailableError
 from ._events import AgentClosed, AgentCreated, CancelRequested, Event, ToolStarted
@@ -98,6 +98,13 @@ def end_error(reason: Mapping[str, Any]) -> tuple[str, str] | None:
     return "_OTHER", f"turn ended {kind or 'for an unknown reason'}"
 
 
+def _headline(content: object, limit: int = 200) -> str:
+    """The first line of a tool's error result, cut at `limit` characters: enough to say what
+    failed without copying a tool's whole output into the trace (D306)."""
+    line = str(content or "").strip().partition("\n")[0]
+    return line if len(line) <= limit else f"{line[: limit - 3]}..."
+
+
 class _Parked:
     """A span whose end time is known but whose status waits for the turn's end reason: the
     chat span of a step cut before its reply, an interrupted tool call, the last step."""
@@ -109,13 +116,38 @@ class _Parked:
         self.end = time.time_ns()
 
 
+class _Spans:
+    """What every span of one `AgentTracer` shares: the OpenTelemetry tracer, the attributes
+    its settings give, and the span names that follow from them."""
+
+    __slots__ = ("chat_name", "common", "invoke_name", "tracer")
+
+    def __init__(
+        self, tracer: Tracer, agent_name: str | None, provider: str | None, model: str | None
+    ) -> None:
+        self.tracer = tracer
+        common: dict[str, str] = {}
+        if agent_name:
+            common[AGENT_NAME] = agent_name
+        if provider:
+            common[PROVIDER] = provider
+        if model:
+            common[REQUEST_MODEL] = model
+        self.common: Mapping[str, str] = common
+        self.invoke_name = f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
+        self.chat_name = f"chat {model}" if model else "chat"
+
+    def tool_name(self, tool: str) -> str:
+        return f"execute_tool {tool}" if tool else "execute_tool"
+
+
 class _AgentTrace:
     """The open spans of one agent, driven by its session's records and its ToolStarted."""
 
-    def __init__(self, tracer: AgentTracer, agent_id: str, session: Session) -> None:
-        self._tracer = tracer
+    def __init__(self, spans: _Spans, agent_id: str, session: Session) -> None:
+        self._tracer = spans
         self._agent_id = agent_id
-        self._session = session
+        self.session = session
         # Records before the tracer attached belong to turns it did not see start.
         self._seen = len(session)
         self._turn: Span | None = None
@@ -171,7 +203,7 @@ class _AgentTrace:
     def _catch_up(self) -> None:
         if self._done and self._turn is None:
             return
-        records = self._session.records_since(self._seen)
+        records = self.session.records_since(self._seen)
         self._seen += len(records)
         for record in records:
             self._record(record)
@@ -204,8 +236,9 @@ class _AgentTrace:
             chat.set_attribute(FINISH_REASONS, [str(data.get("finish", "stop"))])
             usage = data.get("usage")
             if isinstance(usage, Mapping):
-                chat.set_attribute(INPUT_TOKENS, int(usage.get("input_tokens", 0)))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-                chat.set_attribute(OUTPUT_TOKENS, int(usage.get("output_tokens", 0)))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+                tokens = cast("Mapping[str, int]", usage)
+                chat.set_attribute(INPUT_TOKENS, int(tokens.get("input_tokens", 0)))
+                chat.set_attribute(OUTPUT_TOKENS, int(tokens.get("output_tokens", 0)))
             chat.end()
         elif kind == TOOL_CALL:
             self._names[str(data["call_id"])] = str(data["name"])
@@ -222,8 +255,10 @@ class _AgentTrace:
                 self._parked.append(_Parked(self._step))
                 self._step = None
         elif kind == TURN_END:
-            reason = data.get("reason")
-            self._end_turn(end_error(reason) if isinstance(reason, Mapping) else None, reason)  # pyright: ignore[reportUnknownArgumentType]
+            raw = data.get("reason")
+            empty: Mapping[str, Any] = {}
+            reason = cast("Mapping[str, Any]", raw) if isinstance(raw, Mapping) else empty
+            self._end_turn(end_error(reason), reason)
 
     def _tool_started(self, event: ToolStarted) -> None:
         if self._step is None or event.call_id in self._tools:
@@ -256,14 +291,16 @@ class _AgentTrace:
             self._parked.append(_Parked(span))  # why: the turn's end will say
             return
         if data.get("rejected"):
-            self._fail(span, "trio_agents.rejected", str(data.get("content", "")))
+            self._fail(span, "trio_agents.rejected", _headline(data.get("content")))
         elif data.get("is_error"):
-            self._fail(span, "trio_agents.tool_error", str(data.get("content", "")))
+            self._fail(span, "trio_agents.tool_error", _headline(data.get("content")))
         span.end()
 
     # -- ending ------------------------------------------------------------------------
 
-    def _end_turn(self, error: tuple[str, str] | None, reason: object = None) -> None:
+    def _end_turn(
+        self, error: tuple[str, str] | None, reason: Mapping[str, Any] | None = None
+    ) -> None:
         """End the turn's span and everything under it still open or parked, with the
         turn's status: every span of a turn has ended once this returns (rule O2)."""
         for span in (*self._tools.values(), self._chat, self._step):
@@ -272,18 +309,21 @@ class _AgentTrace:
         self._tools.clear()
         self._chat = self._step = None
         self._names.clear()
-        self._settle_parked(error)
+        # A turn that reached max_steps ended after a step that went well: only the turn
+        # itself did not complete.
+        limited = reason is not None and reason.get("kind") == "max_steps"
+        self._settle_parked(None if limited else error)
         turn, self._turn = self._turn, None
         if turn is None:
             return
-        if isinstance(reason, Mapping):
-            kind = str(reason.get("kind", ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        if reason is not None:
+            kind = str(reason.get("kind", ""))
             turn.set_attribute(END_REASON, kind)
             if kind == "aborted":
-                turn.set_attribute(CANCEL_CAUSE, str(reason.get("cause", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-                turn.set_attribute(CANCEL_REASON, str(reason.get("reason", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+                turn.set_attribute(CANCEL_CAUSE, str(reason.get("cause", "")))
+                turn.set_attribute(CANCEL_REASON, str(reason.get("reason", "")))
             elif kind == "error":
-                turn.set_attribute(TURN_ERROR, str(reason.get("message", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+                turn.set_attribute(TURN_ERROR, str(reason.get("message", "")))
         if error is not None:
             self._fail(turn, *error)
         turn.end()
@@ -296,6 +336,7 @@ class _AgentTrace:
             item.span.end(end_time=item.end)
 
     def _fail(self, span: Span, error_type: str, description: str) -> None:
+        # Imported here: OpenTelemetry is optional, loaded only once a tracer exists.
         from opentelemetry.trace import Status, StatusCode
 
         span.set_attribute(ERROR_TYPE, error_type)
@@ -304,13 +345,14 @@ class _AgentTrace:
     def _start(
         self, name: str, parent: Span | None, kind: str, attributes: Mapping[str, Any]
     ) -> Span:
+        # Imported here: OpenTelemetry is optional, loaded only once a tracer exists.
         from opentelemetry import trace
 
         context = trace.set_span_in_context(parent) if parent is not None else None
         span = self._tracer.tracer.start_span(
             name, context=context, kind=trace.SpanKind[kind], attributes=self._tracer.common
         )
-        span.set_attributes({AGENT_ID: self._agent_id, CONVERSATION: self._session.id})
+        span.set_attributes({AGENT_ID: self._agent_id, CONVERSATION: self.session.id})
         span.set_attributes(dict(attributes))
         return span
 
@@ -327,7 +369,7 @@ class AgentTracer:
     OpenTelemetry API is not installed (the `tracing` extra).
     """
 
-    __slots__ = ("_traces", "chat_name", "common", "invoke_name", "tracer")
+    __slots__ = ("_spans", "_traces")
 
     def __init__(
         self,
@@ -338,30 +380,18 @@ class AgentTracer:
         request_model: str | None = None,
     ) -> None:
         try:
+            # Imported here, so that the runtime never needs OpenTelemetry (an extra).
             from opentelemetry import trace
         except ImportError as exc:
             raise TracingUnavailableError(
                 "AgentTracer needs the OpenTelemetry API, which is not installed: "
                 "pip install 'trio-agents[tracing]'"
             ) from exc
-        self.tracer: Tracer = trace.get_tracer(
+        tracer = trace.get_tracer(
             "trio_agents", tracer_provider=tracer_provider, schema_url=SCHEMA_URL
         )
-        common: dict[str, str] = {}
-        if agent_name:
-            common[AGENT_NAME] = agent_name
-        if provider_name:
-            common[PROVIDER] = provider_name
-        if request_model:
-            common[REQUEST_MODEL] = request_model
-        self.common: Mapping[str, str] = common
-        self.invoke_name = f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
-        self.chat_name = f"chat {request_model}" if request_model else "chat"
+        self._spans = _Spans(tracer, agent_name, provider_name, request_model)
         self._traces: dict[str, _AgentTrace] = {}
-
-    def tool_name(self, tool: str) -> str:
-        """The name of the span of a call of `tool`: `execute_tool TOOL`."""
-        return f"execute_tool {tool}" if tool else "execute_tool"
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Trace `agent`'s turns from its next record on; returns a function that stops.
@@ -391,8 +421,8 @@ class AgentTracer:
             if isinstance(event, AgentCreated):
                 session = runtime.sessions.get(event.agent_id)
                 if session is not None and event.agent_id not in self._traces:
-                    trace = self._begin(event.agent_id, session)
-                    stoppers[event.agent_id] = self._stopper(event.agent_id, trace, None)
+                    begun = self._begin(event.agent_id, session)
+                    stoppers[event.agent_id] = self._stopper(event.agent_id, begun, None)
                 return
             agent_id = getattr(event, "agent_id", None)
             trace = self._traces.get(agent_id) if isinstance(agent_id, str) else None
@@ -414,7 +444,7 @@ class AgentTracer:
     def _begin(self, agent_id: str, session: Session) -> _AgentTrace:
         if agent_id in self._traces:
             raise ValueError(f"this AgentTracer already traces agent {agent_id!r}")
-        trace = _AgentTrace(self, agent_id, session)
+        trace = _AgentTrace(self._spans, agent_id, session)
         self._traces[agent_id] = trace
         return trace
 
@@ -422,7 +452,7 @@ class AgentTracer:
         self, agent_id: str, trace: _AgentTrace, disconnect: Callable[[], None] | None
     ) -> Callable[[], None]:
         # The session observer starts last, after everything that could raise.
-        unobserve = trace._session.observe(trace.on_record)  # pyright: ignore[reportPrivateUsage]
+        unobserve = trace.session.observe(trace.on_record)
 
         def stop() -> None:
             if disconnect is not None:
