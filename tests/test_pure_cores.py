@@ -52,6 +52,7 @@ PURE_MODULES = [
     "_status",
     "_tool",
     "_transcript",
+    "_tracing",
     "testing/_reference",
     "testing/_history",
     "testing/_observer",

@@ -349,12 +349,15 @@ class _AgentTrace:
         from opentelemetry import trace
 
         context = trace.set_span_in_context(parent) if parent is not None else None
-        span = self._tracer.tracer.start_span(
-            name, context=context, kind=trace.SpanKind[kind], attributes=self._tracer.common
+        given = {
+            **self._tracer.common,
+            AGENT_ID: self._agent_id,
+            CONVERSATION: self.session.id,
+            **attributes,
+        }
+        return self._tracer.tracer.start_span(
+            name, context=context, kind=trace.SpanKind[kind], attributes=given
         )
-        span.set_attributes({AGENT_ID: self._agent_id, CONVERSATION: self.session.id})
-        span.set_attributes(dict(attributes))
-        return span
 
 
 class AgentTracer:
