@@ -23,6 +23,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from trio_agents import (
     AgentOptions,
     AgentTracer,
+    Approval,
+    ApprovalPolicy,
+    ApprovalRequest,
+    Decision,
     EventBus,
     Finish,
     MemoryStore,
@@ -36,7 +40,15 @@ from trio_agents import (
     open_agent,
     open_runtime,
 )
-from trio_agents.testing import HOLD, EchoTool, GateTool, ScriptedModel, ScriptedStep, tool_step
+from trio_agents.testing import (
+    HOLD,
+    EchoTool,
+    GateTool,
+    ScriptedModel,
+    ScriptedStep,
+    reply,
+    tool_step,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -338,6 +350,69 @@ async def test_records_a_failing_store_kept_from_the_tracer_are_read_when_it_sto
     (turn,) = by_name(exporter.get_finished_spans(), "invoke_agent")
     assert attrs(turn)["trio_agents.turn.end_reason"] == "completed"
     assert len(exporter.get_finished_spans()) == 3
+
+
+async def _reject(request: ApprovalRequest) -> Decision:
+    await trio.lowlevel.checkpoint()
+    return Decision("reject_once", by="test", note="not now")
+
+
+async def test_a_call_its_approval_rejects_is_a_span_that_never_started(
+    exporter: InMemorySpanExporter,
+) -> None:
+    echo = EchoTool()
+    model = ScriptedModel([tool_step(ToolCall("r1", "echo", {"text": "x"})), reply("ok")])
+    tracer = AgentTracer(provider_for(exporter))
+    approval = Approval(ApprovalPolicy(), _reject)
+    async with open_agent(model, tools=[echo], approval=approval) as agent:
+        stop = tracer.attach(agent)
+        agent.send("try")
+        await agent.wait_idle()
+    stop()
+    (tool,) = by_name(exporter.get_finished_spans(), "execute_tool echo")
+    assert attrs(tool)["trio_agents.tool.started"] is False
+    assert attrs(tool)["error.type"] == "trio_agents.rejected"
+    (turn,) = by_name(exporter.get_finished_spans(), "invoke_agent")
+    assert attrs(turn)["trio_agents.turn.end_reason"] == "completed"
+
+
+class _StepsFail:
+    """A tracer whose step spans fail to start; the rest go to the SDK's."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "trio_agents.step":
+            raise RuntimeError("no step spans today")
+        return self._real.start_span(name, *args, **kwargs)
+
+
+class _StepsFailProvider:
+    def __init__(self, real: TracerProvider) -> None:
+        self._real = real
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+        return _StepsFail(self._real.get_tracer(*args, **kwargs))
+
+
+async def test_a_span_that_fails_to_start_costs_no_other_span(
+    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel([tool_step(ToolCall("c1", "echo", {"text": "hi"})), reply("done")])
+    tracer = AgentTracer(_StepsFailProvider(provider_for(exporter)))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    with caplog.at_level(logging.ERROR, logger="trio_agents.tracing"):
+        async with open_agent(model, tools=[EchoTool()]) as agent:
+            stop = tracer.attach(agent)
+            agent.send("go")
+            await agent.wait_idle()
+            spans = exporter.get_finished_spans()
+        stop()
+    (turn,) = by_name(spans, "invoke_agent")  # ended with its turn, not when tracing stopped
+    assert attrs(turn)["trio_agents.turn.end_reason"] == "completed"
+    assert "error.type" not in attrs(turn)
+    assert by_name(spans, "trio_agents.step") == []
+    assert any("no step spans today" in str(r.exc_info) for r in caplog.records)
 
 
 class _BrokenTracer:

@@ -206,7 +206,14 @@ class _AgentTrace:
         records = self.session.records_since(self._seen)
         self._seen += len(records)
         for record in records:
-            self._record(record)
+            # One record at a time: a span that failed to start must not cost the records
+            # after it (a turn/end among them would leave its turn open).
+            try:
+                self._record(record)
+            except Exception:
+                logger.exception(
+                    "tracing agent %r failed on a %s record; ignored", self._agent_id, record.type
+                )
 
     def _record(self, record: Record) -> None:
         data = record.data
@@ -215,16 +222,18 @@ class _AgentTrace:
             if self._turn is not None:  # a turn/end we never saw: end its spans now
                 self._end_turn((UNFINISHED, "the turn's end was not recorded"))
             self._turn = self._start(
-                self._tracer.invoke_name, None, "INTERNAL", {OPERATION: "invoke_agent"}
+                self._tracer.invoke_name,
+                None,
+                "INTERNAL",
+                {OPERATION: "invoke_agent", TURN: int(data["turn"])},
             )
-            self._turn.set_attribute(TURN, int(data["turn"]))
         elif self._turn is None:
             return  # part of a turn that started before we attached
         elif kind == STEP_START:
             self._settle_parked(None)  # the previous step went on: it ended well
             step = int(data["step"])
-            self._step = self._start(STEP_SPAN, self._turn, "INTERNAL", {STEP: step})
-            self._step.set_attribute(TURN, int(data["turn"]))
+            turn = int(data["turn"])
+            self._step = self._start(STEP_SPAN, self._turn, "INTERNAL", {TURN: turn, STEP: step})
             self._chat = self._start(
                 self._tracer.chat_name, self._step, "CLIENT", {OPERATION: "chat", STEP: step}
             )
