@@ -464,6 +464,32 @@ async def test_a_runtime_traces_every_agent_it_publishes(exporter: InMemorySpanE
     assert_tree_closed(spans)
 
 
+async def test_closing_a_runtime_mid_tool_ends_its_agents_spans_closed(
+    exporter: InMemorySpanExporter,
+) -> None:
+    gate = GateTool()
+    tracer = AgentTracer(provider_for(exporter))
+    async with open_runtime(MemoryStore()) as runtime:
+        stop = tracer.attach_runtime(runtime)
+        handle = await runtime.agents_for(runtime).create(
+            model=ScriptedModel([tool_step(ToolCall("g1", "gate", {}))]), tools=[gate]
+        )
+        handle.agent.send("go")
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.held == 1
+    spans = exporter.get_finished_spans()  # the runtime's close ended them, not stop()
+    stop()
+    assert exporter.get_finished_spans() == spans
+    assert sorted(s.name for s in spans) == [
+        "chat",
+        "execute_tool gate",
+        "invoke_agent",
+        "trio_agents.step",
+    ]
+    assert_tree_closed(spans)
+    assert {attrs(s).get("error.type") for s in spans if s.name != "chat"} == {"trio_agents.closed"}
+
+
 def test_without_opentelemetry_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
