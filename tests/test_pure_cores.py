@@ -56,6 +56,7 @@ PURE_MODULES = [
     "_tool_docstring",
     "_tool_schema",
     "_transcript",
+    "_tracing",
     "testing/_reference",
     "testing/_history",
     "testing/_observer",

@@ -39,6 +39,7 @@ from ._errors import StoreClosedError as StoreClosedError
 from ._errors import StoreFileError as StoreFileError
 from ._errors import StoreLockedError as StoreLockedError
 from ._errors import StoreNotFoundError as StoreNotFoundError
+from ._errors import TracingUnavailableError as TracingUnavailableError
 from ._errors import TrioAgentsError as TrioAgentsError
 from ._errors import TurnNotFoundError as TurnNotFoundError
 from ._errors import UnknownStoreVersionError as UnknownStoreVersionError
@@ -99,6 +100,7 @@ from ._store_sqlite import default_store_path as default_store_path
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolResult as ToolResult
+from ._tracing import AgentTracer as AgentTracer
 from ._turn import CancelCause as CancelCause
 from ._turn import Closer as Closer
 from ._turn import MessageId as MessageId
@@ -125,6 +127,7 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentStatus",
+    "AgentTracer",
     "AlreadyLoadedError",
     "AlreadyRunningError",
     "Approval",
@@ -206,6 +209,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
+    "TracingUnavailableError",
     "TrioAgentsError",
     "TurnDropped",
     "TurnEnd",

@@ -207,6 +207,11 @@ class Agent:
         return self._session
 
     @property
+    def events(self) -> EventBus:
+        """The bus the agent emits its events on (its runtime's, in a runtime)."""
+        return self._events
+
+    @property
     def options(self) -> AgentOptions:
         """The agent's options, fixed at construction."""
         return self._options

@@ -36,6 +36,7 @@ names the value and what to do.
      +-- SandboxUnavailableError ..... [RuntimeError]
      +-- TurnNotFoundError ........... [LookupError]
      +-- ObserverMisuse .............. [ValueError]
+     +-- TracingUnavailableError ..... [ImportError]
 
 Kept in their own modules, outside the tree, because no caller ever sees them:
 `acp._jsonrpc.JsonRpcError` is the value an ACP request handler raises to answer with a
@@ -93,6 +94,7 @@ __all__ = [
     "StoreFileError",
     "StoreLockedError",
     "StoreNotFoundError",
+    "TracingUnavailableError",
     "TrioAgentsError",
     "TurnNotFoundError",
     "UnknownStoreVersionError",
@@ -324,3 +326,8 @@ class ObserverMisuse(TrioAgentsError, ValueError):
     """An adapter called the conformance suite's `AgentObserver` out of order (a step
     outside a turn, a result for a call it never announced): a bug of the adapter, not a
     contract violation of the agent. The message names the call and what to call first."""
+
+
+class TracingUnavailableError(TrioAgentsError, ImportError):
+    """An `AgentTracer` was asked for, but the OpenTelemetry API is not installed; the
+    message says how to install it (`pip install 'trio-agents[tracing]'`)."""
