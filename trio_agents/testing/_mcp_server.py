@@ -122,7 +122,7 @@ def _spawn_child(recorder: _Recorder) -> None:
 
 
 async def _serve_http(server: MCPServer, port_file: str) -> None:
-    import uvicorn
+    import uvicorn  # only the HTTP mode needs it: the stdio server starts faster without
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
