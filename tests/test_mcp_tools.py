@@ -20,7 +20,7 @@ from trio_agents import McpServer, McpTools, open_agent, open_mcp_tools
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 from .support.helpers import of_type, turn_ends
-from .support.mcp import http_server, reference, wait_for_event
+from .support.mcp import environment, http_server, reference, wait_for_event
 
 pytestmark = pytest.mark.subprocess
 
@@ -126,10 +126,9 @@ async def test_stdio_environment_is_scrubbed_plus_configured(tmp_path: pathlib.P
         )
         async with open_mcp_tools([server]):
             ready = await wait_for_event(record, "ready")
-            raw = pathlib.Path(f"/proc/{ready['pid']}/environ").read_bytes()
+            environ = environment(ready["pid"])
     finally:
         del os.environ["MCP_TEST_SECRET_TOKEN"]
-    environ = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
     assert environ["GIVEN"] == "yes"
     assert "MCP_TEST_SECRET_TOKEN" not in environ
     assert environ["PATH"] == os.environ["PATH"]

@@ -92,6 +92,8 @@ class _Connection:
         self._listed = 0
         self._relisted = trio.Event()
         self._wake_send, self._wake = trio.open_memory_channel[None](math.inf)
+        # Cancelled only by `abandon`, from the opener: entered and left here, in `run`.
+        self._scope = trio.CancelScope()
 
     def close(self) -> None:
         """Tell `run` to leave the session (it does so in its own task). Never blocks."""
@@ -108,7 +110,20 @@ class _Connection:
                 await self._relisted.wait()
         await trio.lowlevel.checkpoint()
 
+    def abandon(self) -> None:
+        """Stop starting (another server failed): `run` leaves at once. Never blocks."""
+        self._scope.cancel()
+
     async def run(self) -> None:
+        try:
+            with self._scope:
+                await self._run()
+        finally:
+            self._session = None
+            self._relisted.set()
+            self.ready.set()
+
+    async def _run(self) -> None:
         try:
             async with self._transport() as (read, write):
                 relay_in, relay_out = anyio.create_memory_object_stream[SessionMessage | Exception](
@@ -128,10 +143,6 @@ class _Connection:
         except Exception as exc:  # reported by the opener, or by each call
             if not self.ready.is_set():
                 self.failure = self.failure or await self._start_error(exc)
-        finally:
-            self._session = None
-            self._relisted.set()
-            self.ready.set()
 
     def _transport(self) -> AbstractAsyncContextManager[_Streams]:
         server = self.server
@@ -282,11 +293,16 @@ async def open_mcp_tools(
         for connection in connections:
             nursery.start_soon(connection.run)
         try:
-            for connection in connections:
-                await connection.ready.wait()
+            async with trio.open_nursery() as waiters:
+                for connection in connections:
+                    waiters.start_soon(_started, connection, waiters.cancel_scope)
             failures = [c.failure for c in connections if c.failure is not None]
             if failures:
+                # The first failure, in the order of the configuration, is the one raised;
+                # the servers still starting are not waited for.
                 failure = failures[0]
+                for connection in connections:
+                    connection.abandon()
             else:
                 yield McpTools(base, connections)
         finally:
@@ -295,3 +311,9 @@ async def open_mcp_tools(
     if failure is not None:
         raise failure
     await trio.lowlevel.checkpoint()
+
+
+async def _started(connection: _Connection, waiting: trio.CancelScope) -> None:
+    await connection.ready.wait()
+    if connection.failure is not None:
+        waiting.cancel()  # one failed: the others are abandoned, not waited for
