@@ -47,6 +47,7 @@ async def exercise(tools: McpTools, server: str, record: pathlib.Path) -> None:
             tool_step((name + "echo", {"text": "hi"}), (name + "picture", {})),
             tool_step((name + "add_tool", {"name": "zap"})),
             tool_step((name + "zap", {})),
+            tool_step((name + "echo", {})),  # no text: the server answers an error result
             reply("done"),
             # turn 2: a call cancelled while the server runs it
             tool_step((name + "slow", {})),
@@ -61,7 +62,9 @@ async def exercise(tools: McpTools, server: str, record: pathlib.Path) -> None:
         done = results(of_type(agent, "tool/result"))
         # The calls of one step run concurrently: their results come in either order.
         assert sorted(done[:2]) == [("[image: image/png, 70 bytes]", False), ("hi", False)]
-        assert done[2:] == [("added zap", False), ("zap called", False)]
+        assert done[2:4] == [("added zap", False), ("zap called", False)]
+        assert done[4][1] is True
+        assert done[4][0].startswith(f"MCP server {server!r}: tool 'echo' reported an error: ")
         offered = [[spec.name for spec in request.tools] for request in model.requests]
         assert name + "zap" not in offered[1]
         assert offered[2][-1] == name + "zap"  # the step after the change has it
@@ -72,12 +75,12 @@ async def exercise(tools: McpTools, server: str, record: pathlib.Path) -> None:
         agent.cancel()
         await agent.wait_idle()
         assert turn_ends(agent)[1] == {"kind": "aborted", "reason": "cancelled", "cause": "user"}
-        assert of_type(agent, "tool/result")[4]["is_error"] is True  # recorded interrupted
+        assert of_type(agent, "tool/result")[5]["is_error"] is True  # recorded interrupted
         await wait_for_event(record, "cancelled")
 
         agent.send("third")
         await agent.wait_idle()
-        crashed = of_type(agent, "tool/result")[5]
+        crashed = of_type(agent, "tool/result")[6]
         assert crashed["is_error"] is True
         assert crashed["content"].startswith(f"MCP server {server!r}: tool 'crash' failed")
         assert turn_ends(agent)[2] == {"kind": "completed"}
