@@ -106,16 +106,36 @@ async def test_stdio_server(tmp_path: pathlib.Path) -> None:
 
 # The SDK's streamable HTTP client leaves httpx2's response iterators to the garbage
 # collector, which on trio warns (D252); nothing of this library is left open.
-@pytest.mark.filterwarnings(
+HTTP_WARNINGS = pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <async_generator object "
     r"(PoolByteStream|EventSource|Response)\.:pytest.PytestUnraisableExceptionWarning"
 )
+
+
+@HTTP_WARNINGS
 async def test_http_server(tmp_path: pathlib.Path) -> None:
     record = tmp_path / "record.jsonl"
     async with http_server(tmp_path, "--record", str(record)) as (url, _):
         server = McpServer("web", transport="http", url=url, headers={"X-Test": "1"})
         async with open_mcp_tools([server], base=[Base()]) as tools:
             await exercise(tools, "web", record)
+
+
+@HTTP_WARNINGS
+async def test_sse_server(tmp_path: pathlib.Path) -> None:
+    # The older HTTP+SSE transport: listed and called (the other cases are the transport's
+    # business, not this library's, and cost a server start each).
+    async with http_server(tmp_path, "--sse") as (url, _):
+        server = McpServer("old", transport="sse", url=url)
+        async with open_mcp_tools([server]) as tools:
+            assert [tool.name for tool in tools] == [f"mcp__old__{t}" for t in REFERENCE_TOOLS]
+            model = ScriptedModel(
+                [tool_step(("mcp__old__echo", {"text": "over sse"})), reply("ok")]
+            )
+            async with open_agent(model, tools=tools) as agent:
+                agent.send("go")
+                await agent.wait_idle()
+                assert results(of_type(agent, "tool/result")) == [("over sse", False)]
 
 
 async def test_stdio_environment_is_scrubbed_plus_configured(tmp_path: pathlib.Path) -> None:

@@ -69,8 +69,8 @@ async def wait_for_event(record: pathlib.Path, event: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def http_server(directory: pathlib.Path, *flags: str) -> AsyncGenerator[tuple[str, int]]:
-    """Run the reference server on streamable HTTP (a free port on 127.0.0.1); yield its URL
-    and pid. Killed when the block is left."""
+    """Run the reference server on streamable HTTP (a free port on 127.0.0.1), or on HTTP+SSE
+    with the flag `--sse`; yield its URL and pid. Killed when the block is left."""
     port_file = directory / "port"
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", SERVER_MODULE, "--http", str(port_file), *flags],
@@ -82,7 +82,8 @@ async def http_server(directory: pathlib.Path, *flags: str) -> AsyncGenerator[tu
                 assert process.poll() is None, "the HTTP server exited before it listened"
                 await trio.sleep(_POLL)
         port = int(port_file.read_text())
-        yield f"http://127.0.0.1:{port}/mcp", process.pid
+        path = "sse" if "--sse" in flags else "mcp"
+        yield f"http://127.0.0.1:{port}/{path}", process.pid
     finally:
         process.kill()
         with trio.CancelScope(shield=True):
