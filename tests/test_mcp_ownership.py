@@ -1,8 +1,9 @@
 """Who owns an MCP server's process (rules M4, M5), checked in /proc: leaving
-`open_mcp_tools` normally, by an exception or by an outer cancel (pydantic-ai #8548) leaves
-no process, with a server that spawns a child and one that also ignores SIGTERM (SIGKILL
-after the grace reaches the child too); a server that cannot start is one McpServerError
-line naming it and the reason, and leaves nothing running.
+`open_mcp_tools` normally, by an exception or by an outer cancel (pydantic-ai #8548), with a
+call in flight on each server, leaves no process, with a server that spawns a child and one
+that also ignores SIGTERM (SIGKILL after the grace reaches the child too); a server that
+cannot start is one McpServerError line naming it and the reason, and leaves nothing
+running.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from trio_agents import McpServer, McpServerError, open_mcp_tools
+from trio_agents import McpServer, McpServerError, open_agent, open_mcp_tools
+from trio_agents.testing import ScriptedModel, tool_step
 
 from .support.mcp import reference, wait_for_event
 from .support.processes import gone, with_marker
@@ -52,12 +54,18 @@ async def test_leaving_leaves_no_process(tmp_path: pathlib.Path, path: str) -> N
                 assert tools.servers == ("polite", "stubborn")
                 pids = await started(records)
                 assert not any(gone(pid) for pid in pids)
-                left_at = trio.current_time()
-                if path == "by an exception":
-                    raise Left
-                if path == "by an outer cancel":
-                    outer.cancel()
-                    await trio.sleep_forever()
+                # A call in flight on each server as the block is left.
+                slow = [("mcp__polite__slow", {}), ("mcp__stubborn__slow", {})]
+                async with open_agent(ScriptedModel([tool_step(*slow)]), tools=tools) as agent:
+                    agent.send("wait")
+                    for record in records:
+                        await wait_for_event(record, "started")
+                    left_at = trio.current_time()
+                    if path == "by an exception":
+                        raise Left
+                    if path == "by an outer cancel":
+                        outer.cancel()
+                        await trio.sleep_forever()
         except Left:
             assert path == "by an exception"  # it came out as itself, not in a group
     closing = trio.current_time() - left_at
