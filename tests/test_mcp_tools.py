@@ -1,7 +1,8 @@
-"""MCP tools through an agent, with the reference server on stdio and on streamable HTTP
-(rules M1-M3, M6): listed under server-named names with the server's schema, called, a
-slow call cancelled (the server sees `notifications/cancelled`), a tool added through
-`tools/list_changed`, a crash mid-call an error result naming the server.
+"""MCP tools through an agent, with the reference server on stdio, on streamable HTTP and
+(listed and called only) on HTTP+SSE, rules M1-M3: listed under server-named names with the
+server's schema, called, a slow call cancelled (the server sees `notifications/cancelled`),
+a tool added through `tools/list_changed`, an error result and a crash mid-call each an
+error result naming the server. Rule M6: the stdio server's environment, read in /proc.
 
 One server per transport serves every case: starting one costs seconds (the SDK's import).
 """
@@ -97,10 +98,19 @@ class Base:
         return "base"
 
 
-async def test_stdio_server(tmp_path: pathlib.Path) -> None:
+async def test_stdio_server(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = tmp_path / "record.jsonl"
-    server = reference("ref", "--record", str(record))
+    plain = reference("ref", "--record", str(record))
+    server = McpServer(
+        "ref", command=plain.command, args=plain.args, env={**plain.env, "GIVEN": "yes"}
+    )
+    monkeypatch.setenv("MCP_TEST_SECRET_TOKEN", "s3cret")
     async with open_mcp_tools([server], base=[Base()], close_grace=1.0) as tools:
+        # Rule M6, read from the kernel: the environment the server got, not what we meant.
+        environ = environment((await wait_for_event(record, "ready"))["pid"])
+        assert environ["GIVEN"] == "yes"
+        assert "MCP_TEST_SECRET_TOKEN" not in environ
+        assert environ["PATH"] == os.environ["PATH"]
         await exercise(tools, "ref", record)
 
 
@@ -136,22 +146,3 @@ async def test_sse_server(tmp_path: pathlib.Path) -> None:
                 agent.send("go")
                 await agent.wait_idle()
                 assert results(of_type(agent, "tool/result")) == [("over sse", False)]
-
-
-async def test_stdio_environment_is_scrubbed_plus_configured(tmp_path: pathlib.Path) -> None:
-    # Rule M6, read from the kernel: the server's environment, not what we meant to give it.
-    record = tmp_path / "record.jsonl"
-    os.environ["MCP_TEST_SECRET_TOKEN"] = "s3cret"
-    try:
-        plain = reference("env", "--record", str(record))
-        server = McpServer(
-            "env", command=plain.command, args=plain.args, env={**plain.env, "GIVEN": "yes"}
-        )
-        async with open_mcp_tools([server]):
-            ready = await wait_for_event(record, "ready")
-            environ = environment(ready["pid"])
-    finally:
-        del os.environ["MCP_TEST_SECRET_TOKEN"]
-    assert environ["GIVEN"] == "yes"
-    assert "MCP_TEST_SECRET_TOKEN" not in environ
-    assert environ["PATH"] == os.environ["PATH"]

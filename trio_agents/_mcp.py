@@ -35,6 +35,7 @@ __all__ = ["McpTools", "open_mcp_tools"]
 
 _CLIENT = mcp_types.Implementation(name="trio-agents", version="1")
 _LIST_CHANGED = "notifications/tools/list_changed"
+_CLOSE_BOUND = 5.0  # seconds, past close_grace, that leaving one connection may take
 
 _Streams = tuple[Any, Any]  # the SDK's (ReadStream, WriteStream) pair
 
@@ -96,8 +97,15 @@ class _Connection:
         self._scope = trio.CancelScope()
 
     def close(self) -> None:
-        """Tell `run` to leave the session (it does so in its own task). Never blocks."""
+        """Tell `run` to leave the session (it does so in its own task). Never blocks.
+
+        Leaving is bounded: an HTTP transport's goodbye (a DELETE to a server that hangs)
+        is cut off after `close_grace` and `_CLOSE_BOUND` more seconds; a stdio server's
+        group is ended by a shielded, bounded step of its own (`end_group`)."""
         self._wake_send.close()
+        self._scope.deadline = min(
+            self._scope.deadline, trio.current_time() + self._grace + _CLOSE_BOUND
+        )
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         if self._session is None:
