@@ -55,7 +55,10 @@ async def test_leaving_leaves_no_process(tmp_path: pathlib.Path, path: str) -> N
                 pids = await started(records)
                 assert not any(gone(pid) for pid in pids)
                 # A call in flight on each server as the block is left.
-                slow = [("mcp__polite__slow", {}), ("mcp__stubborn__slow", {})]
+                slow: list[tuple[str, dict[str, Any]]] = [
+                    ("mcp__polite__slow", {}),
+                    ("mcp__stubborn__slow", {}),
+                ]
                 async with open_agent(ScriptedModel([tool_step(*slow)]), tools=tools) as agent:
                     agent.send("wait")
                     for record in records:
