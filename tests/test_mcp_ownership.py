@@ -78,6 +78,30 @@ async def test_leaving_leaves_no_process(tmp_path: pathlib.Path, path: str) -> N
     assert GRACE <= closing < GRACE + 5
 
 
+async def test_a_cancel_while_starting_leaves_no_process(tmp_path: pathlib.Path) -> None:
+    # Servers that never answer initialize: the cancel surely lands while they start.
+    records = [tmp_path / "polite.jsonl", tmp_path / "stubborn.jsonl"]
+    flags = ("--no-initialize", "--spawn-child", "--record")
+    servers = [
+        reference("polite", *flags, str(records[0])),
+        reference("stubborn", "--ignore-term", *flags, str(records[1])),
+    ]
+    pids: list[int] = []
+
+    async def cancel_once_running(scope: trio.CancelScope) -> None:
+        pids.extend(await started(records))
+        scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as scope:
+            nursery.start_soon(cancel_once_running, scope)
+            async with open_mcp_tools(servers, close_grace=GRACE):
+                pytest.fail("started")
+    assert scope.cancelled_caught
+    assert len(pids) == 4
+    assert [pid for pid in pids if not gone(pid)] == []
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
