@@ -286,7 +286,8 @@ async def open_mcp_tools(
 
     Leaving the block, on any path, closes every session in the task that opened it and
     ends every stdio server's process group (SIGTERM, `close_grace`, SIGKILL). Entering and
-    leaving are checkpoints; leaving is bounded and not cut short by a cancel.
+    leaving are checkpoints. Leaving is bounded, and a cancel does not cut short the ending
+    of a stdio server's group.
     """
     names = [server.name for server in servers]
     for name in names:
