@@ -22,7 +22,9 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from ._errors import McpConfigError, McpServerError
 from ._mcp_config import McpServer, mcp_tool_name
@@ -35,6 +37,7 @@ __all__ = ["McpTools", "open_mcp_tools"]
 
 _CLIENT = mcp_types.Implementation(name="trio-agents", version="1")
 _LIST_CHANGED = "notifications/tools/list_changed"
+_EXIT_WAIT = 1.0  # seconds a server whose connection closed has to be seen exited
 _CLOSE_BOUND = 5.0  # seconds, past close_grace, that leaving one connection may take
 
 _Streams = tuple[Any, Any]  # the SDK's (ReadStream, WriteStream) pair
@@ -110,7 +113,16 @@ class _Connection:
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         if self._session is None:
             raise RuntimeError("the connection is closed")
-        return await self._session.call_tool(tool, arguments)
+        try:
+            return await self._session.call_tool(tool, arguments)
+        except MCPError as exc:
+            # A stdio server that died: say how, which is what the user needs to fix it.
+            if exc.code != CONNECTION_CLOSED or self._process is None:
+                raise
+            status = await self._process.exit_status(within=_EXIT_WAIT)
+            if status is None:
+                raise
+            raise ConnectionError(f"the server exited with status {status}") from exc
 
     async def settle(self) -> None:
         with trio.move_on_after(self._timeout):
