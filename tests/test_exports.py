@@ -88,9 +88,12 @@ EXPORTS = {
         "TurnStream", "TurnEvent", "TurnText", "TurnToolCall", "TurnToolResult", "TurnStepEnd",
         "TurnEnd", "TurnDropped", "TurnResult", "ToolCallResult", "turn_result",
         "TurnNotFoundError",
+
+        "McpServer", "McpTools", "mcp_servers_from_config", "open_mcp_tools",
         # the errors, one class per reason (D58)
         "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
-        "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ObserverMisuse",
+        "JobNotFoundError", "LabelNotFoundError", "McpConfigError", "McpServerError",
+        "NotAStoreError", "ObserverMisuse",
         "ReadOnlyStoreError", "SandboxUnavailableError",
         "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "SpillDirectoryError", "StoreBrokenError", "StoreClosedError",

@@ -1,4 +1,11 @@
-"""trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
+"""trio-agents: an agent runtime on trio whose lifecycle is correct by construction.
+
+`McpTools` and `open_mcp_tools` load on first use: the `mcp` SDK takes seconds to import,
+and a program that connects no MCP server should not pay for it.
+"""
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ._agent import Agent as Agent
 from ._approval import Approval as Approval
@@ -22,6 +29,8 @@ from ._errors import FiberClosedError as FiberClosedError
 from ._errors import FlushTimeoutError as FlushTimeoutError
 from ._errors import JobNotFoundError as JobNotFoundError
 from ._errors import LabelNotFoundError as LabelNotFoundError
+from ._errors import McpConfigError as McpConfigError
+from ._errors import McpServerError as McpServerError
 from ._errors import ModelEndpointError as ModelEndpointError
 from ._errors import NotAStoreError as NotAStoreError
 from ._errors import ObserverMisuse as ObserverMisuse
@@ -62,6 +71,8 @@ from ._fiber import Fiber as Fiber
 from ._fiber import Plugin as Plugin
 from ._function_tool import FunctionTool as FunctionTool
 from ._function_tool import function_tool as function_tool
+from ._mcp_config import McpServer as McpServer
+from ._mcp_config import mcp_servers_from_config as mcp_servers_from_config
 from ._model import Finish as Finish
 from ._model import Message as Message
 from ._model import Model as Model
@@ -117,6 +128,10 @@ from ._turn_result import turn_result as turn_result
 from ._turn_stream import TurnStream as TurnStream
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
+if TYPE_CHECKING:
+    from ._mcp import McpTools as McpTools
+    from ._mcp import open_mcp_tools as open_mcp_tools
+
 __all__ = [
     "Agent",
     "AgentClosed",
@@ -156,6 +171,10 @@ __all__ = [
     "JobOutput",
     "LabelNotFoundError",
     "Listener",
+    "McpConfigError",
+    "McpServer",
+    "McpServerError",
+    "McpTools",
     "MemoryStore",
     "Message",
     "MessageId",
@@ -230,9 +249,23 @@ __all__ = [
     "default_store_path",
     "function_tool",
     "make_non_dumpable",
+    "mcp_servers_from_config",
     "open_agent",
+    "open_mcp_tools",
     "open_runtime",
     "turn_result",
 ]
 
-_fixup_module_metadata(__name__, [globals()[name] for name in __all__])
+_LAZY = {"McpTools": "._mcp", "open_mcp_tools": "._mcp"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    _fixup_module_metadata(__name__, [value])
+    return value
+
+
+_fixup_module_metadata(__name__, [globals()[name] for name in __all__ if name not in _LAZY])
