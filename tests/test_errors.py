@@ -66,6 +66,7 @@ KEPT_OUTSIDE = {
     "trio_agents.testing._fiber_rules.DisposerError",
     "trio_agents.testing._fiber_rules._ApplyFailed",
     "trio_agents.testing._acp._client.AgentSetupError",
+    "trio_agents.testing._target.TargetShapeError",
 }
 
 

@@ -34,6 +34,8 @@ names the value and what to do.
      +-- ChatStreamError ............. [ValueError]
      +-- ModelEndpointError .......... [RuntimeError]
      +-- SandboxUnavailableError ..... [RuntimeError]
+     +-- McpConfigError .............. [ValueError]
+     +-- McpServerError .............. [RuntimeError]
      +-- TurnNotFoundError ........... [LookupError]
      +-- ObserverMisuse .............. [ValueError]
      +-- TracingUnavailableError ..... [ImportError]
@@ -50,6 +52,8 @@ about the implementation it checks. `testing._fiber_rules.DisposerError` and
 plugin raise, so it can tell them apart when the fiber under test raises them back.
 `testing._acp._client.AgentSetupError` is the ACP mode's verdict that an agent could not be
 checked as configured (it did not start, or refused `initialize` or `session/new`).
+`testing._target.TargetShapeError` is the agent machine's verdict that a target is not an
+agent it can drive (a factory of another signature, an object without the Agent's methods).
 
 A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
 `ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal

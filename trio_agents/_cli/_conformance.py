@@ -26,10 +26,6 @@ DOCS = "docs/conformance.md"
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
 
 
-class TargetError(Exception):
-    """A target that cannot be used; the message is the whole line to print."""
-
-
 def add_arguments(conformance: argparse.ArgumentParser) -> None:
     """The Python-target arguments of `trio-agents conformance`."""
     conformance.add_argument(
@@ -69,10 +65,11 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
 
 
 def load_target(flag: str, spec: str) -> Any:
-    """The object `spec` (`module:attr`) names; TargetError naming `flag` otherwise."""
+    """The object `spec` (`module:attr`) names; otherwise a LookupError whose message, naming
+    `flag`, is the whole line to print."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name.strip() or not attr.strip():
-        raise TargetError(f"{flag} must look like 'package.module:factory', got {spec!r}")
+        raise LookupError(f"{flag} must look like 'package.module:factory', got {spec!r}")
     # Like `python -m`, look in the working directory first: targets live in your project.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -80,15 +77,15 @@ def load_target(flag: str, spec: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and module_name.startswith(exc.name):
-            raise TargetError(
+            raise LookupError(
                 f"{flag} {spec}: no module named {module_name!r} here ({os.getcwd()}); run "
                 "from the directory that holds it, or add that directory to PYTHONPATH"
             ) from None
-        raise TargetError(f"{flag} {spec}: importing {module_name!r} failed: {exc}") from None
+        raise LookupError(f"{flag} {spec}: importing {module_name!r} failed: {exc}") from None
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise TargetError(f"{flag} {spec}: module {module_name!r} has no {attr!r}") from None
+        raise LookupError(f"{flag} {spec}: module {module_name!r} has no {attr!r}") from None
 
 
 def _progress(machine: str, examples: int, seconds: float) -> None:
@@ -112,10 +109,11 @@ def run(args: argparse.Namespace) -> int:
         for flag, spec in given.items():
             if spec is not None:
                 loaded[flag] = load_target(flag, spec)
-        features_of(loaded.get("--target"))  # a declaration that cannot be fails here
-    except TargetError as exc:
-        print(f"trio-agents conformance: {exc}", file=sys.stderr)
+    except LookupError as exc:
+        print(f"trio-agents conformance: {exc.args[0]}", file=sys.stderr)
         return 2
+    try:
+        features_of(loaded.get("--target"))  # a declaration that cannot be fails here
     except (TypeError, ValueError) as exc:
         # Also raised while importing the target, by a bad `Features(...)` in its module.
         # Any other error importing a target is a bug of its own, shown with its traceback.
