@@ -53,16 +53,19 @@ def _conformance(args: argparse.Namespace) -> int:
         return 2
     runtime_factory = _load_target(args.runtime_target) if args.runtime_target else None
     shell_factory = _load_target(args.shell_target) if args.shell_target else None
-    given = (args.target, args.runtime_target, args.shell_target)
+    mcp_opener = _load_target(args.mcp_target) if args.mcp_target else None
+    given = (args.target, args.runtime_target, args.shell_target, args.mcp_target)
     targets = [t for t in given if t] or ["built-in runtime"]
     print(f"trio-agents conformance: {', '.join(targets)}, profile {args.profile or 'ci'}")
     reports = run_conformance(
         factory,
         runtime_factory=runtime_factory,
         shell_factory=shell_factory,
+        mcp_opener=mcp_opener,
         factory_spec=args.target,
         runtime_spec=args.runtime_target,
         shell_spec=args.shell_target,
+        mcp_spec=args.mcp_target,
         profile_name=args.profile,
         max_examples=args.max_examples,
         seed=args.seed,
@@ -100,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     conformance.add_argument(
         "--shell-target",
         help="module:factory(cwd) of a shell executor implementation (the shell machine)",
+    )
+    conformance.add_argument(
+        "--mcp-target",
+        help="module:opener of MCP tools, with open_mcp_tools's signature (the MCP machine)",
     )
     conformance.add_argument("--profile", choices=["ci", "deep"], default=None)
     conformance.add_argument("--max-examples", type=int, default=None)

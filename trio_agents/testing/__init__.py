@@ -37,6 +37,7 @@ from ._scripted import reply as reply
 from ._scripted import tool_step as tool_step
 from ._targets import AgentFactory as AgentFactory
 from ._targets import AgentSurface as AgentSurface
+from ._targets import McpOpener as McpOpener
 from ._targets import RuntimeFactory as RuntimeFactory
 from ._targets import RuntimeSurface as RuntimeSurface
 from ._targets import ShellFactory as ShellFactory
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
     from ._lifecycle_machine import check_lifecycle_conformance as check_lifecycle_conformance
     from ._machine import Draws as Draws
+    from ._mcp_machine import McpMachine as McpMachine
+    from ._mcp_machine import check_mcp_conformance as check_mcp_conformance
     from ._shell_machine import ShellMachine as ShellMachine
     from ._shell_machine import check_shell_conformance as check_shell_conformance
 
@@ -72,6 +75,8 @@ __all__ = [
     "Features",
     "GateTool",
     "LifecycleMachine",
+    "McpMachine",
+    "McpOpener",
     "ObservedAgent",
     "ObservedFactory",
     "PeerAgent",
@@ -88,6 +93,7 @@ __all__ = [
     "check_agent_conformance",
     "check_durable_conformance",
     "check_lifecycle_conformance",
+    "check_mcp_conformance",
     "check_shell_conformance",
     "echo_reply",
     "history_problems",
@@ -103,6 +109,8 @@ _LAZY = {
     "RandomSeeder": "._agent_machine",
     "PROPERTIES": "._catalogue",
     "Draws": "._machine",
+    "McpMachine": "._mcp_machine",
+    "check_mcp_conformance": "._mcp_machine",
     "DurableMachine": "._durable_machine",
     "check_durable_conformance": "._durable_machine",
     "LifecycleMachine": "._lifecycle_machine",
