@@ -67,11 +67,11 @@ class _Leaving(Exception):
 
 def mcp_settings(base: Settings) -> Settings:
     """Each example starts one or two real servers (a second and a half each on a loaded
-    machine): a seventy-fifth of the examples of `base` (at least 4), programs of at most 6
+    machine): a seventy-fifth of the examples of `base` (at least 3), programs of at most 6
     steps."""
     return Settings(
         base,
-        max_examples=max(4, base.max_examples // 75),
+        max_examples=max(3, base.max_examples // 75),
         stateful_step_count=min(base.stateful_step_count, 6),
     )
 
@@ -193,8 +193,10 @@ class McpMachine(ConformanceMachine):
             alive = sorted(p for p in pids if not _gone(p))
         CLOSE_REAPS.check(
             not alive,
-            lambda: f"{GONE_WITHIN:g}s after the tool set was left by {path!r}, "
-            f"{self._describe(alive)} still ran",
+            lambda: (
+                f"{GONE_WITHIN:g}s after the tool set was left by {path!r}, "
+                f"{self._describe(alive)} still ran"
+            ),
         )
 
     def _describe(self, pids: Sequence[int]) -> str:
@@ -285,8 +287,10 @@ class McpMachine(ConformanceMachine):
             return
         CONNECTION_USABLE.check(
             isinstance(result, ToolResult) and not result.is_error and result.content == text,
-            lambda: f"echo({text!r}) answered {result!r}"
-            + (", after a cancelled call" if self._count("started") else ""),
+            lambda: (
+                f"echo({text!r}) answered {result!r}"
+                + (", after a cancelled call" if self._count("started") else "")
+            ),
         )
         self.trace.append("echo")
 
@@ -304,8 +308,10 @@ class McpMachine(ConformanceMachine):
         told = self.host.call(self._until_recorded, "cancelled", started, CANCEL_WITHIN)
         CANCEL_REACHES_SERVER.check(
             told,
-            lambda: f"{CANCEL_WITHIN:g}s after its call was cancelled, the server had recorded "
-            f"{self._count('cancelled')} cancels for {started} started calls of slow",
+            lambda: (
+                f"{CANCEL_WITHIN:g}s after its call was cancelled, the server had recorded "
+                f"{self._count('cancelled')} cancels for {started} started calls of slow"
+            ),
         )
         self.trace.append("cancel slow")
 
