@@ -23,7 +23,6 @@ from typing import Final
 import trio
 
 from .._errors import McpConfigError, McpServerError
-from .._mcp import open_mcp_tools
 from .._mcp_config import McpServer, mcp_servers_from_config
 from .._tool import Tool
 from ._terminal import Terminal
@@ -123,6 +122,10 @@ class McpHolder:
         cwd: str,
         task_status: trio.TaskStatus[Sequence[Tool]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        # Imported here: the SDK takes a second to import, which only a chat with servers
+        # should pay (every other command imports this module).
+        from .._mcp import open_mcp_tools
+
         async with open_mcp_tools(
             self.servers,
             base=base,

@@ -2,10 +2,11 @@
 server, `trio_agents.testing._mcp_server`, which starts a child in its group and records
 what it sees), opened by the opener under test and closed by every path a caller has.
 
-    initialize: open a server (plain, or one that ignores SIGTERM; both start a child)
-    rules: call echo / call slow and cancel it / call crash / close (the block ends,
-           raises, or an outer cancel ends it) and open another / add a tool
-    teardown: close the last one as its block ends
+    initialize: open a server (plain, or one that ignores SIGTERM; both start a child),
+                and choose how its block will be left (it ends, raises, or an outer
+                cancel ends it)
+    rules: call echo / call slow and cancel it / call crash
+    teardown: leave the block as chosen, then look in /proc
 
 Each check is a named property of a rule of the contract (`_mcp_properties`):
 
@@ -14,8 +15,9 @@ Each check is a named property of a rule of the contract (`_mcp_properties`):
 - M8: a cancelled call propagates the cancel and the server records `cancelled` for it
   (no request left pending); the calls that follow are answered.
 
-Every server start costs a Python start and the SDK's import (about half a second), so the
-budget (`mcp_settings`) is a few short programs.
+Every server start costs a Python start and the SDK's import (a second or more on a loaded
+machine), so an example opens one server and the budget (`mcp_settings`) is a few short
+programs.
 """
 
 from __future__ import annotations
@@ -29,15 +31,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Hashable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
 
-from .._mcp import open_mcp_tools
 from .._mcp_config import McpServer, mcp_tool_name
 from .._tool import Tool, ToolContext, ToolResult
 from ._host import TrioHost, WallClock
@@ -55,7 +57,6 @@ SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
 TEXTS = ("hi", "two words", "ünïcödé")
-MAX_OPENS = 2  # per example: each open starts a Python process
 
 ClosePath = Literal["end", "raise", "outer-cancel"]
 CLOSE_PATHS: tuple[ClosePath, ...] = ("end", "raise", "outer-cancel")
@@ -92,6 +93,16 @@ def reference_server(record: str, *, ignore_term: bool) -> McpServer:
     )
 
 
+def builtin_opener(
+    servers: Sequence[McpServer], **options: Any
+) -> AbstractAsyncContextManager[Sequence[Tool]]:
+    """`open_mcp_tools`, imported when called: `trio-agents conformance` imports this module
+    for every run, and the SDK only the MCP machine needs takes a second to import."""
+    from .._mcp import open_mcp_tools
+
+    return open_mcp_tools(servers, **options)
+
+
 def _gone(pid: int) -> bool:
     """Dead: absent from /proc, or a zombie waiting to be reaped."""
     try:
@@ -115,7 +126,7 @@ class McpMachine(ConformanceMachine):
     trace: what the rules did, for the history fingerprint.
     """
 
-    factory: ClassVar[McpOpener] = staticmethod(open_mcp_tools)
+    factory: ClassVar[McpOpener] = staticmethod(builtin_opener)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
     histories: ClassVar[set[int]] = set()
 
@@ -127,26 +138,22 @@ class McpMachine(ConformanceMachine):
         self.pids: set[int] = set()
         self.crashed = False
         self.trace: list[str] = []
-        self._opens = 0
         self._calls = 0
         self._path: ClosePath = "end"
+        self._leave_by: ClosePath = "end"
 
     # -- opening and closing ------------------------------------------------------------------
 
-    @initialize(ignore_term=st.booleans())
-    def start(self, ignore_term: bool) -> None:
-        """Open the tools of a reference server (one that ignores SIGTERM, or not)."""
-        self._open(ignore_term)
-
-    def _open(self, ignore_term: bool) -> None:
-        self._opens += 1
-        self.record = os.path.join(self.dir, f"record-{self._opens}.jsonl")
+    @initialize(ignore_term=st.booleans(), path=st.sampled_from(CLOSE_PATHS))
+    def start(self, ignore_term: bool, path: ClosePath) -> None:
+        """Open the tools of a reference server (one that ignores SIGTERM, or not), to be
+        left by `path` at the end of the example."""
+        self.record = os.path.join(self.dir, "record.jsonl")
         server = reference_server(self.record, ignore_term=ignore_term)
-        self._path = "end"
-        self.crashed = False
+        self._leave_by = path
         self.tools = self.host.call(self.host.nursery.start, self._hold, server)
         self.pids |= self._recorded_pids()
-        self.trace.append(f"open {'deaf' if ignore_term else 'plain'}")
+        self.trace.append(f"open {'deaf' if ignore_term else 'plain'}, leave by {path}")
 
     async def _hold(
         self,
@@ -207,21 +214,12 @@ class McpMachine(ConformanceMachine):
                 described.append(f"{what} (pid {event['pid']})")
         return ", ".join(described) or f"pids {list(pids)}"
 
-    @precondition(lambda self: self.tools is not None and self._opens < MAX_OPENS)
-    @rule(path=st.sampled_from(CLOSE_PATHS), ignore_term=st.booleans())
-    def close_and_open(self, path: ClosePath, ignore_term: bool) -> None:
-        """Leave the tool set by `path` (its block ends, raises, or an outer cancel ends
-        it), then open another server's."""
-        self._close(path)
-        self.trace.append(f"close {path}")
-        self._open(ignore_term)
-
     def _history(self) -> Hashable:
         return tuple(self.trace)
 
     def _check_closing(self) -> None:
         if self.tools is not None:
-            self._close("end")
+            self._close(self._leave_by)
 
     def _after_close(self) -> None:
         # A failing opener may have left processes behind; this suite must not.
