@@ -121,6 +121,8 @@ class _Connection:
                             self.ready.set()
                             await self._serve(session)
                     relays.cancel_scope.cancel()
+                    relay_in.close()
+                    relay_out.close()
         except McpServerError as exc:
             self.failure = self.failure or exc
         except Exception as exc:  # reported by the opener, or by each call
