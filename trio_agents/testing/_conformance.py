@@ -116,12 +116,12 @@ def run_conformance(
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory`, the shell machine against `shell_factory` and the MCP machine against
-    `mcp_opener` (each default: the built-in implementation). With none given all of them run; otherwise only the machines
-    whose target is given. `*_spec` are the `module:attr` names used in reproductions.
-    `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
-    while a machine runs. The agent machine checks `factory` on `features` (default: its
-    `conformance_features` attribute, else all of them); raises TypeError, before
-    running anything, for an attribute that is not a `Features`."""
+    `mcp_opener` (each default: the built-in implementation). With none given all of them
+    run; otherwise only the machines whose target is given. `*_spec` are the `module:attr`
+    names used in reproductions. `progress(machine, examples, seconds)` is called at most
+    every `progress_every` seconds while a machine runs. The agent machine checks `factory`
+    on `features` (default: its `conformance_features` attribute, else all of them); raises
+    TypeError, before running anything, for an attribute that is not a `Features`."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)

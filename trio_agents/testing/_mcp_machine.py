@@ -98,6 +98,7 @@ def builtin_opener(
 ) -> AbstractAsyncContextManager[Sequence[Tool]]:
     """`open_mcp_tools`, imported when called: `trio-agents conformance` imports this module
     for every run, and the SDK only the MCP machine needs takes a second to import."""
+    # Imported here: the SDK takes a second to import, which only the MCP machine needs.
     from .._mcp import open_mcp_tools
 
     return open_mcp_tools(servers, **options)
@@ -124,6 +125,9 @@ class McpMachine(ConformanceMachine):
     pids: every pid the servers of this example recorded (server and child).
     crashed: whether the open server was made to crash.
     trace: what the rules did, for the history fingerprint.
+
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct rule traces produced.
     """
 
     factory: ClassVar[McpOpener] = staticmethod(builtin_opener)
@@ -283,8 +287,9 @@ class McpMachine(ConformanceMachine):
         if self.crashed:
             self.trace.append("echo after crash")
             return
+        answer = ToolResult(result) if isinstance(result, str) else result
         CONNECTION_USABLE.check(
-            isinstance(result, ToolResult) and not result.is_error and result.content == text,
+            not answer.is_error and answer.content == text,
             lambda: (
                 f"echo({text!r}) answered {result!r}"
                 + (", after a cancelled call" if self._count("started") else "")

@@ -62,9 +62,11 @@ class _AbandonedCall:
         self.description = tool.description
         self.parameters = tool.parameters
 
-    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
         done = trio.Event()
-        answers: list[ToolResult] = []
+        answers: list[ToolResult | str] = []
 
         async def call() -> None:
             answers.append(await self._tool(arguments, context))
