@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import trio
+from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, run_state_machine_as_test
@@ -69,11 +70,13 @@ class _Leaving(Exception):
 def mcp_settings(base: Settings) -> Settings:
     """Each example starts one or two real servers (a second and a half each on a loaded
     machine): a seventy-fifth of the examples of `base` (at least 3), programs of at most 6
-    steps."""
+    steps, and no shrinking: a failing program is short already, and each attempt to shrink
+    it would start another server (D278)."""
     return Settings(
         base,
         max_examples=max(3, base.max_examples // 75),
         stateful_step_count=min(base.stateful_step_count, 6),
+        phases=[phase for phase in base.phases if phase is not Phase.shrink],
     )
 
 
