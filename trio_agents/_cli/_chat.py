@@ -336,10 +336,12 @@ class Chat:
         write(f"{KEYS}\n")
 
     def _mode_line(self) -> str:
-        what = "bash command and MCP tool call" if self._mcp.servers else "bash command"
+        mcp = bool(self._mcp.servers)
         if self._policy.mode == "ask":
+            what = "bash command and MCP tool call" if mcp else "bash command"
             return f"mode ask: each {what} is shown and asked before it runs (/mode auto)"
-        return f"mode auto: {what}s run without asking (/mode ask)"
+        what = "bash commands and MCP tool calls" if mcp else "bash commands"
+        return f"mode auto: {what} run without asking (/mode ask)"
 
     def _set_mode(self, argument: str) -> None:
         if argument:
