@@ -22,7 +22,9 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from ._errors import McpConfigError, McpServerError
 from ._mcp_config import McpServer, mcp_tool_name
@@ -35,6 +37,8 @@ __all__ = ["McpTools", "open_mcp_tools"]
 
 _CLIENT = mcp_types.Implementation(name="trio-agents", version="1")
 _LIST_CHANGED = "notifications/tools/list_changed"
+_EXIT_WAIT = 1.0  # seconds a server whose connection closed has to be seen exited
+_CLOSE_BOUND = 5.0  # seconds, past close_grace, that leaving one connection may take
 
 _Streams = tuple[Any, Any]  # the SDK's (ReadStream, WriteStream) pair
 
@@ -92,15 +96,33 @@ class _Connection:
         self._listed = 0
         self._relisted = trio.Event()
         self._wake_send, self._wake = trio.open_memory_channel[None](math.inf)
+        # Cancelled only by `abandon`, from the opener: entered and left here, in `run`.
+        self._scope = trio.CancelScope()
 
     def close(self) -> None:
-        """Tell `run` to leave the session (it does so in its own task). Never blocks."""
+        """Tell `run` to leave the session (it does so in its own task). Never blocks.
+
+        Leaving is bounded: an HTTP transport's goodbye (a DELETE to a server that hangs)
+        is cut off after `close_grace` and `_CLOSE_BOUND` more seconds; a stdio server's
+        group is ended by a shielded, bounded step of its own (`end_group`)."""
         self._wake_send.close()
+        self._scope.deadline = min(
+            self._scope.deadline, trio.current_time() + self._grace + _CLOSE_BOUND
+        )
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         if self._session is None:
             raise RuntimeError("the connection is closed")
-        return await self._session.call_tool(tool, arguments)
+        try:
+            return await self._session.call_tool(tool, arguments)
+        except MCPError as exc:
+            # A stdio server that died: say how, which is what the user needs to fix it.
+            if exc.code != CONNECTION_CLOSED or self._process is None:
+                raise
+            status = await self._process.exit_status(within=_EXIT_WAIT)
+            if status is None:
+                raise
+            raise ConnectionError(f"the server exited with status {status}") from exc
 
     async def settle(self) -> None:
         with trio.move_on_after(self._timeout):
@@ -108,7 +130,20 @@ class _Connection:
                 await self._relisted.wait()
         await trio.lowlevel.checkpoint()
 
+    def abandon(self) -> None:
+        """Stop starting (another server failed): `run` leaves at once. Never blocks."""
+        self._scope.cancel()
+
     async def run(self) -> None:
+        try:
+            with self._scope:
+                await self._run()
+        finally:
+            self._session = None
+            self._relisted.set()
+            self.ready.set()
+
+    async def _run(self) -> None:
         try:
             async with self._transport() as (read, write):
                 relay_in, relay_out = anyio.create_memory_object_stream[SessionMessage | Exception](
@@ -128,10 +163,6 @@ class _Connection:
         except Exception as exc:  # reported by the opener, or by each call
             if not self.ready.is_set():
                 self.failure = self.failure or await self._start_error(exc)
-        finally:
-            self._session = None
-            self._relisted.set()
-            self.ready.set()
 
     def _transport(self) -> AbstractAsyncContextManager[_Streams]:
         server = self.server
@@ -267,7 +298,8 @@ async def open_mcp_tools(
 
     Leaving the block, on any path, closes every session in the task that opened it and
     ends every stdio server's process group (SIGTERM, `close_grace`, SIGKILL). Entering and
-    leaving are checkpoints; leaving is bounded and not cut short by a cancel.
+    leaving are checkpoints. Leaving is bounded, and a cancel does not cut short the ending
+    of a stdio server's group.
     """
     names = [server.name for server in servers]
     for name in names:
@@ -282,11 +314,16 @@ async def open_mcp_tools(
         for connection in connections:
             nursery.start_soon(connection.run)
         try:
-            for connection in connections:
-                await connection.ready.wait()
+            async with trio.open_nursery() as waiters:
+                for connection in connections:
+                    waiters.start_soon(_started, connection, waiters.cancel_scope)
             failures = [c.failure for c in connections if c.failure is not None]
             if failures:
+                # The first failure, in the order of the configuration, is the one raised;
+                # the servers still starting are not waited for.
                 failure = failures[0]
+                for connection in connections:
+                    connection.abandon()
             else:
                 yield McpTools(base, connections)
         finally:
@@ -295,3 +332,9 @@ async def open_mcp_tools(
     if failure is not None:
         raise failure
     await trio.lowlevel.checkpoint()
+
+
+async def _started(connection: _Connection, waiting: trio.CancelScope) -> None:
+    await connection.ready.wait()
+    if connection.failure is not None:
+        waiting.cancel()  # one failed: the others are abandoned, not waited for

@@ -16,10 +16,18 @@ import trio
 
 from trio_agents import McpServer
 
-__all__ = ["SERVER_MODULE", "events", "http_server", "reference", "wait_for_event"]
+__all__ = [
+    "SERVER_MODULE",
+    "environment",
+    "events",
+    "http_server",
+    "reference",
+    "wait_for_event",
+]
 
 SERVER_MODULE = "trio_agents.testing._mcp_server"
 _POLL = 0.02  # seconds between looks at a file another process writes
+_DEADLINE = 30.0  # seconds: a loaded CI machine starts the SDK's server in several
 
 
 def reference(name: str, *flags: str) -> McpServer:
@@ -43,11 +51,15 @@ def events(record: pathlib.Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
 
 
-async def wait_for_event(
-    record: pathlib.Path, event: str, *, timeout: float = 20.0
-) -> dict[str, Any]:
-    """The first `event` the server records, waiting up to `timeout` seconds for it."""
-    with trio.fail_after(timeout):
+def environment(pid: int) -> dict[str, str]:
+    """The environment process `pid` started with, as the kernel has it."""
+    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes().decode()
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
+async def wait_for_event(record: pathlib.Path, event: str) -> dict[str, Any]:
+    """The first `event` the server records, waiting up to `_DEADLINE` seconds for it."""
+    with trio.fail_after(_DEADLINE):
         while True:
             for seen in events(record):
                 if seen["event"] == event:
@@ -57,20 +69,21 @@ async def wait_for_event(
 
 @asynccontextmanager
 async def http_server(directory: pathlib.Path, *flags: str) -> AsyncGenerator[tuple[str, int]]:
-    """Run the reference server on streamable HTTP (a free port on 127.0.0.1); yield its URL
-    and pid. Killed when the block is left."""
+    """Run the reference server on streamable HTTP (a free port on 127.0.0.1), or on HTTP+SSE
+    with the flag `--sse`; yield its URL and pid. Killed when the block is left."""
     port_file = directory / "port"
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", SERVER_MODULE, "--http", str(port_file), *flags],
         stdin=subprocess.DEVNULL,
     )
     try:
-        with trio.fail_after(30):
-            while not port_file.exists():  # noqa: ASYNC110 - another process writes it
+        with trio.fail_after(_DEADLINE):
+            while not port_file.exists():
                 assert process.poll() is None, "the HTTP server exited before it listened"
                 await trio.sleep(_POLL)
         port = int(port_file.read_text())
-        yield f"http://127.0.0.1:{port}/mcp", process.pid
+        path = "sse" if "--sse" in flags else "mcp"
+        yield f"http://127.0.0.1:{port}/{path}", process.pid
     finally:
         process.kill()
         with trio.CancelScope(shield=True):
