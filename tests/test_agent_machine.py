@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trio_agents.testing._agent_machine import AgentMachine, check_agent_conformance
+from trio_agents.testing import AgentMachine, check_agent_conformance
 
 TestAgentMachine = AgentMachine.TestCase
 

@@ -22,6 +22,7 @@ def test_conformance_passes_on_the_builtin_runtime(capsys: pytest.CaptureFixture
     assert "agent machine: passed, " in out
     assert "lifecycle machine: passed, " in out
     assert "shell machine: passed, " in out
+    assert "mcp machine: passed, " in out
     assert "commands ran in the bubblewrap sandbox" in out  # bwrap works here (D134)
 
 

@@ -67,6 +67,7 @@ KEPT_OUTSIDE = {
     "trio_agents.testing._fiber_rules._ApplyFailed",
     "trio_agents.testing._acp._client.AgentSetupError",
     "trio_agents.testing._target.TargetShapeError",
+    "trio_agents.testing._mcp_machine._Leaving",
 }
 
 

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "testing._features", "testing._approval_checks", "testing._acp._wire",
             "testing._acp._procs",
             "testing._acp._properties", "testing._acp._permission_rules",
+            "testing._mcp_properties",
         ),
     ),
     (
@@ -110,6 +111,7 @@ EXPORTS = {
         "WallClock", "check_agent_conformance", "check_durable_conformance",
         "check_lifecycle_conformance",
         "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
+        "McpMachine", "McpOpener", "check_mcp_conformance",
         "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
         "AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer",
     },

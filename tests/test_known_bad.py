@@ -36,8 +36,8 @@ BUDGET = settings(
 
 
 def _marks(seeded: Seeded) -> list[pytest.MarkDecorator]:
-    # The shell machine runs real processes on the real clock.
-    return [pytest.mark.subprocess] if seeded.machine == "shell" else []
+    # The shell and MCP machines run real processes on the real clock.
+    return [pytest.mark.subprocess] if seeded.machine in ("shell", "mcp") else []
 
 
 @pytest.mark.parametrize("seeded", [pytest.param(s, id=s.name, marks=_marks(s)) for s in SEEDED])

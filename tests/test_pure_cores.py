@@ -66,6 +66,7 @@ PURE_MODULES = [
     "testing/_acp/_procs",
     "testing/_acp/_properties",
     "testing/_acp/_permission_rules",
+    "testing/_mcp_properties",
 ]
 
 

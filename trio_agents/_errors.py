@@ -54,6 +54,8 @@ plugin raise, so it can tell them apart when the fiber under test raises them ba
 checked as configured (it did not start, or refused `initialize` or `session/new`).
 `testing._target.TargetShapeError` is the agent machine's verdict that a target is not an
 agent it can drive (a factory of another signature, an object without the Agent's methods).
+`testing._mcp_machine._Leaving` is what the MCP machine raises inside a tool set's block to
+leave it by an exception, one of the close paths it checks.
 
 A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
 `ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal

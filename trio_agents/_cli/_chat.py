@@ -16,6 +16,11 @@ iterable of interrupts, so tests drive it in process; the real terminal
 (`open_stdio_terminal`) and the signal receiver (`_signals.watching_signals`) are wired in
 by `run`.
 
+`--mcp FILE` (`_chat_mcp`) adds the tools of the MCP servers the file configures: the
+chat's task opens them in a task of its own (their owner) before the agent, and closes them
+after the agent on every way out (end of input, Ctrl-C, SIGTERM, SIGHUP), each stdio
+server's whole process group with them.
+
 The session lives in the store like any other: `trio-agents chat --session ID` resumes it
 (and so does ACP's `session/load`), `trio-agents sessions show ID` lists its records.
 """
@@ -49,6 +54,7 @@ from .._errors import (
     TrioAgentsError,
 )
 from .._events import Event, TextStreamed
+from .._mcp_config import McpServer
 from .._model import Model
 from .._nursery import service_nursery
 from .._options import AgentOptions
@@ -60,6 +66,7 @@ from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._store_sqlite import default_store_path
+from .._tool import Tool
 from ._args import (
     add_max_steps,
     add_model,
@@ -70,6 +77,7 @@ from ._args import (
     sandbox_policy,
 )
 from ._chat_approval import MODES, ChatMode, ChatPolicy, TerminalApprover
+from ._chat_mcp import McpHolder, add_mcp, read_mcp_files
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
 from ._signals import Quit, exit_status, teardown_limit, watching_signals
@@ -147,7 +155,10 @@ class ChatConfig:
     """The runtime's shell executor (None: a default one with `pass_env` and `sandbox`), as
     for `open_runtime`."""
     mode: ChatMode = "ask"
-    """`ask`: ask in the terminal before each `bash` command; `auto`: never (`--auto`)."""
+    """`ask`: ask in the terminal before each `bash` command and MCP tool call; `auto`:
+    never (`--auto`)."""
+    mcp_servers: tuple[McpServer, ...] = ()
+    """The MCP servers whose tools the agent gets besides bash (`--mcp FILE`)."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -174,6 +185,7 @@ class Chat:
         self._policy = ChatPolicy(config.mode)
         self._approver = TerminalApprover(terminal, self._show_call)
         self._approval = Approval(self._policy, self._approver)
+        self._mcp = McpHolder(config.mcp_servers)
 
     def interrupt(self) -> None:
         if self._phase == "turn":
@@ -201,7 +213,8 @@ class Chat:
         the prompt (130) or a `quit(status)` (`status`), close the agent (the store keeps
         the session). A session that cannot be opened is 2 (an unknown id, a store that
         cannot be opened) or 1 (a session live in another process); a model endpoint that
-        is not configured is 2; a turn the store could not commit ends the chat with 1."""
+        is not configured is 2, and so is an MCP server that does not start; a turn the
+        store could not commit ends the chat with 1."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.
@@ -216,11 +229,17 @@ class Chat:
                 # store's error names the file and the cause.
                 self._terminal.error(f"trio-agents chat: --store: {exc}")
                 return EXIT_USAGE
+            # The MCP servers' owner task: entered here, outside the scope below, and closed
+            # after the agent (the stack unwinds after `handle` is closed).
+            nursery = await stack.enter_async_context(service_nursery())
+            stack.callback(self._mcp.close)
             opened: tuple[AgentHandle, bool] | int | None = None
             with self._scope:  # a Ctrl-C while starting (even before this) cancels it
                 bash = BashTools()
                 await rt.load(bash)
-                opened = await self._open(rt, bash)
+                cwd = self._config.cwd if self._config.cwd is not None else os.getcwd()
+                tools = await self._mcp.open(nursery, bash.tools, cwd, self._terminal)
+                opened = tools if isinstance(tools, int) else await self._open(rt, tools)
             if isinstance(opened, int):
                 return opened
             if self._quit_status is not None or self._interrupted or opened is None:
@@ -261,7 +280,7 @@ class Chat:
             return self._quit_status
         return EXIT_INTERRUPTED if self._interrupted else 0
 
-    async def _open(self, rt: Runtime, bash: BashTools) -> tuple[AgentHandle, bool] | int:
+    async def _open(self, rt: Runtime, tools: Sequence[Tool]) -> tuple[AgentHandle, bool] | int:
         config = self._config
         try:
             model = config.model_factory()
@@ -274,7 +293,7 @@ class Chat:
             cwd = config.cwd if config.cwd is not None else os.getcwd()
             handle = await rt.agents.create(
                 model=model,
-                tools=bash.tools,
+                tools=tools,
                 session_id=config.new_session_id or str(uuid.uuid4()),
                 options=config.options,
                 meta={"cwd": cwd, "front_end": "chat"},
@@ -285,7 +304,7 @@ class Chat:
             handle = await rt.agents.resume(
                 config.session_id,
                 model=model,
-                tools=bash.tools,
+                tools=tools,
                 options=config.options,
                 approval=approval,
             )
@@ -317,9 +336,12 @@ class Chat:
         write(f"{KEYS}\n")
 
     def _mode_line(self) -> str:
+        mcp = bool(self._mcp.servers)
         if self._policy.mode == "ask":
-            return "mode ask: each bash command is shown and asked before it runs (/mode auto)"
-        return "mode auto: bash commands run without asking (/mode ask)"
+            what = "bash command and MCP tool call" if mcp else "bash command"
+            return f"mode ask: each {what} is shown and asked before it runs (/mode auto)"
+        what = "bash commands and MCP tool calls" if mcp else "bash commands"
+        return f"mode auto: {what} run without asking (/mode ask)"
 
     def _set_mode(self, argument: str) -> None:
         if argument:
@@ -441,6 +463,7 @@ def add_parser(commands: Any) -> None:
     add_max_steps(chat, metavar="N", help="end a turn after this many model calls")
     add_pass_env(chat)
     add_sandbox(chat)
+    add_mcp(chat)
     chat.add_argument(
         "--auto",
         action="store_true",
@@ -453,6 +476,10 @@ def run(args: argparse.Namespace) -> int:
     # Not WARNING: a failed turn is logged as one, and the chat shows it already.
     configure_logging("chat", logging.ERROR)
     name, note = resolve_model(args.model)
+    servers = read_mcp_files(args.mcp)
+    if isinstance(servers, str):
+        print(f"trio-agents chat: {servers}", file=sys.stderr)
+        return EXIT_USAGE
     sandbox = sandbox_policy("chat", args)
     if sandbox is None:
         return EXIT_USAGE
@@ -471,6 +498,7 @@ def run(args: argparse.Namespace) -> int:
         pass_env=tuple(args.pass_env),
         sandbox=sandbox,
         mode="auto" if args.auto else "ask",
+        mcp_servers=servers,
     )
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
@@ -495,6 +523,8 @@ async def _main(config: ChatConfig) -> int:
     options = config.options if config.options is not None else AgentOptions()
     # The bound covers the output's drain too: a paused terminal must not hold a quit.
     limit = teardown_limit(options.close_grace, shell.grace) + DRAIN_SECONDS
+    if config.mcp_servers:
+        limit += McpHolder.CLOSE_LIMIT
     async with (
         watching_signals("chat", shell, limit, interrupt_signals=(signal.SIGINT,)) as signals,
         open_stdio_terminal() as terminal,

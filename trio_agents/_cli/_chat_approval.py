@@ -4,9 +4,11 @@
                                         ▲                       │
     Ctrl-C (Chat.interrupt) ── cancel ──┘       the next line ◄─┘ (the chat's one reader)
 
-The chat's policy (`ChatPolicy`) asks before every `bash` call in mode `ask` (the default)
-and never in mode `auto` (`--auto`, or `/mode auto` in the chat); `bash_output` and
-`bash_kill` only read or stop what a command already started, so they are never asked.
+The chat's policy (`ChatPolicy`) asks before every `bash` call and every call of an MCP
+server's tool (`mcp__<server>__<tool>`, `--mcp FILE`) in mode `ask` (the default), and never
+in mode `auto` (`--auto`, or `/mode auto` in the chat); `bash_output` and `bash_kill` only
+read or stop what a command already started, so they are never asked. An MCP tool may do
+anything its server does, and the chat cannot tell a read from a write: it asks like bash.
 The question takes the next line of the terminal: the chat does not read prompts while a
 turn runs, and the terminal hands each line to one reader, so the answer is never taken
 for a prompt, nor a prompt for an answer. Calls of one step are asked one at a time, in the
@@ -28,6 +30,7 @@ from ._terminal import Terminal
 __all__ = [
     "ACCEPTED",
     "ASKED_TOOLS",
+    "MCP_PREFIX",
     "MODES",
     "QUESTION",
     "ChatMode",
@@ -41,11 +44,13 @@ MODES: Final[tuple[ChatMode, ...]] = ("ask", "auto")
 ASKED_TOOLS: Final = frozenset({"bash"})
 """The tools asked for in mode `ask`: `bash` runs a command; the others only read a job's
 output or stop it."""
+MCP_PREFIX: Final = "mcp__"
+"""The tools of MCP servers (`mcp_tool_name`): asked in mode `ask`, like `bash`."""
 BY: Final = "terminal"
 QUESTION: Final = "Run it? [y]es once / [a]lways (this session) / [n]o "
 ACCEPTED: Final = (
-    "answer y (run it this once), a (run it, and every later bash command of this session "
-    "without asking) or n (do not run it)"
+    "answer y (run it this once), a (run it, and every later call of this tool in this "
+    "session without asking) or n (do not run it)"
 )
 _ANSWERS: Final[Mapping[str, DecisionOutcome]] = {
     "y": "allow_once",
@@ -63,22 +68,23 @@ def parse_answer(line: str) -> DecisionOutcome | None:
 
 
 class ChatPolicy:
-    """Which calls the chat asks about: every `bash` call in mode `ask`, none in `auto`.
-    `mode` may be switched at any time; it applies from the next call on. Keeps "always"
-    answers for the session."""
+    """Which calls the chat asks about: every `bash` call and every MCP tool call in mode
+    `ask`, none in `auto`. `mode` may be switched at any time; it applies from the next call
+    on. Keeps "always" answers for the session, tool by tool."""
 
     def __init__(self, mode: ChatMode = "ask") -> None:
         self.mode: ChatMode = mode
 
     def verdict(self, request: ApprovalRequest) -> Verdict:
-        """`ask` for a `bash` call in mode `ask`, `allow` otherwise."""
-        if self.mode == "ask" and request.tool in ASKED_TOOLS:
+        """`ask` for a `bash` or MCP tool call in mode `ask`, `allow` otherwise."""
+        asked = request.tool in ASKED_TOOLS or request.tool.startswith(MCP_PREFIX)
+        if self.mode == "ask" and asked:
             return "ask"
         return "allow"
 
     @property
     def remembers(self) -> bool:
-        """Always: `a` means every later bash call of the session."""
+        """Always: `a` means every later call of that tool in the session."""
         return True
 
 

@@ -42,6 +42,10 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
         "--shell-target",
         help="module:factory(cwd) of a shell executor implementation (the shell machine)",
     )
+    conformance.add_argument(
+        "--mcp-target",
+        help="module:opener of MCP tools, with open_mcp_tools's signature (the MCP machine)",
+    )
     times = "; ".join(f"{name}: {time}" for name, time in PROFILE_TIMES.items())
     conformance.add_argument(
         "--profile",
@@ -95,14 +99,15 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the machines on the targets `args` names; the exit status."""
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
-    from ..testing._conformance import describe_coverage, run_conformance
-    from ..testing._features import features_of, raised_by_features
-    from ..testing._target import TargetShapeError
+    from ..testing._conformance import run_conformance
+    from ..testing._features import features_of, raised_by_features  # (Hypothesis, too)
+    from ..testing._target import TargetShapeError  # (Hypothesis, too)
 
     given = {
         "--target": args.target,
         "--runtime-target": args.runtime_target,
         "--shell-target": args.shell_target,
+        "--mcp-target": args.mcp_target,
     }
     loaded: dict[str, Any] = {}
     try:
@@ -140,9 +145,11 @@ def run(args: argparse.Namespace) -> int:
             loaded.get("--target"),
             runtime_factory=loaded.get("--runtime-target"),
             shell_factory=loaded.get("--shell-target"),
+            mcp_opener=loaded.get("--mcp-target"),
             factory_spec=args.target,
             runtime_spec=args.runtime_target,
             shell_spec=args.shell_target,
+            mcp_spec=args.mcp_target,
             profile_name=args.profile,
             max_examples=args.max_examples,
             seed=seed,
@@ -166,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             f"trio-agents conformance: --target {args.target}: {shape[0].failure}", file=sys.stderr
         )
         return 2
-    _print_summary(finished, describe_coverage)
+    _print_summary(finished)
     return 0 if all(report.passed for report in finished) else 1
 
 
@@ -176,8 +183,8 @@ def _keep_and_print(finished: list[Any], report: Any) -> None:
 
 
 def _print_report(report: Any) -> None:
-    from ..testing._conformance import describe_coverage
-    from ..testing._target import TargetShapeError
+    from ..testing._conformance import describe_coverage  # Hypothesis, only when run
+    from ..testing._target import TargetShapeError  # Hypothesis, only when run
 
     if isinstance(report.failure, TargetShapeError):
         return  # one line at the end, not a failure report
@@ -193,8 +200,7 @@ def _print_report(report: Any) -> None:
         print_failure(report, f"trio-agents conformance ... --seed {report.seed}")
 
 
-def _print_summary(reports: list[Any], describe: Any) -> None:
-    del describe
+def _print_summary(reports: list[Any]) -> None:
     checked = sum(len(report.checked) for report in reports)
     machines = ", ".join(f"{r.machine} ({len(r.checked)})" for r in reports)
     verdict = "all held" if all(r.passed for r in reports) else "not all held"

@@ -37,6 +37,7 @@ from ._scripted import reply as reply
 from ._scripted import tool_step as tool_step
 from ._targets import AgentFactory as AgentFactory
 from ._targets import AgentSurface as AgentSurface
+from ._targets import McpOpener as McpOpener
 from ._targets import RuntimeFactory as RuntimeFactory
 from ._targets import RuntimeSurface as RuntimeSurface
 from ._targets import ShellFactory as ShellFactory
@@ -44,15 +45,17 @@ from ._targets import ShellFactory as ShellFactory
 if TYPE_CHECKING:
     from ._agent_machine import AgentMachine as AgentMachine
     from ._agent_machine import RandomSeeder as RandomSeeder
-    from ._agent_machine import check_agent_conformance as check_agent_conformance
     from ._catalogue import PROPERTIES as PROPERTIES
+    from ._checks import check_agent_conformance as check_agent_conformance
+    from ._checks import check_durable_conformance as check_durable_conformance
+    from ._checks import check_lifecycle_conformance as check_lifecycle_conformance
+    from ._checks import check_mcp_conformance as check_mcp_conformance
+    from ._checks import check_shell_conformance as check_shell_conformance
     from ._durable_machine import DurableMachine as DurableMachine
-    from ._durable_machine import check_durable_conformance as check_durable_conformance
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
-    from ._lifecycle_machine import check_lifecycle_conformance as check_lifecycle_conformance
     from ._machine import Draws as Draws
+    from ._mcp_machine import McpMachine as McpMachine
     from ._shell_machine import ShellMachine as ShellMachine
-    from ._shell_machine import check_shell_conformance as check_shell_conformance
 
 __all__ = [
     "HOLD",
@@ -72,6 +75,8 @@ __all__ = [
     "Features",
     "GateTool",
     "LifecycleMachine",
+    "McpMachine",
+    "McpOpener",
     "ObservedAgent",
     "ObservedFactory",
     "PeerAgent",
@@ -88,6 +93,7 @@ __all__ = [
     "check_agent_conformance",
     "check_durable_conformance",
     "check_lifecycle_conformance",
+    "check_mcp_conformance",
     "check_shell_conformance",
     "echo_reply",
     "history_problems",
@@ -99,16 +105,18 @@ __all__ = [
 
 _LAZY = {
     "AgentMachine": "._agent_machine",
-    "check_agent_conformance": "._agent_machine",
+    "check_agent_conformance": "._checks",
     "RandomSeeder": "._agent_machine",
     "PROPERTIES": "._catalogue",
     "Draws": "._machine",
+    "McpMachine": "._mcp_machine",
+    "check_mcp_conformance": "._checks",
     "DurableMachine": "._durable_machine",
-    "check_durable_conformance": "._durable_machine",
+    "check_durable_conformance": "._checks",
     "LifecycleMachine": "._lifecycle_machine",
-    "check_lifecycle_conformance": "._lifecycle_machine",
+    "check_lifecycle_conformance": "._checks",
     "ShellMachine": "._shell_machine",
-    "check_shell_conformance": "._shell_machine",
+    "check_shell_conformance": "._checks",
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import trio
 import trio.testing
@@ -64,16 +64,12 @@ from ._scripted import HOLD, GateTool, ScriptedStep, reply, tool_step
 from ._target import check_agent_shape, check_factory_call
 from ._targets import AgentFactory
 
-if TYPE_CHECKING:
-    from ._conformance import MachineReport
-
 __all__ = [
     "PROPERTIES",
     "AgentFactory",
     "AgentMachine",
     "RandomSeeder",
     "agent_machine_for",
-    "check_agent_conformance",
     "summarize_turns",
 ]
 
@@ -549,23 +545,3 @@ def agent_machine_for(
     machine = machine_for(AgentMachine, factory)
     machine.features = features if features is not None else features_of(machine.factory)
     return machine
-
-
-def check_agent_conformance(
-    factory: AgentFactory | None = None,
-    *,
-    settings: Settings | None = None,
-    features: Features | None = None,
-    seed: int | None = None,
-) -> MachineReport:
-    """Run the agent state machine against `factory` (default: the built-in agent), on the
-    `features` it has (default: its `conformance_features` attribute, else all of them).
-
-    Returns the report (seed, examples, the properties checked); raises the shrunk
-    failing program's error, with a note of its seed, on the first violation. Any
-    `settings` work: the machine's budget is made from them, without a deadline. Plain function, no
-    pytest needed: call it from any test runner.
-    """
-    from ._conformance import check_machine
-
-    return check_machine("agent", agent_machine_for(factory, features), settings, seed, features)

@@ -7,10 +7,11 @@ from ._acp._properties import PROPERTIES as _ACP
 from ._agent_machine import PROPERTIES as _AGENT
 from ._durable_machine import PROPERTIES as _DURABLE
 from ._lifecycle_machine import PROPERTIES as _LIFECYCLE
+from ._mcp_properties import PROPERTIES as _MCP
 from ._properties import Property
 from ._shell_machine import PROPERTIES as _SHELL
 
 __all__ = ["PROPERTIES"]
 
-PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_DURABLE, *_SHELL, *_ACP)
+PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_DURABLE, *_SHELL, *_MCP, *_ACP)
 """Every `Property` of every machine, machine by machine."""

@@ -26,9 +26,11 @@ from ._durable_machine import DurableMachine, durable_settings
 from ._features import Features, Reasoned, coverage
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import ConformanceMachine, machine_for
+from ._mcp_machine import McpMachine, mcp_settings
 from ._profiles import profile
 from ._properties import ContractViolation, Property
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
+from ._targets import McpOpener
 
 __all__ = [
     "MACHINES",
@@ -48,11 +50,11 @@ _DRAW = re.compile(r"Draw \d+(?: \([^)]*\))?: (?P<value>.*?)(?:  # or any other 
 @dataclass(frozen=True)
 class MachineSpec:
     """One machine `run_conformance` runs: its class (a public name of
-    `trio_agents.testing`), which target it checks (`agent`, `runtime` or `shell`), and its
-    budget made from the profile's."""
+    `trio_agents.testing`), which target it checks (`agent`, `runtime`, `shell` or `mcp`),
+    and its budget made from the profile's."""
 
     base: type[ConformanceMachine]
-    target: Literal["agent", "runtime", "shell"]
+    target: Literal["agent", "runtime", "shell", "mcp"]
     budget: Callable[[Settings], Settings]
 
 
@@ -65,6 +67,7 @@ MACHINES: dict[str, MachineSpec] = {
     "lifecycle": MachineSpec(LifecycleMachine, "runtime", _as_is),
     "durable": MachineSpec(DurableMachine, "runtime", durable_settings),
     "shell": MachineSpec(ShellMachine, "shell", shell_settings),
+    "mcp": MachineSpec(McpMachine, "mcp", mcp_settings),
 }
 """The machines, by name, in the order they run."""
 
@@ -100,9 +103,11 @@ def run_conformance(
     *,
     runtime_factory: RuntimeFactory | None = None,
     shell_factory: ShellFactory | None = None,
+    mcp_opener: McpOpener | None = None,
     factory_spec: str | None = None,
     runtime_spec: str | None = None,
     shell_spec: str | None = None,
+    mcp_spec: str | None = None,
     profile_name: str | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
@@ -113,15 +118,15 @@ def run_conformance(
     interrupted: Callable[[], bool] | None = None,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
-    `runtime_factory` and the shell machine against `shell_factory` (each default: the
-    built-in implementation). With none given all of them run; otherwise only the machines
-    whose target is given. `*_spec` are the `module:attr` names used in reproductions.
-    `progress(machine, examples, seconds)` is called at most every `progress_every` seconds
-    while a machine runs. The agent machine checks `factory` on `features` (default: its
-    `conformance_features` attribute, else all of them); raises TypeError, before
-    running anything, for an attribute that is not a `Features`. `on_report(report)` is
-    called as each machine finishes; once `interrupted()` is true the run stops with
-    KeyboardInterrupt before its next example (the CLI's Ctrl-C)."""
+    `runtime_factory`, the shell machine against `shell_factory` and the MCP machine against
+    `mcp_opener` (each default: the built-in implementation). With none given all of them
+    run; otherwise only the machines whose target is given. `*_spec` are the `module:attr`
+    names used in reproductions. `progress(machine, examples, seconds)` is called at most
+    every `progress_every` seconds while a machine runs. The agent machine checks `factory`
+    on `features` (default: its `conformance_features` attribute, else all of them); raises
+    TypeError, before running anything, for an attribute that is not a `Features`.
+    `on_report(report)` is called as each machine finishes; once `interrupted()` is true the
+    run stops with KeyboardInterrupt before its next example (the CLI's Ctrl-C)."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
@@ -130,6 +135,7 @@ def run_conformance(
         "agent": (factory, factory_spec),
         "runtime": (runtime_factory, runtime_spec),
         "shell": (shell_factory, shell_spec),
+        "mcp": (mcp_opener, mcp_spec),
     }
     everything = all(target is None for target, _ in targets.values())
     agent_machine = agent_machine_for(factory, features)
@@ -139,7 +145,9 @@ def run_conformance(
         if not everything and target is None:
             continue
         settings = spec_of.budget(budget)
-        if max_examples is not None:
+        # Every example of the MCP machine starts real servers: when all machines run, it
+        # runs its share of the examples asked for (D275), when it is the target, all.
+        if max_examples is not None and not (everything and spec_of.target == "mcp"):
             settings = Settings(settings, max_examples=max_examples)
         if spec_of.base is AgentMachine:
             machine: type[ConformanceMachine] = agent_machine

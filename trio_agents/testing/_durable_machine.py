@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import trio
 import trio.testing
@@ -64,18 +64,14 @@ from ._durable_properties import (
 )
 from ._history import history_problems
 from ._host import TrioHost, WallClock
-from ._machine import ConformanceMachine, machine_for, rule
+from ._machine import ConformanceMachine, rule
 from ._scripted import GateTool, ScriptedModel, reply, tool_step
 from ._targets import RuntimeFactory, RuntimeSurface
-
-if TYPE_CHECKING:
-    from ._conformance import MachineReport
 
 __all__ = [
     "PROPERTIES",
     "DurableMachine",
     "RuntimeFactory",
-    "check_durable_conformance",
     "durable_settings",
 ]
 
@@ -608,22 +604,3 @@ def _silenced() -> Generator[None, None, None]:
         yield
     finally:
         logging.disable(previous)
-
-
-def check_durable_conformance(
-    factory: RuntimeFactory | None = None,
-    *,
-    settings: Settings | None = None,
-    seed: int | None = None,
-) -> MachineReport:
-    """Run the durable machine against `factory` (default: `open_runtime`), over the real
-    SqliteStore in a temporary file, with crashes and resumes.
-
-    Returns the report (seed, examples, the properties checked); raises the shrunk
-    failing program's error, with a note of its seed, on the first violation. Any
-    `settings` work: the machine's budget is made from them, without a deadline. Plain function, no
-    pytest needed: call it from any test runner.
-    """
-    from ._conformance import check_machine
-
-    return check_machine("durable", machine_for(DurableMachine, factory), settings, seed)

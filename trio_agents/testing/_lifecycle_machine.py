@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Hashable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import trio
-from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize
 
@@ -54,15 +53,12 @@ from ._lifecycle_properties import (
     TEARDOWN_ORDER,
     TEARDOWN_SHIELDED,
 )
-from ._machine import machine_for, rule
+from ._machine import rule
 from ._properties import ContractViolation, Property
 from ._scripted import ScriptedModel
 from ._targets import RuntimeFactory, RuntimeSurface
 
-if TYPE_CHECKING:
-    from ._conformance import MachineReport
-
-__all__ = ["PROPERTIES", "LifecycleMachine", "RuntimeFactory", "check_lifecycle_conformance"]
+__all__ = ["PROPERTIES", "LifecycleMachine", "RuntimeFactory"]
 
 LIFECYCLE_EVENTS = (SessionCreated, AgentCreated, AgentClosed, SessionClosed)
 CYCLE = ("SessionCreated", "AgentCreated", "AgentClosed", "SessionClosed")
@@ -581,21 +577,3 @@ class LifecycleMachine(ClosingRules):
             problems = history_problems(records, allow_open_turn=False)
             if problems:
                 CLOSING_TURN_DURABLE.fail(f"the stored history of closed {sid!r}: {problems}")
-
-
-def check_lifecycle_conformance(
-    factory: RuntimeFactory | None = None,
-    *,
-    settings: Settings | None = None,
-    seed: int | None = None,
-) -> MachineReport:
-    """Run the lifecycle machine against `factory` (default: `open_runtime`).
-
-    Returns the report (seed, examples, the properties checked); raises the shrunk
-    failing program's error, with a note of its seed, on the first violation. Any
-    `settings` work: the machine's budget is made from them, without a deadline. Plain function, no
-    pytest needed: call it from any test runner.
-    """
-    from ._conformance import check_machine
-
-    return check_machine("lifecycle", machine_for(LifecycleMachine, factory), settings, seed)

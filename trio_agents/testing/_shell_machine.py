@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar, cast
 
 import trio
 from hypothesis import settings as Settings
@@ -51,7 +51,7 @@ from .._shell_tools import BashTools
 from .._store import MemoryStore
 from .._tool import ToolContext, ToolResult
 from ._host import TrioHost, WallClock
-from ._machine import ConformanceMachine, machine_for, rule
+from ._machine import ConformanceMachine, rule
 from ._scripted import ScriptedModel
 from ._shell_jobs import (
     AGENTS,
@@ -91,14 +91,10 @@ from ._shell_properties import PROPERTIES as PROPERTIES
 from ._shell_spill_probe import probe_spill_directories
 from ._targets import ShellFactory
 
-if TYPE_CHECKING:
-    from ._conformance import MachineReport
-
 __all__ = [
     "PROPERTIES",
     "ShellFactory",
     "ShellMachine",
-    "check_shell_conformance",
     "shell_settings",
 ]
 
@@ -577,21 +573,3 @@ class ShellMachine(JobChecks, ConformanceMachine):
         self._check_processes(everything_closed=False)
         self._check_outcomes()
         self._check_notices()
-
-
-def check_shell_conformance(
-    factory: ShellFactory | None = None,
-    *,
-    settings: Settings | None = None,
-    seed: int | None = None,
-) -> MachineReport:
-    """Run the shell machine against executors made by `factory` (default: ShellExecutor).
-
-    The jobs are real processes, run in temporary directories. Returns the report (seed,
-    examples, the properties checked); raises the shrunk failing program's error, with a
-    note of its seed, on the first violation. Any `settings` work: the machine's budget is
-    made from them, without a deadline. Plain function, no pytest needed.
-    """
-    from ._conformance import check_machine
-
-    return check_machine("shell", machine_for(ShellMachine, factory), settings, seed)

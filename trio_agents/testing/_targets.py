@@ -22,7 +22,14 @@ from .._store import SessionStore
 from .._tool import Tool
 from .._turn import CancelCause
 
-__all__ = ["AgentFactory", "AgentSurface", "RuntimeFactory", "RuntimeSurface", "ShellFactory"]
+__all__ = [
+    "AgentFactory",
+    "AgentSurface",
+    "McpOpener",
+    "RuntimeFactory",
+    "RuntimeSurface",
+    "ShellFactory",
+]
 
 
 @runtime_checkable
@@ -118,3 +125,8 @@ ShellFactory = Callable[[str], ShellExecutor]
 """`factory(cwd)` makes the executor under test, with `cwd` as its default working
 directory; the machine runs it as `rt.shell` of a built-in runtime. The runtime and its bash
 tools take a `ShellExecutor`, so the target is one (typically a subclass), not a protocol."""
+
+McpOpener = Callable[..., AbstractAsyncContextManager[Sequence[Tool]]]
+"""Opens the tools of MCP servers, with `open_mcp_tools`'s signature: `opener(servers, *,
+base, cwd, start_timeout, close_grace)` is an async context manager yielding the tools (a
+sequence of `Tool`); leaving it closes every server. The MCP machine's target."""

@@ -1,0 +1,100 @@
+"""Known-bad openers of MCP tools: each is `open_mcp_tools` with one seeded defect, a mistake
+a developer could make."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, overload
+
+import trio
+
+from trio_agents._mcp import open_mcp_tools
+from trio_agents._mcp_config import McpServer
+from trio_agents._tool import Tool, ToolContext, ToolResult
+
+from ._seeded import Seeded
+
+
+@asynccontextmanager
+async def close_left_to_the_end(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """Leaving the tool set leaves its servers to a background task that closes them when
+    the program ends (the shape of Zed #56747: a closed session's servers live on)."""
+    send, receive = trio.open_memory_channel[Sequence[Tool]](1)
+
+    async def hold() -> None:
+        async with open_mcp_tools(servers, **options) as tools:
+            await send.send(tools)
+            await trio.sleep_forever()
+
+    trio.lowlevel.spawn_system_task(hold)
+    yield await receive.receive()
+
+
+class _Abandoning(Sequence[Tool]):
+    """The tools, each call run in a task of the opener's: a cancelled caller stops waiting,
+    the request goes on."""
+
+    def __init__(self, tools: Sequence[Tool], nursery: trio.Nursery) -> None:
+        self._tools = tools
+        self._nursery = nursery
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        if isinstance(index, slice):
+            return [_AbandonedCall(t, self._nursery) for t in self._tools[index]]
+        return _AbandonedCall(self._tools[index], self._nursery)
+
+
+class _AbandonedCall:
+    def __init__(self, tool: Tool, nursery: trio.Nursery) -> None:
+        self._tool = tool
+        self._nursery = nursery
+        self.name = tool.name
+        self.description = tool.description
+        self.parameters = tool.parameters
+
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
+        done = trio.Event()
+        answers: list[ToolResult | str] = []
+
+        async def call() -> None:
+            answers.append(await self._tool(arguments, context))
+            done.set()
+
+        self._nursery.start_soon(call)
+        await done.wait()
+        return answers[0]
+
+
+@asynccontextmanager
+async def cancel_abandons_the_request(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """A cancelled call stops waiting for its answer but never cancels its request: the
+    server goes on running it (the pydantic-ai shape: the call runs in a task of the
+    connection's, which the caller's cancel does not reach)."""
+    async with open_mcp_tools(servers, **options) as tools, trio.open_nursery() as nursery:
+        yield _Abandoning(tools, nursery)
+        nursery.cancel_scope.cancel()
+
+
+SEEDED = (
+    Seeded("mcp-close-left-to-the-end", close_left_to_the_end, "mcp", "mcp-close-reaps"),
+    Seeded(
+        "mcp-cancel-abandons-the-request",
+        cancel_abandons_the_request,
+        "mcp",
+        "mcp-cancel-reaches-server",
+    ),
+)
