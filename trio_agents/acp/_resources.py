@@ -50,7 +50,9 @@ def client_reader(
     async def read(path: str) -> str:
         result = await request("fs/read_text_file", {"sessionId": session_id, "path": path})
         content: object = (
-            cast("Mapping[str, Any]", result).get("content") if isinstance(result, Mapping) else None
+            cast("Mapping[str, Any]", result).get("content")
+            if isinstance(result, Mapping)
+            else None
         )
         if not isinstance(content, str):
             raise ClientRequestError(

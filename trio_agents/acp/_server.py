@@ -3,8 +3,9 @@
 One `AcpServer` serves one connection. Each ACP session is a registry agent whose id is the
 session id, created (or resumed by `session/load`) with the `BashTools` and the tools of the
 MCP servers the client named, in a fiber of its own that owns both (`_session_scope`), so
-its background jobs and its MCP servers are owned by that session. The framing (`_jsonrpc`) and the mapping between records and
-ACP messages (`_mapping`) are pure; this module only moves bytes and owns tasks:
+its background jobs and its MCP servers are owned by that session. The framing (`_jsonrpc`)
+and the mapping between records and ACP messages (`_mapping`) are pure; this module only
+moves bytes and owns tasks:
 
     reader (this task)  ── requests ──► one handler task each, in the connection nursery
                         ── notifications (session/cancel) handled inline, so a cancel
@@ -611,4 +612,3 @@ def _commands(model: Model) -> list[dict[str, Any]]:
     a model without commands."""
     commands = _commands_of(model)
     return [m.available_commands_update(commands)] if commands else []
-
