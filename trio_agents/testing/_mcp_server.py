@@ -24,8 +24,6 @@ Options that make it misbehave on purpose, for the tests of the client's ownersh
 It runs on asyncio (the SDK's HTTP server needs it); the client side under test runs on trio.
 """
 
-from __future__ import annotations
-
 import argparse
 import base64
 import json
@@ -35,9 +33,12 @@ import signal
 import socket
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import anyio
-from mcp.server.mcpserver import Context, Image, MCPServer
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 # A valid 1x1 transparent PNG: the picture tool's image.
 _PNG = base64.b64decode(
@@ -72,7 +73,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _build(recorder: _Recorder) -> MCPServer:
+def _build(recorder: _Recorder) -> "MCPServer":
+    # Imported here: the SDK takes seconds to import, and the servers that fail on purpose
+    # (--crash-on-start, --no-initialize) should fail at once. Without `from __future__
+    # import annotations`, the tools' annotations are objects, so the SDK needs no globals.
+    from mcp.server.mcpserver import Context, Image, MCPServer
+
     server = MCPServer(name="reference", version="1")
 
     @server.tool(description="Return the text unchanged.")
@@ -121,7 +127,7 @@ def _spawn_child(recorder: _Recorder) -> None:
     recorder.event("child", pid=child.pid)
 
 
-async def _serve_http(server: MCPServer, port_file: str) -> None:
+async def _serve_http(server: "MCPServer", port_file: str) -> None:
     import uvicorn  # only the HTTP mode needs it: the stdio server starts faster without
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
