@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -44,6 +45,12 @@ def stdio(name: str, *flags: str, command: str = SERVER[0]) -> McpServerStdio:
 
 def raw(name: str, *flags: str) -> dict[str, Any]:
     return stdio(name, *flags).model_dump(by_alias=True, exclude_none=True)
+
+
+def events(record: pathlib.Path) -> list[str]:
+    """The events the server wrote to its record file so far."""
+    text = record.read_text() if record.exists() else ""
+    return [json.loads(line)["event"] for line in text.splitlines()]
 
 
 def pids(record: pathlib.Path, deadline: float = 20.0) -> dict[str, int]:
@@ -130,7 +137,7 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
         async with server(client, store) as (conn, process):
             capabilities = client.init.agent_capabilities.mcp_capabilities
             assert capabilities is not None
-            assert capabilities.http is True
+            assert (capabilities.http, capabilities.sse) == (True, True)
             created = await conn.new_session(
                 cwd=str(tmp_path), mcp_servers=[stdio("ref", "--record", str(first))]
             )
@@ -150,6 +157,16 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
             assert progress[-1].content is not None
             assert progress[-1].content[0].content.text == "hi"
             assert "hi" in client.text(sid)
+
+            # A session/cancel reaches the server's request (notifications/cancelled).
+            slow = asyncio.ensure_future(
+                conn.prompt(session_id=sid, prompt=prompt("/tool mcp__ref__slow"))
+            )
+            assert await asyncio.to_thread(until, lambda: "started" in events(first))
+            await conn.cancel(session_id=sid)
+            assert (await slow).stop_reason == "cancelled"
+            assert await asyncio.to_thread(until, lambda: "cancelled" in events(first))
+            assert len(client.permissions) == 2  # asked again: allowed once is once
 
             for entry, reason in [
                 (stdio("missing", command=str(tmp_path / "no-such-server")), "missing"),
@@ -228,3 +245,50 @@ def test_P16_bad_mcp_configurations_are_one_clear_error_each_and_leave_nothing(
     finally:
         acp.close()
     assert with_marker(str(record)) == []
+
+
+def port_of(port_file: pathlib.Path, process: subprocess.Popen[bytes]) -> int:
+    assert until(lambda: port_file.exists() or process.poll() is not None, 30)
+    assert process.poll() is None, f"the HTTP server exited with {process.returncode}"
+    return int(port_file.read_text())
+
+
+@pytest.mark.subprocess
+def test_P15_a_session_calls_tools_over_streamable_http_and_sse(tmp_path: pathlib.Path) -> None:
+    """What `mcpCapabilities` advertises works: an `http` server (the reference server's
+    streamable HTTP) and an `sse` one (the SDK's HTTP+SSE app), both on 127.0.0.1."""
+    http_port, sse_port = tmp_path / "http.port", tmp_path / "sse.port"
+    servers = [
+        subprocess.Popen([*SERVER, "--http", str(http_port)]),
+        subprocess.Popen([sys.executable, "-m", "tests.support.mcp_sse_server", str(sse_port)]),
+    ]
+    acp = AcpProcess(tmp_path / "s.sqlite3")
+    try:
+        http, sse = port_of(http_port, servers[0]), port_of(sse_port, servers[1])
+        acp.initialize()
+        entries: list[dict[str, Any]] = [
+            {"type": "http", "name": "web", "url": f"http://127.0.0.1:{http}/mcp", "headers": []},
+            {"type": "sse", "name": "old", "url": f"http://127.0.0.1:{sse}/sse", "headers": []},
+        ]
+        sid = acp.result("session/new", {"cwd": str(tmp_path), "mcpServers": entries})["sessionId"]
+        for name in ("web", "old"):
+            call = f'/tool mcp__{name}__echo {{"text": "over {name}"}}'
+            assert acp.answer(acp.prompt(sid, call))["result"] == {"stopReason": "end_turn"}
+        done = [
+            f["params"]["update"]
+            for f in acp.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"].get("status") in ("completed", "failed")
+        ]
+        assert [(u["status"], u["rawOutput"]["output"]) for u in done] == [
+            ("completed", "over web"),
+            ("completed", "over old"),
+        ]
+        assert acp.process.stdin is not None
+        acp.process.stdin.close()
+        assert acp.process.wait(timeout=30) == 0
+    finally:
+        acp.close()
+        for process in servers:
+            process.kill()
+            process.wait(timeout=30)

@@ -59,7 +59,7 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 AGENT_NAME = "trio-agents"
-MCP_CAPABILITIES: Mapping[str, bool] = {"http": True, "sse": False}
+MCP_CAPABILITIES: Mapping[str, bool] = {"http": True, "sse": True}
 """The MCP transports a session connects besides stdio (which every ACP agent supports)."""
 MCP_PREFIX = "mcp__"  # an MCP tool's name: `mcp__<server>__<tool>` (`mcp_tool_name`)
 

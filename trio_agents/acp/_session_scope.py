@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import trio
 
-from .._errors import McpServerError
+from .._errors import McpConfigError, McpServerError
 from .._fiber import Fiber
 from .._mcp import open_mcp_tools
 from .._mcp_config import McpServer
@@ -28,7 +28,10 @@ from .._runtime import Runtime
 from .._tool import Tool
 from ._jsonrpc import JsonRpcError
 
-__all__ = ["MCP_START_FAILED", "SessionScope", "open_session_scope"]
+__all__ = ["MCP_CLOSE_GRACE", "MCP_START_FAILED", "SessionScope", "open_session_scope"]
+
+MCP_CLOSE_GRACE = 2.0
+"""Seconds a session's stdio MCP server has between SIGTERM and SIGKILL when it closes."""
 
 MCP_START_FAILED = -32603
 """The JSON-RPC code of a session/new or session/load whose MCP server did not start: the
@@ -74,11 +77,19 @@ async def open_session_scope(
         if not servers:
             return SessionScope(fiber, base, ())
         tools = await fiber.enter_async_context(
-            open_mcp_tools(servers, base=base, cwd=cwd, start_timeout=start_timeout)
+            open_mcp_tools(
+                servers,
+                base=base,
+                cwd=cwd,
+                start_timeout=start_timeout,
+                close_grace=MCP_CLOSE_GRACE,
+            )
         )
-    except McpServerError as exc:
+    except (McpServerError, McpConfigError) as exc:
         with trio.CancelScope(shield=True):
             await fiber.aclose()
+        if isinstance(exc, McpConfigError):  # two servers of one name: the client's params
+            raise JsonRpcError.invalid_params(str(exc)) from None
         raise JsonRpcError(MCP_START_FAILED, str(exc)) from None
     except BaseException:
         with trio.CancelScope(shield=True):
