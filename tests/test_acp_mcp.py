@@ -21,6 +21,7 @@ from acp import RequestError
 from acp.schema import EnvVariable, McpServerStdio, ToolCallProgress, ToolCallStart
 
 from trio_agents._approval import ApprovalRequest
+from trio_agents._cli import main
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp._mapping import mcp_servers, tool_call_title, tool_kind
 from trio_agents.acp._modes import ModePolicy
@@ -32,6 +33,8 @@ from .support.processes import gone, with_marker
 SERVER = [sys.executable, "-m", "trio_agents.testing._mcp_server"]
 # The server gets a scrubbed environment plus what the entry names: it needs this checkout.
 CHECKOUT = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
+# A server that starts is given time on a loaded machine; the ones that fail, fail at once.
+BOUND = ("--mcp-start-timeout", "60")
 
 
 def stdio(name: str, *flags: str, command: str = SERVER[0]) -> McpServerStdio:
@@ -117,6 +120,17 @@ def test_a_malformed_mcp_server_entry_names_the_entry_and_field() -> None:
         assert words in refused.value.detail
 
 
+def test_a_start_timeout_that_is_not_a_positive_number_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        with pytest.raises(SystemExit) as usage:
+            main(["acp", "--mcp-start-timeout", bad])
+        assert usage.value.code == 2
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert error.endswith(f"--mcp-start-timeout: must be a number of seconds > 0, got {bad!r}")
+
+
 # -- real processes --------------------------------------------------------------------------
 
 
@@ -134,7 +148,7 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
 
     async def new_then_end_of_input() -> str:
         client = RecordingClient()
-        async with server(client, store) as (conn, process):
+        async with server(client, store, *BOUND) as (conn, process):
             capabilities = client.init.agent_capabilities.mcp_capabilities
             assert capabilities is not None
             assert (capabilities.http, capabilities.sse) == (True, True)
@@ -168,6 +182,14 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
             assert await asyncio.to_thread(until, lambda: "cancelled" in events(first))
             assert len(client.permissions) == 2  # asked again: allowed once is once
 
+            # tools/list_changed: a tool the server adds is the session's next step's.
+            added = '/tool mcp__ref__add_tool {"name": "extra"}'
+            assert (await conn.prompt(session_id=sid, prompt=prompt(added))).stop_reason == (
+                "end_turn"
+            )
+            await conn.prompt(session_id=sid, prompt=prompt("/tool mcp__ref__extra"))
+            assert client.text(sid).endswith("extra called")
+
             for entry, reason in [
                 (stdio("missing", command=str(tmp_path / "no-such-server")), "missing"),
                 (stdio("crashes", "--crash-on-start"), "crashes"),
@@ -185,11 +207,21 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
 
     async def load_then_sigterm(sid: str) -> None:
         client = RecordingClient()
-        async with server(client, store, "--mode", "auto") as (conn, process):
+        async with server(client, store, "--mode", "auto", *BOUND) as (conn, process):
+            with pytest.raises(RequestError) as refused:
+                await conn.load_session(
+                    cwd=str(tmp_path),
+                    session_id=sid,
+                    mcp_servers=[stdio("crashes", "--crash-on-start")],
+                )
+            assert "MCP server 'crashes' exited with status 3" in str(refused.value.data)
+            assert client.of(sid) == []  # refused before the replay: the session is as it was
             flags = ("--record", str(second), "--ignore-term", "--spawn-child")
             await conn.load_session(
                 cwd=str(tmp_path), session_id=sid, mcp_servers=[stdio("ref", *flags)]
             )
+            replayed = [u.title for u in client.of(sid) if isinstance(u, ToolCallStart)]
+            assert replayed == ["ref: echo", "ref: slow", "ref: add_tool", "ref: extra"]
             call = '/tool mcp__ref__echo {"text": "again"}'
             answer = await conn.prompt(session_id=sid, prompt=prompt(call))
             assert answer.stop_reason == "end_turn"
@@ -200,10 +232,13 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
             assert await asyncio.wait_for(process.wait(), 30) == 128 + signal.SIGTERM
         assert all_gone(*found.values()), f"left running after SIGTERM: {found}"
 
-    async def both() -> None:
-        await load_then_sigterm(await new_then_end_of_input())
+    made: list[str] = []
 
-    run(both())
+    async def first_process() -> None:
+        made.append(await new_then_end_of_input())
+
+    run(first_process())  # each process within its own bound
+    run(load_then_sigterm(made[0]))
     assert with_marker(str(first)) == []
     assert with_marker(str(second)) == []
 
