@@ -249,6 +249,15 @@ async def _(probe: Probe) -> None:
     await probe.enter_and_exit(open_agent(ScriptedModel()))
 
 
+@case("trio_agents.open_mcp_tools", "enter and leave, no server (the servers' paths await)")
+async def _(probe: Probe) -> None:
+    # Imported here: the name loads the `mcp` SDK, which the other cases do not need.
+    from trio_agents import open_mcp_tools
+
+    tools = await probe.enter_and_exit(open_mcp_tools([], base=[EchoTool()]))
+    assert [tool.name for tool in tools] == ["echo"]
+
+
 @case("trio_agents.AgentRegistry.create", "a new session")
 async def _(probe: Probe) -> None:
     async with open_runtime(MemoryStore()) as rt:

@@ -81,9 +81,11 @@ EXPORTS = {
         "TextStreamed", "Tool", "ToolCall", "ToolContext", "ToolResult", "ToolSpec",
         "TrioAgentsError", "TurnEnded", "TurnEndReason", "TurnStarted", "Usage",
         "default_store_path", "make_non_dumpable", "open_agent", "open_runtime",
+        "McpServer", "McpTools", "mcp_servers_from_config", "open_mcp_tools",
         # the errors, one class per reason (D58)
         "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
-        "JobNotFoundError", "LabelNotFoundError", "NotAStoreError", "ObserverMisuse",
+        "JobNotFoundError", "LabelNotFoundError", "McpConfigError", "McpServerError",
+        "NotAStoreError", "ObserverMisuse",
         "ReadOnlyStoreError", "SandboxUnavailableError",
         "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "SpillDirectoryError", "StoreBrokenError", "StoreClosedError",

@@ -1,4 +1,11 @@
-"""trio-agents: an agent runtime on trio whose lifecycle is correct by construction."""
+"""trio-agents: an agent runtime on trio whose lifecycle is correct by construction.
+
+`McpTools` and `open_mcp_tools` load on first use: the `mcp` SDK takes seconds to import,
+and a program that connects no MCP server should not pay for it.
+"""
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ._agent import Agent as Agent
 from ._approval import Approval as Approval
@@ -22,6 +29,8 @@ from ._errors import FiberClosedError as FiberClosedError
 from ._errors import FlushTimeoutError as FlushTimeoutError
 from ._errors import JobNotFoundError as JobNotFoundError
 from ._errors import LabelNotFoundError as LabelNotFoundError
+from ._errors import McpConfigError as McpConfigError
+from ._errors import McpServerError as McpServerError
 from ._errors import ModelEndpointError as ModelEndpointError
 from ._errors import NotAStoreError as NotAStoreError
 from ._errors import ObserverMisuse as ObserverMisuse
@@ -58,6 +67,8 @@ from ._events import TurnEnded as TurnEnded
 from ._events import TurnStarted as TurnStarted
 from ._fiber import Fiber as Fiber
 from ._fiber import Plugin as Plugin
+from ._mcp_config import McpServer as McpServer
+from ._mcp_config import mcp_servers_from_config as mcp_servers_from_config
 from ._model import Finish as Finish
 from ._model import Message as Message
 from ._model import Model as Model
@@ -101,6 +112,10 @@ from ._turn import Closer as Closer
 from ._turn import MessageId as MessageId
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
+if TYPE_CHECKING:
+    from ._mcp import McpTools as McpTools
+    from ._mcp import open_mcp_tools as open_mcp_tools
+
 __all__ = [
     "Agent",
     "AgentClosed",
@@ -138,6 +153,10 @@ __all__ = [
     "JobOutput",
     "LabelNotFoundError",
     "Listener",
+    "McpConfigError",
+    "McpServer",
+    "McpServerError",
+    "McpTools",
     "MemoryStore",
     "Message",
     "MessageId",
@@ -199,8 +218,22 @@ __all__ = [
     "Verdict",
     "default_store_path",
     "make_non_dumpable",
+    "mcp_servers_from_config",
     "open_agent",
+    "open_mcp_tools",
     "open_runtime",
 ]
 
-_fixup_module_metadata(__name__, [globals()[name] for name in __all__])
+_LAZY = {"McpTools": "._mcp", "open_mcp_tools": "._mcp"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    _fixup_module_metadata(__name__, [value])
+    return value
+
+
+_fixup_module_metadata(__name__, [globals()[name] for name in __all__ if name not in _LAZY])

@@ -59,6 +59,7 @@ class McpTools(Sequence[Tool]):
         return tools
 
     def __len__(self) -> int:
+        """How many tools there are now."""
         return len(self._current())
 
     @overload
@@ -66,6 +67,7 @@ class McpTools(Sequence[Tool]):
     @overload
     def __getitem__(self, index: slice) -> Sequence[Tool]: ...
     def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        """The tool at `index` of the current list (a list of them for a slice)."""
         return self._current()[index]
 
     def __repr__(self) -> str:
@@ -262,7 +264,8 @@ async def open_mcp_tools(
     nothing is left running. McpConfigError if two servers have one name.
 
     Leaving the block, on any path, closes every session in the task that opened it and
-    ends every stdio server's process group (SIGTERM, `close_grace`, SIGKILL).
+    ends every stdio server's process group (SIGTERM, `close_grace`, SIGKILL). Entering and
+    leaving are checkpoints; leaving is bounded and not cut short by a cancel.
     """
     names = [server.name for server in servers]
     for name in names:
@@ -272,6 +275,7 @@ async def open_mcp_tools(
         _Connection(server, cwd=cwd, timeout=start_timeout, grace=close_grace) for server in servers
     ]
     failure: McpServerError | None = None
+    await trio.lowlevel.checkpoint()
     async with service_nursery() as nursery:
         for connection in connections:
             nursery.start_soon(connection.run)

@@ -39,9 +39,12 @@ class McpServer:
     name: what the server is called in the configuration; its tools are named after it.
     transport: `"stdio"` (a command this runtime starts and owns), `"http"` (streamable
         HTTP) or `"sse"` (the older HTTP+SSE transport).
-    command, args, env, cwd: how a stdio server is started. `env` is added to a scrubbed
+    command: the program a stdio server runs (looked up on PATH).
+    args: its arguments.
+    env, cwd: the rest of how a stdio server is started. `env` is added to a scrubbed
         environment (no secrets of this process leak to it).
-    url, headers: where an http or sse server is, and the headers sent to it.
+    url: where an http or sse server is (`http://` or `https://`).
+    headers: the headers sent to an http or sse server.
     """
 
     name: str
