@@ -249,7 +249,8 @@ def test_P16_bad_mcp_configurations_are_one_clear_error_each_and_leave_nothing(
 ) -> None:
     """Acceptance 3 over raw frames (the SDK's client refuses to send a malformed entry): a
     malformed entry is -32602 naming the field, before anything starts; a server that never
-    answers `initialize` fails within the bound, naming it; nothing is stored or running."""
+    answers `initialize` fails within the bound, naming it, also when the input ends while it
+    starts; nothing is stored or running."""
     record = tmp_path / "silent.jsonl"
     acp = AcpProcess(tmp_path / "s.sqlite3", "--mcp-start-timeout", "1")
     try:
@@ -274,12 +275,18 @@ def test_P16_bad_mcp_configurations_are_one_clear_error_each_and_leave_nothing(
         # Killed before the answer (perhaps before it wrote its pid): found by its argv.
         assert until(lambda: with_marker(str(record)) == []), "the silent server is running"
         assert acp.result("session/list", {})["sessions"] == []
+
+        # End of input while a server is starting: the request is still answered, then the
+        # process exits, and the server is gone.
+        late = raw("late", "--no-initialize", "--record", str(record))
+        pending = acp.send("session/new", {"cwd": str(tmp_path), "mcpServers": [late]})
         assert acp.process.stdin is not None
-        acp.process.stdin.close()  # end of input
+        acp.process.stdin.close()
+        assert "MCP server 'late'" in acp.answer(pending)["error"]["data"]
         assert acp.process.wait(timeout=30) == 0
     finally:
         acp.close()
-    assert with_marker(str(record)) == []
+    assert until(lambda: with_marker(str(record)) == [])
 
 
 def port_of(port_file: pathlib.Path, process: subprocess.Popen[bytes]) -> int:
