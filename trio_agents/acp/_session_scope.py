@@ -42,12 +42,11 @@ class SessionScope:
     """One session's fiber and the tools its agent gets: the base tools, then every MCP
     server's (a live sequence that follows `tools/list_changed`)."""
 
-    __slots__ = ("fiber", "servers", "tools")
+    __slots__ = ("fiber", "tools")
 
-    def __init__(self, fiber: Fiber, tools: Sequence[Tool], servers: tuple[str, ...]) -> None:
+    def __init__(self, fiber: Fiber, tools: Sequence[Tool]) -> None:
         self.fiber = fiber
         self.tools = tools
-        self.servers = servers
 
     async def aclose(self) -> None:
         """Close the session's agent, then its MCP servers. Shielded and bounded (the agent's
@@ -69,13 +68,14 @@ async def open_session_scope(
     `base`). Always a checkpoint.
 
     Raises JsonRpcError (`MCP_START_FAILED`) naming the server and the reason when one does
-    not start, exits at once or does not answer `initialize` within `start_timeout` seconds;
-    whatever was started is closed first, and the fiber too.
+    not start, exits at once or does not answer `initialize` within `start_timeout` seconds,
+    and (invalid params) for two servers of one name; whatever was started is closed first,
+    and the fiber too.
     """
     fiber = await runtime.open_child(f"acp session {session_id}")
     try:
         if not servers:
-            return SessionScope(fiber, base, ())
+            return SessionScope(fiber, base)
         tools = await fiber.enter_async_context(
             open_mcp_tools(
                 servers,
@@ -95,4 +95,4 @@ async def open_session_scope(
         with trio.CancelScope(shield=True):
             await fiber.aclose()
         raise
-    return SessionScope(fiber, tools, tools.servers)
+    return SessionScope(fiber, tools)
