@@ -334,3 +334,34 @@ def test_P15_a_session_calls_tools_over_streamable_http_and_sse(tmp_path: pathli
         for process in servers:
             process.kill()
             process.wait(timeout=30)
+
+
+@pytest.mark.subprocess
+def test_P17_a_forced_exit_still_ends_every_mcp_server_group(tmp_path: pathlib.Path) -> None:
+    """A second signal during the teardown exits at once, without the MCP servers' owners
+    running: the forced exit SIGKILLs their groups too, the child a TERM-ignoring server
+    spawned included."""
+    record = tmp_path / "stubborn.jsonl"
+    acp = AcpProcess(tmp_path / "s.sqlite3", *BOUND)
+    try:
+        acp.initialize()
+        stubborn = raw("ref", "--record", str(record), "--ignore-term", "--spawn-child")
+        params = {"cwd": str(tmp_path), "mcpServers": [stubborn]}
+        sid = acp.result("session/new", params)["sessionId"]
+        found = pids(record)
+        assert set(found) == {"ready", "child"}
+        held = acp.prompt(sid, "/hold")
+        while not any(
+            f.get("method") == "session/update"
+            and "holding" in str(f["params"]["update"].get("content", ""))
+            for f in acp.frames
+        ):
+            assert acp.read_frame() is not None, "the server ended before its turn held"
+        acp.process.send_signal(signal.SIGTERM)
+        # Answered once the quit has begun; the server's group holds out for its grace.
+        assert acp.answer(held)["result"] == {"stopReason": "cancelled"}
+        acp.process.send_signal(signal.SIGINT)
+        assert acp.process.wait(timeout=30) == 128 + signal.SIGINT  # the forced exit's
+    finally:
+        acp.close()
+    assert all_gone(*found.values()), f"left running after the forced exit: {found}"
