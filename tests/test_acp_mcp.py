@@ -1,7 +1,8 @@
 """MCP servers in ACP sessions (issue 18, acceptance 2 and 3): `trio-agents acp` as a real
 process connects the stdio reference server (`trio_agents.testing._mcp_server`) a session
-names in `mcpServers`, the offline model calls its tools, and every close path (end of
-input, SIGTERM, a request that fails) leaves no process, read from /proc."""
+names in `mcpServers` (and servers over streamable HTTP and SSE), the offline model calls
+their tools, and every close path (end of input, SIGTERM, a forced exit, a request that
+fails) leaves no process, read from /proc."""
 
 from __future__ import annotations
 
@@ -50,23 +51,21 @@ def raw(name: str, *flags: str) -> dict[str, Any]:
     return stdio(name, *flags).model_dump(by_alias=True, exclude_none=True)
 
 
-def events(record: pathlib.Path) -> list[str]:
+def recorded(record: pathlib.Path) -> list[dict[str, Any]]:
     """The events the server wrote to its record file so far."""
     text = record.read_text() if record.exists() else ""
-    return [json.loads(line)["event"] for line in text.splitlines()]
+    return [json.loads(line) for line in text.splitlines()]
 
 
-def pids(record: pathlib.Path, deadline: float = 20.0) -> dict[str, int]:
-    """The pids the server wrote to its record file (`ready`, `child`), once both are there
-    when `--spawn-child` was given."""
-    limit = time.monotonic() + deadline
-    while True:
-        events = [json.loads(line) for line in record.read_text().splitlines()]
-        found = {event["event"]: int(event["pid"]) for event in events if "pid" in event}
-        if "ready" in found:
-            return found
-        assert time.monotonic() < limit, f"no ready event in {record}"
-        time.sleep(0.05)  # a bounded poll of a real process's file
+def events(record: pathlib.Path) -> list[str]:
+    return [event["event"] for event in recorded(record)]
+
+
+def pids(record: pathlib.Path) -> dict[str, int]:
+    """The pids the server wrote to its record file, by event (`ready`; `child` first, with
+    `--spawn-child`), once it is ready."""
+    assert until(lambda: "ready" in events(record), 20), f"no ready event in {record}"
+    return {event["event"]: int(event["pid"]) for event in recorded(record) if "pid" in event}
 
 
 def until(condition: Callable[[], bool], deadline: float = 10.0) -> bool:
@@ -139,9 +138,10 @@ def test_P15_P17_a_session_calls_an_mcp_tool_and_no_server_outlives_it(
     tmp_path: pathlib.Path,
 ) -> None:
     """Acceptance 2, with the real Python ACP client: the tool call streams and is asked
-    first (ask mode); a server that does not start fails session/new naming it, and stores
-    nothing. End of input, then (a second process) SIGTERM with a server that ignores TERM
-    and spawned a child: no process is left."""
+    first (ask mode), a session/cancel reaches the server, a tool it adds is called next; a
+    server that does not start fails session/new or session/load naming it, and stores or
+    changes nothing. End of input, then (a second process, which loads the session) SIGTERM
+    with a server that ignores TERM and spawned a child: no process is left."""
     store = tmp_path / "s.sqlite3"
     first = tmp_path / "first.jsonl"
     second = tmp_path / "second.jsonl"
