@@ -298,11 +298,11 @@ def port_of(port_file: pathlib.Path, process: subprocess.Popen[bytes]) -> int:
 @pytest.mark.subprocess
 def test_P15_a_session_calls_tools_over_streamable_http_and_sse(tmp_path: pathlib.Path) -> None:
     """What `mcpCapabilities` advertises works: an `http` server (the reference server's
-    streamable HTTP) and an `sse` one (the SDK's HTTP+SSE app), both on 127.0.0.1."""
+    streamable HTTP) and an `sse` one (its HTTP+SSE transport), both on 127.0.0.1."""
     http_port, sse_port = tmp_path / "http.port", tmp_path / "sse.port"
     servers = [
         subprocess.Popen([*SERVER, "--http", str(http_port)]),
-        subprocess.Popen([sys.executable, "-m", "tests.support.mcp_sse_server", str(sse_port)]),
+        subprocess.Popen([*SERVER, "--http", str(sse_port), "--sse"]),
     ]
     acp = AcpProcess(tmp_path / "s.sqlite3")
     try:

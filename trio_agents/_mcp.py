@@ -35,6 +35,7 @@ __all__ = ["McpTools", "open_mcp_tools"]
 
 _CLIENT = mcp_types.Implementation(name="trio-agents", version="1")
 _LIST_CHANGED = "notifications/tools/list_changed"
+_CLOSE_BOUND = 5.0  # seconds, past close_grace, that leaving one connection may take
 
 _Streams = tuple[Any, Any]  # the SDK's (ReadStream, WriteStream) pair
 
@@ -92,10 +93,19 @@ class _Connection:
         self._listed = 0
         self._relisted = trio.Event()
         self._wake_send, self._wake = trio.open_memory_channel[None](math.inf)
+        # Cancelled only by `abandon`, from the opener: entered and left here, in `run`.
+        self._scope = trio.CancelScope()
 
     def close(self) -> None:
-        """Tell `run` to leave the session (it does so in its own task). Never blocks."""
+        """Tell `run` to leave the session (it does so in its own task). Never blocks.
+
+        Leaving is bounded: an HTTP transport's goodbye (a DELETE to a server that hangs)
+        is cut off after `close_grace` and `_CLOSE_BOUND` more seconds; a stdio server's
+        group is ended by a shielded, bounded step of its own (`end_group`)."""
         self._wake_send.close()
+        self._scope.deadline = min(
+            self._scope.deadline, trio.current_time() + self._grace + _CLOSE_BOUND
+        )
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         if self._session is None:
@@ -108,7 +118,20 @@ class _Connection:
                 await self._relisted.wait()
         await trio.lowlevel.checkpoint()
 
+    def abandon(self) -> None:
+        """Stop starting (another server failed): `run` leaves at once. Never blocks."""
+        self._scope.cancel()
+
     async def run(self) -> None:
+        try:
+            with self._scope:
+                await self._run()
+        finally:
+            self._session = None
+            self._relisted.set()
+            self.ready.set()
+
+    async def _run(self) -> None:
         try:
             async with self._transport() as (read, write):
                 relay_in, relay_out = anyio.create_memory_object_stream[SessionMessage | Exception](
@@ -121,15 +144,13 @@ class _Connection:
                             self.ready.set()
                             await self._serve(session)
                     relays.cancel_scope.cancel()
+                    relay_in.close()
+                    relay_out.close()
         except McpServerError as exc:
             self.failure = self.failure or exc
         except Exception as exc:  # reported by the opener, or by each call
             if not self.ready.is_set():
                 self.failure = self.failure or await self._start_error(exc)
-        finally:
-            self._session = None
-            self._relisted.set()
-            self.ready.set()
 
     def _transport(self) -> AbstractAsyncContextManager[_Streams]:
         server = self.server
@@ -280,11 +301,16 @@ async def open_mcp_tools(
         for connection in connections:
             nursery.start_soon(connection.run)
         try:
-            for connection in connections:
-                await connection.ready.wait()
+            async with trio.open_nursery() as waiters:
+                for connection in connections:
+                    waiters.start_soon(_started, connection, waiters.cancel_scope)
             failures = [c.failure for c in connections if c.failure is not None]
             if failures:
+                # The first failure, in the order of the configuration, is the one raised;
+                # the servers still starting are not waited for.
                 failure = failures[0]
+                for connection in connections:
+                    connection.abandon()
             else:
                 yield McpTools(base, connections)
         finally:
@@ -293,3 +319,9 @@ async def open_mcp_tools(
     if failure is not None:
         raise failure
     await trio.lowlevel.checkpoint()
+
+
+async def _started(connection: _Connection, waiting: trio.CancelScope) -> None:
+    await connection.ready.wait()
+    if connection.failure is not None:
+        waiting.cancel()  # one failed: the others are abandoned, not waited for

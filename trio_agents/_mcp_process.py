@@ -97,6 +97,8 @@ async def open_stdio_process(
                 with trio.CancelScope(shield=True):
                     await end_group(process, close_grace)
                 nursery.cancel_scope.cancel()
+                for stream in (read_in, read_out, write_in, write_out):
+                    stream.close()
     finally:
         with trio.CancelScope(shield=True):
             await end_group(process, close_grace)

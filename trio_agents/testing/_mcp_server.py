@@ -2,7 +2,8 @@
 
 Run as ``python -m trio_agents.testing._mcp_server [options]``. It serves stdio by default, or
 streamable HTTP on 127.0.0.1 with ``--http PORT_FILE`` (a free port, written to PORT_FILE once
-the server listens). Tools:
+the server listens; at `/mcp`), or the older HTTP+SSE transport with ``--http PORT_FILE --sse``
+(at `/sse`). Tools:
 
 - ``echo(text)``: returns ``text``.
 - ``slow()``: waits until it is cancelled (``notifications/cancelled`` interrupts it).
@@ -65,6 +66,7 @@ class _Recorder:
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m trio_agents.testing._mcp_server")
     parser.add_argument("--http", metavar="PORT_FILE", default=None)
+    parser.add_argument("--sse", action="store_true", help="with --http: the HTTP+SSE transport")
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--record", metavar="FILE", default=None)
@@ -127,7 +129,7 @@ def _spawn_child(recorder: _Recorder) -> None:
     recorder.event("child", pid=child.pid)
 
 
-async def _serve_http(server: "MCPServer", port_file: str) -> None:
+async def _serve_http(server: "MCPServer", port_file: str, sse: bool) -> None:
     import uvicorn  # only the HTTP mode needs it: the stdio server starts faster without
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -135,7 +137,7 @@ async def _serve_http(server: "MCPServer", port_file: str) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    app = server.streamable_http_app()
+    app = server.sse_app() if sse else server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
     # Write the port only once the socket listens, through a rename: a reader sees all of it.
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("mcp").setLevel(logging.WARNING)
     server = _build(recorder)
     if args.http is not None:
-        anyio.run(_serve_http, server, args.http)
+        anyio.run(_serve_http, server, args.http, args.sse)
     else:
         anyio.run(server.run_stdio_async)
     return 0
