@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -68,6 +69,14 @@ def add_parser(commands: Any) -> None:
         help="each session's mode until the editor switches it: ask (ask the editor before a"
         " command; the default), auto (never ask), read-only (run no command)",
     )
+    acp.add_argument(
+        "--mcp-start-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long session/new and session/load wait for each MCP server the editor names"
+        " to start and answer initialize (default: 10)",
+    )
     add_pass_env(acp)
     add_sandbox(acp)
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
@@ -97,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     shell = ShellExecutor(pass_env=args.pass_env, sandbox=policy)
     code = 1
     try:
-        code = trio.run(_main, path, models, args.mode, options, shell)
+        code = trio.run(_main, path, models, args.mode, options, shell, args.mcp_start_timeout)
     except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
         # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
@@ -110,12 +119,22 @@ async def _main(
     mode: str,
     options: AgentOptions,
     shell: ShellExecutor,
+    mcp_start_timeout: float,
 ) -> int:
     stop = trio.Event()
     limit = teardown_limit(options.close_grace, shell.grace)
     async with watching_signals("acp", shell, limit) as signals, service_nursery() as nursery:
         nursery.start_soon(_stop_on_quit, signals.events, stop)
-        await serve_stdio(store, None, options, models=models, mode=mode, stop=stop, shell=shell)
+        await serve_stdio(
+            store,
+            None,
+            options,
+            models=models,
+            mode=mode,
+            stop=stop,
+            shell=shell,
+            mcp_start_timeout=mcp_start_timeout,
+        )
         nursery.cancel_scope.cancel(reason="the server is done")
     return signals.status(0)
 
@@ -123,6 +142,17 @@ async def _main(
 async def _stop_on_quit(events: trio.abc.ReceiveChannel[int | Quit], stop: trio.Event) -> None:
     async for _ in events:  # every handled signal is a quit here: none is an interrupt
         stop.set()
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0, or a usage error that says so."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -5,7 +5,8 @@
         quit:      a `Quit` item: the command runs its teardown as at end of input, and
                    a deadline is armed (`teardown_limit`)
         force:     a second signal, or the deadline: SIGKILL every process group of the
-                   shell, one line on stderr, `os._exit` (no teardown, no finally)
+                   shell, and every group a child of this process leads (an MCP server's),
+                   one line on stderr, `os._exit` (no teardown, no finally)
 
 A terminal closing, an editor stopping its agent and a service manager stopping a unit send
 TERM or HUP: they mean "quit", so the command closes its agents (a running turn ends
@@ -29,12 +30,14 @@ import trio
 
 from .._nursery import service_nursery
 from .._shell import ShellExecutor
+from .._shell_group import signal_group
 
 __all__ = [
     "HANDLED",
     "Quit",
     "QuitPolicy",
     "SignalWatch",
+    "child_groups",
     "exit_status",
     "teardown_limit",
     "watching_signals",
@@ -146,9 +149,14 @@ async def watching_signals(
 
     def force(signum: int, why: str) -> NoReturn:
         killed = shell.kill_now()
+        # The MCP servers' groups are their owners' to end, and no owner runs after this:
+        # every group a child of ours leads is ended here (design D267).
+        for pgid in child_groups():
+            signal_group(pgid, signal.SIGKILL)
         line = (
             f"trio-agents {command}: {why}: exiting at once, without the teardown "
-            f"({killed} command group(s) killed; the store keeps what it committed)\n"
+            f"({killed} command group(s) killed, and every other process group it started; "
+            "the store keeps what it committed)\n"
         )
         with contextlib.suppress(OSError):
             os.write(2, line.encode())
@@ -163,6 +171,29 @@ async def watching_signals(
                 yield watch
             finally:
                 nursery.cancel_scope.cancel(reason="the command is over")
+
+
+def child_groups() -> list[int]:
+    """The process groups that a live child of this process leads (it was started with a
+    session of its own: a shell command, an MCP server), read from /proc; [] without it."""
+    me = os.getpid()
+    groups: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return groups
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        # After the command name: state, ppid, pgrp.
+        if fields[0] not in (b"Z", b"X") and int(fields[1]) == me and int(fields[2]) == int(entry):
+            groups.append(int(entry))
+    return groups
 
 
 def _name(signum: int) -> str:

@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from .._errors import McpConfigError
+from .._mcp_config import McpServer, mcp_servers_from_acp
 from .._readable import readable
 from .._records import (
     ASSISTANT_MESSAGE,
@@ -43,6 +45,8 @@ __all__ = [
     "current_mode_update",
     "initialize_result",
     "json_safe",
+    "mcp_servers",
+    "mcp_title",
     "require_cwd",
     "require_session_id",
     "stop_reason",
@@ -55,6 +59,9 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 AGENT_NAME = "trio-agents"
+MCP_CAPABILITIES: Mapping[str, bool] = {"http": True, "sse": True}
+"""The MCP transports a session connects besides stdio (which every ACP agent supports)."""
+MCP_PREFIX = "mcp__"  # an MCP tool's name: `mcp__<server>__<tool>` (`mcp_tool_name`)
 
 
 def initialize_result(version: str) -> dict[str, Any]:
@@ -64,6 +71,7 @@ def initialize_result(version: str) -> dict[str, Any]:
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
+            "mcpCapabilities": dict(MCP_CAPABILITIES),
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "sessionCapabilities": {"list": {}},
         },
@@ -92,20 +100,23 @@ def require_session_id(params: Mapping[str, Any]) -> str:
 
 
 def require_cwd(params: Mapping[str, Any]) -> str:
-    """The session's working directory: absolute, with no extra directories or MCP servers
-    (this agent runs its tools itself)."""
+    """The session's working directory: absolute, with no extra directories."""
     cwd = params.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise JsonRpcError.invalid_params(f"cwd must be an absolute path: {cwd!r}")
-    servers = params.get("mcpServers", [])
-    if not isinstance(servers, list):
-        raise JsonRpcError.invalid_params(f"mcpServers must be a list, got {servers!r}")
-    if servers:
-        raise JsonRpcError.invalid_params("MCP servers are not supported; send mcpServers: []")
     extra = params.get("additionalDirectories")
     if extra:
         raise JsonRpcError.invalid_params("additionalDirectories are not supported")
     return os.path.normpath(cwd)
+
+
+def mcp_servers(params: Mapping[str, Any]) -> tuple[McpServer, ...]:
+    """The MCP servers a `session/new` or `session/load` asks for (none when absent). Raises
+    JsonRpcError (invalid params) naming the entry and field of a malformed one."""
+    try:
+        return mcp_servers_from_acp(params.get("mcpServers", []))
+    except McpConfigError as exc:
+        raise JsonRpcError.invalid_params(str(exc)) from None
 
 
 # -- updates -----------------------------------------------------------------------------
@@ -142,6 +153,8 @@ def available_commands_update(
 
 
 def tool_kind(name: str) -> str:
+    if name.startswith(MCP_PREFIX):
+        return "other"  # a server's tool may do anything: no name of ours says what
     if name == "bash":
         return "execute"
     if name.startswith("read") or name == "bash_output":
@@ -156,8 +169,12 @@ TITLE_LENGTH = 200
 
 def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
     """What an editor shows for a call: a `bash` call's command, on one line and readable
-    (the full command is the call's `rawInput`); another tool's `description`, or its name
-    and main argument (a command, a job id), or its name."""
+    (the full command is the call's `rawInput`); an MCP tool's server and tool
+    (`server: tool`); another tool's `description`, or its name and main argument (a
+    command, a job id), or its name."""
+    mcp = mcp_title(name)
+    if mcp is not None:
+        return mcp
     command = arguments.get("command")
     if name == "bash" and isinstance(command, str) and command.strip():
         return _one_line(command)
@@ -169,6 +186,16 @@ def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
         if isinstance(value, str) and value.strip():
             return _one_line(f"{name}: {value}")
     return name
+
+
+def mcp_title(name: str) -> str | None:
+    """`server: tool` for an MCP tool's name (`mcp__server__tool`), else None. Read from the
+    name alone, so a replay titles a call as it was titled live, whatever servers the
+    session has now; a server whose name holds `__` is cut at its first."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    server, _, tool = name[len(MCP_PREFIX) :].partition("__")
+    return f"{server}: {tool}" if server and tool else None
 
 
 def _one_line(text: str) -> str:

@@ -29,15 +29,18 @@ __all__ = [
     "mode_state",
 ]
 
-COMMAND: Final = "bash"  # the tool that runs a command
-STOPS: Final = "bash_kill"  # the tool that stops one
+READS: Final = "bash_output"  # the tool that reads a job's output: it changes nothing
+STOPS: Final = "bash_kill"  # the tool that stops a job
 
 MODES: Final[dict[str, tuple[str, str]]] = {
-    "ask": ("Ask", "Ask before running a command; reading or stopping a job does not ask."),
-    "auto": ("Auto", "Run every command without asking."),
+    "ask": (
+        "Ask",
+        "Ask before running a command or an MCP tool; reading or stopping a job does not ask.",
+    ),
+    "auto": ("Auto", "Run every command and MCP tool without asking."),
     "read-only": (
         "Read-only",
-        "Run no command and stop no job: they are rejected without asking.",
+        "Run no command or MCP tool and stop no job: they are rejected without asking.",
     ),
 }
 """The session modes, each with its name and description, as `session/new` lists them."""
@@ -49,8 +52,10 @@ MODEL_CONFIG: Final = "model"
 
 class ModePolicy:
     """The approval policy of one ACP session, switched by the editor: `ask` asks before
-    each `bash` call, `auto` asks before none, `read-only` rejects `bash` and `bash_kill`
-    without asking. "Always" answers are remembered for the session.
+    every call but reading (`bash_output`) or stopping (`bash_kill`) a job, so before each
+    `bash` call and each MCP tool's; `auto` asks before none; `read-only` rejects every call
+    but reading a job's output without asking. "Always" answers are remembered for the
+    session.
 
     Raises ValueError for a mode not in MODES.
     """
@@ -76,9 +81,11 @@ class ModePolicy:
         """The mode's verdict on one call."""
         if self._mode == "auto":
             return "allow"
+        # Fail closed: a tool this policy does not know (an MCP server's may do anything)
+        # is treated as a command.
         if self._mode == "read-only":
-            return "reject" if request.tool in (COMMAND, STOPS) else "allow"
-        return "ask" if request.tool == COMMAND else "allow"
+            return "allow" if request.tool == READS else "reject"
+        return "allow" if request.tool in (READS, STOPS) else "ask"
 
     def rejection_note(self, request: ApprovalRequest) -> str:
         """Why a call was rejected without asking, as the model is told."""

@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 import stat
 import urllib.parse
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, cast
 
 import trio
 
-from ._jsonrpc import ClientRequestError
+from ._jsonrpc import INTERNAL_ERROR, ClientRequestError
 from ._prompt import resource_note, resource_text
 
-__all__ = ["MAX_BYTES", "ClientRead", "ResourceScope", "read_resource"]
+__all__ = ["MAX_BYTES", "ClientRead", "ResourceScope", "client_reader", "read_resource"]
 
 MAX_BYTES = 256 * 1024  # a larger file is not given to the model (a note says so)
 
@@ -39,6 +39,28 @@ class ResourceScope(Protocol):
 
 ClientRead = Callable[[str], Awaitable[str]]
 """Reads a file's text through the client (`fs/read_text_file`), given its absolute path."""
+
+
+def client_reader(
+    request: Callable[[str, Mapping[str, Any]], Awaitable[Any]], session_id: str
+) -> ClientRead:
+    """The `ClientRead` that asks the client with `request` (the server's `client_request`)
+    for a file of session `session_id`. An answer without text raises ClientRequestError."""
+
+    async def read(path: str) -> str:
+        result = await request("fs/read_text_file", {"sessionId": session_id, "path": path})
+        content: object = (
+            cast("Mapping[str, Any]", result).get("content")
+            if isinstance(result, Mapping)
+            else None
+        )
+        if not isinstance(content, str):
+            raise ClientRequestError(
+                "fs/read_text_file", INTERNAL_ERROR, "its answer has no text", answered=True
+            )
+        return content
+
+    return read
 
 
 async def read_resource(

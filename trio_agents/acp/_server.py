@@ -1,9 +1,11 @@
 """The ACP server: the Agent Client Protocol over a byte stream pair (stdio), on trio.
 
 One `AcpServer` serves one connection. Each ACP session is a registry agent whose id is the
-session id, created (or resumed by `session/load`) with the `BashTools`, so its background
-jobs are owned by that session. The framing (`_jsonrpc`) and the mapping between records and
-ACP messages (`_mapping`) are pure; this module only moves bytes and owns tasks:
+session id, created (or resumed by `session/load`) with the `BashTools` and the tools of the
+MCP servers the client named, in a fiber of its own that owns both (`_session_scope`), so
+its background jobs and its MCP servers are owned by that session. The framing (`_jsonrpc`)
+and the mapping between records and ACP messages (`_mapping`) are pure; this module only
+moves bytes and owns tasks:
 
     reader (this task)  ── requests ──► one handler task each, in the connection nursery
                         ── notifications (session/cancel) handled inline, so a cancel
@@ -15,8 +17,9 @@ prompt's response is queued after its agent has settled and its turn is committe
 update of that turn is written before it. The queue is fed by synchronous code, so it is
 bounded by pacing its producers (`_pacing`): past `max_unwritten` bytes not yet written, the
 reader stops reading requests and every session's model waits, until the client has read
-the backlog down to half of it. End of input closes every session's agent through its handle
-(the store keeps the sessions), answers the prompts still pending (`cancelled`), and returns.
+the backlog down to half of it. End of input closes every session's fiber: its agent (the
+store keeps the sessions), then its MCP servers; it answers the prompts still pending
+(`cancelled`), and returns.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import trio
 
@@ -39,6 +42,7 @@ from .._errors import (
     TrioAgentsError,
 )
 from .._events import Event, TextStreamed, ToolStarted
+from .._mcp_config import McpServer
 from .._model import Model
 from .._model_offline import COMMANDS, OfflineModel
 from .._options import AgentOptions
@@ -56,7 +60,8 @@ from ._client_requests import ClientRequests
 from ._frames import Outgoing, Text, encode, size, update_frame
 from ._pacing import OutputBudget, PacedModel
 from ._permissions import AcpApprover
-from ._resources import ClientRead, read_resource
+from ._resources import ClientRead, client_reader, read_resource
+from ._session_scope import SessionScope, open_session_scope
 from ._session_state import Answer, PromptState, SessionState
 
 __all__ = ["AcpServer"]
@@ -78,10 +83,12 @@ class AcpServer:
     reports, and `max_line` the longest frame accepted, in bytes (a longer line is answered
     with an error and skipped). `max_unwritten` bounds the output a client that stops reading
     makes the server hold, in bytes: past it, no request is read and no session's model goes
-    on until the client has read it down to half.
+    on until the client has read it down to half. `mcp_start_timeout` bounds, in seconds,
+    how long a session/new or session/load waits for each MCP server it names to start and
+    answer `initialize`.
 
-    Raises ValueError for a negative `max_unwritten`, an unknown mode, no model, or both
-    `model_factory` and `models`.
+    Raises ValueError for a negative `max_unwritten`, a `mcp_start_timeout` that is not a
+    positive number, an unknown mode, no model, or both `model_factory` and `models`.
     """
 
     def __init__(
@@ -96,6 +103,7 @@ class AcpServer:
         version: str = "0",
         max_line: int = 8 * 1024 * 1024,
         max_unwritten: int = 1024 * 1024,
+        mcp_start_timeout: float = 10.0,
     ) -> None:
         self._runtime = runtime
         if models is not None and model_factory is not None:
@@ -119,6 +127,11 @@ class AcpServer:
         if max_unwritten < 0:
             raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
         self._budget = OutputBudget(max_unwritten, max_unwritten // 2)
+        if not mcp_start_timeout > 0:  # also refuses NaN
+            raise ValueError(
+                f"mcp_start_timeout must be a number of seconds > 0, got {mcp_start_timeout}"
+            )
+        self._mcp_start_timeout = mcp_start_timeout
         self._teardown_done: trio.Event | None = None
         self._client = ClientRequests(self._send)
 
@@ -147,10 +160,11 @@ class AcpServer:
             disconnect()
 
     async def aclose(self) -> None:
-        """Close every session's agent (memoized; every caller waits for the same end). The
-        pending prompts answer `cancelled`; later session requests are refused.
+        """Close every session: its agent, then its MCP servers (memoized; every caller waits
+        for the same end). The pending prompts answer `cancelled`; later session requests
+        are refused.
 
-        Always a checkpoint. The first call is not cancellable (agents close shielded); a
+        Always a checkpoint. The first call is not cancellable (sessions close shielded); a
         later one waits for it at a checkpoint. A session whose close fails is logged, and
         the others still close.
         """
@@ -171,22 +185,9 @@ class AcpServer:
                 await trio.lowlevel.checkpoint()
             async with trio.open_nursery() as nursery:
                 for session in sessions:
-                    nursery.start_soon(self._close_session, session)
+                    nursery.start_soon(session.aclose)
         finally:
             done.set()
-
-    async def _close_session(self, session: SessionState) -> None:
-        try:
-            await session.handle.aclose()
-        except Exception as exc:
-            if _refusal(exc):
-                # The library said what went wrong (a store that cannot write), in words:
-                # a traceback would bury the sentence.
-                logger.error("closing ACP session %s failed: %s", session.id, describe(exc))
-            else:
-                logger.exception("closing ACP session %s failed", session.id)
-        finally:
-            session.stop_observing()
 
     async def _read_all(
         self, receive: trio.abc.ReceiveStream, prompts: trio.Nursery, others: trio.Nursery
@@ -351,29 +352,44 @@ class AcpServer:
             raise rpc.JsonRpcError.invalid_params(f"unknown session: {sid}")
         return session
 
+    async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
+        """The session's fiber, with its MCP servers connected (design D260)."""
+        return await open_session_scope(
+            self._runtime,
+            sid,
+            servers,
+            base=self._tools,
+            cwd=cwd,
+            start_timeout=self._mcp_start_timeout,
+        )
+
     async def _new_session(self, params: Mapping[str, Any]) -> Answer:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
+        servers = m.mcp_servers(params)  # a malformed entry is refused before anything starts
         sid = str(uuid.uuid4())
         settings = self._settings()
-        handle = await self._runtime.agents.create(
-            model=PacedModel(settings.model, self._budget),
-            tools=self._tools,
-            session_id=sid,
-            options=self._options,
-            meta={"cwd": cwd},
-            approval=self._approval(sid, settings),
-        )
+        # The servers first: one that does not start fails the request before anything is
+        # created or stored (design D261).
+        scope = await self._open_scope(sid, servers, cwd)
         try:
+            handle = await scope.fiber.agents.create(
+                model=PacedModel(settings.model, self._budget),
+                tools=scope.tools,
+                session_id=sid,
+                options=self._options,
+                meta={"cwd": cwd},
+                approval=self._approval(sid, settings),
+            )
             # Stored before the client hears of it, so a session/load from another process
             # finds it before its first prompt, and session/list shows it (D200).
             await self._runtime.sessions.persist(handle.agent.session)
             self._check_not_closed("session/new")
         except BaseException:
             with trio.CancelScope(shield=True):
-                await handle.aclose()
+                await scope.aclose()
             raise
-        self._install(handle, cwd, settings)
+        self._install(scope, handle, cwd, settings)
         sid = handle.agent.id
         answer = {"sessionId": sid, **settings.advertised()}
         return Answer(answer, sid, _commands(settings.model.active()))
@@ -389,6 +405,7 @@ class AcpServer:
         self._check_open("session/load")
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
+        servers = m.mcp_servers(params)
         if sid in self._sessions or sid in self._loading:
             raise rpc.JsonRpcError.invalid_params(f"session {sid} is already loaded")
         self._loading.add(sid)
@@ -406,26 +423,30 @@ class AcpServer:
                     f"session {sid} cwd mismatch: persisted {persisted}, requested {cwd}"
                 )
             settings = self._settings()
+            # Before the resume, which may write (it closes a turn a crash left open): a
+            # server that does not start leaves the stored session as it was.
+            scope = await self._open_scope(sid, servers, cwd)
             try:
-                handle = await self._runtime.agents.resume(
-                    sid,
-                    model=PacedModel(settings.model, self._budget),
-                    tools=self._tools,
-                    options=self._options,
-                    approval=self._approval(sid, settings),
-                )
-            except DuplicateSessionError as exc:
-                raise rpc.JsonRpcError.invalid_params(str(exc)) from None
-            try:
+                try:
+                    handle = await scope.fiber.agents.resume(
+                        sid,
+                        model=PacedModel(settings.model, self._budget),
+                        tools=scope.tools,
+                        options=self._options,
+                        approval=self._approval(sid, settings),
+                    )
+                except DuplicateSessionError as exc:
+                    raise rpc.JsonRpcError.invalid_params(str(exc)) from None
                 self._check_not_closed("session/load")
                 # The history first, then the live updates: no await between the two.
                 for record in handle.agent.session.records:
                     for update in m.updates_for_record(record, replay=True):
                         self._update(sid, update)
-                self._install(handle, cwd, settings)
+                self._install(scope, handle, cwd, settings)
             except BaseException:
                 with trio.CancelScope(shield=True):
-                    await handle.aclose()  # whatever went wrong, no agent is left behind
+                    # Whatever went wrong, no agent and no MCP server is left behind.
+                    await scope.aclose()
                 raise
             await trio.lowlevel.checkpoint()
         finally:
@@ -438,10 +459,12 @@ class AcpServer:
             # since the teardown never saw it.
             raise rpc.JsonRpcError.internal(f"connection closed during {method}")
 
-    def _install(self, handle: AgentHandle, cwd: str, settings: modes.Settings) -> None:
+    def _install(
+        self, scope: SessionScope, handle: AgentHandle, cwd: str, settings: modes.Settings
+    ) -> None:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
-        self._sessions[sid] = SessionState(handle, cwd, settings, stop)
+        self._sessions[sid] = SessionState(scope, handle, cwd, settings, stop)
 
     # -- modes and models ---------------------------------------------------------------------
 
@@ -507,23 +530,7 @@ class AcpServer:
         """How a link is read through the client, if it offered `fs.readTextFile`."""
         if not self._client_reads_files:
             return None
-
-        async def read(path: str) -> str:
-            result = await self.client_request(
-                "fs/read_text_file", {"sessionId": session.id, "path": path}
-            )
-            content: object = (
-                cast("Mapping[str, Any]", result).get("content")
-                if isinstance(result, Mapping)
-                else None
-            )
-            if not isinstance(content, str):
-                raise rpc.ClientRequestError(
-                    "fs/read_text_file", rpc.INTERNAL_ERROR, "its answer has no text", answered=True
-                )
-            return content
-
-        return read
+        return client_reader(self.client_request, session.id)
 
     async def _settle(
         self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState
@@ -605,11 +612,3 @@ def _commands(model: Model) -> list[dict[str, Any]]:
     a model without commands."""
     commands = _commands_of(model)
     return [m.available_commands_update(commands)] if commands else []
-
-
-def _refusal(exc: Exception) -> bool:
-    """Whether `exc` is the library's own refusal (every leaf of a group a TrioAgentsError)."""
-    if isinstance(exc, ExceptionGroup):
-        group: ExceptionGroup[Exception] = exc  # pyright: ignore[reportUnknownVariableType]
-        return group.split(TrioAgentsError)[1] is None
-    return isinstance(exc, TrioAgentsError)

@@ -3,15 +3,21 @@ carries the updates to send after it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import TrioAgentsError
 from .._registry import AgentHandle
+from .._util import describe
 from . import _modes as modes
 from . import _prompt as p
+from ._session_scope import SessionScope
 
 __all__ = ["Answer", "PromptState", "SessionState"]
+
+logger = logging.getLogger("trio_agents.acp")
 
 
 @dataclass
@@ -33,18 +39,44 @@ class Answer:
 
 
 class SessionState:
-    __slots__ = ("cwd", "handle", "id", "prompt", "settings", "stop_observing")
+    __slots__ = ("cwd", "handle", "id", "prompt", "scope", "settings", "stop_observing")
 
     def __init__(
         self,
+        scope: SessionScope,
         handle: AgentHandle,
         cwd: str,
         settings: modes.Settings,
         stop_observing: Callable[[], None],
     ) -> None:
+        self.scope = scope  # closing it closes the agent, then the MCP servers
         self.handle = handle
         self.id = handle.agent.id
         self.cwd = cwd  # its files are the ones a prompt's resource links may read
         self.prompt: PromptState | None = None
         self.settings = settings
         self.stop_observing = stop_observing
+
+    async def aclose(self) -> None:
+        """Close the session's agent, then its MCP servers, and stop observing its records.
+        A failure is logged, not raised (the server's other sessions close regardless).
+        Always a checkpoint (a shielded one)."""
+        try:
+            await self.scope.aclose()
+        except Exception as exc:
+            if _refusal(exc):
+                # The library said what went wrong (a store that cannot write), in words:
+                # a traceback would bury the sentence.
+                logger.error("closing ACP session %s failed: %s", self.id, describe(exc))
+            else:
+                logger.exception("closing ACP session %s failed", self.id)
+        finally:
+            self.stop_observing()
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether `exc` is the library's own refusal (every leaf of a group a TrioAgentsError)."""
+    if isinstance(exc, ExceptionGroup):
+        group: ExceptionGroup[Exception] = exc  # pyright: ignore[reportUnknownVariableType]
+        return group.split(TrioAgentsError)[1] is None
+    return isinstance(exc, TrioAgentsError)

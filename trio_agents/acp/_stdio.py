@@ -31,13 +31,15 @@ async def serve_stdio(
     mode: str = "ask",
     stop: trio.Event | None = None,
     shell: ShellExecutor | None = None,
+    mcp_start_timeout: float = 10.0,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
     and a model from `model_factory()` (or the first of `models`, which the editor can
     switch among), starting in `mode` (`AcpServer`'s), their commands run by `shell` (None:
-    a ShellExecutor with default settings, sandboxed). Stdout carries frames only. Returns
-    after every session's agent is closed and every answer written.
+    a ShellExecutor with default settings, sandboxed), each MCP server a session names given
+    `mcp_start_timeout` seconds to start (`AcpServer`'s). Stdout carries frames only. Returns
+    after every session's agent and MCP servers are closed and every answer written.
 
     Setting `stop` ends the input as if stdin had ended: the same teardown follows (what
     SIGTERM does to `trio-agents acp`).
@@ -60,6 +62,7 @@ async def serve_stdio(
             bash=bash,
             options=options,
             version=_version(),
+            mcp_start_timeout=mcp_start_timeout,
         )
         async with trio.open_nursery() as nursery:
             if stop is not None:
