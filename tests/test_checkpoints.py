@@ -492,6 +492,16 @@ async def _(probe: Probe) -> None:
             await BashTools().apply(fiber)
 
 
+@case("trio_agents.McpServers.apply", "no server, in a fresh fiber")
+async def _(probe: Probe) -> None:
+    from trio_agents import McpServers  # beside the MCP cases' own lazy imports
+
+    async with open_runtime(MemoryStore()) as rt:
+        fiber = await rt.open_child("mcp")
+        with probe.checkpoints():
+            await McpServers([]).apply(fiber)
+
+
 @case("trio_agents.ConfiguredAgents.apply", "no configs, a new session, a stored one")
 async def _(probe: Probe) -> None:
     store = MemoryStore()

@@ -90,7 +90,7 @@ EXPORTS = {
         "TurnEnd", "TurnDropped", "TurnResult", "ToolCallResult", "turn_result",
         "TurnNotFoundError",
 
-        "McpServer", "McpTools", "mcp_servers_from_config", "open_mcp_tools",
+        "McpServer", "McpServers", "McpTools", "mcp_servers_from_config", "open_mcp_tools",
         # the errors, one class per reason (D58)
         "AlreadyLoadedError", "AlreadyRunningError", "ChatStreamError", "FlushTimeoutError",
         "JobNotFoundError", "LabelNotFoundError", "McpConfigError", "McpServerError",

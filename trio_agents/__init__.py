@@ -73,6 +73,7 @@ from ._function_tool import FunctionTool as FunctionTool
 from ._function_tool import function_tool as function_tool
 from ._mcp_config import McpServer as McpServer
 from ._mcp_config import mcp_servers_from_config as mcp_servers_from_config
+from ._mcp_servers import McpServers as McpServers
 from ._model import Finish as Finish
 from ._model import Message as Message
 from ._model import Model as Model
@@ -174,6 +175,7 @@ __all__ = [
     "McpConfigError",
     "McpServer",
     "McpServerError",
+    "McpServers",
     "McpTools",
     "MemoryStore",
     "Message",
