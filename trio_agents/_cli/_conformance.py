@@ -114,11 +114,10 @@ def run(args: argparse.Namespace) -> int:
         for flag, spec in given.items():
             if spec is not None:
                 loaded[flag] = load_target(flag, spec)
+        features_of(loaded.get("--target"))  # a declaration that cannot be fails here
     except LookupError as exc:
         print(f"trio-agents conformance: {exc.args[0]}", file=sys.stderr)
         return 2
-    try:
-        features_of(loaded.get("--target"))  # a declaration that cannot be fails here
     except (TypeError, ValueError) as exc:
         # Also raised while importing the target, by a bad `Features(...)` in its module.
         # Any other error importing a target is a bug of its own, shown with its traceback.
