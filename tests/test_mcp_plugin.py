@@ -63,3 +63,19 @@ async def test_agents_share_the_servers_a_reload_renews_and_the_runtime_close_en
     # The runtime's close closed the plugin: the stubborn server and its child are gone.
     assert all(gone(pid) for pid in second), second
     assert list(plugin.tools) == []
+
+
+def test_the_command_line_does_not_import_the_sdk_until_a_server_is_configured() -> None:
+    # The SDK costs about a second of start-up: every `trio-agents acp` an editor starts
+    # and every chat would pay it, most without an MCP server (issue 18; a regression the
+    # ACP conformance runs showed as twice their time).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, trio_agents, trio_agents._cli._main, trio_agents.acp._server, "
+        "trio_agents._cli._chat; "
+        "print(sorted(m for m in ('mcp', 'trio_agents._mcp') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -22,7 +22,6 @@ import trio
 
 from .._errors import McpConfigError, McpServerError
 from .._fiber import Fiber
-from .._mcp import open_mcp_tools
 from .._mcp_config import McpServer
 from .._runtime import Runtime
 from .._tool import Tool
@@ -76,6 +75,10 @@ async def open_session_scope(
     try:
         if not servers:
             return SessionScope(fiber, base)
+        # Imported here: the SDK costs the server a second of start-up, and most sessions
+        # have no MCP server.
+        from .._mcp import open_mcp_tools
+
         tools = await fiber.enter_async_context(
             open_mcp_tools(
                 servers,
