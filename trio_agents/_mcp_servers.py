@@ -26,6 +26,7 @@ class McpServers:
     """A plugin (`await rt.load(servers)`) connecting MCP servers for every agent of a runtime.
 
     name: the plugin's name; `Runtime.load` names the plugin's fiber after it.
+    servers: the servers it connects, as given.
     tools: a live `Sequence[Tool]` for the agents' `tools`: every server's tools while the
         plugin is loaded (following `tools/list_changed`), none while it is not. The same
         object for the life of the instance, so agents created before a reload see the
@@ -51,9 +52,9 @@ class McpServers:
         self.tools: Sequence[Tool] = _Live(self)
 
     async def apply(self, fiber: Fiber) -> None:
-        """Connect the servers, owned by `fiber` until it closes. Raises McpServerError (as
-        `open_mcp_tools` does, nothing left running) if one does not start, and
-        AlreadyLoadedError if this instance is loaded already."""
+        """Connect the servers, owned by `fiber` until it closes. Always a checkpoint. Raises
+        McpServerError (as `open_mcp_tools` does, nothing left running) if one does not
+        start, and AlreadyLoadedError if this instance is loaded already."""
         # Imported here: the SDK costs seconds to import, and only loading needs it.
         from ._mcp import open_mcp_tools
 

@@ -14,6 +14,7 @@ __all__ = [
     "group_has_live_members",
     "live_group_members",
     "live_groups",
+    "live_processes",
     "signal_group",
     "signal_members",
 ]
@@ -37,10 +38,10 @@ def group_has_live_members(pgid: int) -> bool:
         return signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)
 
 
-def live_groups() -> dict[int, list[int]]:
-    """The live (not zombie) pids of every process group, by group, read from /proc at once.
-    Raises OSError if /proc cannot be listed."""
-    groups: dict[int, list[int]] = {}
+def live_processes() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live (not zombie) process, read from /proc
+    at once. Raises OSError if /proc cannot be listed."""
+    found: list[tuple[int, int, int]] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -51,7 +52,16 @@ def live_groups() -> dict[int, list[int]]:
             continue  # exited while we looked
         # After the command name: state, ppid, pgrp, ...
         if fields[0] not in (b"Z", b"X"):
-            groups.setdefault(int(fields[2]), []).append(int(entry))
+            found.append((int(entry), int(fields[1]), int(fields[2])))
+    return found
+
+
+def live_groups() -> dict[int, list[int]]:
+    """The live (not zombie) pids of every process group, by group, read from /proc at once.
+    Raises OSError if /proc cannot be listed."""
+    groups: dict[int, list[int]] = {}
+    for pid, _, group in live_processes():
+        groups.setdefault(group, []).append(pid)
     return groups
 
 

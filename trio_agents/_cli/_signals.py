@@ -30,7 +30,7 @@ import trio
 
 from .._nursery import service_nursery
 from .._shell import ShellExecutor
-from .._shell_group import signal_group
+from .._shell_group import live_processes, signal_group
 
 __all__ = [
     "HANDLED",
@@ -177,23 +177,10 @@ def child_groups() -> list[int]:
     """The process groups that a live child of this process leads (it was started with a
     session of its own: a shell command, an MCP server), read from /proc; [] without it."""
     me = os.getpid()
-    groups: list[int] = []
     try:
-        entries = os.listdir("/proc")
+        return [pid for pid, parent, group in live_processes() if parent == me and group == pid]
     except OSError:
-        return groups
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                fields = stat_file.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        # After the command name: state, ppid, pgrp.
-        if fields[0] not in (b"Z", b"X") and int(fields[1]) == me and int(fields[2]) == int(entry):
-            groups.append(int(entry))
-    return groups
+        return []
 
 
 def _name(signum: int) -> str:
