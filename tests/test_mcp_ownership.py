@@ -47,7 +47,6 @@ async def test_leaving_leaves_no_process(tmp_path: pathlib.Path, path: str) -> N
         reference("stubborn", "--ignore-term", "--spawn-child", "--record", str(records[1])),
     ]
     pids: list[int] = []
-    left_at = 0.0
     with trio.CancelScope() as outer:
         try:
             async with open_mcp_tools(servers, close_grace=GRACE) as tools:
@@ -63,7 +62,6 @@ async def test_leaving_leaves_no_process(tmp_path: pathlib.Path, path: str) -> N
                     agent.send("wait")
                     for record in records:
                         await wait_for_event(record, "started")
-                    left_at = trio.current_time()
                     if path == "by an exception":
                         raise Left
                     if path == "by an outer cancel":
@@ -71,11 +69,10 @@ async def test_leaving_leaves_no_process(tmp_path: pathlib.Path, path: str) -> N
                         await trio.sleep_forever()
         except Left:
             assert path == "by an exception"  # it came out as itself, not in a group
-    closing = trio.current_time() - left_at
     assert outer.cancelled_caught == (path == "by an outer cancel")
+    # The stubborn server ignores SIGTERM: it and its child are gone only by the SIGKILL
+    # that follows the grace (how long that took is benchmarks/acp_mcp.py's to measure).
     assert [pid for pid in pids if not gone(pid)] == []
-    # The stubborn group was killed after the grace, not before and not much later.
-    assert GRACE <= closing < GRACE + 5
 
 
 async def test_a_cancel_while_starting_leaves_no_process(tmp_path: pathlib.Path) -> None:
