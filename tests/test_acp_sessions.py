@@ -31,7 +31,7 @@ from .support.acp_sdk import RecordingClient, guarded, new_session, prompt, serv
 
 pytestmark = pytest.mark.subprocess
 
-OFFLINE_COMMANDS = ["output", "kill", "tool", "tools", "hold", "loop", "fail"]
+OFFLINE_COMMANDS = ["output", "kill", "tool", "tools", "system", "hold", "loop", "fail"]
 
 
 def commands(client: RecordingClient, sid: str) -> list[list[str]]:

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_status", "_inbox", "_store_claims", "_approval", "_readable", "_mcp_config",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "_sandbox_policy", "_tool_docstring", "_tool_schema", "_turn_events", "_turn_result",
+            "_system_prompt",
             "_tracing", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
             "acp._params", "acp._prompt", "acp._listing", "acp._frames",
             "_cli._chat_render", "testing._reference", "testing._history",
@@ -89,6 +90,8 @@ EXPORTS = {
         "TurnStream", "TurnEvent", "TurnText", "TurnToolCall", "TurnToolResult", "TurnStepEnd",
         "TurnEnd", "TurnDropped", "TurnResult", "ToolCallResult", "turn_result",
         "TurnNotFoundError",
+        # the default system prompt of chat and acp
+        "SystemPrompt", "coding_system_prompt",
 
         "McpServer", "McpServers", "McpTools", "mcp_servers_from_config", "open_mcp_tools",
         # the errors, one class per reason (D58)

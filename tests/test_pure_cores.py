@@ -55,6 +55,7 @@ PURE_MODULES = [
     "_tool",
     "_tool_docstring",
     "_tool_schema",
+    "_system_prompt",
     "_transcript",
     "_tracing",
     "testing/_reference",

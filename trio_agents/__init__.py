@@ -109,6 +109,8 @@ from ._store import SessionStore as SessionStore
 from ._store import StoredSession as StoredSession
 from ._store_sqlite import SqliteStore as SqliteStore
 from ._store_sqlite import default_store_path as default_store_path
+from ._system_prompt import SystemPrompt as SystemPrompt
+from ._system_prompt import coding_system_prompt as coding_system_prompt
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolResult as ToolResult
@@ -188,6 +190,8 @@ __all__ = [
     "ObserverMisuse",
     "OfflineModel",
     "OpenAICompatibleModel",
+    "SystemPrompt",
+    "coding_system_prompt",
     "PersistenceError",
     "Plugin",
     "Policy",

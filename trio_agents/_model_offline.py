@@ -10,6 +10,7 @@ Prompts it understands (anything else is echoed back):
     /tool NAME JSON   call the tool NAME (an MCP server's, say) with the JSON object's
                       arguments (`{}` when JSON is left out)
     /tools            list the tools this agent has
+    /system           show the system prompt the request carries
     /hold             start answering, then wait until the turn is cancelled
     /loop             call `bash true` forever (until the agent's max_steps ends the turn)
     /fail             fail the model call (the turn ends with an error)
@@ -37,6 +38,7 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("kill", "stop a background job", "job id, e.g. bash-1"),
     ("tool", "call a tool by name with JSON arguments", 'NAME {"arg": "value"}'),
     ("tools", "list the tools this agent has", None),
+    ("system", "show the system prompt this session's requests carry", None),
     ("hold", "start answering, then wait until the turn is cancelled", None),
     ("loop", "call `bash true` until the turn's max_steps ends it", None),
     ("fail", "fail the model call (the turn ends with an error)", None),
@@ -65,6 +67,12 @@ class OfflineModel:
             # as a job-done notice, does not make it call again).
             await trio.lowlevel.checkpoint()
             for chunk in _pieces(f"tool said:\n{answers[-1]}"):
+                yield TextDelta(chunk)
+            yield Finish("stop")
+            return
+        if prompt == "/system":
+            await trio.lowlevel.checkpoint()
+            for chunk in _pieces(_system_prompt(request)):
                 yield TextDelta(chunk)
             yield Finish("stop")
             return
@@ -109,6 +117,13 @@ def _command(number: int, prompt: str) -> ToolCall | None:
         if prompt.startswith(verb) and prompt[len(verb) :].strip():
             return _call(number, tool, {"job_id": prompt[len(verb) :].strip()})
     return None
+
+
+def _system_prompt(request: ModelRequest) -> str:
+    """`/system`: the request's leading system message, as sent, or a line saying none."""
+    if request.messages and request.messages[0].role == "system":
+        return "system prompt:\n" + request.messages[0].content
+    return "(no system prompt)"
 
 
 def _tool_command(number: int, prompt: str, request: ModelRequest) -> ToolCall | str:

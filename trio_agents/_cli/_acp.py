@@ -32,16 +32,21 @@ from .._errors import (
 from .._model import Model
 from .._nursery import service_nursery
 from .._options import AgentOptions
+from .._sandbox import probe_now
+from .._sandbox_policy import SandboxPolicy
 from .._shell import ShellExecutor
 from .._store_sqlite import SqliteStore, default_store_path
+from .._system_prompt import SystemPrompt
 from ..acp import serve_stdio
 from ..acp._modes import DEFAULT_MODE, MODES
+from ..acp._stdio import agent_version
 from ._args import (
     add_max_steps,
     add_model,
     add_pass_env,
     add_sandbox,
     add_store,
+    add_system_prompt,
     configure_logging,
     sandbox_policy,
 )
@@ -77,6 +82,7 @@ def add_parser(commands: Any) -> None:
         help="how long session/new and session/load wait for each MCP server the editor names"
         " to start and answer initialize (default: 10)",
     )
+    add_system_prompt(acp)
     add_pass_env(acp)
     add_sandbox(acp)
     acp.add_argument("--verbose", action="store_true", help="log more, to stderr")
@@ -104,9 +110,20 @@ def run(args: argparse.Namespace) -> int:
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
     shell = ShellExecutor(pass_env=args.pass_env, sandbox=policy)
+    # An editor shows an agent's stderr in its log: the first line says what is serving.
+    print(startup_line(path, args, policy), file=sys.stderr, flush=True)
     code = 1
     try:
-        code = trio.run(_main, path, models, args.mode, options, shell, args.mcp_start_timeout)
+        code = trio.run(
+            _main,
+            path,
+            models,
+            args.mode,
+            options,
+            shell,
+            args.mcp_start_timeout,
+            args.system_prompt,
+        )
     except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
         # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
@@ -120,6 +137,7 @@ async def _main(
     options: AgentOptions,
     shell: ShellExecutor,
     mcp_start_timeout: float,
+    system_prompt: SystemPrompt,
 ) -> int:
     stop = trio.Event()
     limit = teardown_limit(options.close_grace, shell.grace)
@@ -134,6 +152,7 @@ async def _main(
             stop=stop,
             shell=shell,
             mcp_start_timeout=mcp_start_timeout,
+            system_prompt=system_prompt,
         )
         nursery.cancel_scope.cancel(reason="the server is done")
     return signals.status(0)
@@ -142,6 +161,29 @@ async def _main(
 async def _stop_on_quit(events: trio.abc.ReceiveChannel[int | Quit], stop: trio.Event) -> None:
     async for _ in events:  # every handled signal is a quit here: none is an interrupt
         stop.set()
+
+
+def startup_line(store: Path, args: argparse.Namespace, policy: SandboxPolicy) -> str:
+    """What `trio-agents acp` says on stderr before it reads a frame: its version, the store,
+    the model, the mode and how commands are confined; `--verbose` adds the rest."""
+    sandboxed = probe_now(policy.bwrap).bwrap is not None  # probed already: cached
+    sandbox = "sandboxed with bubblewrap" if sandboxed else "NOT sandboxed"
+    if sandboxed and not policy.network:
+        sandbox += ", no network"
+    line = (
+        f"trio-agents acp {agent_version()}: serving ACP on stdio; store {store};"
+        f" model {args.model}; mode {args.mode}; commands {sandbox}"
+    )
+    if args.verbose:
+        prompt = args.system_prompt
+        said = "the default" if callable(prompt) else "none" if not prompt else "given"
+        steps = args.max_steps if args.max_steps is not None else "no limit"
+        passed = ", ".join(args.pass_env) or "none"
+        line += (
+            f"; system prompt {said}; max steps {steps}; MCP start timeout"
+            f" {args.mcp_start_timeout:g} s; passed environment {passed}"
+        )
+    return line
 
 
 def _seconds(text: str) -> float:

@@ -16,6 +16,7 @@ from .._sandbox import fallback, mark_warned, probe_now, unavailable
 from .._sandbox_policy import SandboxPolicy
 from .._shell_env import check_env_name
 from .._store_sqlite import default_store_path
+from .._system_prompt import coding_system_prompt
 from ._model_choice import MODELS
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "add_pass_env",
     "add_sandbox",
     "add_store",
+    "add_system_prompt",
     "configure_logging",
     "positive_int",
     "sandbox_policy",
@@ -69,6 +71,39 @@ def add_max_steps(
 ) -> None:
     """`--max-steps`: `AgentOptions.max_steps`, None when not given (no limit)."""
     parser.add_argument("--max-steps", type=positive_int, default=None, metavar=metavar, help=help)
+
+
+def prompt_file(text: str) -> str:
+    """An argparse type: the text of a UTF-8 file, or a usage error naming the file and why
+    it cannot be read."""
+    try:
+        return Path(text).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: {reason}") from None
+
+
+def add_system_prompt(parser: argparse.ArgumentParser) -> None:
+    """`--system-prompt TEXT` or `--system-prompt-file PATH` (one of them): the text sent as
+    the system prompt; `coding_system_prompt` (made per session) when neither is given."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--system-prompt",
+        metavar="TEXT",
+        default=coding_system_prompt,
+        help="send TEXT as the system prompt instead of the default one (which names the "
+        "working directory, the platform and what each tool is for); '' sends none",
+    )
+    group.add_argument(
+        "--system-prompt-file",
+        dest="system_prompt",
+        type=prompt_file,
+        metavar="PATH",
+        default=coding_system_prompt,
+        help="send the text of this UTF-8 file as the system prompt instead of the default",
+    )
 
 
 def env_name(text: str) -> str:

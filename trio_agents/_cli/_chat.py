@@ -66,6 +66,7 @@ from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._store_sqlite import default_store_path
+from .._system_prompt import SystemPrompt, coding_system_prompt, with_system_prompt
 from .._tool import Tool
 from ._args import (
     add_max_steps,
@@ -73,6 +74,7 @@ from ._args import (
     add_pass_env,
     add_sandbox,
     add_store,
+    add_system_prompt,
     configure_logging,
     sandbox_policy,
 )
@@ -159,6 +161,9 @@ class ChatConfig:
     never (`--auto`)."""
     mcp_servers: tuple[McpServer, ...] = ()
     """The MCP servers whose tools the agent gets besides bash (`--mcp FILE`)."""
+    system_prompt: SystemPrompt = coding_system_prompt
+    """The system prompt: a text, a function of the working directory and the tools (the
+    default prompt), or None; a system prompt in `options` is used instead."""
 
 
 Phase = Literal["starting", "prompt", "turn", "closing"]
@@ -289,13 +294,14 @@ class Chat:
             self._terminal.error(f"trio-agents chat: {exc}")
             return EXIT_USAGE
         approval = self._approval  # the one agent's: it keeps the session's "always" answers
+        cwd = config.cwd if config.cwd is not None else os.getcwd()
+        options = with_system_prompt(config.options, config.system_prompt, cwd, tools)
         if config.session_id is None:
-            cwd = config.cwd if config.cwd is not None else os.getcwd()
             handle = await rt.agents.create(
                 model=model,
                 tools=tools,
                 session_id=config.new_session_id or str(uuid.uuid4()),
-                options=config.options,
+                options=options,
                 meta={"cwd": cwd, "front_end": "chat"},
                 approval=approval,
             )
@@ -305,7 +311,7 @@ class Chat:
                 config.session_id,
                 model=model,
                 tools=tools,
-                options=config.options,
+                options=options,
                 approval=approval,
             )
         except SessionNotFoundError:
@@ -464,6 +470,7 @@ def add_parser(commands: Any) -> None:
     add_pass_env(chat)
     add_sandbox(chat)
     add_mcp(chat)
+    add_system_prompt(chat)
     chat.add_argument(
         "--auto",
         action="store_true",
@@ -499,6 +506,7 @@ def run(args: argparse.Namespace) -> int:
         sandbox=sandbox,
         mode="auto" if args.auto else "ask",
         mcp_servers=servers,
+        system_prompt=args.system_prompt,
     )
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()

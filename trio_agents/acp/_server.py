@@ -50,6 +50,7 @@ from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell_tools import BashTools
+from .._system_prompt import SystemPrompt, coding_system_prompt, with_system_prompt
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _listing, _params
@@ -87,6 +88,11 @@ class AcpServer:
     how long a session/new or session/load waits for each MCP server it names to start and
     answer `initialize`.
 
+    `system_prompt` is each session's system prompt: a text, a function of the session's
+    `cwd` and tools (the default, `coding_system_prompt`: the working directory, the platform
+    and what each tool is for), or None for none. A system prompt set in `options` is used
+    instead.
+
     Raises ValueError for a negative `max_unwritten`, a `mcp_start_timeout` that is not a
     positive number, an unknown mode, no model, or both `model_factory` and `models`.
     """
@@ -104,8 +110,10 @@ class AcpServer:
         max_line: int = 8 * 1024 * 1024,
         max_unwritten: int = 1024 * 1024,
         mcp_start_timeout: float = 10.0,
+        system_prompt: SystemPrompt = coding_system_prompt,
     ) -> None:
         self._runtime = runtime
+        self._system_prompt = system_prompt
         if models is not None and model_factory is not None:
             raise ValueError("give AcpServer either model_factory or models, not both")
         self._models = dict(models or {})
@@ -319,6 +327,7 @@ class AcpServer:
         if method == "initialize":
             await trio.lowlevel.checkpoint()
             self._client_reads_files = m.client_reads_files(params)
+            logger.info("initialize from %s", _client_name(params))
             return m.initialize_result(self._version)
         if method == "authenticate":
             await trio.lowlevel.checkpoint()
@@ -363,6 +372,10 @@ class AcpServer:
             start_timeout=self._mcp_start_timeout,
         )
 
+    def _session_options(self, cwd: str, scope: SessionScope) -> AgentOptions | None:
+        # Per session: the default prompt names the session's own cwd and MCP tools.
+        return with_system_prompt(self._options, self._system_prompt, cwd, scope.tools)
+
     async def _new_session(self, params: Mapping[str, Any]) -> Answer:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
@@ -377,7 +390,7 @@ class AcpServer:
                 model=PacedModel(settings.model, self._budget),
                 tools=scope.tools,
                 session_id=sid,
-                options=self._options,
+                options=self._session_options(cwd, scope),
                 meta={"cwd": cwd},
                 approval=self._approval(sid, settings),
             )
@@ -432,7 +445,7 @@ class AcpServer:
                         sid,
                         model=PacedModel(settings.model, self._budget),
                         tools=scope.tools,
-                        options=self._options,
+                        options=self._session_options(cwd, scope),
                         approval=self._approval(sid, settings),
                     )
                 except DuplicateSessionError as exc:
@@ -465,6 +478,7 @@ class AcpServer:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
         self._sessions[sid] = SessionState(scope, handle, cwd, settings, stop)
+        logger.info("session %s live in %s (%d tools)", sid, cwd, len(scope.tools))
 
     # -- modes and models ---------------------------------------------------------------------
 
@@ -612,3 +626,14 @@ def _commands(model: Model) -> list[dict[str, Any]]:
     a model without commands."""
     commands = _commands_of(model)
     return [m.available_commands_update(commands)] if commands else []
+
+
+def _client_name(params: Mapping[str, Any]) -> str:
+    """The client as `initialize` names it (`clientInfo`, optional in the protocol)."""
+    info = params.get("clientInfo")
+    if isinstance(info, Mapping):
+        named: Mapping[str, Any] = info  # pyright: ignore[reportUnknownVariableType]
+        name, version = named.get("name"), named.get("version")
+        if isinstance(name, str):
+            return f"{name} {version}" if isinstance(version, str) else name
+    return "a client that gave no clientInfo"

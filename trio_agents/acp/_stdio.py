@@ -17,6 +17,7 @@ from .._runtime import open_runtime
 from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
+from .._system_prompt import SystemPrompt, coding_system_prompt
 from ._server import AcpServer
 
 __all__ = ["serve_stdio"]
@@ -32,13 +33,15 @@ async def serve_stdio(
     stop: trio.Event | None = None,
     shell: ShellExecutor | None = None,
     mcp_start_timeout: float = 10.0,
+    system_prompt: SystemPrompt = coding_system_prompt,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
     and a model from `model_factory()` (or the first of `models`, which the editor can
     switch among), starting in `mode` (`AcpServer`'s), their commands run by `shell` (None:
     a ShellExecutor with default settings, sandboxed), each MCP server a session names given
-    `mcp_start_timeout` seconds to start (`AcpServer`'s). Stdout carries frames only. Returns
+    `mcp_start_timeout` seconds to start, each session's system prompt made from
+    `system_prompt` (`AcpServer`'s). Stdout carries frames only. Returns
     after every session's agent and MCP servers are closed and every answer written.
 
     Setting `stop` ends the input as if stdin had ended: the same teardown follows (what
@@ -61,8 +64,9 @@ async def serve_stdio(
             mode=mode,
             bash=bash,
             options=options,
-            version=_version(),
+            version=agent_version(),
             mcp_start_timeout=mcp_start_timeout,
+            system_prompt=system_prompt,
         )
         async with trio.open_nursery() as nursery:
             if stop is not None:
@@ -78,7 +82,8 @@ async def _end_input_when(stop: trio.Event, receive: trio.lowlevel.FdStream) -> 
     await receive.aclose()
 
 
-def _version() -> str:
+def agent_version() -> str:
+    """The installed distribution's version, as `initialize` reports it ("0" if unknown)."""
     try:
         return metadata.version("trio-agents")
     except metadata.PackageNotFoundError:
