@@ -23,14 +23,14 @@ THIS = pathlib.Path(__file__).resolve()
 # a name ("SHA1", "0xA6", "A6b", "S3_BUCKET"); in a test name it sits between underscores
 # (`test_S4_a_...`).
 RULE = re.compile(
-    r"(?<![A-Za-z0-9_])([AFLS])([1-9][0-9]*)(?![A-Za-z0-9_])|(?<=test_)([AFLS])([1-9][0-9]*)(?=_)"
+    r"(?<![A-Za-z0-9_])([AFLMOPSV])([1-9][0-9]*)(?![A-Za-z0-9_])|(?<=test_)([AFLMOPSV])([1-9][0-9]*)(?=_)"
 )
 DECISION = re.compile(r"(?<![A-Za-z0-9])D([1-9][0-9]*)([a-z]?)(?![A-Za-z0-9])")
 # "A1-A11", "S2-S5", "D22-D28": a range cites every id in it.
 RANGE = re.compile(
-    r"(?<![A-Za-z0-9])([AFLSD])([1-9][0-9]*)\s*[-\u2013]\s*\1?([1-9][0-9]*)(?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])([AFLMOPSVD])([1-9][0-9]*)\s*[-\u2013]\s*\1?([1-9][0-9]*)(?![A-Za-z0-9])"
 )
-RULE_DEFINITION = re.compile(r"^- \*\*([AFLS][1-9][0-9]*)\.\*\*", re.M)
+RULE_DEFINITION = re.compile(r"^- \*\*([AFLMOPSV][1-9][0-9]*)\.\*\*", re.M)
 DECISION_DEFINITION = re.compile(r"^\*\*(D[1-9][0-9]*[a-z]?)\.", re.M)
 ANCHOR = re.compile(r"contract\.md#([A-Za-z0-9_-]+)")
 
