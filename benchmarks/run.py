@@ -53,25 +53,25 @@ class InstantModel:
         self.tool_steps = tool_steps
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        done = sum(1 for m in request.messages if m.role == "tool")
-        since_prompt = done - _tools_before_last_prompt(request)
-        if since_prompt < self.tool_steps:
-            yield ToolCall(f"c{done}", "noop", {})
+        if _tools_since_prompt(request) < self.tool_steps:
+            # Unique per step: every step adds messages.
+            yield ToolCall(f"c{len(request.messages)}", "noop", {})
             yield Finish("tool_calls")
         else:
             yield TextDelta("ok")
             yield Finish("stop")
 
 
-def _tools_before_last_prompt(request: ModelRequest) -> int:
+def _tools_since_prompt(request: ModelRequest) -> int:
+    # Only the current turn's tail is read: a double whose cost grew with the history would
+    # hide whether the runtime's does (the history-growth row).
     count = 0
-    last = 0
-    for message in request.messages:
+    for message in reversed(request.messages):
         if message.role == "tool":
             count += 1
         elif message.role == "user" and message.source in (None, "prompt"):
-            last = count
-    return last
+            break
+    return count
 
 
 class NoopTool:
@@ -151,6 +151,56 @@ async def floor_turns(tool_steps: int, turns: int) -> float:
         elapsed = time.perf_counter() - start
         await send.aclose()
     return elapsed / turns
+
+
+# -- history growth ------------------------------------------------------------------------
+
+HISTORY_AGENTS = 10
+HISTORY_ROUNDS = 20
+
+
+async def turns_at_history(history: int) -> float:
+    """The mean 1-step turn of agents whose sessions already hold `history` turns.
+
+    Each of HISTORY_AGENTS agents runs one real turn; its session is then filled up to
+    `history` turns with copies of that turn's records, renumbered, and resumed from the
+    store, so the agent takes up the history as it would after a restart. After one untimed
+    turn each, HISTORY_ROUNDS turns per agent are timed, round robin: the history grows by
+    at most that many turns while timed. Timed in the process's CPU time: the row is a ratio
+    of one code path to itself, and CPU time leaves out the time other processes of a shared
+    machine take (the store is the memory store: no thread does any of the work).
+    """
+    model = InstantModel()
+    async with open_runtime(MemoryStore()) as rt:
+        handles = []
+        for index in range(HISTORY_AGENTS):
+            handle = await rt.agents.create(model=model, session_id=f"h{index}")
+            handle.agent.send("go")
+            await handle.agent.wait_idle()
+            session = handle.agent.session
+            template = session.records
+            for turn in range(2, history + 1):
+                for record in template:
+                    data = dict(record.data)
+                    if "turn" in data:
+                        data["turn"] = turn
+                    if record.type == "user/message":
+                        data["id"] = f"m{turn}"
+                    session.append(record.type, data)
+            await handle.aclose()
+            handles.append(await rt.agents.resume(f"h{index}", model=model))
+        for handle in handles:
+            handle.agent.send("warm up")
+            await handle.agent.wait_idle()
+        start = time.process_time()
+        for _ in range(HISTORY_ROUNDS):
+            for handle in handles:
+                handle.agent.send("go")
+                await handle.agent.wait_idle()
+        elapsed = time.process_time() - start
+        for handle in handles:
+            await handle.aclose()
+    return elapsed / (HISTORY_AGENTS * HISTORY_ROUNDS)
 
 
 # -- cancel and close ----------------------------------------------------------------------
