@@ -477,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         trio_measure(runtime_turns, 2, turns // 2), trio_measure(floor_turns, 2, turns // 2)
     )
     extra = [(t - o) / 2 for t, o in zip(three, one, strict=True)]
+    short_history, long_history = interleaved(
+        trio_measure(turns_at_history, 20), trio_measure(turns_at_history, 2000)
+    )
     cancel, bare = interleaved(trio_measure(runtime_cancel, 200), trio_measure(bare_cancel, 200))
 
     peer_rows, fastest_one, fastest_extra = measure_peers(n, turns, skip=args.no_peers)
@@ -508,6 +511,18 @@ def main(argv: list[str] | None = None) -> int:
         extra_versus = f"fastest peer {fastest_extra[0]} {times:.0f}x dearer"
         extra_verdict = verdict(times >= 10, "10x cheaper than the fastest peer's")
     rows.append(("each extra tool step", summary(extra, 1e6, "us"), extra_versus, extra_verdict))
+    growth = statistics.median(
+        long / short for long, short in zip(long_history, short_history, strict=True)
+    )
+    rows.append(
+        (
+            "1-step turn, 2,000 turns of history",
+            summary(long_history, 1e6, "us CPU"),
+            f"{ratio(long_history, short_history)} the same at 20 turns"
+            f" ({statistics.median(short_history) * 1e6:.1f} us CPU)",
+            verdict(growth <= 1.2, "<= 1.2x"),
+        )
+    )
     rows.append(
         (
             "cancel -> wait_idle",

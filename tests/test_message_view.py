@@ -8,7 +8,7 @@ replaces a message)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -127,15 +127,22 @@ class Run:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(OPS), st.text("ab", max_size=2)), max_size=60),
+    # Each op may be followed by a view, so views land between any two records.
+    st.lists(
+        st.tuples(st.sampled_from(OPS), st.text("ab", max_size=2), st.booleans()),
+        min_size=1,
+        max_size=60,
+    ),
     st.data(),
 )
 def test_every_view_equals_a_transcript_rebuilt_from_its_records(
-    ops: list[tuple[str, str]], data: st.DataObject
+    ops: list[tuple[str, str, bool]], data: st.DataObject
 ) -> None:
     run = Run()
-    for op, text in ops:
+    for op, text, view in ops:
         run.do(op, text)
+        if view:
+            run.do("view-with-head" if len(text) == 1 else "view", "")
     run.do("view", "")
     for taken in run.taken:
         expected = from_scratch(taken)
@@ -212,7 +219,7 @@ class KeepingModel:
 
     def __init__(self) -> None:
         self.kept: list[tuple[ModelRequest, tuple[Message, ...], int]] = []
-        self.records = lambda: 0
+        self.records: Callable[[], int] = lambda: 0
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         self.kept.append((request, tuple(request.messages), self.records()))

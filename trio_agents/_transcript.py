@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from ._model import Message, Role, ToolCall
 from ._records import (
@@ -146,7 +146,7 @@ class MessageView(Sequence[Message]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageView | tuple):
             return NotImplemented
-        theirs: Sequence[object] = other  # pyright: ignore[reportUnknownVariableType]
+        theirs = cast("Sequence[object]", other)
         return len(self) == len(theirs) and all(a == b for a, b in zip(self, theirs, strict=True))
 
     def __hash__(self) -> int:

@@ -470,8 +470,12 @@ class AgentChecks(ConformanceMachine):
         # it was sent however many records came since (A19).
         for index, (request, sent) in enumerate(zip(requests, self.model.sent, strict=False)):
             if tuple(request.messages) != sent:
-                problem = request_problem(records[: self.model.record_counts[index]],
-                                          request.messages, self.contents, self.roles)
+                problem = request_problem(
+                    records[: self.model.record_counts[index]],
+                    request.messages,
+                    self.contents,
+                    self.roles,
+                )
                 REQUEST_UNCHANGED.fail(
                     f"model request {index + 1} changed after it was sent: it held "
                     f"{len(sent)} messages and now holds {len(request.messages)}"

@@ -520,9 +520,7 @@ SEEDED = (
     Seeded("listener-error-escapes", listener_error_escapes, "agent", "listener-errors-contained"),
     Seeded("request-from-turn-snapshot", request_from_turn_snapshot, "agent", "request-history"),
     Seeded("system-context-as-user", system_context_as_user, "agent", "request-history"),
-    Seeded(
-        "request-sees-later-records", request_sees_later_records, "agent", "request-unchanged"
-    ),
+    Seeded("request-sees-later-records", request_sees_later_records, "agent", "request-unchanged"),
     Seeded("tool-calls-not-recorded", tool_calls_not_recorded, "agent", "records-complete"),
     Seeded("observer-tool-result-missing", observer_tool_result_missing, "agent", "history-valid"),
     Seeded(
