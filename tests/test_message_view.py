@@ -8,6 +8,8 @@ replaces a message)."""
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -213,6 +215,36 @@ def test_a_view_is_no_list_and_no_tuple_but_compares_as_the_tuple_requests_held(
         MessageView([], 3)
 
 
+def test_a_view_of_a_long_history_allocates_as_little_as_one_of_a_short_one() -> None:
+    """No copy: a hundred views of 4,000 messages, all kept, take the memory of a hundred
+    small objects (a copy each would take 32 KB each)."""
+
+    def allocated_by_views(turns: int) -> int:
+        session = Session("s")
+        for turn in range(turns):
+            session.append("user/message", {"id": f"m{turn}", "content": "hi"})
+            session.append("assistant/message", {"content": "ok", "finish": "stop"})
+        gc.collect()
+        ours = not tracemalloc.is_tracing()  # leave a tracing someone else started running
+        if ours:
+            tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            kept = [session.message_snapshot(SYSTEM) for _ in range(100)]
+            used = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            if ours:
+                tracemalloc.stop()
+        assert len(kept[-1]) == 2 * turns + 1
+        return used
+
+    short, long = allocated_by_views(10), allocated_by_views(2000)
+    # Under 256 bytes a view, whatever the history (the allocator's own bookkeeping moves a
+    # little between runs); one copy of the long history is 32,000 bytes.
+    assert short < 100 * 256, short
+    assert long < 100 * 256, long
+
+
 class KeepingModel:
     """Keeps every request, with a copy of its messages made when it was sent; calls one
     tool per prompt, then answers."""
@@ -257,6 +289,7 @@ async def test_the_requests_an_agent_sent_stay_what_was_sent_and_match_the_histo
         records = agent.session.records
     assert len(model.kept) >= 10
     for request, sent, count in model.kept:
+        assert type(request.messages) is MessageView  # not a copy of the conversation
         assert tuple(request.messages) == sent
         assert request.messages == (
             Message("system", "be brief"),
