@@ -191,10 +191,10 @@ async def history_growth() -> tuple[float, float]:
         # every object of the process (the histories built above), not of one turn's work.
         gc.collect()
         spent = [0.0, 0.0]  # short, long
-        for round in range(HISTORY_ROUNDS):
+        for lap in range(HISTORY_ROUNDS):
             for pair in zip(short, long, strict=True):
                 order = [(0, pair[0]), (1, pair[1])]
-                for which, handle in order if round % 2 == 0 else order[::-1]:
+                for which, handle in order if lap % 2 == 0 else order[::-1]:
                     start = time.process_time()
                     handle.agent.send("go")
                     await handle.agent.wait_idle()
