@@ -27,11 +27,13 @@ import trio
 import trio.testing
 
 from trio_agents import (
+    AgentHandle,
     AgentOptions,
     Finish,
     MemoryStore,
     ModelChunk,
     ModelRequest,
+    Runtime,
     Session,
     SqliteStore,
     TextDelta,
@@ -53,25 +55,25 @@ class InstantModel:
         self.tool_steps = tool_steps
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        done = sum(1 for m in request.messages if m.role == "tool")
-        since_prompt = done - _tools_before_last_prompt(request)
-        if since_prompt < self.tool_steps:
-            yield ToolCall(f"c{done}", "noop", {})
+        if _tools_since_prompt(request) < self.tool_steps:
+            # Unique per step: every step adds messages.
+            yield ToolCall(f"c{len(request.messages)}", "noop", {})
             yield Finish("tool_calls")
         else:
             yield TextDelta("ok")
             yield Finish("stop")
 
 
-def _tools_before_last_prompt(request: ModelRequest) -> int:
+def _tools_since_prompt(request: ModelRequest) -> int:
+    # Only the current turn's tail is read: a double whose cost grew with the history would
+    # hide whether the runtime's does (the history-growth row).
     count = 0
-    last = 0
-    for message in request.messages:
+    for message in reversed(request.messages):
         if message.role == "tool":
             count += 1
         elif message.role == "user" and message.source in (None, "prompt"):
-            last = count
-    return last
+            break
+    return count
 
 
 class NoopTool:
@@ -151,6 +153,76 @@ async def floor_turns(tool_steps: int, turns: int) -> float:
         elapsed = time.perf_counter() - start
         await send.aclose()
     return elapsed / turns
+
+
+# -- history growth ------------------------------------------------------------------------
+
+HISTORY_AGENTS = 10
+HISTORY_ROUNDS = 20
+SHORT_HISTORY = 20
+LONG_HISTORY = 2000
+
+
+async def history_growth() -> tuple[float, float]:
+    """The mean 1-step turn of agents whose sessions already hold SHORT_HISTORY turns, and
+    of agents whose sessions hold LONG_HISTORY, measured turn by turn in one runtime.
+
+    Each agent runs one real turn; its session is then filled up to its history with copies
+    of that turn's records, renumbered, and resumed from the store, so the agent takes up the
+    history as after a restart. After one untimed turn each, HISTORY_ROUNDS turns of each of
+    the HISTORY_AGENTS agents of either history are timed, one short-history turn and one
+    long-history turn in turn (which goes first alternating), so the history grows by at
+    most HISTORY_ROUNDS turns while timed, and what the machine does meanwhile falls on both
+    alike. Each turn is timed in the process's CPU time: the memory store does its work in
+    this thread, and CPU time leaves out the time other processes of a shared machine take.
+    A full garbage collection runs before the timed turns (see D332).
+    """
+    model = InstantModel()
+    async with open_runtime(MemoryStore()) as rt:
+        short: list[AgentHandle] = []
+        long: list[AgentHandle] = []
+        for index in range(HISTORY_AGENTS):
+            short.append(await _resumed_with_history(rt, model, f"s{index}", SHORT_HISTORY))
+            long.append(await _resumed_with_history(rt, model, f"l{index}", LONG_HISTORY))
+        for handle in (*short, *long):
+            handle.agent.send("warm up")
+            await handle.agent.wait_idle()
+        # A full collection now, not in the middle of the timed turns: its cost is that of
+        # every object of the process (the histories built above), not of one turn's work.
+        gc.collect()
+        spent = [0.0, 0.0]  # short, long
+        for lap in range(HISTORY_ROUNDS):
+            for pair in zip(short, long, strict=True):
+                order = [(0, pair[0]), (1, pair[1])]
+                for which, handle in order if lap % 2 == 0 else order[::-1]:
+                    start = time.process_time()
+                    handle.agent.send("go")
+                    await handle.agent.wait_idle()
+                    spent[which] += time.process_time() - start
+        for handle in (*short, *long):
+            await handle.aclose()
+    turns = HISTORY_AGENTS * HISTORY_ROUNDS
+    return spent[0] / turns, spent[1] / turns
+
+
+async def _resumed_with_history(
+    rt: Runtime, model: InstantModel, session_id: str, turns: int
+) -> AgentHandle:
+    handle = await rt.agents.create(model=model, session_id=session_id)
+    handle.agent.send("go")
+    await handle.agent.wait_idle()
+    session = handle.agent.session
+    template = session.records
+    for turn in range(2, turns + 1):
+        for record in template:
+            data = dict(record.data)
+            if "turn" in data:
+                data["turn"] = turn
+            if record.type == "user/message":
+                data["id"] = f"m{turn}"
+            session.append(record.type, data)
+    await handle.aclose()
+    return await rt.agents.resume(session_id, model=model)
 
 
 # -- cancel and close ----------------------------------------------------------------------
@@ -427,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
         trio_measure(runtime_turns, 2, turns // 2), trio_measure(floor_turns, 2, turns // 2)
     )
     extra = [(t - o) / 2 for t, o in zip(three, one, strict=True)]
+    histories = [trio.run(history_growth) for _ in range(n)]
+    short_history, long_history = [h[0] for h in histories], [h[1] for h in histories]
     cancel, bare = interleaved(trio_measure(runtime_cancel, 200), trio_measure(bare_cancel, 200))
 
     peer_rows, fastest_one, fastest_extra = measure_peers(n, turns, skip=args.no_peers)
@@ -458,6 +532,18 @@ def main(argv: list[str] | None = None) -> int:
         extra_versus = f"fastest peer {fastest_extra[0]} {times:.0f}x dearer"
         extra_verdict = verdict(times >= 10, "10x cheaper than the fastest peer's")
     rows.append(("each extra tool step", summary(extra, 1e6, "us"), extra_versus, extra_verdict))
+    growth = statistics.median(
+        long / short for long, short in zip(long_history, short_history, strict=True)
+    )
+    rows.append(
+        (
+            f"1-step turn, {LONG_HISTORY:,} turns of history",
+            summary(long_history, 1e6, "us CPU"),
+            f"{ratio(long_history, short_history)} the same at {SHORT_HISTORY} turns"
+            f" ({statistics.median(short_history) * 1e6:.1f} us CPU)",
+            verdict(growth <= 1.2, "<= 1.2x"),
+        )
+    )
     rows.append(
         (
             "cancel -> wait_idle",

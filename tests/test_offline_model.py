@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import overload
+
 from trio_agents import AgentOptions, Message, ModelChunk, ModelRequest, TextDelta, ToolCall
 from trio_agents._model_offline import OfflineModel
 
@@ -32,3 +35,36 @@ async def test_anything_else_is_echoed_and_says_what_it_is() -> None:
     text = "".join(c.text for c in reply if isinstance(c, TextDelta))
     assert text.startswith("[offline model")
     assert text.endswith("echo: hello")
+
+
+class TailOnly(Sequence[Message]):
+    """A long history that may be read backwards only: reading it from the start fails."""
+
+    def __init__(self, tail: list[Message]) -> None:
+        self.tail = tail
+
+    def __len__(self) -> int:
+        return 10_000 + len(self.tail)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        raise AssertionError("the offline model read the history by index")
+
+    def __iter__(self) -> Iterator[Message]:
+        raise AssertionError("the offline model read the whole history")
+
+    def __reversed__(self) -> Iterator[Message]:
+        return reversed(self.tail)
+
+
+async def test_an_echo_reads_only_the_tail_of_a_long_history() -> None:
+    messages = TailOnly([Message("assistant", "earlier"), Message("user", "hi", source="prompt")])
+    request = ModelRequest(messages, [], AgentOptions())
+    reply = [chunk async for chunk in OfflineModel().stream(request)]
+    text = "".join(c.text for c in reply if isinstance(c, TextDelta))
+    assert text.endswith("echo: hi")

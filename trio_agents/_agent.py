@@ -564,10 +564,11 @@ class Agent:
     async def _stream(
         self, turn: Turn, step: int, text: list[str]
     ) -> tuple[list[ToolCall], Finish]:
-        # One copy of the history per step (the request is a snapshot a model may keep).
-        messages = self._session.message_snapshot()
-        if self._options.system_prompt is not None:
-            messages = (Message("system", self._options.system_prompt), *messages)
+        # A frozen view, not a copy: a model may keep the request, and a step costs the
+        # same at any length of history (D330).
+        prompt = self._options.system_prompt
+        head = () if prompt is None else (Message("system", prompt),)
+        messages = self._session.message_snapshot(head)
         self._refresh_tools()
         request = ModelRequest(messages, self._tool_specs, self._options)
 

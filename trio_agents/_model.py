@@ -84,7 +84,8 @@ class ModelRequest:
     """Everything one model call sees.
 
     messages: the conversation so far as the model sees it, after the system prompt if the
-        options have one; a snapshot the model may keep.
+        options have one; a snapshot the model may keep, which never changes (rule A19): a
+        read-only sequence, not a list or a tuple, equal to the tuple of its messages.
     tools: the agent's tools.
     options: the agent's options.
     """

@@ -55,8 +55,11 @@ class OfflineModel:
         tools for `!command`, `!&command`, `/output JOB` and `/kill JOB`. Needs no network.
         Always a checkpoint (`/loop` and `/hold` wait until the turn is cancelled)."""
         prompt, answers = _last_prompt_and_tool_results(request)
-        # Numbered after the calls in the history, so a reloaded session goes on counting.
-        number = 1 + sum(len(message.tool_calls) for message in request.messages)
+        # Numbered after the calls in the history, so a reloaded session goes on counting;
+        # counted only for a prompt that may call a tool, so that an echo reads only the
+        # request's tail and costs the same at any length of history.
+        commands = prompt.startswith(("!", "/"))
+        number = 1 + sum(len(m.tool_calls) for m in request.messages) if commands else 0
         if prompt == "/loop":
             await trio.lowlevel.checkpoint()
             yield _call(number, "bash", {"command": "true", "description": "loop once more"})

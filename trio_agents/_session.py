@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ._errors import PersistenceError
 from ._model import Message
 from ._records import Record
-from ._transcript import Transcript
+from ._transcript import MessageView, Transcript
 
 __all__ = ["Committer", "Session"]
 
@@ -76,9 +76,10 @@ class Session:
         """The conversation as the model sees it (a copy)."""
         return list(self._transcript.messages)
 
-    def message_snapshot(self) -> tuple[Message, ...]:
-        """The conversation as the model sees it, frozen: what one model request holds."""
-        return tuple(self._transcript.messages)
+    def message_snapshot(self, head: tuple[Message, ...] = ()) -> MessageView:
+        """The conversation as the model sees it, after `head` (a system prompt), frozen:
+        what one model request holds. O(1): a view later records do not change (D330)."""
+        return self._transcript.view(head)
 
     def append(self, type: str, data: Mapping[str, Any]) -> Record:
         """Append a record holding a deep, read-only copy of `data`, hand it to every

@@ -13,7 +13,7 @@ from typing import Any, TypeVar, cast
 
 import trio
 
-from .._model import ModelChunk, ModelRequest
+from .._model import Message, ModelChunk, ModelRequest
 from .._records import TURN_END, TURN_START, Record
 from .._tool import ToolContext, ToolResult
 from ._agent_properties import LISTENER_ERRORS_CONTAINED
@@ -57,17 +57,21 @@ async def _slow_stop() -> None:
 
 class MachineModel(ScriptedModel):
     """The machine's model: every call held until released. It notes how many records the
-    session held when each call was made (`record_counts`, from `records`), and takes a few
-    checkpoints to stop when cancelled, as a network call does."""
+    session held when each call was made (`record_counts`, from `records`) and a copy of the
+    messages each call was sent (`sent`: the requests are kept, and must not change, A19),
+    and takes a few checkpoints to stop when cancelled, as a network call does."""
 
     def __init__(self) -> None:
         super().__init__(hold_all=True)
         self.records: Callable[[], int] = lambda: 0
         self.record_counts: list[int] = []
+        self.sent: list[tuple[Message, ...]] = []
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        """`ScriptedModel.stream`, noting the record count first and stopping slowly."""
+        """`ScriptedModel.stream`, noting the record count and the messages first and
+        stopping slowly."""
         self.record_counts.append(self.records())
+        self.sent.append(tuple(request.messages))
         inner = cast("AsyncGenerator[ModelChunk, None]", super().stream(request))
         try:
             async for chunk in inner:

@@ -1,4 +1,4 @@
-"""The agent machine's properties: one named check per thing rules A1-A18 of the contract
+"""The agent machine's properties: one named check per thing rules A1-A19 of the contract
 say, each quoting the rule in its words. A pure module: no trio, no Hypothesis."""
 
 from __future__ import annotations
@@ -160,6 +160,12 @@ REQUEST_HISTORY = _agent(
     "assistant replies with their tool calls, the tool results, and the steering and context "
     "claimed for that step, each in its role",
 )
+REQUEST_UNCHANGED = _agent(
+    "A19",
+    "request-unchanged",
+    "a model request never changes once the step has made it: a model that keeps it reads "
+    "the messages it was sent, whatever is recorded later",
+)
 RECORDS_COMPLETE = _agent(
     "A13",
     "records-complete",
@@ -242,6 +248,7 @@ PROPERTIES: tuple[Property, ...] = (
     CLOSED_REFUSES,
     LISTENER_ERRORS_CONTAINED,
     REQUEST_HISTORY,
+    REQUEST_UNCHANGED,
     RECORDS_COMPLETE,
     TOOL_CALLS_RUN,
     APPROVAL_BEFORE_RUN,

@@ -30,6 +30,7 @@ from ._agent_properties import (
     NO_MODEL_CALL_AFTER_CANCEL,
     ONE_SEND_ONE_TURN,
     REQUEST_HISTORY,
+    REQUEST_UNCHANGED,
     SEND_AFTER_CANCEL_RUNS,
     STATUS_AT_REST,
     STATUS_EVENTS,
@@ -465,6 +466,21 @@ class AgentChecks(ConformanceMachine):
 
     def _check_requests(self, records: Sequence[Record]) -> None:
         requests = self.model.requests
+        # Every request the model kept, not only the new ones: what was sent must stay as
+        # it was sent however many records came since (A19).
+        for index, (request, sent) in enumerate(zip(requests, self.model.sent, strict=False)):
+            if tuple(request.messages) != sent:
+                problem = request_problem(
+                    records[: self.model.record_counts[index]],
+                    request.messages,
+                    self.contents,
+                    self.roles,
+                )
+                REQUEST_UNCHANGED.fail(
+                    f"model request {index + 1} changed after it was sent: it held "
+                    f"{len(sent)} messages and now holds {len(request.messages)}"
+                    + (f"; against the history of its step {problem}" if problem else "")
+                )
         for index in range(self._requests_checked, len(requests)):
             at = self.model.record_counts[index]
             problem = request_problem(

@@ -347,13 +347,33 @@ class RequestFromTurnSnapshot(Agent):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._snapshots: dict[int, tuple[Message, ...]] = {}
+        self._snapshots: dict[int, Sequence[Message]] = {}
 
     async def _stream(
         self, turn: Turn, step: int, text: list[str]
     ) -> tuple[list[ToolCall], Finish]:
         messages = self._snapshots.setdefault(turn.number, self.session.message_snapshot())
         request = ModelRequest(messages, self._tool_specs, self.options)  # pyright: ignore[reportPrivateUsage]
+
+        def streamed(piece: str) -> None:
+            text.append(piece)
+            self._emit(TextStreamed(self.id, turn.number, step, piece))  # pyright: ignore[reportPrivateUsage]
+
+        return await read_reply(self._model.stream(request), streamed)  # pyright: ignore[reportPrivateUsage]
+
+
+class RequestSeesLaterRecords(Agent):
+    """(A19) The model request holds the session's live list of messages instead of a
+    frozen view: a model that keeps the request sees the replies, calls and results recorded
+    after it was sent."""
+
+    __slots__ = ()
+
+    async def _stream(
+        self, turn: Turn, step: int, text: list[str]
+    ) -> tuple[list[ToolCall], Finish]:
+        live = self.session._transcript.messages  # pyright: ignore[reportPrivateUsage]
+        request = ModelRequest(live, self._tool_specs, self.options)  # pyright: ignore[reportPrivateUsage]
 
         def streamed(piece: str) -> None:
             text.append(piece)
@@ -396,6 +416,7 @@ inject_accepted_after_close = factory_for(InjectAcceptedAfterClose)
 listener_error_escapes = factory_for(ListenerErrorEscapes)
 request_from_turn_snapshot = factory_for(RequestFromTurnSnapshot)
 system_context_as_user = factory_for(SystemContextAsUser)
+request_sees_later_records = factory_for(RequestSeesLaterRecords)
 tool_calls_not_recorded = factory_for(ToolCallsNotRecorded)
 
 
@@ -499,6 +520,7 @@ SEEDED = (
     Seeded("listener-error-escapes", listener_error_escapes, "agent", "listener-errors-contained"),
     Seeded("request-from-turn-snapshot", request_from_turn_snapshot, "agent", "request-history"),
     Seeded("system-context-as-user", system_context_as_user, "agent", "request-history"),
+    Seeded("request-sees-later-records", request_sees_later_records, "agent", "request-unchanged"),
     Seeded("tool-calls-not-recorded", tool_calls_not_recorded, "agent", "records-complete"),
     Seeded("observer-tool-result-missing", observer_tool_result_missing, "agent", "history-valid"),
     Seeded(
