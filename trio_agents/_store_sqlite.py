@@ -1,15 +1,17 @@
 """The default session store: one SQLite file, WAL mode, written behind by a single writer.
 
-Appends happen synchronously in the agent's task and only queue the record. One writer task
-commits queued records in batches, in a worker thread so the event loop never blocks on the
-disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt is
-queued or dropped, when someone flushes (the agent does before its tools start and before
-it goes idle), or when the queue grows past a cap. Each batch is one transaction, so a crash never
-leaves a torn record; it can leave the last turn open, which `restore` repairs.
+Appends happen synchronously in the agent's task and only queue the record. The store's one
+thread (`_store_thread`) commits queued records in batches, so the event loop never blocks on
+the disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt
+is queued or dropped, when someone flushes (the agent does before its tools start and before
+it goes idle), or when the queue grows past a cap. A batch takes every record queued by then,
+of every session (group commit), and is one transaction, so a crash never leaves a torn
+record; it can leave the last turn open, which `restore` repairs. Only the flushes a commit
+completes are woken.
 
 Under pressure: another process may hold the file's write lock (a long transaction in
 another client). SQLite's own wait is kept short, and the writer retries a busy batch with
-backoff for as long as the store runs; the records stay queued meanwhile, and a later batch
+backoff (in its thread) for as long as the store runs; the records stay queued meanwhile, and a later batch
 includes those appended since. `flush` returns only once its records are committed, so its
 caller's deadline (an agent's `close_grace`) bounds the wait. Closing the store waits for the
 queue for `close_grace` seconds, then raises StoreLockedError naming what was not stored. A
@@ -30,7 +32,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,7 +49,6 @@ from ._errors import (
     StoreNotFoundError,
     UnknownStoreVersionError,
 )
-from ._nursery import service_nursery
 from ._record_shape import shape_problem
 from ._records import PROMPT_DROPPED, PROMPT_QUEUED, STEP_END, TURN_END, TURN_START, Record
 from ._repair import validate
@@ -55,6 +56,7 @@ from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
 from ._store_claims import claim, release
 from ._store_errors import file_error, is_file_error, on_read_only_fs
+from ._store_thread import StoreThread
 
 __all__ = ["SqliteStore", "default_store_path"]
 
@@ -68,6 +70,9 @@ BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at
 ATTEMPT_TIMEOUT_MS: Final = 50
 RETRY_FIRST: Final = 0.01  # seconds before the first retry of a busy write; then doubled
 RETRY_MAX: Final = 0.2  # so a released lock is taken within about a quarter second
+
+# What a waiting flush waits for, checked under the thread's lock after every commit.
+Wanted = Callable[[], bool]
 
 logger = logging.getLogger(__name__)
 
@@ -150,29 +155,35 @@ class SqliteStore(SessionStore):
         self.readonly = readonly
         self.close_grace = close_grace
         self._conn: sqlite3.Connection | None = None
-        self._lock = trio.Lock()
+        self._thread: StoreThread | None = None
+        # Shared with the thread's commit step, under the thread's lock: the queue, the rows
+        # to write, the commit counts, the waiters, the writer's error and retry state.
         self._pending: list[tuple[Session, int, Record]] = []
         self._headers: dict[str, Mapping[str, Any]] = {}  # sessions whose row is not written
         self._persisting: set[str] = set()  # sessions whose row is wanted without records
-        self._rows: set[str] = set()  # sessions read here that have their row
         self._committed: dict[str, int] = {}  # session id -> records durable
-        self._wake = trio.Event()
-        self._progress = trio.lowlevel.ParkingLot()
-        self._flush_wanted = False
+        self._waiters: dict[trio.lowlevel.Task, Wanted] = {}  # parked flushes
+        self._wake_sent = False  # a wake of the waiters is on its way to trio
         self._writer_error: BaseException | None = None
         self._busy: StoreLockedError | None = None  # the last busy attempt, while retrying
         self._busy_retries = 0  # write attempts that found the lock held, since the start
+        self._delay = RETRY_FIRST
+        self.commits = 0  # transactions the writer committed, since the start
+        # Trio's only.
+        self._rows: set[str] = set()  # sessions read here that have their row
         self._claims: dict[str, int] = {}  # session id -> locked descriptor
 
     def __repr__(self) -> str:
         return f"<SqliteStore {str(self.path)!r}>"
 
-    @staticmethod
-    async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-        # Every call into SQLite goes through this, off the event loop. A test double may
-        # run them inline instead, so that an autojump clock moves only while the writer
-        # sleeps.
-        return await trio.to_thread.run_sync(fn, *args)
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # Every call into SQLite but the commits goes through this, to the store's thread.
+        assert self._thread is not None
+        return await self._thread.call(fn, *args)
+
+    def _guarded(self) -> AbstractContextManager[Any]:
+        # The thread's lock; none when the store is not running, as nothing else runs then.
+        return self._thread.lock if self._thread is not None else nullcontext()
 
     # -- running ------------------------------------------------------------------------
 
@@ -191,31 +202,36 @@ class SqliteStore(SessionStore):
         leaving raises the writer's error. Leaving raises StoreLockedError when records could
         not be committed within `close_grace` because the lock stayed held.
         """
-        if self._conn is not None:
+        if self._thread is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
-        opened: sqlite3.Connection = await self._in_thread(self._connect)
-        self._conn = opened
+        thread = StoreThread(f"trio-agents store {self.path.name}", self._commit_step)
+        thread.start()
+        self._thread = thread
         try:
-            async with service_nursery() as nursery:
-                if not self.readonly:
-                    nursery.start_soon(self._writer)
+            opened: sqlite3.Connection = await self._in_thread(self._connect)
+            self._conn = opened
+            try:
                 try:
                     yield
                 finally:
                     with trio.CancelScope(shield=True):
                         await self._drain()
-                    nursery.cancel_scope.cancel(reason="store closing")
-            # Reached only when nothing raised. The writer has stopped, so what is still
-            # queued now is exactly what was not committed.
-            if self._writer_error is not None:
-                raise self._writer_error
-            if self._pending:
-                raise self._not_stored()
+                        # Between two commits: none runs after this, so what is still queued
+                        # now is exactly what was not committed.
+                        await self._in_thread(thread.halt_commits)
+                # Reached only when nothing raised.
+                if self._writer_error is not None:
+                    raise self._writer_error
+                if self._pending:
+                    raise self._not_stored()
+            finally:
+                self._conn = None
+                self._wake_waiters(everyone=True)  # a flush still waiting sees the store closed
+                with trio.CancelScope(shield=True):
+                    await self._in_thread(opened.close)
         finally:
-            self._conn = None
-            self._progress.unpark_all()  # a flush still waiting sees the store closed
-            with trio.CancelScope(shield=True):
-                await self._in_thread(opened.close)
+            await thread.stop()
+            self._thread = None
 
     def _not_stored(self) -> StoreLockedError:
         ids = sorted({session.id for session, _, _ in self._pending})
@@ -315,28 +331,28 @@ class SqliteStore(SessionStore):
             )
 
     async def _db(self, fn: Any, *args: Any, doing: str = "read") -> Any:
-        """`fn(*args)` in a worker thread, one at a time; an SQLite or OS error about the
-        file comes out as the library error that names the file and the cause of failing
-        to `doing` it."""
+        """`fn(*args)` in the store's thread, in turn with its commits; an SQLite or OS error
+        about the file comes out as the library error that names the file and the cause of
+        failing to `doing` it."""
         if self._conn is None:
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
-        async with self._lock:
-            try:
-                return await self._in_thread(fn, *args)
-            except (OSError, sqlite3.Error) as exc:
-                if not is_file_error(exc):
-                    raise
-                raise file_error(self.path, exc, doing) from exc
+        try:
+            return await self._in_thread(fn, *args)
+        except (OSError, sqlite3.Error) as exc:
+            if not is_file_error(exc):
+                raise
+            raise file_error(self.path, exc, doing) from exc
 
     # -- the write path -----------------------------------------------------------------
 
     def _attach(self, session: Session) -> None:
-        self._committed.setdefault(session.id, len(session))
-        # A persisted session resumed before its first record has no records but a row.
-        if len(session) == 0 and session.id not in self._rows:
-            self._headers[session.id] = session.header
+        with self._guarded():
+            self._committed.setdefault(session.id, len(session))
+            # A persisted session resumed before its first record has no records but a row.
+            if len(session) == 0 and session.id not in self._rows:
+                self._headers[session.id] = session.header
 
     # -- claims against other processes -------------------------------------------------
 
@@ -353,32 +369,34 @@ class SqliteStore(SessionStore):
 
     def _detached(self, session: Session) -> None:
         self._rows.discard(session.id)
-        # Records still queued (a flush that timed out) need their header row and their
-        # commit count: forget them only once nothing of this session is pending.
-        if not any(pending is session for pending, _, _ in self._pending):
-            self._headers.pop(session.id, None)
-            self._committed.pop(session.id, None)
+        with self._guarded():
+            # Records still queued (a flush that timed out) need their header row and their
+            # commit count: forget them only once nothing of this session is pending.
+            if not any(pending is session for pending, _, _ in self._pending):
+                self._headers.pop(session.id, None)
+                self._committed.pop(session.id, None)
 
     def _appended(self, session: Session, record: Record) -> None:
-        self._pending.append((session, len(session) - 1, record))
-        if record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH:
-            self._wake.set()
+        thread = self._thread
+        with self._guarded():
+            self._pending.append((session, len(session) - 1, record))
+            if thread is not None and (
+                record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH
+            ):
+                thread.kick()
 
     def _committed_all(self, session: Session) -> bool:
-        return self._committed.get(session.id, len(session)) >= len(session)
+        with self._guarded():
+            return self._committed.get(session.id, len(session)) >= len(session)
 
     async def _persist(self, session: Session) -> None:
         """The writer writes the header row in its next batch, records or not; a busy lock
         is retried there as for any batch."""
-        while session.id in self._headers:
-            if self._writer_error is not None:
-                raise StoreBrokenError(
-                    f"the store cannot write any more: {self._writer_error}"
-                ) from self._writer_error
-            self._check_running()
-            self._persisting.add(session.id)
-            self._wake.set()
-            await self._progress.park()
+        sid = session.id
+        with self._guarded():
+            if sid in self._headers:
+                self._persisting.add(sid)
+        await self._wait_for(lambda: sid not in self._headers)
         await self.flush(session)
 
     async def flush(self, session: Session) -> None:
@@ -388,60 +406,108 @@ class SqliteStore(SessionStore):
         remain to commit, raises TrioAgentsError if the writer has failed (StoreBrokenError
         chained to its error, whose message it repeats), or if the store is not running or
         is read-only."""
-        target = len(session)
-        while self._committed.get(session.id, target) < target:
-            if self._writer_error is not None:
-                raise StoreBrokenError(
-                    f"the store cannot write any more: {self._writer_error}"
-                ) from self._writer_error
-            self._check_running()
-            self._flush_wanted = True
-            self._wake.set()
-            await self._progress.park()
+        sid, target = session.id, len(session)
+        await self._wait_for(lambda: self._committed.get(sid, target) >= target)
         await trio.lowlevel.checkpoint()
+
+    async def _wait_for(self, wanted: Wanted) -> None:
+        """Park until `wanted()` holds after a commit (checked under the thread's lock), and
+        have the thread commit meanwhile. Raises as `flush` says."""
+        task = trio.lowlevel.current_task()
+        while True:
+            with self._guarded():
+                if wanted():
+                    return
+                if self._writer_error is not None:
+                    raise StoreBrokenError(
+                        f"the store cannot write any more: {self._writer_error}"
+                    ) from self._writer_error
+                self._check_running()
+                assert self._thread is not None
+                self._waiters[task] = wanted
+                self._thread.kick()
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                with self._guarded():
+                    self._waiters.pop(task, None)
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def _drain(self) -> None:
         with trio.move_on_after(self.close_grace):
-            while self._pending and self._writer_error is None:
-                self._flush_wanted = True
-                self._wake.set()
-                await self._progress.park()
+            try:
+                await self._wait_for(lambda: not self._pending and not self._persisting)
+            except StoreBrokenError:
+                pass  # leaving `running()` raises the writer's own error
 
-    async def _writer(self) -> None:
-        delay = RETRY_FIRST
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            while self._pending or self._persisting:
-                # Records stay queued until their batch commits: one the lock refused is
-                # tried again, with every record appended meanwhile.
-                batch = list(self._pending)
-                wanted = {s.id for s, _, _ in batch} | self._persisting
-                headers = {sid: self._headers[sid] for sid in wanted if sid in self._headers}
-                self._flush_wanted = False
-                try:
-                    await self._db(self._write_batch, headers, batch, doing="write")
-                except StoreLockedError as exc:
-                    self._busy = exc
-                    self._busy_retries += 1
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, RETRY_MAX)
-                    continue
-                except Exception as exc:
-                    # Not raised here, where it would cancel whatever the store's owner is
-                    # doing: every flush reports it, and so does leaving `running()`.
-                    self._writer_error = exc
-                    self._progress.unpark_all()
-                    return
-                self._busy, delay = None, RETRY_FIRST
-                del self._pending[: len(batch)]
-                for sid in headers:
-                    self._headers.pop(sid, None)
-                self._persisting.difference_update(wanted)
-                for session, seq, _ in batch:
-                    self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
-                self._progress.unpark_all()
-                break
+    def _wake_waiters(self, *, everyone: bool = False) -> None:
+        """In trio: reschedule the parked flushes whose wait is over (all of them when the
+        writer failed or the store closes); each checks again what it waits for."""
+        with self._guarded():
+            self._wake_sent = False
+            everyone = everyone or self._writer_error is not None
+            done = [task for task, wanted in self._waiters.items() if everyone or wanted()]
+            for task in done:
+                del self._waiters[task]
+        for task in done:
+            trio.lowlevel.reschedule(task)
+
+    def _wake_if_waited(self) -> None:
+        # In the thread, under its lock, after a commit: one trip to trio, and only if a
+        # parked flush can go on.
+        if self._wake_sent or not self._waiters:
+            return
+        if self._writer_error is None and not any(w() for w in self._waiters.values()):
+            return
+        assert self._thread is not None
+        self._wake_sent = True
+        self._thread.wake(self._wake_waiters)
+
+    def _commit_step(self) -> float | None:
+        """In the thread: commit everything queued, of every session, in one transaction.
+        None when done; the seconds to wait before trying again while the lock is held."""
+        assert self._thread is not None
+        lock = self._thread.lock
+        with lock:
+            if self._writer_error is not None or not (self._pending or self._persisting):
+                return None
+            # Records stay queued until their batch commits: one the lock refused is tried
+            # again, with every record appended meanwhile.
+            batch = list(self._pending)
+            wanted = {s.id for s, _, _ in batch} | self._persisting
+            headers = {sid: self._headers[sid] for sid in wanted if sid in self._headers}
+        try:
+            try:
+                self._write_batch(headers, batch)
+            except (OSError, sqlite3.Error) as exc:
+                if not is_file_error(exc):
+                    raise
+                raise file_error(self.path, exc, "write") from exc
+        except StoreLockedError as exc:
+            with lock:
+                self._busy = exc
+                self._busy_retries += 1
+                delay, self._delay = self._delay, min(self._delay * 2, RETRY_MAX)
+            return delay
+        except Exception as exc:
+            # Not raised here, where nobody would see it: every flush reports it, and so
+            # does leaving `running()`.
+            with lock:
+                self._writer_error = exc
+                self._wake_if_waited()
+            return None
+        with lock:
+            self.commits += 1
+            self._busy, self._delay = None, RETRY_FIRST
+            del self._pending[: len(batch)]
+            for sid in headers:
+                self._headers.pop(sid, None)
+            self._persisting.difference_update(wanted)
+            for session, seq, _ in batch:
+                self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
+            self._wake_if_waited()
+        return None
 
     def _write_batch(
         self,
