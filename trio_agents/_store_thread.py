@@ -25,6 +25,8 @@ from typing import Any, Final
 import outcome
 import trio
 
+from ._errors import StoreClosedError
+
 __all__ = ["StoreThread"]
 
 # The commit step's answer: None when done (committed, or nothing to do, or failed for good),
@@ -53,6 +55,7 @@ class StoreThread:
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self.commits_halted = False
+        self._refusing = False
 
     def start(self) -> None:
         """Start the thread. Called from trio, once."""
@@ -76,8 +79,8 @@ class StoreThread:
         await trio.lowlevel.checkpoint_if_cancelled()
         task = trio.lowlevel.current_task()
         with self.lock:
-            if self._stopping:
-                raise RuntimeError("the store's thread has stopped")
+            if self._stopping or self._refusing:
+                raise StoreClosedError("the store has stopped: its thread takes no more calls")
             self._calls.append((lambda: fn(*args), task))
             self.lock.notify()
 
@@ -101,6 +104,14 @@ class StoreThread:
         with self.lock:
             self.commits_halted = True
 
+    def refuse_calls(self) -> None:
+        """In the thread (submit it with `call`): what a kill -9 leaves of a store, for the
+        durable machine. No commit runs after this, and every call is refused, queued or
+        not: the connection can then be closed from outside without a thread inside it."""
+        with self.lock:
+            self.commits_halted = True
+            self._refusing = True
+
     async def stop(self) -> None:
         """Stop the thread after the call it is running, and join it. Always a checkpoint;
         the wait is not cancellable (callers shield it): the thread is never left behind."""
@@ -122,7 +133,11 @@ class StoreThread:
                     return
                 if isinstance(job, tuple):
                     fn, task = job
-                    result = outcome.capture(fn)
+                    if self._refusing:
+                        refused = StoreClosedError("the store has stopped: it takes no more calls")
+                        result: outcome.Outcome[Any] = outcome.Error(refused)
+                    else:
+                        result = outcome.capture(fn)
                     self.wake(functools.partial(trio.lowlevel.reschedule, task, result))
                 else:
                     self._commit()
