@@ -87,12 +87,12 @@ async def test_every_sessions_queued_records_share_one_transaction(
         sessions = [Session(f"s{index}") for index in range(100)]
         for session in sessions:
             store.enter(session)
-            for index in range(3):
+            for index in range(2):  # 200 records: under the batch cap, which would commit
                 message(session, index)
         before = store.transactions()
         await store.flush(sessions[0])  # one session asks; every session's records go
         assert store.transactions() == before + 1
-        assert on_disk(path) == {session.id: 3 for session in sessions}
+        assert on_disk(path) == {session.id: 2 for session in sessions}
         for session in sessions[1:]:
             await store.flush(session)  # already committed: no transaction, no wait
         assert store.transactions() == before + 1
@@ -161,7 +161,7 @@ async def test_a_failed_commit_fails_exactly_the_flushes_still_waiting(
         except StoreBrokenError as exc:
             outcomes[session.id] = exc
 
-    with pytest.raises(sqlite3.IntegrityError) as leaving:
+    async def run() -> None:
         async with store.running():
             b, c = Session("b"), Session("c")
             for session in (done, b, c):
@@ -179,6 +179,9 @@ async def test_a_failed_commit_fails_exactly_the_flushes_still_waiting(
             async with trio.open_nursery() as nursery:
                 for session in (b, c, done):
                     nursery.start_soon(flush, session)
+
+    with pytest.raises(sqlite3.IntegrityError) as leaving:
+        await run()
     assert outcomes["done"] is None  # committed before: it still is, and says so
     for sid in ("b", "c"):
         error = outcomes[sid]
@@ -213,13 +216,18 @@ async def test_the_thread_is_joined_when_the_block_is_cancelled(tmp_path: pathli
 async def test_the_thread_is_joined_when_the_block_raises(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "raise.sqlite3"
     store = SqliteStore(path)
-    with pytest.raises(ZeroDivisionError):
+    threads: list[threading.Thread] = []
+
+    async def run() -> None:
         async with store.running():
             session = Session("s")
             store.enter(session)
             message(session, 0)
-            threads = store_threads(path)
+            threads.extend(store_threads(path))
             _ = 1 / 0
+
+    with pytest.raises(ZeroDivisionError):
+        await run()
     assert not threads[0].is_alive()
     assert on_disk(path) == {"s": 1}  # leaving still committed what was queued
 

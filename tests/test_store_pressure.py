@@ -220,6 +220,11 @@ class RetryCountingStore(SqliteStore):
     def __init__(self, path: pathlib.Path, **options: Any) -> None:
         super().__init__(path, **options)
         self.delays: list[float] = []
+        self.commits = 0
+
+    def _write_batch(self, headers: Any, batch: Any) -> None:
+        super()._write_batch(headers, batch)
+        self.commits += 1
 
     def _commit_step(self) -> float | None:
         delay = super()._commit_step()

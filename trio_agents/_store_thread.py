@@ -15,6 +15,7 @@ The thread is owned by the store's `running()`: started on entry, and on every w
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -43,12 +44,14 @@ class StoreThread:
     with the commit step by the same lock (appends, the commit counts, the waiters), so a
     `kick` is never lost between the thread's look at the queue and its wait."""
 
-    def __init__(self, name: str, commit_step: CommitStep) -> None:
+    def __init__(self, name: str, commit_step: CommitStep, *, defer: float) -> None:
         self.lock = threading.Condition()
         self._name = name
         self._commit_step = commit_step
+        self._defer = defer
         self._calls: deque[tuple[Callable[[], Any], trio.lowlevel.Task]] = deque()
         self._kicked = False
+        self._due: float | None = None  # when the kicks so far want their commit
         self._retry_at: float | None = None
         self._stopping = False
         self._exited = trio.Event()
@@ -63,13 +66,18 @@ class StoreThread:
         self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
         self._thread.start()
 
-    def kick(self) -> None:
-        """Have the commit step run when the thread is free (at once if it is idle; after the
-        current retry's wait if a commit was refused). Sync, never blocks: the caller may
-        hold `lock` already (it is reentrant)."""
+    def kick(self, *, waited: bool) -> None:
+        """Have the commit step run: when the thread is free if someone `waited` for it,
+        else within `defer` seconds, so that what is appended meanwhile (the rest of a
+        quick turn, other sessions' records) shares the commit someone will wait for; and
+        never before the current retry's wait if a commit was refused. Sync, never blocks:
+        the caller may hold `lock` already (it is reentrant)."""
         with self.lock:
+            due = time.monotonic() + (0.0 if waited else self._defer)
+            if self._due is None or due < self._due:
+                self._due = due
+                self.lock.notify()
             self._kicked = True
-            self.lock.notify()
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in the thread, after everything submitted before it; its result or
@@ -93,10 +101,9 @@ class StoreThread:
     def wake(self, fn: Callable[[], object]) -> None:
         """Run `fn` in trio's thread soon. From the thread only."""
         assert self._token is not None
-        try:
+        # The owner joins the thread before its run ends; should that fail, drop the wake.
+        with contextlib.suppress(trio.RunFinishedError):
             self._token.run_sync_soon(fn)
-        except trio.RunFinishedError:  # pragma: no cover - the owner joins before the run ends
-            pass
 
     def halt_commits(self) -> None:
         """In the thread (submit it with `call`): no commit step runs after this one returns,
@@ -155,11 +162,12 @@ class StoreThread:
                     return None
                 timeout: float | None = None
                 if self._kicked and not self.commits_halted:
+                    due = max(self._due or 0.0, self._retry_at or 0.0)
                     now = time.monotonic()
-                    if self._retry_at is None or now >= self._retry_at:
-                        self._kicked = False
+                    if now >= due:
+                        self._kicked, self._due = False, None
                         return True
-                    timeout = self._retry_at - now
+                    timeout = due - now
                 self.lock.wait(timeout)
 
     def _commit(self) -> None:
@@ -170,3 +178,4 @@ class StoreThread:
             else:
                 self._kicked = True
                 self._retry_at = time.monotonic() + delay
+                self._due = self._due or 0.0
