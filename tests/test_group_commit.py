@@ -196,13 +196,14 @@ async def test_the_thread_is_joined_when_the_block_is_cancelled(tmp_path: pathli
     path = tmp_path / "cancel.sqlite3"
     store = SqliteStore(path, close_grace=0.2)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    threads: list[threading.Thread] = []
     with trio.CancelScope() as scope:
         async with store.running():
             session = Session("s")
             store.enter(session)
             message(session, 0)
             holder.execute("BEGIN IMMEDIATE")
-            threads = store_threads(path)
+            threads.extend(store_threads(path))
             assert len(threads) == 1
             scope.cancel()
             await store.flush(session)  # parked on the held lock, then cancelled

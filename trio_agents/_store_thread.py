@@ -59,6 +59,7 @@ class StoreThread:
         self._token: trio.lowlevel.TrioToken | None = None
         self.commits_halted = False
         self._refusing = False
+        self._sleeping = False  # in `lock.wait`: a kick or a call must notify it
 
     def start(self) -> None:
         """Start the thread. Called from trio, once."""
@@ -76,7 +77,10 @@ class StoreThread:
             due = time.monotonic() + (0.0 if waited else self._defer)
             if self._due is None or due < self._due:
                 self._due = due
-                self.lock.notify()
+                # Waking a thread costs a trip through the kernel: only a sleeping one needs
+                # it; a busy one looks at the queue again before it sleeps.
+                if self._sleeping:
+                    self.lock.notify()
             self._kicked = True
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -90,7 +94,8 @@ class StoreThread:
             if self._stopping or self._refusing:
                 raise StoreClosedError("the store has stopped: its thread takes no more calls")
             self._calls.append((lambda: fn(*args), task))
-            self.lock.notify()
+            if self._sleeping:
+                self.lock.notify()
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             return trio.lowlevel.Abort.FAILED
@@ -168,7 +173,11 @@ class StoreThread:
                         self._kicked, self._due = False, None
                         return True
                     timeout = due - now
-                self.lock.wait(timeout)
+                self._sleeping = True
+                try:
+                    self.lock.wait(timeout)
+                finally:
+                    self._sleeping = False
 
     def _commit(self) -> None:
         delay = self._commit_step()
