@@ -319,10 +319,19 @@ def _request(process: subprocess.Popen[bytes], frame: dict[str, Any]) -> dict[st
             return answer
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system time of a process so far (Linux's /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _serve_timed(
     command: list[str], prepare: Callable[[subprocess.Popen[bytes]], dict[str, Any]], rounds: int
-) -> tuple[float, float]:
-    """(spawn to the answer to `initialize`, mean round trip of the frame `prepare` built)."""
+) -> tuple[float, float, float]:
+    """(spawn to the answer to `initialize`, mean round trip of the frame `prepare` built,
+    the server's CPU time per round trip: less at the mercy of a loaded machine's scheduler
+    than the wall time, though tick-grained, so take many rounds)."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
     start = time.perf_counter()
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -330,19 +339,22 @@ def _serve_timed(
     spawn = time.perf_counter() - start
     frame = prepare(process)
     _request(process, frame)  # warm up
+    cpu = _cpu_seconds(process.pid)
     start = time.perf_counter()
     for _ in range(rounds):
         _request(process, frame)
     trip = (time.perf_counter() - start) / rounds
+    cpu = (_cpu_seconds(process.pid) - cpu) / rounds
     assert process.stdin is not None
     process.stdin.close()
     process.wait(timeout=30)
-    return spawn, trip
+    return spawn, trip, cpu
 
 
-def acp_figures(prompts: int) -> tuple[float, float, float, float, float]:
+def acp_figures(prompts: int) -> tuple[float, ...]:
     """(ACP round trip, echo round trip, ACP spawn-to-initialize, echo spawn-to-answer, ACP
-    round trip with the memory store)."""
+    round trip with the memory store, the server's CPU per prompt with SQLite, the same with
+    the memory store)."""
     with tempfile.TemporaryDirectory() as directory:
         store = os.path.join(directory, "acp.sqlite3")
         binary = os.path.join(os.path.dirname(sys.executable), "trio-agents")
@@ -359,16 +371,16 @@ def acp_figures(prompts: int) -> tuple[float, float, float, float, float]:
         def echo_frame(process: subprocess.Popen[bytes]) -> dict[str, Any]:
             return {"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}}
 
-        agent_spawn, agent_trip = _serve_timed(
+        agent_spawn, agent_trip, agent_cpu = _serve_timed(
             [binary, "acp", "--store", store], prompt_frame, prompts
         )
-        echo_spawn, echo_trip = _serve_timed(
+        echo_spawn, echo_trip, _ = _serve_timed(
             [sys.executable, "-c", ECHO_SERVER], echo_frame, prompts
         )
-        _, memory_trip = _serve_timed(
+        _, memory_trip, memory_cpu = _serve_timed(
             [sys.executable, "-c", MEMORY_STORE_SERVER], prompt_frame, prompts
         )
-    return agent_trip, echo_trip, agent_spawn, echo_spawn, memory_trip
+    return agent_trip, echo_trip, agent_spawn, echo_spawn, memory_trip, agent_cpu, memory_cpu
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -512,6 +524,16 @@ def main(argv: list[str] | None = None) -> int:
             "  the same, memory store",
             summary(memory_trips, 1e6, "us"),
             f"{ratio(memory_trips, echo_trips)} bare trio echo",
+            "",
+        )
+    )
+    cpus, memory_cpus = [a[5] for a in acp], [a[6] for a in acp]
+    rows.append(
+        (
+            "  server CPU per prompt, SQLite",
+            summary(cpus, 1e6, "us"),
+            f"{ratio(cpus, memory_cpus)} memory store "
+            f"({statistics.median(memory_cpus) * 1e6:.0f} us)",
             "",
         )
     )
