@@ -146,6 +146,50 @@ async def test_only_a_commit_someone_waits_for_wakes_trio(tmp_path: pathlib.Path
         assert store.wakes == 1
 
 
+async def test_a_commit_that_completes_no_waiting_flush_does_not_wake_trio(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "unsatisfied.sqlite3"
+    store = GatedStore(path)
+    async with store.running():
+        first, second = Session("first"), Session("second")
+        store.enter(first)
+        store.enter(second)
+        await store.flush(first)  # the header rows
+        store.gate.clear()
+        wakes = store.wakes
+        first.append("turn/start", {"turn": 1})
+        await wait_until(store.entered.is_set, "a commit of first's record to begin")
+        message(second, 0)  # after that commit took its batch: it is not in it
+
+        async def flush_second() -> None:
+            await store.flush(second)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush_second)
+            await wait_until(lambda: len(store._waiters) == 1, "the flush to park")  # pyright: ignore[reportPrivateUsage]
+            store.gate.set()
+        # The commit of first's record completed nobody's flush; the next one did.
+        assert store.wakes == wakes + 1
+        assert on_disk(path) == {"first": 1, "second": 1}
+
+
+class GatedStore(TracedStore):
+    """Its thread's commits wait at `gate` (open unless cleared), saying when one began."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        super().__init__(path)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    def _write_batch(self, headers: Any, batch: Any) -> None:
+        if not self.gate.is_set():
+            self.entered.set()
+            self.gate.wait(20)
+        super()._write_batch(headers, batch)
+
+
 async def test_a_failed_commit_fails_exactly_the_flushes_still_waiting(
     tmp_path: pathlib.Path,
 ) -> None:
