@@ -48,7 +48,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "stores, shell and models",
         (
-            "_store", "_store_sqlite", "_sandbox", "_shell", "_model_openai", "_model_offline",
+            "_store", "_store_thread", "_store_sqlite*", "_sandbox", "_shell", "_model_openai",
+            "_model_offline",
             "_mcp", "_mcp_*", "_function_tool",
         ),
     ),

@@ -1,18 +1,21 @@
 """The default session store: one SQLite file, WAL mode, written behind by a single writer.
 
-Appends happen synchronously in the agent's task and only queue the record. One writer task
-commits queued records in batches, in a worker thread so the event loop never blocks on the
-disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt is
-queued or dropped, when someone flushes (the agent does before its tools start and before
-it goes idle), or when the queue grows past a cap. Each batch is one transaction, so a crash never
-leaves a torn record; it can leave the last turn open, which `restore` repairs.
+Appends happen synchronously in the agent's task and only queue the record. The store's one
+thread (`_store_thread`) commits queued records in batches, so the event loop never blocks on
+the disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt
+is queued or dropped, when someone flushes (the agent does before its tools start and before
+it goes idle), or when the queue grows past a cap. A batch takes every record queued by then,
+of every session (group commit), and is one transaction, so a crash never leaves a torn
+record; it can leave the last turn open, which `restore` repairs. Only the flushes a commit
+completes are woken.
 
 Under pressure: another process may hold the file's write lock (a long transaction in
 another client). SQLite's own wait is kept short, and the writer retries a busy batch with
-backoff for as long as the store runs; the records stay queued meanwhile, and a later batch
-includes those appended since. `flush` returns only once its records are committed, so its
-caller's deadline (an agent's `close_grace`) bounds the wait. Closing the store waits for the
-queue for `close_grace` seconds, then raises StoreLockedError naming what was not stored. A
+backoff (in its thread) for as long as the store runs; the records stay queued meanwhile,
+and a later batch includes those appended since. `flush` returns only once its records are
+committed, so its caller's deadline (an agent's `close_grace`) bounds the wait. Closing the
+store waits for the queue for `close_grace` seconds, then raises StoreLockedError naming
+what was not stored. A
 full disk, a read-only file or an I/O error is not retried: the writer fails with a
 StoreFileError that names the file and the cause.
 
@@ -23,14 +26,13 @@ transactions on a power failure, which is the usual trade for an interactive too
 
 from __future__ import annotations
 
-import json
-import logging
+import contextlib
 import math
 import os
 import sqlite3
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,66 +40,47 @@ import trio
 
 from ._errors import (
     AlreadyRunningError,
-    CorruptSessionError,
-    NotAStoreError,
     ReadOnlyStoreError,
     StoreBrokenError,
     StoreClosedError,
     StoreLockedError,
     StoreNotFoundError,
-    UnknownStoreVersionError,
 )
-from ._nursery import service_nursery
-from ._record_shape import shape_problem
 from ._records import PROMPT_DROPPED, PROMPT_QUEUED, STEP_END, TURN_END, TURN_START, Record
-from ._repair import validate
 from ._session import Session
-from ._store import SessionInfo, SessionStore, StoredSession, summarize
+from ._store import SessionInfo, SessionStore, StoredSession
 from ._store_claims import claim, release
 from ._store_errors import file_error, is_file_error, on_read_only_fs
+from ._store_sqlite_rows import (
+    FORMAT_VERSION,
+    SCHEMA,
+    append_records,
+    check_format,
+    list_rows,
+    read_session,
+    rollback,
+    text_or_bytes,
+    write_batch,
+)
+from ._store_thread import StoreThread
 
 __all__ = ["SqliteStore", "default_store_path"]
 
-FORMAT_VERSION: Final = 1
 # A queued or dropped prompt may wait behind a long tool: its record must not wait with it.
 COMMIT_TRIGGERS: Final = frozenset({TURN_START, STEP_END, TURN_END, PROMPT_QUEUED, PROMPT_DROPPED})
 MAX_BATCH: Final = 256
+# Seconds a trigger's commit may wait for more records when nobody waits for it yet: a quick
+# turn's records then share the one commit its flush waits for, not one commit each.
+COMMIT_DEFER: Final = 0.005
 BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at open
-# SQLite's own wait for the lock once open, per attempt, in the worker thread: short, so the
-# retries (and their backoff) happen in trio, where a closing store can stop them.
+# SQLite's own wait for the lock once open, per attempt, in the store's thread: short, so the
+# retries (and their backoff) happen between attempts, where a closing store can stop them.
 ATTEMPT_TIMEOUT_MS: Final = 50
 RETRY_FIRST: Final = 0.01  # seconds before the first retry of a busy write; then doubled
 RETRY_MAX: Final = 0.2  # so a released lock is taken within about a quarter second
 
-logger = logging.getLogger(__name__)
-
-SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    header TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS updates (
-    session_id TEXT PRIMARY KEY REFERENCES sessions(id),
-    at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records (
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
-"""
-
-
-# When the store last wrote a session. Records carry no time; the store keeps its own, in a
-# table of its own, so that a file written before it existed is the same format (the table is
-# created at the next writable open; a session not written since reads as created then).
-_TOUCH: Final = (
-    "INSERT INTO updates (session_id, at) VALUES (?, ?) "
-    "ON CONFLICT (session_id) DO UPDATE SET at = excluded.at"
-)
+# What a waiting flush waits for, checked under the thread's lock after every commit.
+Wanted = Callable[[], bool]
 
 
 def _when_unlocked(statement: Any) -> None:
@@ -150,29 +133,34 @@ class SqliteStore(SessionStore):
         self.readonly = readonly
         self.close_grace = close_grace
         self._conn: sqlite3.Connection | None = None
-        self._lock = trio.Lock()
+        self._thread: StoreThread | None = None
+        # Shared with the thread's commit step, under the thread's lock: the queue, the rows
+        # to write, the commit counts, the waiters, the writer's error and retry state.
         self._pending: list[tuple[Session, int, Record]] = []
         self._headers: dict[str, Mapping[str, Any]] = {}  # sessions whose row is not written
         self._persisting: set[str] = set()  # sessions whose row is wanted without records
-        self._rows: set[str] = set()  # sessions read here that have their row
         self._committed: dict[str, int] = {}  # session id -> records durable
-        self._wake = trio.Event()
-        self._progress = trio.lowlevel.ParkingLot()
-        self._flush_wanted = False
+        self._waiters: dict[trio.lowlevel.Task, Wanted] = {}  # parked flushes
+        self._wake_sent = False  # a wake of the waiters is on its way to trio
         self._writer_error: BaseException | None = None
         self._busy: StoreLockedError | None = None  # the last busy attempt, while retrying
         self._busy_retries = 0  # write attempts that found the lock held, since the start
+        self._delay = RETRY_FIRST
+        # Trio's only.
+        self._rows: set[str] = set()  # sessions read here that have their row
         self._claims: dict[str, int] = {}  # session id -> locked descriptor
 
     def __repr__(self) -> str:
         return f"<SqliteStore {str(self.path)!r}>"
 
-    @staticmethod
-    async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-        # Every call into SQLite goes through this, off the event loop. A test double may
-        # run them inline instead, so that an autojump clock moves only while the writer
-        # sleeps.
-        return await trio.to_thread.run_sync(fn, *args)
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # Every call into SQLite but the commits goes through this, to the store's thread.
+        assert self._thread is not None
+        return await self._thread.call(fn, *args)
+
+    def _guarded(self) -> AbstractContextManager[Any]:
+        # The thread's lock; none when the store is not running, as nothing else runs then.
+        return self._thread.lock if self._thread is not None else nullcontext()
 
     # -- running ------------------------------------------------------------------------
 
@@ -191,31 +179,38 @@ class SqliteStore(SessionStore):
         leaving raises the writer's error. Leaving raises StoreLockedError when records could
         not be committed within `close_grace` because the lock stayed held.
         """
-        if self._conn is not None:
+        if self._thread is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
-        opened: sqlite3.Connection = await self._in_thread(self._connect)
-        self._conn = opened
+        thread = StoreThread(
+            f"trio-agents store {self.path.name}", self._commit_step, defer=COMMIT_DEFER
+        )
+        thread.start()
+        self._thread = thread
         try:
-            async with service_nursery() as nursery:
-                if not self.readonly:
-                    nursery.start_soon(self._writer)
+            opened: sqlite3.Connection = await self._in_thread(self._connect)
+            self._conn = opened
+            try:
                 try:
                     yield
                 finally:
                     with trio.CancelScope(shield=True):
                         await self._drain()
-                    nursery.cancel_scope.cancel(reason="store closing")
-            # Reached only when nothing raised. The writer has stopped, so what is still
-            # queued now is exactly what was not committed.
-            if self._writer_error is not None:
-                raise self._writer_error
-            if self._pending:
-                raise self._not_stored()
+                        # Between two commits: none runs after this, so what is still queued
+                        # now is exactly what was not committed.
+                        await self._in_thread(thread.halt_commits)
+                # Reached only when nothing raised.
+                if self._writer_error is not None:
+                    raise self._writer_error
+                if self._pending:
+                    raise self._not_stored()
+            finally:
+                self._conn = None
+                self._wake_waiters(everyone=True)  # a flush still waiting sees the store closed
+                with trio.CancelScope(shield=True):
+                    await self._in_thread(opened.close)
         finally:
-            self._conn = None
-            self._progress.unpark_all()  # a flush still waiting sees the store closed
-            with trio.CancelScope(shield=True):
-                await self._in_thread(opened.close)
+            await thread.stop()
+            self._thread = None
 
     def _not_stored(self) -> StoreLockedError:
         ids = sorted({session.id for session, _, _ in self._pending})
@@ -248,7 +243,7 @@ class SqliteStore(SessionStore):
             uri += "&immutable=1"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         try:
-            conn.text_factory = _text
+            conn.text_factory = text_or_bytes
             self._check_format(conn, allow_empty=False)
         except BaseException:
             conn.close()
@@ -261,7 +256,7 @@ class SqliteStore(SessionStore):
             self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
         )
         try:
-            conn.text_factory = _text
+            conn.text_factory = text_or_bytes
             # Check and initialise in one write transaction: two processes opening a new
             # file at once must not see each other's half-made schema. Writing reads the
             # header first: this is where a non-SQLite file shows.
@@ -274,7 +269,7 @@ class SqliteStore(SessionStore):
                 conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
             _when_unlocked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -285,24 +280,7 @@ class SqliteStore(SessionStore):
         return conn
 
     def _check_format(self, conn: sqlite3.Connection, *, allow_empty: bool) -> None:
-        """Refuse a file that is not a trio-agents store (or is of another version), rather
-        than adding our tables to someone else's database."""
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        if version == FORMAT_VERSION and {"sessions", "records"} <= tables:
-            return
-        if version == 0 and not tables and allow_empty:
-            return  # a new file: ours to initialise
-        if {"sessions", "records"} <= tables:
-            raise UnknownStoreVersionError(
-                f"{self.path} is a trio-agents session store of format {version}, but this "
-                f"version reads format {FORMAT_VERSION}; use the trio-agents that wrote it, "
-                "or another path"
-            )
-        raise NotAStoreError(
-            f"{self.path} is not a trio-agents session store (user_version {version}, "
-            f"tables {sorted(tables)}); use another path"
-        )
+        check_format(conn, self.path, allow_empty=allow_empty)
 
     def _check_running(self) -> None:
         if self._conn is None:
@@ -315,28 +293,28 @@ class SqliteStore(SessionStore):
             )
 
     async def _db(self, fn: Any, *args: Any, doing: str = "read") -> Any:
-        """`fn(*args)` in a worker thread, one at a time; an SQLite or OS error about the
-        file comes out as the library error that names the file and the cause of failing
-        to `doing` it."""
+        """`fn(*args)` in the store's thread, in turn with its commits; an SQLite or OS error
+        about the file comes out as the library error that names the file and the cause of
+        failing to `doing` it."""
         if self._conn is None:
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
-        async with self._lock:
-            try:
-                return await self._in_thread(fn, *args)
-            except (OSError, sqlite3.Error) as exc:
-                if not is_file_error(exc):
-                    raise
-                raise file_error(self.path, exc, doing) from exc
+        try:
+            return await self._in_thread(fn, *args)
+        except (OSError, sqlite3.Error) as exc:
+            if not is_file_error(exc):
+                raise
+            raise file_error(self.path, exc, doing) from exc
 
     # -- the write path -----------------------------------------------------------------
 
     def _attach(self, session: Session) -> None:
-        self._committed.setdefault(session.id, len(session))
-        # A persisted session resumed before its first record has no records but a row.
-        if len(session) == 0 and session.id not in self._rows:
-            self._headers[session.id] = session.header
+        with self._guarded():
+            self._committed.setdefault(session.id, len(session))
+            # A persisted session resumed before its first record has no records but a row.
+            if len(session) == 0 and session.id not in self._rows:
+                self._headers[session.id] = session.header
 
     # -- claims against other processes -------------------------------------------------
 
@@ -353,32 +331,34 @@ class SqliteStore(SessionStore):
 
     def _detached(self, session: Session) -> None:
         self._rows.discard(session.id)
-        # Records still queued (a flush that timed out) need their header row and their
-        # commit count: forget them only once nothing of this session is pending.
-        if not any(pending is session for pending, _, _ in self._pending):
-            self._headers.pop(session.id, None)
-            self._committed.pop(session.id, None)
+        with self._guarded():
+            # Records still queued (a flush that timed out) need their header row and their
+            # commit count: forget them only once nothing of this session is pending.
+            if not any(pending is session for pending, _, _ in self._pending):
+                self._headers.pop(session.id, None)
+                self._committed.pop(session.id, None)
 
     def _appended(self, session: Session, record: Record) -> None:
-        self._pending.append((session, len(session) - 1, record))
-        if record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH:
-            self._wake.set()
+        thread = self._thread
+        with self._guarded():
+            self._pending.append((session, len(session) - 1, record))
+            if thread is not None and (
+                record.type in COMMIT_TRIGGERS or len(self._pending) >= MAX_BATCH
+            ):
+                thread.kick(waited=False)
 
     def _committed_all(self, session: Session) -> bool:
-        return self._committed.get(session.id, len(session)) >= len(session)
+        with self._guarded():
+            return self._committed.get(session.id, len(session)) >= len(session)
 
     async def _persist(self, session: Session) -> None:
         """The writer writes the header row in its next batch, records or not; a busy lock
         is retried there as for any batch."""
-        while session.id in self._headers:
-            if self._writer_error is not None:
-                raise StoreBrokenError(
-                    f"the store cannot write any more: {self._writer_error}"
-                ) from self._writer_error
-            self._check_running()
-            self._persisting.add(session.id)
-            self._wake.set()
-            await self._progress.park()
+        sid = session.id
+        with self._guarded():
+            if sid in self._headers:
+                self._persisting.add(sid)
+        await self._wait_for(lambda: sid not in self._headers)
         await self.flush(session)
 
     async def flush(self, session: Session) -> None:
@@ -388,60 +368,106 @@ class SqliteStore(SessionStore):
         remain to commit, raises TrioAgentsError if the writer has failed (StoreBrokenError
         chained to its error, whose message it repeats), or if the store is not running or
         is read-only."""
-        target = len(session)
-        while self._committed.get(session.id, target) < target:
-            if self._writer_error is not None:
-                raise StoreBrokenError(
-                    f"the store cannot write any more: {self._writer_error}"
-                ) from self._writer_error
-            self._check_running()
-            self._flush_wanted = True
-            self._wake.set()
-            await self._progress.park()
+        sid, target = session.id, len(session)
+        await self._wait_for(lambda: self._committed.get(sid, target) >= target)
         await trio.lowlevel.checkpoint()
+
+    async def _wait_for(self, wanted: Wanted) -> None:
+        """Park until `wanted()` holds after a commit (checked under the thread's lock), and
+        have the thread commit meanwhile. Raises as `flush` says."""
+        task = trio.lowlevel.current_task()
+        while True:
+            with self._guarded():
+                if wanted():
+                    return
+                if self._writer_error is not None:
+                    raise StoreBrokenError(
+                        f"the store cannot write any more: {self._writer_error}"
+                    ) from self._writer_error
+                self._check_running()
+                assert self._thread is not None
+                self._waiters[task] = wanted
+                self._thread.kick(waited=True)
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                with self._guarded():
+                    self._waiters.pop(task, None)
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def _drain(self) -> None:
         with trio.move_on_after(self.close_grace):
-            while self._pending and self._writer_error is None:
-                self._flush_wanted = True
-                self._wake.set()
-                await self._progress.park()
+            # Leaving `running()` raises the writer's own error.
+            with contextlib.suppress(StoreBrokenError):
+                await self._wait_for(lambda: not self._pending and not self._persisting)
 
-    async def _writer(self) -> None:
-        delay = RETRY_FIRST
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            while self._pending or self._persisting:
-                # Records stay queued until their batch commits: one the lock refused is
-                # tried again, with every record appended meanwhile.
-                batch = list(self._pending)
-                wanted = {s.id for s, _, _ in batch} | self._persisting
-                headers = {sid: self._headers[sid] for sid in wanted if sid in self._headers}
-                self._flush_wanted = False
-                try:
-                    await self._db(self._write_batch, headers, batch, doing="write")
-                except StoreLockedError as exc:
-                    self._busy = exc
-                    self._busy_retries += 1
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, RETRY_MAX)
-                    continue
-                except Exception as exc:
-                    # Not raised here, where it would cancel whatever the store's owner is
-                    # doing: every flush reports it, and so does leaving `running()`.
-                    self._writer_error = exc
-                    self._progress.unpark_all()
-                    return
-                self._busy, delay = None, RETRY_FIRST
-                del self._pending[: len(batch)]
-                for sid in headers:
-                    self._headers.pop(sid, None)
-                self._persisting.difference_update(wanted)
-                for session, seq, _ in batch:
-                    self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
-                self._progress.unpark_all()
-                break
+    def _wake_waiters(self, *, everyone: bool = False) -> None:
+        """In trio: reschedule the parked flushes whose wait is over (all of them when the
+        writer failed or the store closes); each checks again what it waits for."""
+        with self._guarded():
+            self._wake_sent = False
+            everyone = everyone or self._writer_error is not None
+            done = [task for task, wanted in self._waiters.items() if everyone or wanted()]
+            for task in done:
+                del self._waiters[task]
+        for task in done:
+            trio.lowlevel.reschedule(task)
+
+    def _wake_if_waited(self) -> None:
+        # In the thread, under its lock, after a commit: one trip to trio, and only if a
+        # parked flush can go on.
+        if self._wake_sent or not self._waiters:
+            return
+        if self._writer_error is None and not any(w() for w in self._waiters.values()):
+            return
+        assert self._thread is not None
+        self._wake_sent = True
+        self._thread.wake(self._wake_waiters)
+
+    def _commit_step(self) -> float | None:
+        """In the thread: commit everything queued, of every session, in one transaction.
+        None when done; the seconds to wait before trying again while the lock is held."""
+        assert self._thread is not None
+        lock = self._thread.lock
+        with lock:
+            if self._writer_error is not None or not (self._pending or self._persisting):
+                return None
+            # Records stay queued until their batch commits: one the lock refused is tried
+            # again, with every record appended meanwhile.
+            batch = list(self._pending)
+            wanted = {s.id for s, _, _ in batch} | self._persisting
+            headers = {sid: self._headers[sid] for sid in wanted if sid in self._headers}
+        try:
+            try:
+                self._write_batch(headers, batch)
+            except (OSError, sqlite3.Error) as exc:
+                if not is_file_error(exc):
+                    raise
+                raise file_error(self.path, exc, "write") from exc
+        except StoreLockedError as exc:
+            with lock:
+                self._busy = exc
+                self._busy_retries += 1
+                delay, self._delay = self._delay, min(self._delay * 2, RETRY_MAX)
+            return delay
+        except Exception as exc:
+            # Not raised here, where nobody would see it: every flush reports it, and so
+            # does leaving `running()`.
+            with lock:
+                self._writer_error = exc
+                self._wake_if_waited()
+            return None
+        with lock:
+            self._busy, self._delay = None, RETRY_FIRST
+            del self._pending[: len(batch)]
+            for sid in headers:
+                self._headers.pop(sid, None)
+            self._persisting.difference_update(wanted)
+            for session, seq, _ in batch:
+                self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
+            self._wake_if_waited()
+        return None
 
     def _write_batch(
         self,
@@ -449,26 +475,7 @@ class SqliteStore(SessionStore):
         batch: Sequence[tuple[Session, int, Record]],
     ) -> None:
         assert self._conn is not None
-        conn = self._conn
-        now = time.time()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for sid, header in headers.items():
-                conn.execute(
-                    "INSERT INTO sessions (id, header, created_at) VALUES (?, ?, ?)",
-                    (sid, json.dumps(dict(header)), float(header.get("created_at", 0.0))),
-                )
-            conn.executemany(
-                "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                [(s.id, seq, rec.type, json.dumps(rec.to_json()["data"])) for s, seq, rec in batch],
-            )
-            conn.executemany(
-                _TOUCH, [(sid, now) for sid in {*headers, *(s.id for s, _, _ in batch)}]
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        write_batch(self._conn, headers, batch)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -477,32 +484,6 @@ class SqliteStore(SessionStore):
         if stored is not None and not stored.records:
             self._rows.add(session_id)  # see `_attach`
         return stored
-
-    def _read_sync(self, session_id: str) -> StoredSession | None:
-        assert self._conn is not None
-        row = self._conn.execute(
-            "SELECT header FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        rows = self._conn.execute(
-            "SELECT seq, type, data FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
-        ).fetchall()
-        header = _decode(session_id, None, row[0])
-        problem = None if isinstance(header, dict) else "it is not an object"
-        if problem is not None:
-            raise _corrupt(session_id, None, problem)
-        validate(session_id, [seq for seq, _, _ in rows])
-        records: list[Record] = []
-        for seq, kind, text in rows:
-            if not isinstance(kind, str):
-                raise _corrupt(session_id, seq, f"its type is {kind!r}, not text")
-            data = _decode(session_id, seq, text, f"a {kind!r} record: ")
-            problem = shape_problem(kind, data)
-            if problem is not None:
-                raise _corrupt(session_id, seq, f"a {kind!r} record: {problem}")
-            records.append(Record.of(kind, data))
-        return StoredSession(session_id, header, tuple(records))  # pyright: ignore[reportUnknownArgumentType]
 
     async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
         # A repair is asked for by someone resuming, who waits: retry a busy lock as opening
@@ -520,24 +501,13 @@ class SqliteStore(SessionStore):
                 await trio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
+    def _read_sync(self, session_id: str) -> StoredSession | None:
+        assert self._conn is not None
+        return read_session(self._conn, session_id)
+
     def _append_sync(self, stored: StoredSession, records: Sequence[Record]) -> None:
         assert self._conn is not None
-        conn = self._conn
-        start = len(stored.records)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(
-                "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                [
-                    (stored.id, start + i, rec.type, json.dumps(rec.to_json()["data"]))
-                    for i, rec in enumerate(records)
-                ],
-            )
-            conn.execute(_TOUCH, (stored.id, time.time()))
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        append_records(self._conn, stored.id, len(stored.records), records)
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every stored session, oldest first (by creation time, then id), read in a worker
@@ -548,76 +518,4 @@ class SqliteStore(SessionStore):
 
     def _list_sync(self) -> list[SessionInfo]:
         assert self._conn is not None
-        infos: list[SessionInfo] = []
-        # A read-only store written before update times were kept has no `updates` table.
-        query = (
-            "SELECT id, created_at, at FROM sessions LEFT JOIN updates ON session_id = id"
-            if _has_updates(self._conn)
-            else "SELECT id, created_at, NULL FROM sessions"
-        )
-        rows = self._conn.execute(f"{query} ORDER BY created_at, id").fetchall()
-        for sid, created_at, updated_at in rows:
-            try:
-                stored = self._read_sync(sid)
-            except CorruptSessionError as exc:
-                count, turns = self._conn.execute(
-                    "SELECT COUNT(*), COALESCE(SUM(type = ?), 0) FROM records WHERE session_id = ?",
-                    (TURN_START, sid),
-                ).fetchone()
-                last = float(updated_at if updated_at is not None else created_at)
-                infos.append(
-                    SessionInfo(
-                        sid, float(created_at), count, turns, None, str(exc), updated_at=last
-                    )
-                )
-                continue
-            assert stored is not None
-            when = None if updated_at is None else float(updated_at)
-            infos.append(summarize(sid, stored.header, stored.records, when))
-        return infos
-
-
-def _has_updates(conn: sqlite3.Connection) -> bool:
-    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'updates'"
-    return conn.execute(query).fetchone() is not None
-
-
-def _text(raw: bytes) -> str | bytes:
-    """Text columns as str, or as the bytes themselves when they are not UTF-8 (damage that
-    decoding the record then reports, rather than the whole query failing)."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
-
-
-def _decode(session_id: str, seq: int | None, text: object, what: str = "") -> Any:
-    try:
-        if isinstance(text, bytes):
-            raise ValueError("it is not UTF-8 text")
-        if not isinstance(text, str):
-            raise ValueError(f"it is stored as {type(text).__name__}")
-        return json.loads(text)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise _corrupt(session_id, seq, f"{what}it is not valid JSON ({exc})") from exc
-
-
-def _corrupt(session_id: str, seq: int | None, problem: str) -> CorruptSessionError:
-    what = "its header" if seq is None else f"record {seq}"
-    return CorruptSessionError(
-        f"session {session_id!r} is damaged: {what} cannot be read: {problem}; restore the "
-        "store file from a backup, or remove the session",
-        session_id=session_id,
-        seq=seq,
-    )
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    """Roll back the open transaction, if there still is one: SQLite ends a transaction by
-    itself on some errors (a full disk), and a ROLLBACK then would raise "no transaction is
-    active" in place of the error that says what happened."""
-    if conn.in_transaction:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            logger.exception("rolling back a failed transaction on %s failed", conn)
+        return list_rows(self._conn)

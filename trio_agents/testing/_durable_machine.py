@@ -108,10 +108,12 @@ class _Kill(SqliteStore):
 
     @staticmethod
     async def stop_writing(store: SqliteStore) -> None:
-        """Take the store's database lock and keep it: no worker thread of the old run is
-        inside SQLite after this returns, nor enters it later (closing a connection under a
-        thread that is using it crashes the process). Always a checkpoint."""
-        await store._lock.acquire()
+        """Have the store's thread refuse every call from now on: it is not inside SQLite
+        after this returns, nor enters it later (closing a connection under a thread that is
+        using it crashes the process). Always a checkpoint."""
+        thread = store._thread
+        assert thread is not None
+        await thread.call(thread.refuse_calls)
 
     @staticmethod
     def of(store: SqliteStore) -> None:
