@@ -25,7 +25,7 @@ from typing import Final
 import pytest
 import trio
 
-from trio_agents import Record, SqliteStore, open_runtime
+from trio_agents import PostgresStore, Record, SessionStore, SqliteStore, open_runtime
 from trio_agents.testing import ScriptedModel
 from trio_agents.testing._history import history_problems
 
@@ -100,11 +100,13 @@ class Child:
         assert self.process.returncode == -signal.SIGKILL, self._stderr.read_text()
 
 
-async def spawn(mode: str, db: Path, *args: str) -> Child:
+async def spawn(mode: str, db: Path, *args: str, target: str | None = None) -> Child:
+    """A crash child on the file `db`, or on the database `target` (then `db` only names
+    where its stderr goes)."""
     stderr = db.with_suffix(".stderr")
     with stderr.open("wb") as err:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "tests.support.crash_child", mode, str(db), *args],
+            [sys.executable, "-m", "tests.support.crash_child", mode, target or str(db), *args],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -113,8 +115,9 @@ async def spawn(mode: str, db: Path, *args: str) -> Child:
     return Child(process, stderr)
 
 
-async def load(db: Path) -> Sequence[Record]:
-    store = SqliteStore(db)
+async def load(db: Path | str) -> Sequence[Record]:
+    """The stored records of the file, or (a `postgresql://` URL) of the database."""
+    store: SessionStore = PostgresStore(db) if isinstance(db, str) else SqliteStore(db)
     async with store.running():
         return (await store.load(SESSION)).records
 
@@ -209,7 +212,7 @@ def check_stored(stored: Sequence[Record]) -> None:
     assert dict(stored[len(TURN_TYPES) - 1].data) == {"turn": 1, "reason": {"kind": "completed"}}
 
 
-async def check_resume(db: Path, stored: Sequence[Record]) -> None:
+async def check_resume(db: Path | str, stored: Sequence[Record]) -> None:
     """Resume repairs an open turn with interrupted closers, then a new turn completes."""
     last_turn = open_turn(stored)
     dangling = unanswered_calls(stored)
