@@ -143,11 +143,11 @@ async def open_runtime(
     """The root fiber and its services, for the duration of the block.
 
     `store` is a SessionStore, a `postgresql://` URL (a PostgresStore there), a path (a
-    SqliteStore there), or None (a SqliteStore at `default_store_path()`). `shell` is the ShellExecutor agents' bash tools use (None: a
-    local one with default settings). Leaving the block closes every fiber and agent, in
-    order, shielded from cancellation, then the shell executor (silencing its notices, then
-    killing and reaping every job left), then the store. `runtime_class` is for subclasses of
-    `Runtime` (test doubles).
+    SqliteStore there), or None (a SqliteStore at `default_store_path()`). `shell` is the
+    ShellExecutor agents' bash tools use (None: a local one with default settings). Leaving
+    the block closes every fiber and agent, in order, shielded from cancellation, then the
+    shell executor (silencing its notices, then killing and reaping every job left), then the
+    store. `runtime_class` is for subclasses of `Runtime` (test doubles).
 
     Entering is a checkpoint, leaving a cancel-shielded one. Entering raises what opening the
     store or the shell executor raises: TrioAgentsError for a file that is not a session store

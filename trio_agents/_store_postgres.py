@@ -20,6 +20,7 @@ the second write of a seq fails rather than interleaving two histories.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -38,7 +39,6 @@ from ._errors import (
     StoreClosedError,
     StoreConnectionError,
     StoreLockedError,
-    UnknownStoreVersionError,
 )
 from ._nursery import service_nursery
 from ._record_shape import shape_problem
@@ -112,14 +112,18 @@ class PostgresStore(SessionStore):
     DuplicateSessionError), and a holder whose connection ends frees its sessions.
     """
 
-    def __init__(self, dsn: str, *, close_grace: float = 5.0, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, dsn: str, *, close_grace: float = 5.0, connect_timeout: float = 10.0
+    ) -> None:
         """`close_grace` and `connect_timeout` must be positive finite numbers of seconds
         (ValueError). Raises StoreConnectionError if psycopg is not installed. Nothing is
         connected until `running()`."""
         super().__init__()
         for name, value in (("close_grace", close_grace), ("connect_timeout", connect_timeout)):
             if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
+                raise ValueError(
+                    f"{name} must be a positive finite number of seconds, got {value!r}"
+                )
         self.dsn = dsn
         self.where, self._password = _describe(dsn)
         self.close_grace = close_grace
@@ -184,7 +188,9 @@ class PostgresStore(SessionStore):
         conn = self._connect()
         try:
             migrate(conn, self.where)
-            self._namespace = str(conn.execute("SELECT current_schema()").fetchone()[0])
+            row = conn.execute("SELECT current_schema()").fetchone()
+            assert row is not None
+            self._namespace = str(row[0])
             claims = self._connect()
         except BaseException:
             conn.close()
@@ -260,7 +266,7 @@ class PostgresStore(SessionStore):
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
         except psycopg.Error as exc:
             raise self._connection_error("claim a session in", exc) from exc
-        if not row[0]:
+        if row is None or not row[0]:
             raise SessionLiveElsewhereError(
                 f"session {session_id!r} is live on another connection to {self.where}; "
                 "close it there first"
@@ -273,11 +279,9 @@ class PostgresStore(SessionStore):
         if key is None or conn is None:
             return
         psycopg = _psycopg()
-        try:
+        # A connection that failed holds no lock any more: the server dropped them all.
+        with contextlib.suppress(psycopg.Error):
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-        except psycopg.Error:
-            # A connection that failed holds no lock any more: the server dropped them all.
-            pass
 
     # -- the write path -----------------------------------------------------------------
 
@@ -417,8 +421,7 @@ def _append_sync(
     start = len(stored.records)
     with conn.transaction(), conn.cursor() as cur:
         cur.executemany(
-            "INSERT INTO trio_agents_records (session_id, seq, type, data) "
-            "VALUES (%s, %s, %s, %s)",
+            "INSERT INTO trio_agents_records (session_id, seq, type, data) VALUES (%s, %s, %s, %s)",
             [
                 (stored.id, start + i, r.type, json.dumps(r.to_json()["data"]))
                 for i, r in enumerate(records)
@@ -471,11 +474,13 @@ def _list_sync(conn: psycopg.Connection[Any]) -> list[SessionInfo]:
             try:
                 stored = _read_in(conn, sid)
             except CorruptSessionError as exc:
-                count, turns = conn.execute(
+                counted = conn.execute(
                     "SELECT COUNT(*), COUNT(*) FILTER (WHERE type = %s) FROM trio_agents_records "
                     "WHERE session_id = %s",
                     (TURN_START, sid),
                 ).fetchone()
+                assert counted is not None
+                count, turns = counted
                 infos.append(
                     SessionInfo(
                         sid, float(created_at), count, turns, None, str(exc), updated_at=updated_at

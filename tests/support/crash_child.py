@@ -11,9 +11,10 @@ close
     `turn/end` durable.
 
 crash [CALL_ID]
-    (`db_path` may be a `postgresql://` URL: the same, on a PostgresStore.) Run one complete setup turn and flush it (so the session is stored whenever the kill
-    lands), print `READY`, then run turns forever. Each turn has a step with two tool calls
-    and a text step; the model and the tools sleep for real between records, so the parent
+    (`db_path` may be a `postgresql://` URL: the same, on a PostgresStore.) Run one
+    complete setup turn and flush it (so the session is stored whenever the kill lands),
+    print `READY`, then run turns forever. Each turn has a step with two tool calls and a
+    text step; the model and the tools sleep for real between records, so the parent
     can land its kill mid-step, mid-tool or between turns. After every record appended
     past `READY` the child prints `RECORD <n> <type>` (n counts from 1).
 

@@ -75,14 +75,17 @@ class PgServer:
     def new_database(self) -> str:
         """A new empty database's DSN, so that no two tests share tables or claims."""
         import psycopg
+        from psycopg import sql
 
         name = f"t{os.getpid()}_{next(self._names)}"
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.dsn(name)
 
     def stop(self) -> None:
-        _run_as(self, [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", "-w"])
+        _run_as(
+            self, [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", "-w"]
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
     @property
@@ -131,7 +134,10 @@ def start_server() -> PgServer:
     )  # fmt: skip
     if init.returncode != 0:
         raise AssertionError(f"initdb failed ({bindir}): {init.stderr.strip()[-2000:]}")
-    options = f"-k {root} -c listen_addresses= -c fsync=off -c full_page_writes=off -c max_connections=200"
+    options = (
+        f"-k {root} -c listen_addresses= -c fsync=off -c full_page_writes=off "
+        "-c max_connections=200"
+    )
     start = _run_as(
         server,
         [

@@ -25,6 +25,7 @@ from .._dumpable import make_non_dumpable
 from .._errors import (
     PersistenceError,
     StoreBrokenError,
+    StoreConnectionError,
     StoreFileError,
     StoreLockedError,
     TrioAgentsError,
@@ -33,6 +34,8 @@ from .._model import Model
 from .._nursery import service_nursery
 from .._options import AgentOptions
 from .._shell import ShellExecutor
+from .._store import SessionStore
+from .._store_postgres import PostgresStore
 from .._store_sqlite import SqliteStore, default_store_path
 from ..acp import serve_stdio
 from ..acp._modes import DEFAULT_MODE, MODES
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     policy = sandbox_policy("acp", args)
     if policy is None:
         return 2
-    path: Path = args.store if args.store is not None else default_store_path()
+    path: Path | str = args.store if args.store is not None else default_store_path()
     try:
         trio.run(_open_store, path)
     except TrioAgentsError as exc:
@@ -106,15 +109,22 @@ def run(args: argparse.Namespace) -> int:
     shell = ShellExecutor(pass_env=args.pass_env, sandbox=policy)
     code = 1
     try:
-        code = trio.run(_main, path, models, args.mode, options, shell, args.mcp_start_timeout)
-    except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
+        store = PostgresStore(path) if isinstance(path, str) else path
+        code = trio.run(_main, store, models, args.mode, options, shell, args.mcp_start_timeout)
+    except* (
+        StoreFileError,
+        StoreLockedError,
+        StoreBrokenError,
+        StoreConnectionError,
+        PersistenceError,
+    ) as group:
         # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
     return code
 
 
 async def _main(
-    store: Path,
+    store: Path | SessionStore,
     models: Mapping[str, Callable[[], Model]],
     mode: str,
     options: AgentOptions,
@@ -173,8 +183,9 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaves[0]
 
 
-async def _open_store(path: Path) -> None:
-    """Open (creating if needed) and close the store, so a path that cannot be one is a
-    usage error before the client is told anything."""
-    async with SqliteStore(path).running():
+async def _open_store(path: Path | str) -> None:
+    """Open (creating if needed) and close the store, so a path that cannot be one (or a
+    database that cannot be reached) is a usage error before the client is told anything."""
+    store = PostgresStore(path) if isinstance(path, str) else SqliteStore(path)
+    async with store.running():
         pass
