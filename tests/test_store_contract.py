@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import trio
+import trio.testing
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from trio_agents import (
     CorruptSessionError,
@@ -25,11 +29,16 @@ from trio_agents import (
     SessionNotFoundError,
     SessionStore,
     SqliteStore,
+    StoredSession,
     StoreClosedError,
     open_runtime,
 )
-from trio_agents.testing import ScriptedModel
+from trio_agents.testing import ScriptedModel, TrioHost, WallClock
 from trio_agents.testing._history import history_problems
+from trio_agents.testing._lifecycle_machine import LifecycleMachine
+from trio_agents.testing._machine import machine_for
+
+from .support.postgres import PgServer
 
 StoreFactory = Callable[[], SessionStore]
 
@@ -235,3 +244,63 @@ async def _damage(store: SessionStore) -> None:
             conn.execute("UPDATE trio_agents_records SET data = '{not json' WHERE seq = 0")
 
     await trio.to_thread.run_sync(damage)
+
+
+class _ReadableWhenClosed(PostgresStore):
+    """The machine reads closed sessions back after its runtime (and so the store) closed,
+    as it can from its in-memory store: here through a reader opened for the read."""
+
+    async def load(self, session_id: str) -> StoredSession:
+        if self.live_ids or self._conn is not None:  # pyright: ignore[reportPrivateUsage]
+            return await super().load(session_id)
+        reader = PostgresStore(self.dsn)
+        async with reader.running():
+            return await reader.load(session_id)
+
+
+class PostgresLifecycle(LifecycleMachine):
+    """The lifecycle machine (rules L1-L5, F1-F3) over a PostgresStore: a new database per
+    example, on the real clock (the store works in threads), settled by flushing every live
+    session as the durable machine does (wait_all_tasks_blocked does not wait for threads)."""
+
+    new_dsn: ClassVar[Callable[[], str]]
+
+    @staticmethod
+    def _new_host() -> TrioHost:
+        return TrioHost(WallClock(), call_timeout=30.0, stall_timeout=30.0)
+
+    def _make_store(self) -> SessionStore:
+        return _ReadableWhenClosed(type(self).new_dsn())
+
+    def settle(self) -> None:
+        self.host.call(self._quiesce)
+
+    def _stop_service(self) -> None:
+        # The runtime's close ends with the store's, in worker threads: wait for the block
+        # to have been left, not only for every task to be blocked.
+        assert self._stop is not None
+        self.host.run_sync(self._stop.set)
+        self.host.call(self._stopped.wait)
+        self.settle()
+
+    async def _quiesce(self) -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        for sid in sorted(self.store.live_ids):
+            session = self.store.get(sid)
+            if session is not None:
+                await self.store.flush(session)
+        await trio.testing.wait_all_tasks_blocked()
+
+
+def test_the_lifecycle_machine_passes_over_postgres(postgres_server: PgServer) -> None:
+    machine = machine_for(PostgresLifecycle, None)
+    machine.new_dsn = staticmethod(postgres_server.new_database)
+    budget = settings(
+        max_examples=8,
+        stateful_step_count=15,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    run_state_machine_as_test(machine, settings=budget)
+    assert machine.stats["examples"] >= 8

@@ -200,11 +200,13 @@ class PostgresStore(SessionStore):
     def _connect(self) -> psycopg.Connection[Any]:
         psycopg = _psycopg()
         try:
+            given = psycopg.conninfo.conninfo_to_dict(self.dsn).get("options")
             return psycopg.connect(  # type: ignore[no-any-return]
                 self.dsn,
                 autocommit=True,
                 connect_timeout=max(1, round(self.connect_timeout)),
-                options=KEEPALIVE,
+                # The DSN's own options (a search_path, say) stay; ours come first.
+                options=f"{KEEPALIVE} {given}" if given else KEEPALIVE,
             )
         except psycopg.Error as exc:
             raise self._connection_error("connect to", exc) from exc
