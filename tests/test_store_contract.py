@@ -29,8 +29,8 @@ from trio_agents import (
     SessionNotFoundError,
     SessionStore,
     SqliteStore,
-    StoredSession,
     StoreClosedError,
+    StoredSession,
     open_runtime,
 )
 from trio_agents.testing import ScriptedModel, TrioHost, WallClock

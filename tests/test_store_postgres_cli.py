@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.acp_process import AcpProcess
 from trio_agents._cli._main import main
+
+from .support.acp_process import AcpProcess
 
 pytestmark = pytest.mark.subprocess
 

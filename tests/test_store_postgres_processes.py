@@ -20,8 +20,9 @@ from typing import Final
 import pytest
 import trio
 
-from tests.support.postgres import PgServer
-from tests.test_durability import (
+from trio_agents import PostgresStore, SessionLiveElsewhereError
+
+from .support.crash_points import (
     HELD_CALLS,
     RECORD_POINTS,
     TURN_TYPES,
@@ -32,7 +33,7 @@ from tests.test_durability import (
     spawn,
     unanswered_calls,
 )
-from trio_agents import PostgresStore, SessionLiveElsewhereError
+from .support.postgres import PgServer
 
 SESSION: Final = "s1"
 # The claim must be free this soon after the SIGKILL: the server sees the socket close at

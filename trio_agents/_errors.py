@@ -14,6 +14,7 @@ names the value and what to do.
      +-- StoreBrokenError ............ [trio.BrokenResourceError]
      +-- StoreLockedError ............ [trio.BusyResourceError]
      +-- StoreFileError .............. [OSError]
+     +-- StoreConnectionError ........ [ConnectionError]
      +-- AlreadyRunningError ......... [RuntimeError]
      +-- AlreadyLoadedError .......... [ValueError]
      +-- DuplicateSessionError

@@ -66,6 +66,8 @@ def is_postgres_url(text: str) -> bool:
 
 def _psycopg() -> Any:
     try:
+        # Imported when a PostgresStore is made: the driver is an optional extra, and a
+        # program on SQLite should neither need it nor pay for importing it.
         import psycopg
     except ImportError as exc:
         raise StoreConnectionError(
