@@ -9,10 +9,12 @@ The PostgreSQL cases run against a real server the fixtures start (tests/support
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+import psycopg
 import pytest
 import trio
 import trio.testing
@@ -31,6 +33,7 @@ from trio_agents import (
     SqliteStore,
     StoreClosedError,
     StoredSession,
+    UnknownStoreVersionError,
     open_runtime,
 )
 from trio_agents.testing import ScriptedModel, TrioHost, WallClock
@@ -229,15 +232,12 @@ async def test_a_damaged_session_is_listed_with_its_damage(shared_factory: Store
 async def _damage(store: SessionStore) -> None:
     """Overwrite record 0 of session s1 with text that is not JSON, behind the store."""
     if isinstance(store, SqliteStore):
-        import sqlite3
-
         conn = sqlite3.connect(store.path)
         with conn:
             conn.execute("UPDATE records SET data = '{not json' WHERE session_id = 's1'")
         conn.close()
         return
     assert isinstance(store, PostgresStore)
-    import psycopg
 
     def damage() -> None:
         with psycopg.connect(store.dsn, autocommit=True) as conn:
@@ -263,14 +263,16 @@ class PostgresLifecycle(LifecycleMachine):
     example, on the real clock (the store works in threads), settled by flushing every live
     session as the durable machine does (wait_all_tasks_blocked does not wait for threads)."""
 
-    new_dsn: ClassVar[Callable[[], str]]
+    server: ClassVar[PgServer | None] = None  # set by the test before the run
 
     @staticmethod
     def _new_host() -> TrioHost:
         return TrioHost(WallClock(), call_timeout=30.0, stall_timeout=30.0)
 
     def _make_store(self) -> SessionStore:
-        return _ReadableWhenClosed(type(self).new_dsn())
+        server = type(self).server
+        assert server is not None
+        return _ReadableWhenClosed(server.new_database())
 
     def settle(self) -> None:
         self.host.call(self._quiesce)
@@ -294,7 +296,7 @@ class PostgresLifecycle(LifecycleMachine):
 
 def test_the_lifecycle_machine_passes_over_postgres(postgres_server: PgServer) -> None:
     machine = machine_for(PostgresLifecycle, None)
-    machine.new_dsn = staticmethod(postgres_server.new_database)
+    machine.server = postgres_server
     budget = settings(
         max_examples=8,
         stateful_step_count=15,
@@ -304,3 +306,35 @@ def test_the_lifecycle_machine_passes_over_postgres(postgres_server: PgServer) -
     )
     run_state_machine_as_test(machine, settings=budget)
     assert machine.stats["examples"] >= 8
+
+
+async def test_stores_opening_a_new_database_at_once_create_the_schema_once(
+    postgres_dsn: str,
+) -> None:
+    stores = [PostgresStore(postgres_dsn) for _ in range(4)]
+    async with trio.open_nursery() as nursery:
+        for store in stores:
+
+            async def run(store: PostgresStore = store) -> None:
+                async with store.running():
+                    assert await store.list_sessions() == []
+
+            nursery.start_soon(run)
+
+    def versions() -> list[tuple[int]]:
+        with psycopg.connect(postgres_dsn) as conn:
+            return conn.execute("SELECT version FROM trio_agents_schema").fetchall()
+
+    assert await trio.to_thread.run_sync(versions) == [(1,)]
+
+
+async def test_a_database_of_a_newer_format_is_refused(postgres_dsn: str) -> None:
+    def newer() -> None:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE trio_agents_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO trio_agents_schema VALUES (1), (99)")
+
+    await trio.to_thread.run_sync(newer)
+    with pytest.raises(UnknownStoreVersionError, match=r"format 99.*reads format 1"):
+        async with PostgresStore(postgres_dsn).running():
+            pass

@@ -28,7 +28,7 @@ def test_two_acp_servers_on_one_database_share_sessions_but_not_live_ones(
         sid = first.new_session(tmp_path)
         answer = first.answer(first.prompt(sid, "hello from the first host"))
         assert answer["result"]["stopReason"] == "end_turn"
-        load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        load: dict[str, object] = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
         refused = second.answer(second.send("session/load", load))
         assert "error" in refused, refused
         assert sid in refused["error"]["message"]
