@@ -397,7 +397,7 @@ def _write_batch(
     batch: Sequence[tuple[Session, int, Record]],
 ) -> None:
     now = time.time()
-    with conn.transaction(), conn.cursor() as cur:
+    with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
         if headers:
             cur.executemany(
                 "INSERT INTO trio_agents_sessions (id, header, created_at, updated_at) "
@@ -423,7 +423,7 @@ def _append_sync(
     conn: psycopg.Connection[Any], stored: StoredSession, records: Sequence[Record]
 ) -> None:
     start = len(stored.records)
-    with conn.transaction(), conn.cursor() as cur:
+    with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO trio_agents_records (session_id, seq, type, data) VALUES (%s, %s, %s, %s)",
             [
