@@ -1,19 +1,26 @@
 """The command line on a PostgreSQL store (rule L16): `trio-agents acp --store
-postgresql://...` in two real server processes on one database, `sessions list` on it, and
-a database that cannot be reached (one line, exit 2, no password).
+postgresql://...` in two real server processes on one database, `sessions list` on it, a
+chat resumed by a second chat in a pseudo-terminal, and a database that cannot be reached
+(one line, exit 2, no password).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
+import trio
 
+from trio_agents import PostgresStore
 from trio_agents._cli._main import main
 
 from .support.acp_process import AcpProcess
+from .support.chat import TIMEOUT
 
 pytestmark = pytest.mark.subprocess
 
@@ -68,3 +75,63 @@ def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() ->
         assert done.returncode in (1, 2)
         assert "s3cret-pw" not in done.stderr
         assert "postgresql://agent@127.0.0.1:1/agents" in lines[0]
+
+
+def test_a_chat_on_the_database_is_resumed_by_a_second_chat(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    first = pexpect.spawn(
+        sys.executable,  # with PYTHONPATH inherited: this checkout's code
+        ["-m", "trio_agents._cli", "chat", "--store", postgres_dsn],
+        cwd=str(tmp_path),
+        env=_offline_env(tmp_path),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 200),
+    )
+    try:
+        first.expect(r"session (\S+) \(resume with: trio-agents chat --store (\S+)")
+        match = first.match
+        assert isinstance(match, re.Match)
+        sid, named = match.group(1), match.group(2)
+        assert named.startswith("postgresql://postgres@")  # the database, no password
+        first.expect_exact("\r\n> ")
+        first.sendline("hello from a chat")
+        first.expect_exact("echo: hello from a chat\r\n> ")
+        first.sendeof()
+        first.expect(pexpect.EOF)
+    finally:
+        first.close()
+    assert first.exitstatus == 0
+    second = pexpect.spawn(
+        sys.executable,
+        ["-m", "trio_agents._cli", "chat", "--store", postgres_dsn, "--session", sid],
+        cwd=str(tmp_path),
+        env=_offline_env(tmp_path),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 200),
+    )
+    try:
+        second.expect_exact("\r\n> ")
+        second.sendline("and again")
+        second.expect_exact("echo: and again\r\n> ")
+        second.sendeof()
+        second.expect(pexpect.EOF)
+    finally:
+        second.close()
+    assert second.exitstatus == 0
+
+    async def prompts() -> list[str]:
+        store = PostgresStore(postgres_dsn)
+        async with store.running():
+            records = (await store.load(sid)).records
+        return [str(r.data["content"]) for r in records if r.type == "user/message"]
+
+    assert trio.run(prompts) == ["hello from a chat", "and again"]
+
+
+def _offline_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    return env
