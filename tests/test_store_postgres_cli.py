@@ -80,7 +80,7 @@ def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() ->
 def test_a_chat_on_the_database_is_resumed_by_a_second_chat(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
-    first = pexpect.spawn(
+    first: pexpect.spawn[str] = pexpect.spawn(
         sys.executable,  # with PYTHONPATH inherited: this checkout's code
         ["-m", "trio_agents._cli", "chat", "--store", postgres_dsn],
         cwd=str(tmp_path),
@@ -93,7 +93,7 @@ def test_a_chat_on_the_database_is_resumed_by_a_second_chat(
         first.expect(r"session (\S+) \(resume with: trio-agents chat --store (\S+)")
         match = first.match
         assert isinstance(match, re.Match)
-        sid, named = match.group(1), match.group(2)
+        sid, named = str(match.group(1)), str(match.group(2))
         assert named.startswith("postgresql://postgres@")  # the database, no password
         first.expect_exact("\r\n> ")
         first.sendline("hello from a chat")
@@ -103,7 +103,7 @@ def test_a_chat_on_the_database_is_resumed_by_a_second_chat(
     finally:
         first.close()
     assert first.exitstatus == 0
-    second = pexpect.spawn(
+    second: pexpect.spawn[str] = pexpect.spawn(
         sys.executable,
         ["-m", "trio_agents._cli", "chat", "--store", postgres_dsn, "--session", sid],
         cwd=str(tmp_path),
