@@ -593,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     store = [trio.run(sqlite_records_per_second, 500) for _ in range(n)]
     rows.append(("SQLite appends, per turn", summary([s[0] for s in store], 1, "rec/s"), "", ""))
     rows.append(("closing flush, 1,000 records", summary([s[1] for s in store], 1e3, "ms"), "", ""))
+    rows.extend(postgres_rows(n, args.quick))
     acp = [acp_figures(50 if args.quick else 200) for _ in range(n)]
     trips, echo_trips = [a[0] for a in acp], [a[1] for a in acp]
     spawns, echo_spawns = [a[2] for a in acp], [a[3] for a in acp]
@@ -649,6 +650,18 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, versus, target in rows:
         print(f"{name:<{width}}  {value:<{value_width}}  {versus:<{versus_width}}  {target}")
     return 0
+
+
+def postgres_rows(repeat: int, quick: bool) -> list[tuple[str, str, str, str]]:
+    """PostgreSQL appends against SQLite (benchmarks/store_appends.py), on a server started
+    for the run; one row saying why when psycopg or the server cannot be had."""
+    # Imported here: psycopg is the optional `postgres` extra, and this file runs without it.
+    try:
+        import store_appends
+
+        return store_appends.measure(repeat, quick, os.environ.get("TRIO_AGENTS_BENCH_DSN"))
+    except (ImportError, AssertionError) as exc:
+        return [("PostgreSQL appends", "not measured", str(exc).splitlines()[0][:60], "")]
 
 
 def measure_peers(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from hypothesis import settings
 from trio_agents.testing._profiles import profile
 
 from .support.bwrap import ensure_bwrap
+from .support.postgres import PgServer, start_server
 
 # TRIO_AGENTS_PROFILE=deep runs every Hypothesis test with the deep budget.
 settings.register_profile("trio-agents", profile())
@@ -81,3 +82,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         run = _guarded_run(REAL_GUARD, False) if real else _guarded_run(VIRTUAL_GUARD, True)
         # Prepended, so pytest-trio finds this runner before trio_mode's default one.
         item.add_marker(pytest.mark.trio(run=functools.partial(run)), append=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server per pytest process (each xdist worker its own), started
+    at the first test that asks and stopped at the end (tests/support/postgres.py)."""
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PgServer) -> str:
+    """The DSN of a new, empty database of its own for one test."""
+    return postgres_server.new_database()

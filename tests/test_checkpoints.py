@@ -58,6 +58,7 @@ from trio_agents import (
     ModelRequest,
     OfflineModel,
     OpenAICompatibleModel,
+    PostgresStore,
     Runtime,
     Session,
     SessionStore,
@@ -83,6 +84,8 @@ from trio_agents.testing import (
     reply,
     tool_step,
 )
+
+from .support.postgres import start_server
 
 NAMESPACES = (trio_agents, trio_agents.acp, trio_agents.testing)
 ASYNC_DUNDERS = frozenset({"__aenter__", "__aexit__", "__aiter__", "__anext__", "__call__"})
@@ -605,6 +608,17 @@ async def _(probe: Probe) -> None:
         await exercise_store(probe, SqliteStore(os.path.join(directory, "s.sqlite3")))
         store = SqliteStore(os.path.join(directory, "s.sqlite3"), readonly=True)
         await probe.enter_and_exit(store.running())
+
+
+@case("trio_agents.PostgresStore.*", "every method, on a real server of its own", realtime)
+async def _(probe: Probe) -> None:
+    # A server of its own: cases take no fixtures, and this file's other cases need none.
+    server = await trio.to_thread.run_sync(start_server)
+    try:
+        dsn = await trio.to_thread.run_sync(server.new_database)
+        await exercise_store(probe, PostgresStore(dsn))
+    finally:
+        await trio.to_thread.run_sync(server.stop)
 
 
 # -- the shell --------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
-            "_status", "_inbox", "_store_claims", "_approval", "_readable", "_mcp_config",
+            "_status", "_inbox", "_store_claims", "_store_pg_schema", "_approval", "_readable",
+            "_mcp_config",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_spill", "_dumpable",
             "_sandbox_policy", "_tool_docstring", "_tool_schema", "_turn_events", "_turn_result",
             "_system_prompt",
@@ -48,7 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "stores, shell and models",
         (
-            "_store", "_store_thread", "_store_sqlite*", "_sandbox", "_shell", "_model_openai",
+            "_store", "_store_thread", "_store_sqlite*", "_store_postgres", "_sandbox", "_shell",
+            "_model_openai",
             "_model_offline",
             "_mcp", "_mcp_*", "_function_tool",
         ),
@@ -79,7 +81,8 @@ EXPORTS = {
         "FunctionTool", "function_tool",
         "JobOutput", "Listener", "MemoryStore", "Message", "MessageId", "Model", "ModelChunk",
         "ModelEndpointError", "ModelRequest", "OfflineModel", "OpenAICompatibleModel",
-        "PersistenceError", "Plugin", "Record", "RunResult", "Runtime", "SandboxPolicy",
+        "PersistenceError", "Plugin", "PostgresStore", "Record", "RunResult", "Runtime",
+        "SandboxPolicy",
         "Session",
         "SessionClosed", "SessionCreated", "SessionInfo", "SessionNotFoundError",
         "SessionStore", "ShellExecutor", "ShellRequest", "ShellSpec", "SqliteStore",
@@ -102,6 +105,7 @@ EXPORTS = {
         "ReadOnlyStoreError", "SandboxUnavailableError",
         "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "SpillDirectoryError", "StoreBrokenError", "StoreClosedError",
+        "StoreConnectionError",
         "StoreFileError", "StoreLockedError", "StoreNotFoundError",
         "UnknownStoreVersionError",
     },

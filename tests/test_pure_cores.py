@@ -49,6 +49,7 @@ PURE_MODULES = [
     "_record_shape",
     "_store_errors",
     "_store_claims",
+    "_store_pg_schema",
     "_session",
     "_model_sse",
     "_status",

@@ -45,6 +45,7 @@ from ._errors import ShellClosedError as ShellClosedError
 from ._errors import SpillDirectoryError as SpillDirectoryError
 from ._errors import StoreBrokenError as StoreBrokenError
 from ._errors import StoreClosedError as StoreClosedError
+from ._errors import StoreConnectionError as StoreConnectionError
 from ._errors import StoreFileError as StoreFileError
 from ._errors import StoreLockedError as StoreLockedError
 from ._errors import StoreNotFoundError as StoreNotFoundError
@@ -107,6 +108,7 @@ from ._store import MemoryStore as MemoryStore
 from ._store import SessionInfo as SessionInfo
 from ._store import SessionStore as SessionStore
 from ._store import StoredSession as StoredSession
+from ._store_postgres import PostgresStore as PostgresStore
 from ._store_sqlite import SqliteStore as SqliteStore
 from ._store_sqlite import default_store_path as default_store_path
 from ._system_prompt import SystemPrompt as SystemPrompt
@@ -193,6 +195,7 @@ __all__ = [
     "PersistenceError",
     "Plugin",
     "Policy",
+    "PostgresStore",
     "ReadOnlyStoreError",
     "Record",
     "RunResult",
@@ -219,6 +222,7 @@ __all__ = [
     "StepStarted",
     "StoreBrokenError",
     "StoreClosedError",
+    "StoreConnectionError",
     "StoreFileError",
     "StoreLockedError",
     "StoreNotFoundError",

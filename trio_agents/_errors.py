@@ -14,6 +14,7 @@ names the value and what to do.
      +-- StoreBrokenError ............ [trio.BrokenResourceError]
      +-- StoreLockedError ............ [trio.BusyResourceError]
      +-- StoreFileError .............. [OSError]
+     +-- StoreConnectionError ........ [ConnectionError]
      +-- AlreadyRunningError ......... [RuntimeError]
      +-- AlreadyLoadedError .......... [ValueError]
      +-- DuplicateSessionError
@@ -97,6 +98,7 @@ __all__ = [
     "SpillDirectoryError",
     "StoreBrokenError",
     "StoreClosedError",
+    "StoreConnectionError",
     "StoreFileError",
     "StoreLockedError",
     "StoreNotFoundError",
@@ -263,6 +265,12 @@ class StoreFileError(TrioAgentsError, OSError):
         # OSError's own __str__ would print the args tuple of a one-argument error as is;
         # print the sentence.
         return _message(self)
+
+
+class StoreConnectionError(TrioAgentsError, ConnectionError):
+    """A database store cannot reach its server, or lost its connection: the server is
+    down, the DSN names no such host or database, or the driver is not installed. The
+    message names the database (never its password) and the cause."""
 
 
 class UnknownStoreVersionError(TrioAgentsError, ValueError):

@@ -17,6 +17,7 @@ from ._nursery import service_nursery, start_service
 from ._registry import AgentRegistry, Lifecycle, Services
 from ._shell import ShellExecutor
 from ._store import SessionStore
+from ._store_postgres import PostgresStore, is_postgres_url
 from ._store_sqlite import SqliteStore, default_store_path
 
 __all__ = ["Runtime", "open_runtime"]
@@ -141,12 +142,12 @@ async def open_runtime(
 ) -> AsyncGenerator[Runtime, None]:
     """The root fiber and its services, for the duration of the block.
 
-    `store` is a SessionStore, a path (a SqliteStore there), or None (a SqliteStore at
-    `default_store_path()`). `shell` is the ShellExecutor agents' bash tools use (None: a
-    local one with default settings). Leaving the block closes every fiber and agent, in
-    order, shielded from cancellation, then the shell executor (silencing its notices, then
-    killing and reaping every job left), then the store. `runtime_class` is for subclasses of
-    `Runtime` (test doubles).
+    `store` is a SessionStore, a `postgresql://` URL (a PostgresStore there), a path (a
+    SqliteStore there), or None (a SqliteStore at `default_store_path()`). `shell` is the
+    ShellExecutor agents' bash tools use (None: a local one with default settings). Leaving
+    the block closes every fiber and agent, in order, shielded from cancellation, then the
+    shell executor (silencing its notices, then killing and reaping every job left), then the
+    store. `runtime_class` is for subclasses of `Runtime` (test doubles).
 
     Entering is a checkpoint, leaving a cancel-shielded one. Entering raises what opening the
     store or the shell executor raises: TrioAgentsError for a file that is not a session store
@@ -156,6 +157,8 @@ async def open_runtime(
     """
     if isinstance(store, SessionStore):
         sessions = store
+    elif isinstance(store, str) and is_postgres_url(store):
+        sessions = PostgresStore(store)
     else:
         sessions = SqliteStore(store if store is not None else default_store_path())
     async with service_nursery() as nursery:

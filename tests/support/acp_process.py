@@ -30,10 +30,10 @@ def rss_kib(pid: int) -> int:
 
 
 class AcpProcess:
-    """`trio-agents acp --store STORE` (offline model) in a child process running this
-    checkout's code. Frames read are kept in `frames`, in arrival order."""
+    """`trio-agents acp --store STORE` (a file or a database URL; offline model) in a child
+    process running this checkout's code. Frames read are kept in `frames`, in arrival order."""
 
-    def __init__(self, store: Path, *extra: str) -> None:
+    def __init__(self, store: Path | str, *extra: str) -> None:
         command = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(store)]
         # `auto`: these tests run commands with no client to answer permission requests.
         self.process = subprocess.Popen(

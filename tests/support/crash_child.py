@@ -11,9 +11,10 @@ close
     `turn/end` durable.
 
 crash [CALL_ID]
-    Run one complete setup turn and flush it (so the session is stored whenever the kill
-    lands), print `READY`, then run turns forever. Each turn has a step with two tool calls
-    and a text step; the model and the tools sleep for real between records, so the parent
+    (`db_path` may be a `postgresql://` URL: the same, on a PostgresStore.) Run one
+    complete setup turn and flush it (so the session is stored whenever the kill lands),
+    print `READY`, then run turns forever. Each turn has a step with two tool calls and a
+    text step; the model and the tools sleep for real between records, so the parent
     can land its kill mid-step, mid-tool or between turns. After every record appended
     past `READY` the child prints `RECORD <n> <type>` (n counts from 1).
 
@@ -143,7 +144,7 @@ async def close_mode(path: Path) -> None:
         freeze()
 
 
-async def crash_mode(path: Path, hold: str | None) -> None:
+async def crash_mode(path: Path | str, hold: str | None) -> None:
     async with open_runtime(path) as rt:
         handle = await rt.agents.create(
             model=SlowModel(), tools=[SlowTool(rt, hold)], session_id=SESSION
@@ -166,14 +167,19 @@ async def crash_mode(path: Path, hold: str | None) -> None:
                 await trio.sleep(PAUSE)
 
 
+def _target(arg: str) -> Path | str:
+    """A store file, or a PostgreSQL URL (tests/test_store_postgres_processes.py)."""
+    return arg if arg.startswith("postgresql://") else Path(arg)
+
+
 def main(argv: list[str]) -> None:
     match argv:
         case ["close", path]:
             trio.run(close_mode, Path(path))
         case ["crash", path]:
-            trio.run(crash_mode, Path(path), None)
+            trio.run(crash_mode, _target(path), None)
         case ["crash", path, hold]:
-            trio.run(crash_mode, Path(path), hold)
+            trio.run(crash_mode, _target(path), hold)
         case _:
             sys.exit(
                 "usage: python -m tests.support.crash_child close DB_PATH | crash DB_PATH [CALL_ID]"

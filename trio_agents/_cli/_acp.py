@@ -25,6 +25,7 @@ from .._dumpable import make_non_dumpable
 from .._errors import (
     PersistenceError,
     StoreBrokenError,
+    StoreConnectionError,
     StoreFileError,
     StoreLockedError,
     TrioAgentsError,
@@ -35,6 +36,8 @@ from .._options import AgentOptions
 from .._sandbox import probe_now
 from .._sandbox_policy import SandboxPolicy
 from .._shell import ShellExecutor
+from .._store import SessionStore
+from .._store_postgres import PostgresStore
 from .._store_sqlite import SqliteStore, default_store_path
 from .._system_prompt import SystemPrompt
 from ..acp import serve_stdio
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     policy = sandbox_policy("acp", args)
     if policy is None:
         return 2
-    path: Path = args.store if args.store is not None else default_store_path()
+    path: Path | str = args.store if args.store is not None else default_store_path()
     try:
         trio.run(_open_store, path)
     except TrioAgentsError as exc:
@@ -114,9 +117,10 @@ def run(args: argparse.Namespace) -> int:
     print(startup_line(path, args, policy), file=sys.stderr, flush=True)
     code = 1
     try:
+        store = PostgresStore(path) if isinstance(path, str) else path
         code = trio.run(
             _main,
-            path,
+            store,
             models,
             args.mode,
             options,
@@ -124,14 +128,20 @@ def run(args: argparse.Namespace) -> int:
             args.mcp_start_timeout,
             args.system_prompt,
         )
-    except* (StoreFileError, StoreLockedError, StoreBrokenError, PersistenceError) as group:
+    except* (
+        StoreFileError,
+        StoreLockedError,
+        StoreBrokenError,
+        StoreConnectionError,
+        PersistenceError,
+    ) as group:
         # An agent whose commit failed (L7) reports it too: name the store's own cause.
         print(f"trio-agents acp: the store failed: {_first(group)}", file=sys.stderr)
     return code
 
 
 async def _main(
-    store: Path,
+    store: Path | SessionStore,
     models: Mapping[str, Callable[[], Model]],
     mode: str,
     options: AgentOptions,
@@ -215,8 +225,9 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaves[0]
 
 
-async def _open_store(path: Path) -> None:
-    """Open (creating if needed) and close the store, so a path that cannot be one is a
-    usage error before the client is told anything."""
-    async with SqliteStore(path).running():
+async def _open_store(path: Path | str) -> None:
+    """Open (creating if needed) and close the store, so a path that cannot be one (or a
+    database that cannot be reached) is a usage error before the client is told anything."""
+    store = PostgresStore(path) if isinstance(path, str) else SqliteStore(path)
+    async with store.running():
         pass

@@ -15,6 +15,7 @@ from pathlib import Path
 from .._sandbox import fallback, mark_warned, probe_now, unavailable
 from .._sandbox_policy import SandboxPolicy
 from .._shell_env import check_env_name
+from .._store_postgres import is_postgres_url
 from .._store_sqlite import default_store_path
 from .._system_prompt import coding_system_prompt
 from ._model_choice import MODELS
@@ -29,6 +30,7 @@ __all__ = [
     "configure_logging",
     "positive_int",
     "sandbox_policy",
+    "store_target",
 ]
 
 
@@ -49,14 +51,20 @@ def add_store(
     what: str = "the SQLite session store",
     metavar: str | None = None,
 ) -> None:
-    """`--store`: a path, None when not given (meaning `default_store_path()`)."""
+    """`--store`: a path, a `postgresql://` URL (kept as the str), or None when not given
+    (meaning `default_store_path()`)."""
     parser.add_argument(
         "--store",
-        type=Path,
+        type=store_target,
         default=None,
         metavar=metavar,
-        help=f"{what} (default: {default_store_path()})",
+        help=f"{what}, or a postgresql:// URL (default: {default_store_path()})",
     )
+
+
+def store_target(text: str) -> Path | str:
+    """An argparse type: a PostgreSQL URL as it is, anything else a path."""
+    return text if is_postgres_url(text) else Path(text)
 
 
 def add_model(

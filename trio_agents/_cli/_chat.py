@@ -65,6 +65,7 @@ from .._sandbox_policy import SandboxPolicy
 from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
+from .._store_postgres import PostgresStore
 from .._store_sqlite import default_store_path
 from .._system_prompt import SystemPrompt, coding_system_prompt, with_system_prompt
 from .._tool import Tool
@@ -490,18 +491,26 @@ def run(args: argparse.Namespace) -> int:
     sandbox = sandbox_policy("chat", args)
     if sandbox is None:
         return EXIT_USAGE
-    path: Path = args.store if args.store is not None else default_store_path()
-    if args.session is not None and not path.is_file():
-        message = f"trio-agents chat: no store at {path}, so no session {args.session!r}"
-        print(message, file=sys.stderr)
-        return EXIT_USAGE
+    target: Path | str = args.store if args.store is not None else default_store_path()
+    store: SessionStore | Path
+    if isinstance(target, str):
+        # Hints name the database without its password (give it in PGPASSWORD or ~/.pgpass).
+        store = PostgresStore(target)
+        store_option = f" --store {shlex.quote(store.where)}"
+    else:
+        store = target
+        store_option = f" --store {shlex.quote(str(target))}" if args.store is not None else ""
+        if args.session is not None and not target.is_file():
+            message = f"trio-agents chat: no store at {target}, so no session {args.session!r}"
+            print(message, file=sys.stderr)
+            return EXIT_USAGE
     config = ChatConfig(
-        store=path,
+        store=store,
         model_factory=MODELS[name],
         model_note=note,
         session_id=args.session,
         options=AgentOptions(max_steps=args.max_steps),
-        store_option=f" --store {shlex.quote(str(path))}" if args.store is not None else "",
+        store_option=store_option,
         pass_env=tuple(args.pass_env),
         sandbox=sandbox,
         mode="auto" if args.auto else "ask",

@@ -29,8 +29,9 @@ from typing import Any, TextIO, TypeVar
 import trio
 
 from .._errors import SessionNotFoundError, TrioAgentsError
-from .._store import SessionInfo, StoredSession
+from .._store import SessionInfo, SessionStore, StoredSession
 from .._store_errors import non_directory_ancestor
+from .._store_postgres import PostgresStore
 from .._store_sqlite import SqliteStore, default_store_path
 from ._args import add_store
 
@@ -59,7 +60,10 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `sessions list` or `sessions show`; the exit code."""
     out, err = sys.stdout, sys.stderr
-    path: Path = args.store if args.store is not None else default_store_path()
+    target: Path | str = args.store if args.store is not None else default_store_path()
+    if isinstance(target, str):
+        return _run_on(PostgresStore(target), args, out, err)
+    path = target
     blocker = non_directory_ancestor(path)
     if blocker is not None:
         print(f"trio-agents sessions: --store {path}: {blocker} is not a directory", file=err)
@@ -70,13 +74,21 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"trio-agents sessions: --store {path} is not a file", file=err)
         return 2
+    return _run_on(SqliteStore(path, readonly=True), args, out, err)
+
+
+def _run_on(
+    store: SqliteStore | PostgresStore, args: argparse.Namespace, out: TextIO, err: TextIO
+) -> int:
+    # A SQLite store is named by its file, a database by its URL without the password.
+    path = store.path if isinstance(store, SqliteStore) else store.where
     try:
         if args.action == "list":
-            infos: list[SessionInfo] = trio.run(_list, path)
+            infos: list[SessionInfo] = trio.run(_list, store)
             return _print_list(infos, path, out, err)
         sid: str = args.session_id
         try:
-            stored: StoredSession = trio.run(_load, path, sid)
+            stored: StoredSession = trio.run(_load, store, sid)
         except SessionNotFoundError:
             print(f"trio-agents sessions: no session {_printable(repr(sid))} in {path}", file=err)
             return 1
@@ -112,7 +124,7 @@ def format_record(seq: int, type: str, data: Any, as_json: bool = False) -> str:
     return f"{seq}  {type}  {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}"
 
 
-def _print_list(infos: Sequence[SessionInfo], path: Path, out: TextIO, err: TextIO) -> int:
+def _print_list(infos: Sequence[SessionInfo], path: Path | str, out: TextIO, err: TextIO) -> int:
     if not infos:
         # On stderr, so that a script reading stdout sees no sessions, not a message.
         print(f"trio-agents sessions: no sessions in {path}", file=err)
@@ -136,16 +148,16 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-async def _list(path: Path) -> list[SessionInfo]:
-    return await _reading(path, lambda store: store.list_sessions())
+async def _list(store: SessionStore) -> list[SessionInfo]:
+    return await _reading(store, lambda store: store.list_sessions())
 
 
-async def _load(path: Path, session_id: str) -> StoredSession:
-    return await _reading(path, lambda store: store.load(session_id))
+async def _load(store: SessionStore, session_id: str) -> StoredSession:
+    return await _reading(store, lambda store: store.load(session_id))
 
 
-async def _reading(path: Path, read: Callable[[SqliteStore], Awaitable[T]]) -> T:
-    """`await read(store)` on the store opened read-only: looking never changes the file."""
-    store = SqliteStore(path, readonly=True)
+async def _reading(store: SessionStore, read: Callable[[SessionStore], Awaitable[T]]) -> T:
+    """`await read(store)` on the store, which `run` opened read-only when it is a file:
+    looking never changes the file. (A database gets the tables if it had none.)"""
     async with store.running():
         return await read(store)

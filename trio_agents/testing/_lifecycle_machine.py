@@ -103,7 +103,7 @@ class LifecycleMachine(ClosingRules):
     histories: ClassVar[set[int]] = set()
 
     def __init__(self) -> None:
-        super().__init__(TrioHost())
+        super().__init__(self._new_host())
         self.store = self._make_store()
         self.held = self.store if isinstance(self.store, HeldStore) else None
         self.events: list[Event] = []
@@ -130,6 +130,12 @@ class LifecycleMachine(ClosingRules):
     def _make_store(self) -> SessionStore:
         """The store of the example; a subclass checks another store by overriding it."""
         return HeldStore()
+
+    @staticmethod
+    def _new_host() -> TrioHost:
+        """The example's host: the autojump clock. A subclass whose store works in threads
+        (a database) gives a real clock instead, or the clock would leap while one runs."""
+        return TrioHost()
 
     # -- runtime service ----------------------------------------------------------------
 

@@ -1,0 +1,137 @@
+"""The command line on a PostgreSQL store (rule L16): `trio-agents acp --store
+postgresql://...` in two real server processes on one database, `sessions list` on it, a
+chat resumed by a second chat in a pseudo-terminal, and a database that cannot be reached
+(one line, exit 2, no password).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+import trio
+
+from trio_agents import PostgresStore
+from trio_agents._cli._main import main
+
+from .support.acp_process import AcpProcess
+from .support.chat import TIMEOUT
+
+pytestmark = pytest.mark.subprocess
+
+
+def test_two_acp_servers_on_one_database_share_sessions_but_not_live_ones(
+    postgres_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = AcpProcess(postgres_dsn), AcpProcess(postgres_dsn)
+    try:
+        first.initialize()
+        second.initialize()
+        sid = first.new_session(tmp_path)
+        answer = first.answer(first.prompt(sid, "hello from the first host"))
+        assert answer["result"]["stopReason"] == "end_turn"
+        load: dict[str, object] = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        refused = second.answer(second.send("session/load", load))
+        assert "error" in refused, refused
+        assert sid in refused["error"]["message"]
+        assert "live" in refused["error"]["message"]
+        # End of input: the first server closes its agents, releases its claims, exits 0.
+        assert first.process.stdin is not None
+        first.process.stdin.close()
+        assert first.process.wait(timeout=30) == 0
+        second.result("session/load", load)
+        answer = second.answer(second.prompt(sid, "and from the second"))
+        assert answer["result"]["stopReason"] == "end_turn"
+    finally:
+        first.close()
+        second.close()
+    assert main(["sessions", "list", "--store", postgres_dsn]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[1:]] == [sid]
+    assert out[1].split(maxsplit=5)[3:] == ["2", "completed", "hello from the first host"]
+    assert main(["sessions", "show", sid, "--store", postgres_dsn]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0].split()[:2] == ["0", "turn/start"]
+
+
+def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() -> None:
+    url = "postgresql://agent:s3cret-pw@127.0.0.1:1/agents?connect_timeout=2"
+    for command in (["acp", "--store", url], ["sessions", "list", "--store", url]):
+        done = subprocess.run(
+            [sys.executable, "-m", "trio_agents._cli", *command],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        assert done.returncode in (1, 2)
+        assert "s3cret-pw" not in done.stderr
+        assert "postgresql://agent@127.0.0.1:1/agents" in lines[0]
+
+
+def test_a_chat_on_the_database_is_resumed_by_a_second_chat(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    first: pexpect.spawn[str] = pexpect.spawn(
+        sys.executable,  # with PYTHONPATH inherited: this checkout's code
+        ["-m", "trio_agents._cli", "chat", "--store", postgres_dsn],
+        cwd=str(tmp_path),
+        env=_offline_env(tmp_path),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 200),
+    )
+    try:
+        first.expect(r"session (\S+) \(resume with: trio-agents chat --store (\S+)")
+        match = first.match
+        assert isinstance(match, re.Match)
+        sid, named = str(match.group(1)), str(match.group(2))
+        assert named.startswith("postgresql://postgres@")  # the database, no password
+        first.expect_exact("\r\n> ")
+        first.sendline("hello from a chat")
+        first.expect_exact("echo: hello from a chat\r\n> ")
+        first.sendeof()
+        first.expect(pexpect.EOF)
+    finally:
+        first.close()
+    assert first.exitstatus == 0
+    second: pexpect.spawn[str] = pexpect.spawn(
+        sys.executable,
+        ["-m", "trio_agents._cli", "chat", "--store", postgres_dsn, "--session", sid],
+        cwd=str(tmp_path),
+        env=_offline_env(tmp_path),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 200),
+    )
+    try:
+        second.expect_exact("\r\n> ")
+        second.sendline("and again")
+        second.expect_exact("echo: and again\r\n> ")
+        second.sendeof()
+        second.expect(pexpect.EOF)
+    finally:
+        second.close()
+    assert second.exitstatus == 0
+
+    async def prompts() -> list[str]:
+        store = PostgresStore(postgres_dsn)
+        async with store.running():
+            records = (await store.load(sid)).records
+        return [str(r.data["content"]) for r in records if r.type == "user/message"]
+
+    assert trio.run(prompts) == ["hello from a chat", "and again"]
+
+
+def _offline_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    return env
