@@ -135,3 +135,17 @@ def _offline_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     return env
+
+
+def test_acp_names_a_postgres_store_on_stderr_without_its_password(postgres_dsn: str) -> None:
+    # The test server trusts its socket, so a password in the URL is accepted and unused.
+    dsn = postgres_dsn.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_agents._cli", "acp", "--store", dsn],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert "; store " in first
+    assert "s3cret" not in done.stderr
+    assert postgres_dsn.rsplit("/", 1)[-1].split("?")[0] in first  # the database's name

@@ -113,11 +113,12 @@ def run(args: argparse.Namespace) -> int:
     # Before any command runs: none of them may read this process's environment (D144).
     make_non_dumpable()
     shell = ShellExecutor(pass_env=args.pass_env, sandbox=policy)
+    store = PostgresStore(path) if isinstance(path, str) else path
     # An editor shows an agent's stderr in its log: the first line says what is serving.
-    print(startup_line(path, args, policy), file=sys.stderr, flush=True)
+    where = store.where if isinstance(store, PostgresStore) else str(store)  # no password
+    print(startup_line(where, args, policy), file=sys.stderr, flush=True)
     code = 1
     try:
-        store = PostgresStore(path) if isinstance(path, str) else path
         code = trio.run(
             _main,
             store,
@@ -173,7 +174,7 @@ async def _stop_on_quit(events: trio.abc.ReceiveChannel[int | Quit], stop: trio.
         stop.set()
 
 
-def startup_line(store: Path, args: argparse.Namespace, policy: SandboxPolicy) -> str:
+def startup_line(store: str, args: argparse.Namespace, policy: SandboxPolicy) -> str:
     """What `trio-agents acp` says on stderr before it reads a frame: its version, the store,
     the model, the mode and how commands are confined; `--verbose` adds the rest."""
     sandboxed = probe_now(policy.bwrap).bwrap is not None  # probed already: cached
