@@ -1,7 +1,7 @@
 """`trio-agents acp` against third-party ACP agents: spawn-to-initialize and the prompt round
 trip, on one scripted OpenAI-compatible endpoint, in one run.
 
-    python benchmarks/acp_peers.py [--spawns 7] [--prompts 50] [--third-party DIR]
+    python benchmarks/acp_peers.py [--rounds 7] [--prompts 8] [--only AGENT] [--third-party DIR]
     python benchmarks/run.py --acp-peers            # the same rows at the end of run.py's table
 
 The third-party agents are npm packages, installed pinned, each into its own prefix under the
@@ -19,16 +19,17 @@ telemetry and update checks off. The endpoint is the suite's scripted one on 127
 this process: every model call, chat completions or Responses API (codex-acp), is answered
 with the one-chunk text `ok`, at once.
 
-Figures, per agent (D350-D354):
+Figures, per agent (D350-D354), over `--rounds` rounds that take the agents in turn (so a
+change in the machine's load falls on all alike), after one untimed start of each (a first
+start lays out its caches under the scratch HOME). In a round each agent is started once:
 
-- spawn -> initialize: from the spawn to the parsed answer to `initialize`, over `--spawns`
-  starts after one untimed start (a first start lays out its caches under the scratch HOME);
-  median, min and max.
-- prompt round trip: in one session, after two untimed prompts, `--prompts` times a
-  `session/prompt` of `hi` to its answer; median and p90. Each prompt must end `end_turn`
-  with `ok` among its `agent_message_chunk` text, or the agent's row says what it did.
-  The model calls the endpoint served per prompt are printed too: an agent that makes calls
-  of its own (a title, a memory extraction) pays for them here.
+- spawn -> initialize: from the spawn to the parsed answer to `initialize`; median, min and
+  max over the rounds.
+- prompt round trip: in a new session, after two untimed prompts, `--prompts` times a
+  `session/prompt` of `hi` to its answer; median and p90 over all rounds. Each prompt must
+  end `end_turn` with `ok` among its `agent_message_chunk` text, or the agent's row says what
+  it did. The model calls the endpoint served per timed prompt are printed too: an agent that
+  makes calls of its own (a title, a memory extraction) pays for them here.
 
 trio-agents runs from this checkout (`python -m trio_agents._cli acp`) with a SQLite store in
 the scratch directory, once with `--model openai` on the endpoint (the baseline of every
@@ -50,8 +51,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -282,35 +283,56 @@ INITIALIZE: Mapping[str, Any] = {
 
 @dataclass
 class Figures:
-    spawns: list[float]
-    trips: list[float]
-    calls_per_prompt: float
+    spawns: list[float] = field(default_factory=list[float])
+    trips: list[float] = field(default_factory=list[float])
+    calls: int = 0  # model calls the endpoint served during the timed prompts
+
+    @property
+    def calls_per_prompt(self) -> float:
+        return self.calls / len(self.trips) if self.trips else 0.0
 
 
-async def spawn_once(peer: Peer, placeholders: Mapping[str, str], directory: Path) -> float:
-    started: list[float] = []
-    async with open_client(peer, placeholders, directory, started) as client:
+@dataclass(frozen=True)
+class Place:
+    """Where one agent runs: its scratch directory (its HOME) and the template values."""
+
+    directory: Path
+    placeholders: Mapping[str, str]
+
+
+def place(peer: Peer, endpoint: ScriptedEndpoint, scratch: Path) -> Place:
+    directory = scratch / peer.name.split()[0]
+    directory.mkdir(parents=True, exist_ok=True)
+    placeholders = {
+        "base_url": endpoint.base_url,
+        "api_key": API_KEY,
+        "model": MODEL,
+        "dir": str(directory),
+        "workdir": str(directory / "work"),
+    }
+    return Place(directory, placeholders)
+
+
+async def first_start(peer: Peer, where: Place) -> None:
+    """An untimed start to `initialize`: a first start lays out caches under its HOME."""
+    async with open_client(peer, where.placeholders, where.directory, []) as client:
         await client.request("initialize", INITIALIZE, seconds=60)
-        return time.perf_counter() - started[0]
 
 
-async def prompt_trips(
-    peer: Peer,
-    placeholders: Mapping[str, str],
-    directory: Path,
-    endpoint: ScriptedEndpoint,
-    prompts: int,
-) -> tuple[list[float], float]:
-    """The round trips of `prompts` prompts in one session, and the model calls per prompt."""
+async def one_round(
+    peer: Peer, where: Place, endpoint: ScriptedEndpoint, prompts: int, figures: Figures
+) -> None:
+    """One start of `peer`: spawn to `initialize` timed, a session, two untimed prompts,
+    then `prompts` timed ones; appended to `figures`."""
     started: list[float] = []
-    async with open_client(peer, placeholders, directory, started) as client:
+    async with open_client(peer, where.placeholders, where.directory, started) as client:
         await client.request("initialize", INITIALIZE, seconds=60)
+        spawn = time.perf_counter() - started[0]
         new, _ = await client.request(
-            "session/new", {"cwd": str(directory / "work"), "mcpServers": []}, seconds=60
+            "session/new", {"cwd": str(where.directory / "work"), "mcpServers": []}, seconds=60
         )
-        session = str(new["sessionId"])
-        params = {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}
-        for _ in range(2):  # warm up: first-prompt work (titles, caches) is not timed
+        params = {"sessionId": str(new["sessionId"]), "prompt": [{"type": "text", "text": "hi"}]}
+        for _ in range(2):  # warm up: first-prompt work (a title, caches) is not timed
             await _prompt(client, params, peer.answer)
         calls_before = endpoint.unscripted + len(endpoint.served)
         trips: list[float] = []
@@ -318,8 +340,9 @@ async def prompt_trips(
             start = time.perf_counter()
             await _prompt(client, params, peer.answer)
             trips.append(time.perf_counter() - start)
-        calls = endpoint.unscripted + len(endpoint.served) - calls_before
-    return trips, calls / prompts
+        figures.calls += endpoint.unscripted + len(endpoint.served) - calls_before
+    figures.spawns.append(spawn)
+    figures.trips.extend(trips)
 
 
 async def _prompt(client: Client, params: Mapping[str, Any], answer: str) -> None:
@@ -336,24 +359,6 @@ async def _prompt(client: Client, params: Mapping[str, Any], answer: str) -> Non
         )
 
 
-async def measure(
-    peer: Peer, endpoint: ScriptedEndpoint, spawns: int, prompts: int, scratch: Path
-) -> Figures:
-    directory = scratch / peer.name.split()[0]
-    directory.mkdir(parents=True, exist_ok=True)
-    placeholders = {
-        "base_url": endpoint.base_url,
-        "api_key": API_KEY,
-        "model": MODEL,
-        "dir": str(directory),
-        "workdir": str(directory / "work"),
-    }
-    await spawn_once(peer, placeholders, directory)  # untimed: the first start's caches
-    times = [await spawn_once(peer, placeholders, directory) for _ in range(spawns)]
-    trips, calls = await prompt_trips(peer, placeholders, directory, endpoint, prompts)
-    return Figures(times, trips, calls)
-
-
 def missing(peer: Peer, third_party: Path) -> str | None:
     """Why `peer` cannot run here, or None."""
     if peer.prefix is None:
@@ -365,26 +370,42 @@ def missing(peer: Peer, third_party: Path) -> str | None:
 
 
 async def measure_all(
-    chosen: Sequence[Peer], third_party: Path, spawns: int, prompts: int
+    chosen: Sequence[Peer], third_party: Path, rounds: int, prompts: int
 ) -> dict[str, Figures | str]:
-    """Every peer's figures, or the reason it has none, measured one after another on one
-    endpoint."""
+    """Every peer's figures, or the reason it has none, on one endpoint. The rounds take the
+    agents in turn (a start and `prompts` prompts each), so a change in the machine's load
+    during the run falls on all of them alike."""
     found: dict[str, Figures | str] = {}
     with tempfile.TemporaryDirectory(prefix="acp-peers-") as scratch:
         async with open_endpoint() as endpoint:
+            places: dict[str, Place] = {}
             for peer in chosen:
                 why = missing(peer, third_party)
-                if why is not None:
-                    found[peer.name] = why
-                    continue
-                try:
-                    found[peer.name] = await measure(peer, endpoint, spawns, prompts, Path(scratch))
-                except BaseException as exc:
-                    reason = _reason(exc)
-                    if reason is None:
-                        raise
-                    found[peer.name] = f"could not be timed: {reason}"
+                if why is None:
+                    places[peer.name] = place(peer, endpoint, Path(scratch))
+                    why = await _untimable(first_start(peer, places[peer.name]))
+                found[peer.name] = Figures() if why is None else why
+            for _ in range(rounds):
+                for peer in chosen:
+                    figures = found[peer.name]
+                    if isinstance(figures, Figures):
+                        work = one_round(peer, places[peer.name], endpoint, prompts, figures)
+                        why = await _untimable(work)
+                        if why is not None:
+                            found[peer.name] = why
     return found
+
+
+async def _untimable(work: Awaitable[None]) -> str | None:
+    """Run `work`; the reason the agent cannot be timed if it raised one, else None."""
+    try:
+        await work
+    except BaseException as exc:
+        reason = _reason(exc)
+        if reason is None:
+            raise
+        return f"could not be timed: {reason}"
+    return None
 
 
 def _reason(exc: BaseException) -> str | None:
@@ -410,11 +431,11 @@ def p90(values: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
-def rows(spawns: int, prompts: int, third_party: Path, only: Sequence[str] = ()) -> list[Row]:
+def rows(rounds: int, prompts: int, third_party: Path, only: Sequence[str] = ()) -> list[Row]:
     """run.py's rows: name, value, versus, target/verdict. `only`: the third-party agents to
     time (by name; default all); trio-agents is always timed, as the baseline."""
     chosen = [p for p in peers(third_party) if p.prefix is None or not only or p.name in only]
-    found = trio.run(measure_all, chosen, third_party, spawns, prompts)
+    found = trio.run(measure_all, chosen, third_party, rounds, prompts)
     base = found[chosen[0].name]
     table: list[Row] = []
     for peer in chosen:
@@ -453,8 +474,8 @@ def _verdict(ok: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spawns", type=int, default=7, help="timed starts per agent")
-    parser.add_argument("--prompts", type=int, default=50, help="timed prompts per agent")
+    parser.add_argument("--rounds", type=int, default=7, help="timed starts per agent")
+    parser.add_argument("--prompts", type=int, default=8, help="timed prompts per agent per start")
     parser.add_argument(
         "--third-party", type=Path, default=ROOT / ".third-party", help="the agents' npm prefixes"
     )
@@ -466,11 +487,14 @@ def main(argv: list[str] | None = None) -> int:
         help="time only this third-party agent (repeatable)",
     )
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.prompts < 1:
+        parser.error("--rounds and --prompts must be at least 1")
     print(
-        f"ACP agents on one scripted endpoint: {args.spawns} starts, {args.prompts} prompts each;"
-        f" ratios against trio-agents --model openai; {os.cpu_count()} cores"
+        f"ACP agents on one scripted endpoint: {args.rounds} rounds of a start and "
+        f"{args.prompts} prompts each; ratios against trio-agents --model openai; "
+        f"{os.cpu_count()} cores"
     )
-    table = rows(args.spawns, args.prompts, args.third_party, args.only)
+    table = rows(args.rounds, args.prompts, args.third_party, args.only)
     width = max(len(name) for name, _, _, _ in table)
     value_width = max(len(value) for _, value, _, _ in table)
     versus_width = max(len(versus) for _, _, versus, _ in table)

@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         import acp_peers
 
         third_party = acp_peers.ROOT / ".third-party"
-        rows.extend(acp_peers.rows(3 if args.quick else 7, 20 if args.quick else 50, third_party))
+        rows.extend(acp_peers.rows(3 if args.quick else 7, 4 if args.quick else 8, third_party))
 
     width = max(len(name) for name, _, _, _ in rows)
     value_width = max(len(value) for _, value, _, _ in rows)
