@@ -30,6 +30,9 @@ start lays out its caches under the scratch HOME). In a round each agent is star
   end `end_turn` with `ok` among its `agent_message_chunk` text, or the agent's row says what
   it did. The model calls the endpoint served per timed prompt are printed too: an agent that
   makes calls of its own (a title, a memory extraction) pays for them here.
+- CPU: the user and system time the agent's processes used (read from /proc for the process
+  and its descendants), to `initialize` (median) and per timed prompt (mean). On a shared
+  machine the wall clock varies with the load; CPU time much less.
 
 trio-agents runs from this checkout (`python -m trio_agents._cli acp`) with a SQLite store in
 the scratch directory, once with `--model openai` on the endpoint (the baseline of every
@@ -286,6 +289,8 @@ class Figures:
     spawns: list[float] = field(default_factory=list[float])
     trips: list[float] = field(default_factory=list[float])
     calls: int = 0  # model calls the endpoint served during the timed prompts
+    start_cpu: list[float] = field(default_factory=list[float])  # CPU s to `initialize`
+    prompt_cpu: float = 0.0  # CPU s the agent's processes used over the timed prompts
 
     @property
     def calls_per_prompt(self) -> float:
@@ -328,6 +333,7 @@ async def one_round(
     async with open_client(peer, where.placeholders, where.directory, started) as client:
         await client.request("initialize", INITIALIZE, seconds=60)
         spawn = time.perf_counter() - started[0]
+        start_cpu = cpu_seconds(client.process.pid)
         new, _ = await client.request(
             "session/new", {"cwd": str(where.directory / "work"), "mcpServers": []}, seconds=60
         )
@@ -335,14 +341,33 @@ async def one_round(
         for _ in range(2):  # warm up: first-prompt work (a title, caches) is not timed
             await _prompt(client, params, peer.answer)
         calls_before = endpoint.unscripted + len(endpoint.served)
+        cpu_before = cpu_seconds(client.process.pid)
         trips: list[float] = []
         for _ in range(prompts):
             start = time.perf_counter()
             await _prompt(client, params, peer.answer)
             trips.append(time.perf_counter() - start)
         figures.calls += endpoint.unscripted + len(endpoint.served) - calls_before
+        figures.prompt_cpu += cpu_seconds(client.process.pid) - cpu_before
     figures.spawns.append(spawn)
+    figures.start_cpu.append(start_cpu)
     figures.trips.extend(trips)
+
+
+def cpu_seconds(root: int) -> float:
+    """User and system CPU time of `root` and its live descendants, and of the children it
+    has reaped, from /proc: what the agent computed, whatever the machine's load made the
+    wall clock say."""
+    total = 0
+    for pid in (root, *(proc.pid for proc in descendants(root))):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile: a reaped child is counted in its parent's cutime
+        # After the name: utime (14), stime (15), cutime (16), cstime (17), from field 3.
+        total += sum(int(value) for value in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def _prompt(client: Client, params: Mapping[str, Any], answer: str) -> None:
@@ -448,11 +473,14 @@ def rows(rounds: int, prompts: int, third_party: Path, only: Sequence[str] = ())
         trip_median = statistics.median(figures.trips)
         spawn_value = (
             f"{spawn_median * 1e3:8.0f} ms spawn->initialize "
-            f"(min {min(figures.spawns) * 1e3:.0f}, max {max(figures.spawns) * 1e3:.0f})"
+            f"(min {min(figures.spawns) * 1e3:.0f}, max {max(figures.spawns) * 1e3:.0f}; "
+            f"CPU {statistics.median(figures.start_cpu) * 1e3:.0f} ms)"
         )
         trip_value = (
             f"{trip_median * 1e3:8.2f} ms prompt round trip "
-            f"(p90 {p90(figures.trips) * 1e3:.2f}, {figures.calls_per_prompt:.1f} model calls)"
+            f"(p90 {p90(figures.trips) * 1e3:.2f}; CPU "
+            f"{figures.prompt_cpu / len(figures.trips) * 1e3:.1f} ms; "
+            f"{figures.calls_per_prompt:.1f} model calls)"
         )
         spawn_versus = trip_versus = spawn_target = trip_target = ""
         if isinstance(base, Figures) and peer is not chosen[0]:
