@@ -245,7 +245,7 @@ async def test_a_responses_hold_and_a_shell_step_goes_on_without_tools() -> None
 
 
 def test_user_and_steps_reads_a_responses_input() -> None:
-    after = [
+    after: list[dict[str, Any]] = [
         {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]},
         {"type": "function_call", "name": "shell", "call_id": "c1"},
         {"type": "function_call_output", "call_id": "c1", "output": "done"},
