@@ -1,6 +1,6 @@
 """Benchmarks: the runtime against baselines measured in the same run.
 
-    python benchmarks/run.py [--repeat 5] [--quick] [--no-peers] [--no-many]
+    python benchmarks/run.py [--repeat 5] [--quick] [--no-peers] [--no-many] [--acp-peers]
 
 Every figure is the median of `--repeat` repetitions (with min and max), and every ratio is
 against a baseline measured in this run, on this machine: the machines here are shared and
@@ -488,6 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-many", action="store_true", help="skip the 1,000 sessions and 10,000 agents"
     )
+    parser.add_argument(
+        "--acp-peers",
+        action="store_true",
+        help="also time third-party ACP agents (npm installs: see benchmarks/acp_peers.py)",
+    )
     args = parser.parse_args(argv)
     n = args.repeat
     turns = 200 if args.quick else 2000
@@ -643,6 +648,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows.extend(many_sessions.rows(figures))
     rows.extend(peer_rows)
+    if args.acp_peers:
+        import acp_peers
+
+        third_party = acp_peers.ROOT / ".third-party"
+        rows.extend(acp_peers.rows(3 if args.quick else 7, 4 if args.quick else 8, third_party))
 
     width = max(len(name) for name, _, _, _ in rows)
     value_width = max(len(value) for _, value, _, _ in rows)

@@ -1,6 +1,7 @@
 """The ACP mode's scripted chat-completions endpoint, read by the OpenAI-compatible model (our
 own SSE client) and by httpx directly: standard streams, tool calls fitted to the agent's
-shell tool, holds a release or a disconnect ends, and the plain answer to unscripted calls."""
+shell tool, holds a release or a disconnect ends, and the plain answer to unscripted calls;
+the Responses API's text streams, for agents that speak only it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from trio_agents.testing._acp._endpoint import (
     open_endpoint,
     shell_call,
 )
+from trio_agents.testing._acp._responses import user_and_steps
 
 BASH_SPECS = tuple(ToolSpec(t.name, t.description, t.parameters) for t in BashTools().tools)
 
@@ -170,3 +172,85 @@ async def test_an_agent_without_a_shell_tool_gets_the_next_step() -> None:
         assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "went on without it"
         assert endpoint.served[0].step == Say("went on without it")
         assert endpoint.served[0].tool is None
+
+
+def sse_events(raw: str) -> list[tuple[str, dict[str, Any]]]:
+    """(event type, data) of each `event:`/`data:` pair of a Responses stream."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    for block in raw.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if fields:
+            data = json.loads(fields["data"])
+            assert data["type"] == fields["event"]  # the type is in both, as OpenAI sends it
+            events.append((fields["event"], data))
+    return events
+
+
+def responses_input(*items: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"type": "message", "role": "developer", "content": "instructions"},
+        *items,
+    ]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+async def test_a_responses_stream_is_the_scripted_text_then_completed() -> None:
+    async with open_endpoint() as endpoint, httpx.AsyncClient() as client:
+        endpoint.scripts["acp-check-8"] = (Say("three little pieces"),)
+        body = {"model": MODEL, "input": responses_input(user("go acp-check-8")), "stream": True}
+        raw = await client.post(f"{endpoint.base_url}/responses", json=body)
+        assert raw.headers["content-type"] == "text/event-stream"
+        events = sse_events(raw.text)
+        kinds = [kind for kind, _ in events]
+        assert kinds[:2] == ["response.created", "response.output_item.added"]
+        assert kinds[-2:] == ["response.output_item.done", "response.completed"]
+        deltas = [data["delta"] for kind, data in events if kind == "response.output_text.delta"]
+        assert "".join(deltas) == "three little pieces"
+        assert len(deltas) == 3
+        done = events[-1][1]["response"]
+        assert done["status"] == "completed"
+        assert done["usage"]["total_tokens"] == 15
+        assert done["output"][0]["content"][0]["text"] == "three little pieces"
+        assert events[-2][1]["item"] == done["output"][0]
+        assert [(s.token, s.index) for s in endpoint.served] == [("acp-check-8", 0)]
+        # An unscripted call (no token) and a non-streaming one: the plain answer, counted.
+        plain = {"model": MODEL, "input": "a title please"}
+        answer = (await client.post(f"{endpoint.base_url}/responses", json=plain)).json()
+        assert answer["output"][0]["content"][0]["text"] == "ok"
+        assert endpoint.unscripted == 1
+
+
+async def test_a_responses_hold_and_a_shell_step_goes_on_without_tools() -> None:
+    async with open_endpoint() as endpoint, httpx.AsyncClient() as client:
+        endpoint.scripts["acp-check-9"] = (Shell("sleep 30"), Hold("wait for it"))
+        body = {"model": MODEL, "input": responses_input(user("acp-check-9")), "stream": True}
+        got: list[str] = []
+
+        async def consume() -> None:
+            response = await client.post(f"{endpoint.base_url}/responses", json=body)
+            got.append(response.text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            with trio.fail_after(10):
+                held = await endpoint.held("acp-check-9")
+            assert held.step == Hold("wait for it")
+            assert held.tool is None
+            assert not got  # still streaming
+            endpoint.release("acp-check-9")
+        assert sse_events(got[0])[-1][0] == "response.completed"
+
+
+def test_user_and_steps_reads_a_responses_input() -> None:
+    after: list[dict[str, Any]] = [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]},
+        {"type": "function_call", "name": "shell", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+    ]
+    assert user_and_steps(responses_input(user("x acp-check-3"), *after)) == ("x acp-check-3", 2)
+    assert user_and_steps("just text") == ("just text", 0)
+    assert user_and_steps(responses_input()) is None
+    assert user_and_steps(None) is None

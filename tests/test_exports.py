@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "testing._properties", "testing._durable_properties",
             "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",
             "testing._features", "testing._approval_checks", "testing._acp._wire",
-            "testing._acp._procs",
+            "testing._acp._procs", "testing._acp._responses",
             "testing._acp._properties", "testing._acp._permission_rules",
             "testing._mcp_properties",
         ),

@@ -66,6 +66,7 @@ PURE_MODULES = [
     "testing/_approval_checks",
     "testing/_acp/_wire",
     "testing/_acp/_procs",
+    "testing/_acp/_responses",
     "testing/_acp/_properties",
     "testing/_acp/_permission_rules",
     "testing/_mcp_properties",

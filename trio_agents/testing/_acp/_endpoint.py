@@ -16,6 +16,10 @@ plain `ok`, so agents that make calls of their own still run. Steps:
 Streaming replies are standard SSE (`data: {chunk}` events, a usage chunk when
 `stream_options.include_usage` asks, `data: [DONE]`), chunked, over HTTP/1.1 with keep-alive
 (h11). `stream: false` gets one `chat.completion` object; `GET /v1/models` lists the model.
+
+`POST /v1/responses` (the Responses API, which codex-acp needs) is served for text: the same
+scripts by token, `Say` and `Hold` streamed as Responses events (framed by `_responses`); its
+tools are not read, so a `Shell` step goes on with the next step there.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from typing import Any, cast
 
 import h11
 import trio
+
+from . import _responses as responses
 
 __all__ = [
     "API_KEY",
@@ -167,30 +173,36 @@ class ScriptedEndpoint:
             await _send_json(conn, stream, 200, models)
         elif method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
             await self._complete(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
+        elif method == "POST" and path.endswith("/responses") and isinstance(body, dict):
+            await self._respond(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
         else:
             self.bad_requests.append(f"{method} {path}")
             error = {"error": {"message": f"no such endpoint: {method} {path}", "type": "x"}}
             await _send_json(conn, stream, 404, error)
 
+    def _serve(self, token: str | None, index: int, tools: object) -> Served | None:
+        """Record a call: the script step it gets (None for an unscripted call)."""
+        script = self.scripts.get(token) if token is not None else None
+        if token is None or script is None:
+            self.unscripted += 1
+            return None
+        step = script[index] if index < len(script) else None
+        if isinstance(step, Shell) and shell_call(tools, step.command) is None:
+            # No shell tool to call: the script goes on with its next step, so a turn
+            # scripted to be held is still held.
+            step = script[index + 1] if index + 1 < len(script) else Say("ok")
+        served = Served(token, index, step)
+        self.served.append(served)
+        self._arrival.set()
+        self._arrival = trio.Event()
+        return served
+
     async def _complete(
         self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
     ) -> None:
         token, index = locate(body.get("messages"))
-        script = self.scripts.get(token) if token is not None else None
-        step: Step | None = None
-        served: Served | None = None
-        if token is not None and script is not None:
-            step = script[index] if index < len(script) else None
-            if isinstance(step, Shell) and shell_call(body.get("tools"), step.command) is None:
-                # No shell tool to call: the script goes on with its next step, so a turn
-                # scripted to be held is still held.
-                step = script[index + 1] if index + 1 < len(script) else Say("ok")
-            served = Served(token, index, step)
-            self.served.append(served)
-            self._arrival.set()
-            self._arrival = trio.Event()
-        else:
-            self.unscripted += 1
+        served = self._serve(token, index, body.get("tools"))
+        step = served.step if served is not None else None
         call = shell_call(body.get("tools"), step.command) if isinstance(step, Shell) else None
         if served is not None and call is not None:
             served.tool = call[0]
@@ -241,6 +253,44 @@ class ScriptedEndpoint:
             await _send_data(conn, stream, _event(_usage_chunk(chat_id)))
         await _send_data(conn, stream, b"data: [DONE]\n\n")
         await _send(conn, stream, h11.EndOfMessage())
+
+    async def _respond(
+        self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
+    ) -> None:
+        """A Responses API call: text only. Its tools are not read (a Shell step goes on with
+        the script's next step, as for an agent that offers no shell tool)."""
+        found = responses.user_and_steps(body.get("input"))
+        tokens = TOKEN.findall(found[0]) if found is not None else []
+        served = self._serve(str(tokens[-1]) if tokens else None, found[1] if found else 0, None)
+        step = served.step if served is not None else None
+        text = step.text if isinstance(step, Say | Hold) else "ok"
+        number = next(self._ids)
+        response_id, item_id, model = f"resp_{number}", f"msg_{number}", str(body.get("model"))
+        try:
+            if not body.get("stream"):
+                reply = responses.reply_object(response_id, item_id, model, text)
+                await _send_json(conn, stream, 200, reply)
+                return
+            head = h11.Response(
+                status_code=200,
+                headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
+            )
+            await _send(conn, stream, head)
+            for frame in responses.opening(response_id, item_id, model):
+                await _send_data(conn, stream, frame)
+            for piece in _pieces(text):
+                await _send_data(conn, stream, responses.text_delta(item_id, piece))
+            if isinstance(step, Hold) and served is not None:
+                served.reached.set()
+                if not await _hold(stream, served.released):
+                    served.gone = True
+                    return
+            for frame in responses.closing(response_id, item_id, model, text):
+                await _send_data(conn, stream, frame)
+            await _send(conn, stream, h11.EndOfMessage())
+        finally:
+            if served is not None:
+                served.ended.set()
 
 
 @asynccontextmanager
