@@ -709,6 +709,7 @@ def test_acp_whose_disk_fills_while_serving_says_so_in_words(small_mount: pathli
         server.stdout.close()
         server.stderr.close()
     assert "Traceback" not in errors, errors
-    lines = errors.splitlines()
+    startup, *lines = errors.splitlines()
+    assert startup.startswith("trio-agents acp "), startup  # what it serves (D317)
     assert lines[-1].startswith("trio-agents acp: the store failed: cannot write ")
     assert all(str(path) in line and "the disk is full" in line for line in lines), lines
