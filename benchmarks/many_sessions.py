@@ -108,8 +108,10 @@ async def acp_run(sessions: int, prompts_each: int) -> AcpRun:
     with tempfile.TemporaryDirectory() as directory:
         store = os.path.join(directory, "many.sqlite3")
         command = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", store]
+        # stderr: the start-up line would interleave with the table (a failure shows as an
+        # answer that never comes).
         process = await trio.lowlevel.open_process(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         client = Client(process)
         latencies: list[float] = []

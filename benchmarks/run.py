@@ -406,7 +406,11 @@ def _serve_timed(
     than the wall time, though tick-grained, so take many rounds)."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # stderr: the server's start-up line would interleave with the table; a server that fails
+    # shows as an answer that never comes.
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     _request(process, init)
     spawn = time.perf_counter() - start
     frame = prepare(process)
