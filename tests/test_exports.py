@@ -49,8 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "stores, shell and models",
         (
-            "_store", "_store_thread", "_store_sqlite*", "_store_postgres", "_sandbox", "_shell",
-            "_model_openai",
+            "_store", "_stored_rows", "_store_thread", "_store_sqlite*", "_store_postgres",
+            "_sandbox", "_shell", "_model_openai",
             "_model_offline",
             "_mcp", "_mcp_*", "_function_tool",
         ),

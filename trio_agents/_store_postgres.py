@@ -41,13 +41,12 @@ from ._errors import (
     StoreLockedError,
 )
 from ._nursery import service_nursery
-from ._record_shape import shape_problem
 from ._records import TURN_START, Record
-from ._repair import validate
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
 from ._store_pg_schema import migrate
 from ._store_sqlite import COMMIT_TRIGGERS, MAX_BATCH
+from ._stored_rows import stored_session
 
 if TYPE_CHECKING:
     import psycopg
@@ -453,18 +452,7 @@ def _read_in(conn: psycopg.Connection[Any], session_id: str) -> StoredSession | 
         "SELECT seq, type, data FROM trio_agents_records WHERE session_id = %s ORDER BY seq",
         (session_id,),
     ).fetchall()
-    header = _decode(session_id, None, row[0])
-    if not isinstance(header, dict):
-        raise _corrupt(session_id, None, "it is not an object")
-    validate(session_id, [seq for seq, _, _ in rows])
-    records: list[Record] = []
-    for seq, kind, text in rows:
-        data = _decode(session_id, seq, text, f"a {kind!r} record: ")
-        problem = shape_problem(kind, data)
-        if problem is not None:
-            raise _corrupt(session_id, seq, f"a {kind!r} record: {problem}")
-        records.append(Record.of(kind, data))
-    return StoredSession(session_id, header, tuple(records))  # pyright: ignore[reportUnknownArgumentType]
+    return stored_session(session_id, row[0], rows, "database")
 
 
 def _list_sync(conn: psycopg.Connection[Any]) -> list[SessionInfo]:
@@ -494,22 +482,3 @@ def _list_sync(conn: psycopg.Connection[Any]) -> list[SessionInfo]:
             assert stored is not None
             infos.append(summarize(sid, stored.header, stored.records, float(updated_at)))
     return infos
-
-
-def _decode(session_id: str, seq: int | None, text: object, what: str = "") -> Any:
-    try:
-        if not isinstance(text, str):
-            raise ValueError(f"it is stored as {type(text).__name__}")
-        return json.loads(text)
-    except ValueError as exc:
-        raise _corrupt(session_id, seq, f"{what}it is not valid JSON ({exc})") from exc
-
-
-def _corrupt(session_id: str, seq: int | None, problem: str) -> CorruptSessionError:
-    what = "its header" if seq is None else f"record {seq}"
-    return CorruptSessionError(
-        f"session {session_id!r} is damaged: {what} cannot be read: {problem}; restore the "
-        "database from a backup, or remove the session",
-        session_id=session_id,
-        seq=seq,
-    )

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import CorruptSessionError, NotAStoreError, UnknownStoreVersionError
-from ._record_shape import shape_problem
 from ._records import TURN_START, Record
-from ._repair import validate
 from ._store import SessionInfo, StoredSession, summarize
+from ._stored_rows import stored_session
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -141,21 +140,7 @@ def read_session(conn: sqlite3.Connection, session_id: str) -> StoredSession | N
     rows = conn.execute(
         "SELECT seq, type, data FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
     ).fetchall()
-    header = decode(session_id, None, row[0])
-    problem = None if isinstance(header, dict) else "it is not an object"
-    if problem is not None:
-        raise corrupt(session_id, None, problem)
-    validate(session_id, [seq for seq, _, _ in rows])
-    records: list[Record] = []
-    for seq, kind, text in rows:
-        if not isinstance(kind, str):
-            raise corrupt(session_id, seq, f"its type is {kind!r}, not text")
-        data = decode(session_id, seq, text, f"a {kind!r} record: ")
-        problem = shape_problem(kind, data)
-        if problem is not None:
-            raise corrupt(session_id, seq, f"a {kind!r} record: {problem}")
-        records.append(Record.of(kind, data))
-    return StoredSession(session_id, header, tuple(records))  # pyright: ignore[reportUnknownArgumentType]
+    return stored_session(session_id, row[0], rows, "store file")
 
 
 def list_rows(conn: sqlite3.Connection) -> list[SessionInfo]:
@@ -199,27 +184,6 @@ def text_or_bytes(raw: bytes) -> str | bytes:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw
-
-
-def decode(session_id: str, seq: int | None, text: object, what: str = "") -> Any:
-    try:
-        if isinstance(text, bytes):
-            raise ValueError("it is not UTF-8 text")
-        if not isinstance(text, str):
-            raise ValueError(f"it is stored as {type(text).__name__}")
-        return json.loads(text)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise corrupt(session_id, seq, f"{what}it is not valid JSON ({exc})") from exc
-
-
-def corrupt(session_id: str, seq: int | None, problem: str) -> CorruptSessionError:
-    what = "its header" if seq is None else f"record {seq}"
-    return CorruptSessionError(
-        f"session {session_id!r} is damaged: {what} cannot be read: {problem}; restore the "
-        "store file from a backup, or remove the session",
-        session_id=session_id,
-        seq=seq,
-    )
 
 
 def rollback(conn: sqlite3.Connection) -> None:
