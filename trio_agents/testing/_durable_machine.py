@@ -39,7 +39,12 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition
 
-from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
+from .._errors import (
+    CorruptSessionError,
+    DuplicateSessionError,
+    SessionNotFoundError,
+    StoreClosedError,
+)
 from .._model import ToolCall
 from .._records import PROMPT_RECORD_TYPES, TOOL_RESULT, TURN_END, TURN_START, Record
 from .._registry import AgentHandle
@@ -114,6 +119,10 @@ class _Kill(SqliteStore):
         thread = store._thread
         assert thread is not None
         await thread.call(thread.refuse_calls)
+        # The killed process's flushes die with it: fail those parked and those to come at
+        # once, so the discarded run ends now rather than waiting out its close grace.
+        store._writer_error = StoreClosedError("the process was killed (the durable machine)")
+        store._wake_waiters(everyone=True)
 
     @staticmethod
     def of(store: SqliteStore) -> None:
