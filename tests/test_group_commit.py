@@ -36,6 +36,9 @@ class TracedStore(SqliteStore):
         super().__init__(path, **options)
         self.statements: list[str] = []
         self.wakes = 0
+        # These tests are of the thread's commits; a flush's own commit in trio's thread,
+        # when the thread is idle, has its tests in test_commit_in_trio.py.
+        self._commit_in_trio = False
 
     def _connect(self) -> sqlite3.Connection:
         conn = super()._connect()

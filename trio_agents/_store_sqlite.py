@@ -1,13 +1,16 @@
 """The default session store: one SQLite file, WAL mode, written behind by a single writer.
 
-Appends happen synchronously in the agent's task and only queue the record. The store's one
-thread (`_store_thread`) commits queued records in batches, so the event loop never blocks on
-the disk: a batch is committed when a turn starts, a step ends or a turn ends, when a prompt
-is queued or dropped, when someone flushes (the agent does before its tools start and before
-it goes idle), or when the queue grows past a cap. A batch takes every record queued by then,
-of every session (group commit), and is one transaction, so a crash never leaves a torn
-record; it can leave the last turn open, which `restore` repairs. Only the flushes a commit
-completes are woken.
+Appends happen synchronously in the agent's task and only queue the record. A batch is
+committed when a turn starts, a step ends or a turn ends, when a prompt is queued or dropped,
+when someone flushes (the agent does before its tools start and before it goes idle), or when
+the queue grows past a cap. A batch takes every record queued by then, of every session
+(group commit), and is one transaction, so a crash never leaves a torn record; it can leave
+the last turn open, which `restore` repairs. The store's one thread (`_store_thread`) commits
+the batches nobody waits for, and wakes only the flushes a commit completes. A flush that
+finds the thread idle and a small batch commits it in trio's own thread (D355): a WAL commit
+under `synchronous=NORMAL` is a write to the page cache, and it waits for no lock there (a
+lock held elsewhere sends the batch to the thread). The fsyncs, which WAL checkpoints make,
+stay in the thread.
 
 Under pressure: another process may hold the file's write lock (a long transaction in
 another client). SQLite's own wait is kept short, and the writer retries a busy batch with
@@ -78,6 +81,13 @@ BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at
 ATTEMPT_TIMEOUT_MS: Final = 50
 RETRY_FIRST: Final = 0.01  # seconds before the first retry of a busy write; then doubled
 RETRY_MAX: Final = 0.2  # so a released lock is taken within about a quarter second
+# The most records a flush commits in trio's own thread (D355): a bigger batch goes to the
+# store's thread, so the event loop is never held by a long write.
+INLINE_MAX: Final = 64
+# Commits between two WAL checkpoints, which the store's thread runs (SQLite's automatic one
+# would fsync in whichever thread commits, trio's included); about SQLite's default of 1,000
+# pages for our small batches.
+CHECKPOINT_EVERY: Final = 250
 
 # What a waiting flush waits for, checked under the thread's lock after every commit.
 Wanted = Callable[[], bool]
@@ -146,6 +156,11 @@ class SqliteStore(SessionStore):
         self._busy: StoreLockedError | None = None  # the last busy attempt, while retrying
         self._busy_retries = 0  # write attempts that found the lock held, since the start
         self._delay = RETRY_FIRST
+        self._unchecked = 0  # commits since the last WAL checkpoint
+        # Whoever holds the connection (the thread, or trio while lent): its busy timeout now.
+        self._wait_ms = ATTEMPT_TIMEOUT_MS
+        # Tests of the thread's own commits turn this off (the commit then always goes there).
+        self._commit_in_trio = True
         # Trio's only.
         self._rows: set[str] = set()  # sessions read here that have their row
         self._claims: dict[str, int] = {}  # session id -> locked descriptor
@@ -273,7 +288,9 @@ class SqliteStore(SessionStore):
                 raise
             _when_unlocked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the thread checkpoints (D355)
             conn.execute(f"PRAGMA busy_timeout={ATTEMPT_TIMEOUT_MS}")
+            self._wait_ms = ATTEMPT_TIMEOUT_MS
         except BaseException:
             conn.close()
             raise
@@ -300,8 +317,12 @@ class SqliteStore(SessionStore):
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
+        def in_thread() -> Any:
+            self._wait_at_most(ATTEMPT_TIMEOUT_MS)
+            return fn(*args)
+
         try:
-            return await self._in_thread(fn, *args)
+            return await self._in_thread(in_thread)
         except (OSError, sqlite3.Error) as exc:
             if not is_file_error(exc):
                 raise
@@ -376,6 +397,7 @@ class SqliteStore(SessionStore):
         """Park until `wanted()` holds after a commit (checked under the thread's lock), and
         have the thread commit meanwhile. Raises as `flush` says."""
         task = trio.lowlevel.current_task()
+        tried_here = False
         while True:
             with self._guarded():
                 if wanted():
@@ -386,8 +408,16 @@ class SqliteStore(SessionStore):
                     ) from self._writer_error
                 self._check_running()
                 assert self._thread is not None
-                self._waiters[task] = wanted
-                self._thread.kick(waited=True)
+                lent = not tried_here and self._lend()
+                if not lent:
+                    self._waiters[task] = wanted
+                    self._thread.kick(waited=True)
+            if lent:
+                # Once only: what this commit could not do (a lock another process holds)
+                # the thread does, with its retries.
+                tried_here = True
+                self._commit_lent()
+                continue
 
             def abort(_: Any) -> trio.lowlevel.Abort:
                 with self._guarded():
@@ -401,6 +431,42 @@ class SqliteStore(SessionStore):
             # Leaving `running()` raises the writer's own error.
             with contextlib.suppress(StoreBrokenError):
                 await self._wait_for(lambda: not self._pending and not self._persisting)
+
+    def _lend(self) -> bool:
+        """Under the thread's lock: whether this flush may commit in trio's thread (D355):
+        a small batch, with the store's thread asleep and nothing to retry."""
+        assert self._thread is not None
+        return (
+            self._commit_in_trio
+            and self._conn is not None
+            and len(self._pending) <= INLINE_MAX
+            and self._thread.lend()
+        )
+
+    def _commit_lent(self) -> None:
+        """In trio, holding the connection `_lend` lent: commit what is queued, waiting for
+        no lock (another process's write lock sends the batch to the thread instead)."""
+        thread = self._thread
+        assert thread is not None
+        try:
+            self._wait_at_most(0)
+            with contextlib.suppress(StoreLockedError):
+                self._commit_queued(in_trio=True)
+        finally:
+            with thread.lock:
+                settled = not self._pending and not self._persisting
+            thread.give_back(settled=settled)
+        if self._unchecked >= CHECKPOINT_EVERY:
+            thread.kick(waited=False)  # the thread checkpoints in its next commit step
+        if self._waiters:
+            self._wake_waiters()  # other flushes this commit completed
+
+    def _wait_at_most(self, ms: int) -> None:
+        """By whoever holds the connection: SQLite's own wait for another process's write
+        lock, changed only when it differs (a PRAGMA costs as much as a small insert)."""
+        if self._wait_ms != ms and self._conn is not None:
+            self._conn.execute(f"PRAGMA busy_timeout={ms}")
+            self._wait_ms = ms
 
     def _wake_waiters(self, *, everyone: bool = False) -> None:
         """In trio: reschedule the parked flushes whose wait is over (all of them when the
@@ -426,13 +492,41 @@ class SqliteStore(SessionStore):
         self._thread.wake(self._wake_waiters)
 
     def _commit_step(self) -> float | None:
-        """In the thread: commit everything queued, of every session, in one transaction.
-        None when done; the seconds to wait before trying again while the lock is held."""
+        """In the thread: commit everything queued, of every session, in one transaction,
+        and checkpoint the WAL when it is due. None when done; the seconds to wait before
+        trying again while the lock is held."""
+        assert self._thread is not None
+        self._wait_at_most(ATTEMPT_TIMEOUT_MS)
+        try:
+            self._commit_queued(in_trio=False)
+        except StoreLockedError as exc:
+            with self._thread.lock:
+                self._busy = exc
+                self._busy_retries += 1
+                delay, self._delay = self._delay, min(self._delay * 2, RETRY_MAX)
+            return delay
+        if self._unchecked >= CHECKPOINT_EVERY:
+            self._unchecked = 0
+            self._checkpoint()
+        return None
+
+    def _checkpoint(self) -> None:
+        """In the thread: copy the WAL into the database, so the WAL stays small. PASSIVE
+        waits for no reader or writer; what it cannot copy now, the next one does. A failure
+        loses nothing (the WAL keeps it all) and is not the writer's error."""
+        assert self._conn is not None
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _commit_queued(self, *, in_trio: bool) -> None:
+        """By whoever holds the connection: commit everything queued in one transaction.
+        Raises StoreLockedError, with nothing changed, when another process holds the
+        write lock; any other failure is the writer's error, which every flush reports."""
         assert self._thread is not None
         lock = self._thread.lock
         with lock:
             if self._writer_error is not None or not (self._pending or self._persisting):
-                return None
+                return
             # Records stay queued until their batch commits: one the lock refused is tried
             # again, with every record appended meanwhile.
             batch = list(self._pending)
@@ -445,29 +539,27 @@ class SqliteStore(SessionStore):
                 if not is_file_error(exc):
                     raise
                 raise file_error(self.path, exc, "write") from exc
-        except StoreLockedError as exc:
-            with lock:
-                self._busy = exc
-                self._busy_retries += 1
-                delay, self._delay = self._delay, min(self._delay * 2, RETRY_MAX)
-            return delay
+        except StoreLockedError:
+            raise
         except Exception as exc:
             # Not raised here, where nobody would see it: every flush reports it, and so
             # does leaving `running()`.
             with lock:
                 self._writer_error = exc
-                self._wake_if_waited()
-            return None
+                if not in_trio:
+                    self._wake_if_waited()
+            return
         with lock:
             self._busy, self._delay = None, RETRY_FIRST
+            self._unchecked += 1
             del self._pending[: len(batch)]
             for sid in headers:
                 self._headers.pop(sid, None)
             self._persisting.difference_update(wanted)
             for session, seq, _ in batch:
                 self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
-            self._wake_if_waited()
-        return None
+            if not in_trio:
+                self._wake_if_waited()
 
     def _write_batch(
         self,

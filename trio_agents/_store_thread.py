@@ -60,6 +60,10 @@ class StoreThread:
         self.commits_halted = False
         self._refusing = False
         self._sleeping = False  # in `lock.wait`: a kick or a call must notify it
+        self._untimed = False  # ... and with no timeout: a deferred kick must notify it too
+        self._active = False  # kicked since the thread last went to sleep
+        self._lent = False  # trio's thread is using what the thread owns (see `lend`)
+        self._missed = False  # the thread woke while lent: `give_back` must wake it again
 
     def start(self) -> None:
         """Start the thread. Called from trio, once."""
@@ -77,11 +81,14 @@ class StoreThread:
             due = time.monotonic() + (0.0 if waited else self._defer)
             if self._due is None or due < self._due:
                 self._due = due
-                # Waking a thread costs a trip through the kernel: only a sleeping one needs
-                # it; a busy one looks at the queue again before it sleeps.
-                if self._sleeping:
+                # Waking a thread costs a trip through the kernel, and the thread then takes
+                # the GIL from the event loop: only a thread that would sleep past `due`
+                # needs it. A busy one looks at the queue again before it sleeps, and one
+                # in a timed sleep wakes by itself within `defer` (see `_next`).
+                if self._sleeping and (waited or self._untimed):
                     self.lock.notify()
             self._kicked = True
+            self._active = True
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in the thread, after everything submitted before it; its result or
@@ -102,6 +109,34 @@ class StoreThread:
 
         # The thread reschedules the task with the call's outcome, which this unwraps.
         return await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def lend(self) -> bool:
+        """From trio: whether trio's thread may run a commit itself, now, on what this
+        thread owns. Only when the thread sleeps with no call queued and no refused commit to
+        retry; it then runs nothing until `give_back`. Sync, never blocks."""
+        with self.lock:
+            if (
+                not self._sleeping
+                or self._lent
+                or self._calls
+                or self._stopping
+                or self.commits_halted
+                or self._retry_at is not None
+            ):
+                return False
+            self._lent = True
+            return True
+
+    def give_back(self, *, settled: bool) -> None:
+        """From trio, after `lend` said yes: the thread may run again. `settled`: the
+        commit left nothing queued, so the kicks so far want nothing more."""
+        with self.lock:
+            self._lent = False
+            if settled:
+                self._kicked, self._due = False, None
+            if self._missed:
+                self._missed = False
+                self.lock.notify()
 
     def wake(self, fn: Callable[[], object]) -> None:
         """Run `fn` in trio's thread soon. From the thread only."""
@@ -161,11 +196,19 @@ class StoreThread:
         commit, so a read is not held up behind a retried commit."""
         with self.lock:
             while True:
+                if self._lent:
+                    self._missed = True
+                    self.lock.wait()
+                    continue
                 if self._calls:
                     return self._calls.popleft()
                 if self._stopping:
                     return None
-                timeout: float | None = None
+                # Lingering: a thread that was kicked since it last slept sleeps `defer`
+                # at most, so while sessions keep appending, their deferred kicks need not
+                # wake it (see `kick`); once a linger passes with no kick, it sleeps until
+                # woken.
+                timeout: float | None = self._defer if self._active else None
                 if self._kicked and not self.commits_halted:
                     due = max(self._due or 0.0, self._retry_at or 0.0)
                     now = time.monotonic()
@@ -173,11 +216,12 @@ class StoreThread:
                         self._kicked, self._due = False, None
                         return True
                     timeout = due - now
-                self._sleeping = True
+                self._active = False
+                self._sleeping, self._untimed = True, timeout is None
                 try:
                     self.lock.wait(timeout)
                 finally:
-                    self._sleeping = False
+                    self._sleeping = self._untimed = False
 
     def _commit(self) -> None:
         delay = self._commit_step()
