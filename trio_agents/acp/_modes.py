@@ -138,17 +138,11 @@ class SwitchableModel:
             made = self._made[name] = self._factories[name]()
         return made
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        """The current model's reply (`Model.stream`'s contract: the wrapped stream's
-        checkpoints; closing this closes it)."""
-        stream = self._model(self._current).stream(request)
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """The current model's reply: its own stream, handed on rather than wrapped (a layer
+        of async generator per chunk is a measurable part of a quick turn), so its
+        checkpoints and its closing are `Model.stream`'s contract as that model keeps it."""
+        return self._model(self._current).stream(request)
 
 
 @dataclass(slots=True)
