@@ -317,6 +317,7 @@ class SqliteStore(SessionStore):
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
+
         def in_thread() -> Any:
             self._wait_at_most(ATTEMPT_TIMEOUT_MS)
             return fn(*args)
