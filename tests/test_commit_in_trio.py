@@ -80,6 +80,14 @@ async def wait_until(condition: Callable[[], bool], what: str, seconds: float = 
 TRIO = threading.main_thread().name
 
 
+async def thread_asleep(store: SqliteStore) -> None:
+    """Wait until the store's thread sleeps: it lends only then (just after a call it may
+    still be on its way to sleep, and the commit then goes to it, which is also correct)."""
+    thread = store._thread  # pyright: ignore[reportPrivateUsage]
+    assert thread is not None
+    await wait_until(lambda: thread._sleeping, "the store's thread to sleep")  # pyright: ignore[reportPrivateUsage]
+
+
 async def test_a_flush_with_the_thread_idle_commits_in_trio_with_no_trip(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -92,6 +100,7 @@ async def test_a_flush_with_the_thread_idle_commits_in_trio_with_no_trip(
         for index in range(3):
             message(one, index)
             message(two, index)
+        await thread_asleep(store)
         await store.flush(one)
         # At once on disk, both sessions' records in the one commit, no wait for the lock
         # (another process's lock would be the thread's to wait for), no trip.
@@ -116,6 +125,7 @@ async def test_a_lock_held_elsewhere_sends_the_commit_to_the_thread(
         holder.execute("BEGIN IMMEDIATE")  # as another process's long transaction would
         for index in range(4):
             message(session, index)
+        await thread_asleep(store)
 
         async def flusher() -> None:
             await store.flush(session)
@@ -166,6 +176,7 @@ async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(
         store.enter(session)
         for index in range(CHECKPOINT_EVERY):
             message(session, index)
+            await thread_asleep(store)
             await store.flush(session)
         assert all(where == TRIO for where, _, _ in store.attempts)
         await wait_until(lambda: bool(store.checkpoints), "the thread's checkpoint")

@@ -5,9 +5,10 @@ freed without the cycle collector, and a create cancelled as its agent starts.""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import pathlib
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import pytest
@@ -109,6 +110,36 @@ async def test_a_crash_inside_an_agent_still_unregisters_and_detaches_it() -> No
     assert store.live_ids == frozenset()
     assert "AgentClosed" in closed
     assert "SessionClosed" in closed
+
+
+class FailingAtExitStore(MemoryStore):
+    """A store whose `running()` fails on the way out, as a SQLite store whose writer hit a
+    full disk does."""
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncGenerator[None, None]:
+        await trio.lowlevel.checkpoint()
+        yield
+        raise OSError("the disk is full")
+
+
+async def test_a_runtime_failing_under_its_block_raises_its_errors_and_logs_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The block sees the runtime's failure as a cancellation; closing raises the failure and
+    # the store's own, which propagate in its place rather than being logged (D357).
+    def refuse(record: Record) -> None:
+        raise OSError("disk gone")
+
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(PersistenceError), pytest.RaisesExc(OSError), flatten_subgroups=True
+    ):
+        async with open_runtime(FailingAtExitStore()) as rt:
+            handle = await rt.agents.create(model=ScriptedModel(), session_id="c")
+            handle.agent.session.observe(refuse)
+            handle.agent.send("boom")
+            await trio.sleep_forever()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 @pytest.mark.realtime

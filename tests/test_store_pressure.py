@@ -713,3 +713,17 @@ def test_acp_whose_disk_fills_while_serving_says_so_in_words(small_mount: pathli
     assert startup.startswith("trio-agents acp "), startup  # what it serves (D317)
     assert lines[-1].startswith("trio-agents acp: the store failed: cannot write ")
     assert all(str(path) in line and "the disk is full" in line for line in lines), lines
+
+
+def test_the_acp_cli_names_the_stores_cause_behind_an_agents_persistence_error() -> None:
+    # An agent whose commit failed raises PersistenceError ("the cause says why"); the one
+    # line the CLI prints is the cause that names the file, whichever error came out first.
+    from trio_agents._cli._acp import _first  # pyright: ignore[reportPrivateUsage]  # the CLI's private choice
+
+    disk = StoreFileError("cannot write /x/s.sqlite3: the disk is full", path="/x/s.sqlite3")
+    broken = StoreBrokenError(f"the store cannot write any more: {disk}")
+    broken.__cause__ = disk
+    persistence = PersistenceError("session 's': the finished turns could not be committed")
+    persistence.__cause__ = broken
+    group = BaseExceptionGroup("closing", [BaseExceptionGroup("agent", [persistence])])
+    assert _first(group) is disk

@@ -152,8 +152,9 @@ async def open_runtime(
     Entering is a checkpoint, leaving a cancel-shielded one. Entering raises what opening the
     store or the shell executor raises: TrioAgentsError for a file that is not a session store
     or a store already running, RuntimeError for a shell executor already running. Leaving
-    raises an ExceptionGroup of what failed while closing; if the block raised, that
-    exception propagates as itself and closing errors are logged instead.
+    raises an ExceptionGroup of what failed while closing, also when the block was
+    cancelled; if the block raised, that exception propagates as itself and closing errors
+    are logged instead.
     """
     if isinstance(store, SessionStore):
         sessions = store
@@ -173,6 +174,12 @@ async def open_runtime(
             # (agents are pushed later): their own jobs are gone before it closes.
             await runtime.enter_async_context(runtime.shell.running())
             yield runtime
+        except trio.Cancelled:
+            # Often the runtime's own failure (an agent's PersistenceError cancels the
+            # service nursery), and then closing raises it: it propagates in place of the
+            # cancellation, as a failing nursery child's error does (D357).
+            await runtime.aclose()
+            raise
         except BaseException as exc:
             try:
                 await runtime.aclose()

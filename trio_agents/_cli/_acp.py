@@ -218,7 +218,11 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
             inner: BaseExceptionGroup[BaseException] = found  # pyright: ignore[reportUnknownVariableType]
             stack.extend(reversed(inner.exceptions))
         else:
-            leaves.append(found)
+            # An agent's PersistenceError says "the cause says why": its causes are leaves.
+            cause: BaseException | None = found
+            while cause is not None and cause not in leaves:
+                leaves.append(cause)
+                cause = cause.__cause__
     for kinds in ((StoreFileError, StoreLockedError), (StoreBrokenError,)):
         for leaf in leaves:
             if isinstance(leaf, kinds):
