@@ -90,8 +90,8 @@ def measure(repeat: int, quick: bool, dsn: str | None) -> list[tuple[str, str, s
                 into.append(trio.run(appends_per_second, make(), turns))
     middle = statistics.median(sorted(r / s for r, s in zip(relaxed, lite, strict=True)))
     return [
-        ("SQLite appends, per turn", _summary(lite), "", ""),
-        ("PostgreSQL appends, per turn", _summary(pg), _versus(pg, lite), ""),
+        ("SQLite appends, each turn flushed", _summary(lite), "", ""),
+        ("PostgreSQL appends, each turn flushed", _summary(pg), _versus(pg, lite), ""),
         (
             "  synchronous_commit=off",
             _summary(relaxed),

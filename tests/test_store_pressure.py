@@ -332,7 +332,7 @@ async def test_opening_while_another_process_holds_the_lock_names_it(
 ) -> None:
     path = tmp_path / "s.sqlite3"
     await build(path, [])
-    monkeypatch.setattr("trio_agents._store_sqlite.BUSY_TIMEOUT", 0.2)
+    monkeypatch.setattr("trio_agents._store_sqlite_open.BUSY_TIMEOUT", 0.2)
     holder = hold_lock(path)
     try:
         with pytest.raises(StoreLockedError, match="another process holds its write lock") as info:

@@ -33,7 +33,6 @@ import contextlib
 import math
 import os
 import sqlite3
-import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
@@ -47,22 +46,17 @@ from ._errors import (
     StoreBrokenError,
     StoreClosedError,
     StoreLockedError,
-    StoreNotFoundError,
 )
 from ._records import PROMPT_DROPPED, PROMPT_QUEUED, STEP_END, TURN_END, TURN_START, Record
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession
 from ._store_claims import claim, release
-from ._store_errors import file_error, is_file_error, on_read_only_fs
+from ._store_errors import file_error, is_file_error
+from ._store_sqlite_open import BUSY_TIMEOUT, open_read_only, open_writable
 from ._store_sqlite_rows import (
-    FORMAT_VERSION,
-    SCHEMA,
     append_records,
-    check_format,
     list_rows,
     read_session,
-    rollback,
-    text_or_bytes,
     write_batch,
 )
 from ._store_thread import StoreThread
@@ -75,7 +69,6 @@ MAX_BATCH: Final = 256
 # Seconds a trigger's commit may wait for more records when nobody waits for it yet: a quick
 # turn's records then share the one commit its flush waits for, not one commit each.
 COMMIT_DEFER: Final = 0.005
-BUSY_TIMEOUT: Final = 10.0  # seconds another process may hold the write lock at open
 # SQLite's own wait for the lock once open, per attempt, in the store's thread: short, so the
 # retries (and their backoff) happen between attempts, where a closing store can stop them.
 ATTEMPT_TIMEOUT_MS: Final = 50
@@ -91,21 +84,6 @@ CHECKPOINT_EVERY: Final = 250
 
 # What a waiting flush waits for, checked under the thread's lock after every commit.
 Wanted = Callable[[], bool]
-
-
-def _when_unlocked(statement: Any) -> None:
-    """Run `statement()`, retrying while another process holds the lock it needs: switching
-    the journal mode fails at once with "database is locked" instead of waiting for the busy
-    timeout. Runs in a worker thread, so sleeping here blocks no event loop."""
-    deadline = time.monotonic() + BUSY_TIMEOUT
-    while True:
-        try:
-            statement()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
 
 
 def default_store_path() -> Path:
@@ -240,64 +218,15 @@ class SqliteStore(SessionStore):
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            return self._open_read_only() if self.readonly else self._open_writable()
+            if self.readonly:
+                return open_read_only(self.path)
+            conn = open_writable(self.path, wait_ms=ATTEMPT_TIMEOUT_MS)
+            self._wait_ms = ATTEMPT_TIMEOUT_MS
+            return conn
         except (OSError, sqlite3.Error) as exc:
             if not is_file_error(exc):
                 raise
             raise file_error(self.path, exc, "open") from exc
-
-    def _open_read_only(self) -> sqlite3.Connection:
-        if not self.path.exists():
-            raise StoreNotFoundError(
-                f"no session store at {self.path}; open it without readonly=True to create it"
-            )
-        uri = f"{self.path.resolve().as_uri()}?mode=ro"
-        if on_read_only_fs(self.path):
-            # WAL needs its shared-memory file next to the database, which cannot be made
-            # on a read-only mount; nothing can write there, so reading it as is is safe.
-            uri += "&immutable=1"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-        try:
-            conn.text_factory = text_or_bytes
-            self._check_format(conn, allow_empty=False)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _open_writable(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
-        )
-        try:
-            conn.text_factory = text_or_bytes
-            # Check and initialise in one write transaction: two processes opening a new
-            # file at once must not see each other's half-made schema. Writing reads the
-            # header first: this is where a non-SQLite file shows.
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._check_format(conn, allow_empty=True)
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                rollback(conn)
-                raise
-            _when_unlocked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA wal_autocheckpoint=0")  # the thread checkpoints (D355)
-            conn.execute(f"PRAGMA busy_timeout={ATTEMPT_TIMEOUT_MS}")
-            self._wait_ms = ATTEMPT_TIMEOUT_MS
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _check_format(self, conn: sqlite3.Connection, *, allow_empty: bool) -> None:
-        check_format(conn, self.path, allow_empty=allow_empty)
 
     def _check_running(self) -> None:
         if self._conn is None:
