@@ -11,6 +11,11 @@ the server accepts connections and leaves the postmaster reparented away from th
 process, so that the tests which look for leftover descendants of the test process do not
 find the server. It listens on a Unix socket in its directory only (no port to collide on),
 with `fsync=off`: the tests kill clients, never the server.
+
+Because the postmaster is not the test process's child, a test process killed outright
+(a hard-killed xdist worker) cannot stop it. Each server's directory names the process that
+started it (`owner`), and every `start_server` first stops and removes the servers whose
+owner has died.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-__all__ = ["PgServer", "find_binaries", "start_server"]
+__all__ = ["PgServer", "find_binaries", "start_server", "sweep_orphans"]
 
 
 def find_binaries() -> pathlib.Path:
@@ -117,12 +122,45 @@ def _run_as(server: PgServer, argv: list[str]) -> subprocess.CompletedProcess[st
     return result
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(bindir: pathlib.Path) -> list[pathlib.Path]:
+    """Stop and remove the servers whose starting process has died; the directories
+    removed. A directory with no `owner` yet is another process's server being made."""
+    swept: list[pathlib.Path] = []
+    for root in pathlib.Path(tempfile.gettempdir()).glob("trio-agents-pg-*"):
+        try:
+            owner = int((root / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        orphan = PgServer(bindir, root, version="")
+        if (orphan.data / "postmaster.pid").exists():
+            orphan.stop()
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+        swept.append(root)
+    return swept
+
+
 def start_server(*, fsync: bool = False) -> PgServer:
     """initdb and start a server in a new temporary directory (not under pytest's, whose
-    parents are private to root). `fsync=True` keeps the server's durable defaults (for
-    benchmarks/store_appends.py); the tests turn it off."""
+    parents are private to root), after stopping the servers of processes that died.
+    `fsync=True` keeps the server's durable defaults (for benchmarks/store_appends.py); the
+    tests turn it off."""
     bindir = find_binaries()
+    sweep_orphans(bindir)
     root = pathlib.Path(tempfile.mkdtemp(prefix="trio-agents-pg-"))
+    (root / "owner").write_text(str(os.getpid()))
     user = _user()
     if user is not None:
         os.chown(root, *user)
