@@ -12,7 +12,6 @@ from __future__ import annotations
 import pathlib
 import sqlite3
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +20,8 @@ import trio
 from trio_agents import SqliteStore
 from trio_agents._session import Session
 from trio_agents._store_sqlite import CHECKPOINT_EVERY, INLINE_MAX
+
+from .support.store_probe import message, on_disk, wait_until
 
 pytestmark = pytest.mark.realtime
 
@@ -52,29 +53,6 @@ class WhereStore(SqliteStore):
         sent = self._wake_sent
         super()._wake_if_waited()
         self.trips += self._wake_sent and not sent
-
-
-def on_disk(path: pathlib.Path) -> dict[str, int]:
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute("SELECT session_id, COUNT(*) FROM records GROUP BY session_id")
-        return dict(rows.fetchall())
-    finally:
-        conn.close()
-
-
-def message(session: Session, index: int) -> None:
-    # Not a commit trigger: it waits in the queue for a flush.
-    session.append("context/message", {"id": f"{session.id}-{index}", "content": "c"})
-
-
-async def wait_until(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    """Poll a real condition (another thread's), for at most `seconds`."""
-    with trio.move_on_after(seconds):
-        while not condition():  # noqa: ASYNC110 - a condition of another thread
-            await trio.sleep(0.005)
-        return
-    raise AssertionError(f"still waiting after {seconds}s for {what}")
 
 
 TRIO = threading.main_thread().name

@@ -16,7 +16,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,6 +23,8 @@ import trio
 
 from trio_agents import SqliteStore, StoreBrokenError
 from trio_agents._session import Session
+
+from .support.store_probe import message, on_disk, wait_until
 
 pytestmark = pytest.mark.realtime
 
@@ -53,32 +54,8 @@ class TracedStore(SqliteStore):
         super()._wake_waiters(everyone=everyone)
 
 
-def on_disk(path: pathlib.Path) -> dict[str, int]:
-    """Records per session, as another connection reads the file."""
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute("SELECT session_id, COUNT(*) FROM records GROUP BY session_id")
-        return dict(rows.fetchall())
-    finally:
-        conn.close()
-
-
 def store_threads(path: pathlib.Path) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == f"trio-agents store {path.name}"]
-
-
-async def wait_until(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    """Poll a real condition (another thread's, or the file's), for at most `seconds`."""
-    with trio.move_on_after(seconds):
-        while not condition():  # noqa: ASYNC110 - a condition of another thread
-            await trio.sleep(0.005)
-        return
-    raise AssertionError(f"still waiting after {seconds}s for {what}")
-
-
-def message(session: Session, index: int) -> None:
-    # Not a commit trigger: it waits in the queue for a flush or a trigger.
-    session.append("context/message", {"id": f"{session.id}-{index}", "content": "c"})
 
 
 async def test_every_sessions_queued_records_share_one_transaction(
