@@ -1,5 +1,5 @@
-"""A flush's own commit in trio's thread (D355): when the store's thread is idle, a flush
-commits the queue itself instead of waking the thread and waiting to be woken (two trips
+"""A flush's own commit in trio's thread (rule L19, D355): when the store's thread is idle,
+a flush commits the queue itself instead of waking the thread and waiting to be woken (two trips
 through the kernel on the answer's path); it never waits there for another process's lock,
 never takes a big batch, and never checkpoints the WAL, which stays the thread's.
 
