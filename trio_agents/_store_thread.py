@@ -6,7 +6,10 @@ A store's every SQLite call runs in this thread, in order: reads submitted from 
 queued by then, of every session, into one transaction. Records appended while a commit is
 on the disk go in the next one, which starts as soon as that one ends, without a round trip
 through the event loop. The thread wakes trio (`wake`, through the run's token) only when the
-store has someone to wake: a commit that nobody waits for costs the event loop nothing.
+store has someone to wake: a commit that nobody waits for costs the event loop nothing. The
+one exception to "every call here": while the thread sleeps, trio may borrow the connection
+for a flush's own commit (`lend`, `give_back`; rule L19), and the thread runs nothing until
+it is given back.
 
 The thread is owned by the store's `running()`: started on entry, and on every way out
 (the block's end, an error, a cancel, a signal's KeyboardInterrupt) stopped and joined before
