@@ -28,6 +28,7 @@ PURE_MODULES = [
     "_cli/_chat_render",
     "_shell_output",
     "_shell_env",
+    "_shell_types",
     "_spill",
     "_dumpable",
     "_sandbox_policy",

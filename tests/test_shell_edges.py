@@ -13,11 +13,13 @@ import pytest
 import trio
 
 import trio_agents._shell as shell_module
+import trio_agents._shell_process as shell_process
 from trio_agents import (
     DuplicateSessionError,
     MemoryStore,
     ShellExecutor,
     ShellRequest,
+    ShellSpec,
     open_runtime,
 )
 from trio_agents._shell_output import OutputCollector
@@ -92,17 +94,18 @@ async def test_a_start_that_races_the_close_leaves_no_process(
 ) -> None:
     spawned = trio.Event()
     release = trio.Event()
-    real_spawn: Callable[..., Awaitable[trio.Process]] = shell_module._spawn  # pyright: ignore[reportPrivateUsage]
+    real_spawn: Callable[..., Awaitable[trio.Process]] = shell_process.spawn
     pgids: list[int] = []
 
-    async def slow_spawn(spec: shell_module.ShellSpec, *args: Any, **kwargs: Any) -> trio.Process:
+    async def slow_spawn(spec: ShellSpec, *args: Any, **kwargs: Any) -> trio.Process:
         process = await real_spawn(spec, *args, **kwargs)
         pgids.append(process.pid)
         spawned.set()
         await release.wait()
         return process
 
-    monkeypatch.setattr(shell_module, "_spawn", slow_spawn)
+    # The executor module's own binding: it is what `ShellExecutor._spawn` calls.
+    monkeypatch.setattr(shell_module, "spawn", slow_spawn)
     ex = ShellExecutor(grace=0.3)
     errors: list[BaseException] = []
 

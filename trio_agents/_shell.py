@@ -14,31 +14,31 @@ kill path spares it the SIGTERM (it would take the grace away) but not the SIGKI
 
 Outcome fields are independent: a command that traps TERM and exits 0 after its timeout
 reports `timed_out=True, exit_code=0, signal=None`.
+
+This module is the executor's API and what ties it together; the rest lives by concept
+(D361): the data in `_shell_types.py`, one process (spawn, pipes, group kill, outcome) in
+`_shell_process.py`, background jobs and their table in `_shell_jobs.py`, the executor's
+sandbox state in `_shell_sandbox.py`.
 """
 
 from __future__ import annotations
 
-import enum
-import itertools
-import logging
 import math
 import os
-import signal
-import subprocess
-import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import partial
 
 import trio
 
-from ._errors import AlreadyRunningError, JobNotFoundError, ShellClosedError
-from ._sandbox import check_sandbox, sandboxed_argv, sandboxed_status, spill_root
+from ._errors import AlreadyRunningError, ShellClosedError
 from ._sandbox_policy import SandboxPolicy
 from ._shell_env import check_env_name, command_environment
-from ._shell_group import group_gone, group_has_live_members, signal_group, signal_members
-from ._shell_output import OutputCollector, SpillSource, StreamOutput
+from ._shell_jobs import FROM_SPEC, FromSpec, Job, JobListener, JobTable
+from ._shell_output import OutputCollector, SpillSource
+from ._shell_process import kill_at_once, outcome, pump, spawn, terminate_group
+from ._shell_sandbox import ShellSandbox
+from ._shell_types import JobOutput, RunResult, ShellRequest, ShellSpec
 from ._spill import SpillDirectory, SpillRoot
 
 __all__ = [
@@ -49,140 +49,6 @@ __all__ = [
     "ShellSpec",
     "command_environment",
 ]
-
-logger = logging.getLogger("trio_agents.shell")
-
-
-@dataclass(frozen=True, slots=True)
-class ShellRequest:
-    """What a caller asks for; `ShellExecutor.resolve` fills in every default.
-
-    command: run as `bash -c command`.
-    workdir: where to run it; a relative one is taken from the executor's `cwd` (None: `cwd`
-        itself).
-    timeout: seconds the command may run in the foreground (None: the executor's default).
-    owner: the session the command belongs to: its spill directory, and for a background
-        job the owner token it is stored with (None: unowned, the shared directory).
-    """
-
-    command: str
-    workdir: str | None = None
-    timeout: float | None = None
-    owner: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ShellSpec:
-    """A fully resolved command. `owner` is required but may be None: a forgotten owner is
-    a visible None, never a missing field. The executor stores it and never interprets it,
-    beyond keeping one spill directory per owner.
-
-    command: run as `bash -c command`.
-    workdir: the directory to run it in.
-    timeout: seconds it may run in the foreground (`run`); a background job has none.
-    """
-
-    command: str
-    workdir: str
-    timeout: float
-    owner: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """How a command ended, and what it printed. The fields are independent: a command
-    that traps TERM and exits 0 after its timeout has `timed_out=True, exit_code=0`.
-
-    exit_code: the leader's exit status, None when a signal ended it.
-    signal: the signal that ended the leader (e.g. `"SIGTERM"`), None when it exited.
-    timed_out: whether the foreground timeout expired (never for a background job).
-    cancelled: whether the executor killed it (`kill`, an owner closing, the executor
-        closing) rather than it ending by itself.
-    timeout: the spec's timeout in seconds (a background job's was not applied).
-    stdout: what it wrote to stdout: the retained tail, and the spill file past the cap.
-    stderr: the same for stderr.
-    """
-
-    exit_code: int | None  # None when a signal ended the process
-    signal: str | None  # e.g. "SIGTERM"
-    timed_out: bool
-    cancelled: bool
-    timeout: float
-    stdout: StreamOutput
-    stderr: StreamOutput
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutput:
-    """Output of a background job since given offsets (stdout, stderr), and its state.
-
-    `lossy` means part of the output since the offsets was dropped from memory; the complete
-    streams are in `spill_paths`. `result` is set once the job is `done`.
-
-    text: the output since the offsets: stdout, then `[stderr]` and stderr.
-    next_offsets: the (stdout, stderr) offsets the next read starts from.
-    """
-
-    text: str
-    next_offsets: tuple[int, int]
-    lossy: bool
-    spill_paths: tuple[str, ...]
-    done: bool
-    result: RunResult | None
-
-
-class _FromSpec(enum.Enum):
-    FROM_SPEC = enum.auto()
-
-
-FROM_SPEC = _FromSpec.FROM_SPEC
-
-
-class _Job:
-    __slots__ = (
-        "cancelled",
-        "cursor",
-        "done",
-        "err",
-        "id",
-        "kill_requested",
-        "out",
-        "owner",
-        "process",
-        "result",
-        "silent",
-        "spec",
-    )
-
-    def __init__(
-        self,
-        job_id: str,
-        spec: ShellSpec,
-        owner: str | None,
-        process: trio.Process,
-        max_bytes: int,
-        *,
-        streams: tuple[OutputCollector, OutputCollector] | None = None,
-    ) -> None:
-        self.id = job_id
-        self.spec = spec
-        self.owner = owner
-        self.process = process
-        if streams is None:
-            streams = (
-                OutputCollector(max_bytes, f"{job_id}-stdout"),
-                OutputCollector(max_bytes, f"{job_id}-stderr"),
-            )
-        self.out, self.err = streams
-        self.done = trio.Event()
-        self.kill_requested = trio.Event()
-        self.result: RunResult | None = None
-        self.cancelled = False  # killed by us (kill, kill_owned, close), not by itself
-        self.silent = False  # send no job-done notice (the killer reports the outcome)
-        self.cursor: tuple[int, int] = (0, 0)  # where the next consuming read starts
-
-
-JobListener = Callable[[str, "str | None", RunResult], object]
 
 
 class ShellExecutor:
@@ -238,42 +104,30 @@ class ShellExecutor:
             if not isinstance(given, str) or "\0" in given:  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise ValueError(f"env[{name!r}] = {given!r}: give a string without NUL")
         self._spill_root: SpillRoot | None = None
-        self._jobs: dict[str, _Job] = {}
+        self._jobs = JobTable()
         self._foreground: set[trio.Process] = set()  # what `kill_now` must reach besides jobs
-        self._job_numbers = itertools.count(1)
         self._nursery: trio.Nursery | None = None
-        self._listeners: list[JobListener] = []
-        self._silenced = False
         self.sandbox = sandbox
-        self._bwrap: str | None = None
-        self._sandbox_checked = sandbox is None
-        self._hidden: list[str] = []
-        # The processes started under bwrap (killed and decoded differently), by identity.
-        self._sandboxed: weakref.WeakSet[trio.Process] = weakref.WeakSet()
+        self._sandboxing = ShellSandbox(sandbox)
 
     # -- the sandbox ------------------------------------------------------------------------
 
     @property
     def sandboxed(self) -> bool:
         """Whether commands run in the sandbox (False until the check, and for the fallback)."""
-        return self._bwrap is not None
+        return self._sandboxing.active
 
     def hide(self, *paths: str) -> None:
         """Hide `paths` (absolute; files or directories) from every later sandboxed command,
         besides the policy's own (`open_runtime` hides its store this way). Never blocks."""
-        self._hidden.extend(os.path.abspath(p) for p in paths)
+        self._sandboxing.hide(paths)
 
     async def check_sandbox(self) -> bool:
         """Find out (once) whether commands can be sandboxed; return `sandboxed`. A checkpoint.
 
         Raises SandboxUnavailableError when they cannot and the policy does not allow the
         fallback (the next call checks again)."""
-        if self._sandbox_checked or self.sandbox is None:
-            await trio.lowlevel.checkpoint()
-            return self.sandboxed
-        self._bwrap = await check_sandbox(self.sandbox)
-        self._sandbox_checked = True
-        return self.sandboxed
+        return await self._sandboxing.check()
 
     def _exposed(self, spec: ShellSpec) -> Sequence[str]:
         # What one command may read besides the policy's view: its owner's spill directory,
@@ -307,7 +161,7 @@ class ShellExecutor:
         await trio.lowlevel.checkpoint()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self._silenced = False
+            self._jobs.silenced = False
             try:
                 yield self
             finally:
@@ -323,15 +177,9 @@ class ShellExecutor:
 
         A kill with `notify=False`, and `kill_owned`, send no notice for the jobs they kill.
         """
-        self._listeners.append(listener)
+        return self._jobs.listen(listener)
 
-        def disconnect() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return disconnect
-
-    async def start(self, spec: ShellSpec, *, owner: str | _FromSpec | None = FROM_SPEC) -> str:
+    async def start(self, spec: ShellSpec, *, owner: str | FromSpec | None = FROM_SPEC) -> str:
         """Start `spec` in the background (its timeout does not apply) and return the job's
         id (`bash-1`, `bash-2`, ...: not secret; the owner check is the fence).
 
@@ -346,7 +194,7 @@ class ShellExecutor:
                 "the shell executor is not running; start jobs inside `running()` "
                 "(open_runtime enters it for `rt.shell`)"
             )
-        if isinstance(owner, _FromSpec):
+        if isinstance(owner, FromSpec):
             owner = spec.owner
         elif spec.owner is not None and owner != spec.owner:
             raise ValueError(
@@ -362,62 +210,43 @@ class ShellExecutor:
                 "the shell executor closed while the job was starting; the job was killed: "
                 "start jobs while `running()` is open"
             )
-        job_id = f"bash-{next(self._job_numbers)}"
+        job_id = self._jobs.next_id()
         spill = self._spill_source(owner)
         streams = (
             self._collector(f"{job_id}-stdout", spill),
             self._collector(f"{job_id}-stderr", spill),
         )
-        job = _Job(job_id, spec, owner, process, self.max_output_bytes, streams=streams)
-        self._jobs[job.id] = job
+        job = Job(job_id, spec, owner, process, streams)
+        self._jobs.add(job)
         assert self._nursery is not None
         self._nursery.start_soon(self._watch, job)
         return job.id
 
     def _accepting(self) -> bool:
-        return self._nursery is not None and not self._silenced
+        return self._nursery is not None and not self._jobs.silenced
 
     def owner_of(self, job_id: str) -> str | None:
         """The owner token the job was started with, or None (also for an unknown job).
         Never blocks."""
-        job = self._jobs.get(job_id)
+        job = self._jobs.find(job_id)
         return job.owner if job is not None else None
 
     def pgid(self, job_id: str) -> int:
         """The job's process group id (its leader's pid): every process it starts is in it.
         Raises KeyError for an unknown job."""
-        return self._job(job_id).process.pid
+        return self._jobs.get(job_id).process.pid
 
     def jobs(self, owner: str | None = None) -> list[str]:
         """The ids of the jobs started so far (ended ones too), oldest first; with `owner`,
         only that owner's. Never blocks."""
-        return [j.id for j in self._jobs.values() if owner is None or j.owner == owner]
+        return [j.id for j in self._jobs if owner is None or j.owner == owner]
 
     def read_output(self, job_id: str, offsets: tuple[int, int] | None = None) -> JobOutput:
         """Output since `offsets` (stdout, stderr byte offsets), merged as stdout, then
         `[stderr]` and stderr. Without offsets the read is consuming: it starts where the
         previous consuming read of this job stopped, so consecutive reads never repeat.
         Never blocks. Raises KeyError for an unknown job."""
-        job = self._job(job_id)
-        start = job.cursor if offsets is None else offsets
-        out, next_out, lossy_out = job.out.read_from(start[0])
-        err, next_err, lossy_err = job.err.read_from(start[1])
-        if offsets is None:
-            job.cursor = (next_out, next_err)
-        text = out
-        if out and err and not out.endswith("\n"):
-            text += "\n"
-        if err:
-            text += "[stderr]\n" + err
-        spills = tuple(p for p in (job.out.spill_path, job.err.spill_path) if p is not None)
-        return JobOutput(
-            text,
-            (next_out, next_err),
-            lossy_out or lossy_err,
-            spills,
-            job.done.is_set(),
-            job.result,
-        )
+        return self._jobs.get(job_id).output(offsets)
 
     def has_job(self, job_id: str) -> bool:
         """Whether a job with that id was started here (it may have ended)."""
@@ -426,7 +255,7 @@ class ShellExecutor:
     def result(self, job_id: str) -> RunResult | None:
         """The job's result once it has ended, None while it runs. Raises KeyError for an
         unknown job."""
-        return self._job(job_id).result
+        return self._jobs.get(job_id).result
 
     async def wait(self, job_id: str) -> RunResult:
         """Wait until the job has ended and been reaped; return its result.
@@ -434,7 +263,7 @@ class ShellExecutor:
         Always a checkpoint. A cancelled wait leaves the job running. Raises KeyError for an
         unknown job.
         """
-        job = self._job(job_id)
+        job = self._jobs.get(job_id)
         await job.done.wait()
         assert job.result is not None
         return job.result
@@ -447,7 +276,7 @@ class ShellExecutor:
         Always a checkpoint. The job's own watcher does the killing, so a caller cancelled
         meanwhile does not stop it half-way. Raises KeyError for an unknown job.
         """
-        job = self._job(job_id)
+        job = self._jobs.get(job_id)
         if not job.done.is_set() and job.process.poll() is None:
             # Only a job whose leader is still running is killed by us; one that already
             # exited by itself (its watcher is reaping the rest) keeps its own outcome.
@@ -465,20 +294,17 @@ class ShellExecutor:
         reaped, then remove the owner's spill directory and its files. No notice is sent for
         the jobs: their owner is going away. Always a checkpoint.
         """
-        await self._kill_all(
-            [j for j in self._jobs.values() if j.owner == owner and not j.done.is_set()],
-            notify=False,
-        )
+        await self._kill_all([j for j in self._jobs.running() if j.owner == owner], notify=False)
         if self._spill_root is not None:
             self._spill_root.remove_directory(owner)
 
     async def close_jobs(self) -> None:
         """Silence notices, then kill and reap every job. Afterwards `start` refuses new
         jobs. Always a checkpoint."""
-        self._silenced = True
-        await self._kill_all([j for j in self._jobs.values() if not j.done.is_set()])
+        self._jobs.silenced = True
+        await self._kill_all(self._jobs.running())
 
-    async def _kill_all(self, jobs: list[_Job], *, notify: bool = True) -> None:
+    async def _kill_all(self, jobs: list[Job], *, notify: bool = True) -> None:
         if not jobs:
             # An empty nursery's exit is only a schedule point, not a cancellation point.
             await trio.lowlevel.checkpoint()
@@ -487,57 +313,21 @@ class ShellExecutor:
             for job in jobs:
                 nursery.start_soon(partial(self.kill, job.id, notify=notify))
 
-    def _job(self, job_id: str) -> _Job:
-        job = self._jobs.get(job_id)
-        if job is None:
-            known = ", ".join(self._jobs) or "none"
-            raise JobNotFoundError(f"no job {job_id!r}; known jobs: {known}")
-        return job
+    async def _watch(self, job: Job) -> None:
+        await job.watch(self.kill_group, self.grace, partial(self._end, job))
 
-    async def _watch(self, job: _Job) -> None:
-        process = job.process
-        assert process.stdout is not None
-        assert process.stderr is not None
-        with trio.CancelScope(shield=True):  # only kill() and close_jobs() end a job
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_pump, process.stdout, job.out)
-                    nursery.start_soon(_pump, process.stderr, job.err)
-                    async with trio.open_nursery() as waiter:
-                        waiter.start_soon(self._kill_when_asked, job)
-                        await process.wait()
-                        if not job.kill_requested.is_set():
-                            waiter.cancel_scope.cancel()
-                    await self.kill_group(process)  # nothing of the job outlives its leader
-                    nursery.cancel_scope.deadline = trio.current_time() + self.grace
-            finally:
-                # Whatever failed above, the group dies, the pipes close, the job ends.
-                await self.kill_group(process)
-                await process.stdout.aclose()
-                await process.stderr.aclose()
-                self._end(job)
-
-    def _end(self, job: _Job) -> None:
-        job.result = _result(
+    def _end(self, job: Job) -> None:
+        job.result = outcome(
             job.process,
             timed_out=False,
             cancelled=job.cancelled,
             timeout=job.spec.timeout,
             stdout=job.out.finish(),
             stderr=job.err.finish(),
-            sandboxed=job.process in self._sandboxed,
+            sandboxed=self._sandboxing.confines(job.process),
         )
         job.done.set()
-        if not (self._silenced or job.silent):
-            for listener in tuple(self._listeners):
-                try:
-                    listener(job.id, job.owner, job.result)
-                except Exception:
-                    logger.exception("job-done listener %r raised; ignored", listener)
-
-    async def _kill_when_asked(self, job: _Job) -> None:
-        await job.kill_requested.wait()
-        await self.kill_group(job.process)
+        self._jobs.announce(job)
 
     # -- foreground -------------------------------------------------------------------------
 
@@ -570,8 +360,8 @@ class ShellExecutor:
             async with trio.open_nursery() as nursery:
                 assert process.stdout is not None
                 assert process.stderr is not None
-                nursery.start_soon(_pump, process.stdout, out)
-                nursery.start_soon(_pump, process.stderr, err)
+                nursery.start_soon(pump, process.stdout, out)
+                nursery.start_soon(pump, process.stderr, err)
                 with trio.move_on_after(spec.timeout) as timer:
                     await process.wait()
                 timed_out = timer.cancelled_caught
@@ -586,14 +376,14 @@ class ShellExecutor:
         finally:
             self._foreground.discard(process)
             stdout, stderr = out.finish(), err.finish()
-        return _result(
+        return outcome(
             process,
             timed_out=timed_out,
             cancelled=False,
             timeout=spec.timeout,
             stdout=stdout,
             stderr=stderr,
-            sandboxed=process in self._sandboxed,
+            sandboxed=self._sandboxing.confines(process),
         )
 
     def _environment(self) -> dict[str, str]:
@@ -604,19 +394,10 @@ class ShellExecutor:
     async def _spawn(self, spec: ShellSpec) -> trio.Process:
         await self.check_sandbox()
         env = self._environment()
-        if self._bwrap is None or self.sandbox is None:
-            return await _spawn(spec, env)
-        argv = sandboxed_argv(
-            self._bwrap,
-            self.sandbox,
-            ["bash", "-c", spec.command],
-            spec.workdir,
-            hidden=(*self._hidden, *spill_root()),
-            exposed=self._exposed(spec),
-        )
-        process = await _spawn(spec, env, argv=argv)
-        self._sandboxed.add(process)
-        return process
+        if not self._sandboxing.active:
+            return await spawn(spec, env)
+        argv = self._sandboxing.argv(spec, exposed=self._exposed(spec))
+        return self._sandboxing.started(await spawn(spec, env, argv=argv))
 
     def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
         return OutputCollector(self.max_output_bytes, label, spill=spill)
@@ -655,13 +436,8 @@ class ShellExecutor:
         background, without waiting: for a process that is about to exit at once (the forced
         exit of `trio-agents acp` and `chat`). Returns how many groups were signalled. Never
         blocks; the jobs' watchers reap them as usual if the process lives on."""
-        processes = [j.process for j in self._jobs.values() if not j.done.is_set()]
-        signalled = 0
-        for process in [*processes, *self._foreground]:
-            # As in kill_group: a group with nobody left may have had its id reused.
-            if process.returncode is None or group_has_live_members(process.pid):
-                signalled += signal_group(process.pid, signal.SIGKILL)
-        return signalled
+        jobs = [j.process for j in self._jobs.running()]
+        return kill_at_once([*jobs, *self._foreground])
 
     async def kill_group(self, process: trio.Process) -> None:
         """SIGTERM the process's group, wait up to the grace for the leader, then SIGKILL
@@ -670,72 +446,4 @@ class ShellExecutor:
 
         Always a checkpoint.
         """
-        if process.returncode is not None and not group_has_live_members(process.pid):
-            # All gone: do not signal a group id the kernel may have reused.
-            await trio.lowlevel.checkpoint()
-            return
-        if process in self._sandboxed:
-            # bwrap itself dies of SIGTERM, and its sandbox with it at once: the command's
-            # processes get the TERM and the grace, bwrap only the final SIGKILL.
-            signal_members(process.pid, signal.SIGTERM, spare=process.pid)
-        else:
-            signal_group(process.pid, signal.SIGTERM)
-        # The grace is for the whole group, not only the leader: a grandchild that cleans
-        # up on TERM gets its chance too.
-        with trio.move_on_after(self.grace):
-            await process.wait()
-            await group_gone(process.pid)
-        signal_group(process.pid, signal.SIGKILL)
-        await process.wait()
-        # A signal is delivered asynchronously: only return once the kernel has removed
-        # every member of the group (init reaps the reparented ones), or the grace is over.
-        # No event tells us that processes which are not our children have exited (and the
-        # group's members are unknown), so this is a bounded poll.
-        with trio.move_on_after(self.grace):
-            await group_gone(process.pid)
-
-
-async def _spawn(
-    spec: ShellSpec, env: Mapping[str, str], *, argv: Sequence[str] | None = None
-) -> trio.Process:
-    """`bash -c` (or `argv`, the same wrapped in a sandbox) in a new session (its own process
-    group), stdin closed, with `env` only."""
-    return await trio.lowlevel.open_process(
-        ["bash", "-c", spec.command] if argv is None else list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=spec.workdir,
-        env=env,
-        start_new_session=True,
-    )
-
-
-def _result(
-    process: trio.Process,
-    *,
-    timed_out: bool,
-    cancelled: bool,
-    timeout: float,
-    stdout: StreamOutput,
-    stderr: StreamOutput,
-    sandboxed: bool = False,
-) -> RunResult:
-    code = process.returncode
-    assert code is not None, "the process has not exited"
-    if sandboxed:
-        code = sandboxed_status(code)
-    return RunResult(
-        exit_code=code if code >= 0 else None,
-        signal=signal.Signals(-code).name if code < 0 else None,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        timeout=timeout,
-        stdout=stdout,
-        stderr=stderr,
-    )
-
-
-async def _pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:
-    async for chunk in stream:
-        collector.feed(bytes(chunk))
+        await terminate_group(process, self.grace, sandboxed=self._sandboxing.confines(process))
