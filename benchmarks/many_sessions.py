@@ -263,7 +263,7 @@ def rows(figures: Figures) -> list[tuple[str, str, str, str]]:
             f"{figures.agents:,} agents at once: turns/s",
             spread(turns, 1, "/s", ".0f"),
             f"{agent_ratio:6.2f}x (min {agent_ratios[0]:.2f}, max {agent_ratios[-1]:.2f}) "
-            f"100 agents; {commits:.3f} commits per turn",
+            f"100 agents; {commits:.3g} commits per turn",
             f"{'met' if agent_ratio >= 0.8 else 'MISSED'} (>= 0.8x 100 agents)",
         ),
     ]

@@ -25,6 +25,7 @@ from trio_agents import (
     CorruptSessionError,
     MemoryStore,
     PostgresStore,
+    ReadOnlyStoreError,
     Session,
     SessionLiveElsewhereError,
     SessionLiveError,
@@ -335,6 +336,49 @@ async def test_a_database_of_a_newer_format_is_refused(postgres_dsn: str) -> Non
             conn.execute("INSERT INTO trio_agents_schema VALUES (1), (99)")
 
     await trio.to_thread.run_sync(newer)
-    with pytest.raises(UnknownStoreVersionError, match=r"format 99.*reads format 1"):
-        async with PostgresStore(postgres_dsn).running():
-            pass
+    for readonly in (False, True):
+        with pytest.raises(UnknownStoreVersionError, match=r"format 99.*reads format 1"):
+            async with PostgresStore(postgres_dsn, readonly=readonly).running():
+                pass  # pragma: no cover - never entered
+
+
+def _tables(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname NOT IN "
+            "('pg_catalog', 'information_schema') ORDER BY tablename"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+async def test_a_read_only_store_creates_nothing_and_reads_a_bare_database_as_empty(
+    postgres_dsn: str,
+) -> None:
+    reader = PostgresStore(postgres_dsn, readonly=True)
+    async with reader.running():
+        assert await reader.list_sessions() == []
+        assert not await reader.exists("s1")
+        with pytest.raises(SessionNotFoundError):
+            await reader.load("s1")
+        with pytest.raises(ReadOnlyStoreError, match="read-only"):
+            reader.enter(Session("s1"))
+        assert await trio.to_thread.run_sync(_tables, postgres_dsn) == []
+        # A writer creates the tables while the reader runs: the reader sees its session.
+        writer = PostgresStore(postgres_dsn)
+        async with writer.running():
+            session = Session("s1")
+            detach = writer.enter(session)
+            _open_turn(session)
+            await writer.flush(session)
+            detach()
+        assert [info.id for info in await reader.list_sessions()] == ["s1"]
+        assert len((await reader.load("s1")).records) == 5
+        # Resuming would append the open turn's closers: refused, and nothing is appended.
+        with pytest.raises(ReadOnlyStoreError, match="cannot be restored"):
+            await reader.restore("s1")
+        assert len((await reader.load("s1")).records) == 5
+    assert await trio.to_thread.run_sync(_tables, postgres_dsn) == [
+        "trio_agents_records",
+        "trio_agents_schema",
+        "trio_agents_sessions",
+    ]

@@ -1,7 +1,8 @@
 """The command line on a PostgreSQL store (rule L16): `trio-agents acp --store
 postgresql://...` in two real server processes on one database, `sessions list` on it, a
-chat resumed by a second chat in a pseudo-terminal, and a database that cannot be reached
-(one line, exit 2, no password).
+chat resumed by a second chat in a pseudo-terminal, `sessions` on a database without the
+tables (listed as empty, nothing created: design D363), and a database that cannot be
+reached (one line, exit 2, no password).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import sys
 from pathlib import Path
 
 import pexpect
+import psycopg
 import pytest
 import trio
 
-from trio_agents import PostgresStore
+from trio_agents import PostgresStore, open_runtime
 from trio_agents._cli._main import main
+from trio_agents.testing import ScriptedModel, reply
 
 from .support.acp_process import AcpProcess
 from .support.chat import TIMEOUT
@@ -57,6 +60,42 @@ def test_two_acp_servers_on_one_database_share_sessions_but_not_live_ones(
     assert main(["sessions", "show", sid, "--store", postgres_dsn]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert shown[0].split()[:2] == ["0", "turn/start"]
+
+
+def test_sessions_on_a_database_without_the_tables_lists_none_and_creates_nothing(
+    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = PostgresStore(postgres_dsn).where
+    assert main(["sessions", "list", "--store", postgres_dsn]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"no sessions in {where}" in captured.err
+    assert main(["sessions", "show", "nope", "--store", postgres_dsn]) == 1
+    assert f"no session 'nope' in {where}" in capsys.readouterr().err
+    assert _tables(postgres_dsn) == []
+
+    async def one_session() -> None:
+        with trio.fail_after(60):
+            async with open_runtime(postgres_dsn) as rt:
+                handle = await rt.agents.create(model=ScriptedModel([reply("ok")]), session_id="s1")
+                handle.agent.send("hello")
+                await handle.agent.wait_idle()
+                await handle.aclose()
+
+    trio.run(one_session)
+    assert main(["sessions", "list", "--store", postgres_dsn]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[1:]] == ["s1"]
+    assert out[1].split(maxsplit=5)[3:] == ["1", "completed", "hello"]
+
+
+def _tables(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN "
+            "('pg_catalog', 'information_schema')"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() -> None:

@@ -16,6 +16,10 @@ entering a session stays synchronous, as the runtime's publication needs (design
 Records are also fenced by their key: `(session_id, seq)` is the primary key, so if two
 stores ever wrote one session (a claims connection lost while its session stayed live),
 the second write of a seq fails rather than interleaving two histories.
+
+A store opened with `readonly=True` (what `trio-agents sessions` opens) has one connection,
+whose transactions the server itself keeps read-only, and never creates the tables: a
+database without them reads as holding no sessions (design D363).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import trio
 from ._errors import (
     AlreadyRunningError,
     CorruptSessionError,
+    ReadOnlyStoreError,
     SessionLiveElsewhereError,
     StoreBrokenError,
     StoreClosedError,
@@ -44,7 +49,7 @@ from ._nursery import service_nursery
 from ._records import TURN_START, Record
 from ._session import Session
 from ._store import SessionInfo, SessionStore, StoredSession, summarize
-from ._store_pg_schema import migrate
+from ._store_pg_schema import has_tables, migrate, readable
 from ._store_sqlite import COMMIT_TRIGGERS, MAX_BATCH
 from ._stored_rows import stored_session
 
@@ -56,6 +61,8 @@ __all__ = ["PostgresStore", "is_postgres_url"]
 # The server notices a vanished client host after idle + interval * count seconds of
 # silence (a killed process closes its socket, which the server sees at once).
 KEEPALIVE: Final = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+# A read-only store's connection: the server refuses any write in it, ours or a bug's.
+READ_ONLY: Final = "-c default_transaction_read_only=on"
 
 
 def is_postgres_url(text: str) -> bool:
@@ -106,6 +113,7 @@ class PostgresStore(SessionStore):
 
     dsn: a libpq connection string or URL (`postgresql://user@host:5432/db`).
     where: the database, as messages name it (the DSN without its password).
+    readonly: whether the store was opened for reading only.
     close_grace: seconds leaving `running()` waits for queued records to be committed.
 
     Any number of stores, in processes on any hosts, may share the database: a session live
@@ -114,9 +122,16 @@ class PostgresStore(SessionStore):
     """
 
     def __init__(
-        self, dsn: str, *, close_grace: float = 5.0, connect_timeout: float = 10.0
+        self,
+        dsn: str,
+        *,
+        readonly: bool = False,
+        close_grace: float = 5.0,
+        connect_timeout: float = 10.0,
     ) -> None:
-        """`close_grace` and `connect_timeout` must be positive finite numbers of seconds
+        """`readonly=True` only reads: nothing is created, migrated or written, a database
+        without the tables holds no sessions, and sessions cannot be entered or restored.
+        `close_grace` and `connect_timeout` must be positive finite numbers of seconds
         (ValueError). Raises StoreConnectionError if psycopg is not installed. Nothing is
         connected until `running()`."""
         super().__init__()
@@ -127,6 +142,7 @@ class PostgresStore(SessionStore):
                 )
         self.dsn = dsn
         self.where, self._password = _describe(dsn)
+        self.readonly = readonly
         self.close_grace = close_grace
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
@@ -151,9 +167,9 @@ class PostgresStore(SessionStore):
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None, None]:
         """Connect (two connections: one for records, one holding the claims), create or
-        migrate the schema, and run the writer for the block. Leaving commits every queued
-        record, shielded and bounded by `close_grace`, then closes the connections, which
-        releases every claim.
+        migrate the schema, and run the writer for the block (read-only: one connection,
+        and nothing created). Leaving commits every queued record, shielded and bounded by
+        `close_grace`, then closes the connections, which releases every claim.
 
         Entering and leaving are checkpoints. Raises AlreadyRunningError if the store is
         already running, StoreConnectionError if the server cannot be reached (naming the
@@ -185,9 +201,12 @@ class PostgresStore(SessionStore):
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_close_both, conn, claims)
 
-    def _connect_both(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any]]:
+    def _connect_both(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any] | None]:
         conn = self._connect()
         try:
+            if self.readonly:
+                readable(conn, self.where)
+                return conn, None
             migrate(conn, self.where)
             row = conn.execute("SELECT current_schema()").fetchone()
             assert row is not None
@@ -202,12 +221,13 @@ class PostgresStore(SessionStore):
         psycopg = _psycopg()
         try:
             given = psycopg.conninfo.conninfo_to_dict(self.dsn).get("options")
+            ours = f"{KEEPALIVE} {READ_ONLY}" if self.readonly else KEEPALIVE
             return psycopg.connect(  # type: ignore[no-any-return]
                 self.dsn,
                 autocommit=True,
                 connect_timeout=max(1, round(self.connect_timeout)),
                 # The DSN's own options (a search_path, say) stay; ours come first.
-                options=f"{KEEPALIVE} {given}" if given else KEEPALIVE,
+                options=f"{ours} {given}" if given else ours,
             )
         except psycopg.Error as exc:
             raise self._connection_error("connect to", exc) from exc
@@ -230,16 +250,23 @@ class PostgresStore(SessionStore):
             f"{self.close_grace}s; give a longer close_grace"
         )
 
-    def _check_running(self) -> None:
+    def _check_open(self) -> None:
         if self._conn is None:
             raise StoreClosedError(
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
 
+    def _check_running(self) -> None:
+        self._check_open()
+        if self.readonly:
+            raise ReadOnlyStoreError(
+                f"{self!r} is read-only; open it without readonly=True to write"
+            )
+
     async def _db(self, fn: Callable[..., Any], *args: Any, doing: str = "read") -> Any:
         """`fn(conn, *args)` in a worker thread, one at a time; a driver error about the
         connection comes out as StoreConnectionError naming the database."""
-        self._check_running()
+        self._check_open()
         async with self._lock:
             conn = self._conn
             if conn is None:
@@ -258,6 +285,11 @@ class PostgresStore(SessionStore):
         to the server, made in the caller's thread because entering is synchronous."""
         if session_id in self._claims:
             return
+        if self.readonly:
+            # Only `restore` claims here (entering is refused first), and it is for resuming.
+            raise ReadOnlyStoreError(
+                f"{self!r} is read-only: a session cannot be restored in it; load it to read it"
+            )
         conn = self._claims_conn
         if conn is None:
             raise StoreClosedError(
@@ -370,7 +402,7 @@ class PostgresStore(SessionStore):
     # -- reads --------------------------------------------------------------------------
 
     async def _read(self, session_id: str) -> StoredSession | None:
-        stored: StoredSession | None = await self._db(_read_sync, session_id)
+        stored: StoredSession | None = await self._db(_read_sync, session_id, self.readonly)
         if stored is not None and not stored.records:
             self._rows.add(session_id)
         return stored
@@ -382,12 +414,13 @@ class PostgresStore(SessionStore):
         """Every stored session, oldest first (by creation time, then id), read in one
         snapshot in a worker thread. Always a checkpoint. A damaged session is listed with
         its `damage`. Raises StoreClosedError unless the store is running."""
-        return await self._db(_list_sync)  # type: ignore[no-any-return]
+        return await self._db(_list_sync, self.readonly)  # type: ignore[no-any-return]
 
 
-def _close_both(*conns: psycopg.Connection[Any]) -> None:
+def _close_both(*conns: psycopg.Connection[Any] | None) -> None:
     for conn in conns:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def _write_batch(
@@ -436,9 +469,15 @@ def _append_sync(
         )
 
 
-def _read_sync(conn: psycopg.Connection[Any], session_id: str) -> StoredSession | None:
+def _read_sync(
+    conn: psycopg.Connection[Any], session_id: str, maybe_bare: bool
+) -> StoredSession | None:
+    """`maybe_bare`: the store did not create the tables, which may not exist yet (or may
+    have been created since the store opened)."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if maybe_bare and not has_tables(conn):
+            return None
         return _read_in(conn, session_id)
 
 
@@ -455,10 +494,12 @@ def _read_in(conn: psycopg.Connection[Any], session_id: str) -> StoredSession | 
     return stored_session(session_id, row[0], rows, "database")
 
 
-def _list_sync(conn: psycopg.Connection[Any]) -> list[SessionInfo]:
+def _list_sync(conn: psycopg.Connection[Any], maybe_bare: bool) -> list[SessionInfo]:
     infos: list[SessionInfo] = []
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if maybe_bare and not has_tables(conn):
+            return infos
         rows = conn.execute(
             "SELECT id, created_at, updated_at FROM trio_agents_sessions ORDER BY created_at, id"
         ).fetchall()

@@ -1,11 +1,13 @@
-"""`trio-agents sessions`: look at the sessions stored in a SQLite store file.
+"""`trio-agents sessions`: look at the sessions stored in a SQLite store file or a database.
 
 `list` prints one line per session, its title (its first prompt) last; `show` prints one
 session's records, in order, exactly as stored. Both only read: `show` uses
 `SessionStore.load`, not `restore`, so looking at a session a crash left open does not
 append the closers that resuming it would. A store path
 that does not exist is an error, not an empty store: opening it would create the file, and
-a mistyped `--store` should not quietly leave a new database behind.
+a mistyped `--store` should not quietly leave a new database behind. A database is opened
+read-only too, and one without the tables holds no sessions: nothing is created in it
+(design D363).
 
 `list` lists a damaged session too, marked `damaged` (with why on stderr), and exits 1 when
 there is one. Output is written with lone surrogates (which JSON and ACP accept) escaped as
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     target: Path | str = args.store if args.store is not None else default_store_path()
     if isinstance(target, str):
-        return _run_on(PostgresStore(target), args, out, err)
+        return _run_on(PostgresStore(target, readonly=True), args, out, err)
     path = target
     blocker = non_directory_ancestor(path)
     if blocker is not None:
@@ -157,7 +159,7 @@ async def _load(store: SessionStore, session_id: str) -> StoredSession:
 
 
 async def _reading(store: SessionStore, read: Callable[[SessionStore], Awaitable[T]]) -> T:
-    """`await read(store)` on the store, which `run` opened read-only when it is a file:
-    looking never changes the file. (A database gets the tables if it had none.)"""
+    """`await read(store)` on the store, which `run` opened read-only: looking never
+    changes the file or the database."""
     async with store.running():
         return await read(store)
