@@ -160,3 +160,42 @@ async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(
         await wait_until(lambda: bool(store.checkpoints), "the thread's checkpoint")
         assert store.checkpoints == [f"trio-agents store {path.name}"]
     assert on_disk(path) == {"s": CHECKPOINT_EVERY}
+
+
+async def test_the_thread_lends_unless_it_runs_something(tmp_path: pathlib.Path) -> None:
+    """D366: not only a sleeping thread lends. One awake with nothing to run (a linger that
+    timed out, on its way back to sleep) sees the loan before it runs anything; only a
+    thread running a call or a commit step refuses."""
+    store = WhereStore(tmp_path / "lend.sqlite3")
+    async with store.running():
+        await thread_asleep(store)
+        thread = store._thread  # pyright: ignore[reportPrivateUsage]
+        assert thread is not None
+        with thread.lock:  # the thread cannot move meanwhile
+            # The instant after its wait returned, before it looks at its queue again.
+            thread._sleeping = False  # pyright: ignore[reportPrivateUsage]
+            try:
+                lent = thread.lend()
+            finally:
+                thread._sleeping = True  # pyright: ignore[reportPrivateUsage]
+            if lent:
+                thread.give_back(settled=True)
+        assert lent
+        entered, go_on = threading.Event(), threading.Event()
+
+        def blocking_call() -> None:
+            entered.set()
+            go_on.wait()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(thread.call, blocking_call)
+            await trio.to_thread.run_sync(entered.wait)
+            assert not thread.lend()  # running a call: the connection is the thread's
+            session = Session("s")
+            store.enter(session)
+            message(session, 0)
+            nursery.start_soon(store.flush, session)
+            await wait_until(lambda: bool(store._waiters), "the flush to park")  # pyright: ignore[reportPrivateUsage]
+            go_on.set()
+    # The flush found the thread working: the thread committed it.
+    assert [where != TRIO for where, _, _ in store.attempts] == [True]

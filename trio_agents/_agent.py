@@ -370,13 +370,17 @@ class Agent:
         CLOSED agent, until its loop has exited. The agent goes IDLE only once its finished
         turns are committed to its store (rule L7). Always a checkpoint. Never raises
         because a turn failed."""
-        await trio.lowlevel.checkpoint()
+        if self._status is AgentStatus.IDLE or (
+            self._status is AgentStatus.CLOSED and self._exited
+        ):
+            await trio.lowlevel.checkpoint()
+        # Otherwise the first park is the checkpoint: a schedule point before it would cost
+        # a pass of the scheduler per prompt and change nothing (D365).
         while True:
             if self._status is AgentStatus.CLOSED:
-                while not self._exited:
-                    await self._settled.park()
-                return
-            if self._status is AgentStatus.IDLE:
+                if self._exited:
+                    return
+            elif self._status is AgentStatus.IDLE:
                 return
             await self._settled.park()
 
@@ -500,8 +504,10 @@ class Agent:
         try:
             with scope:
                 # No model call may start once the turn is cancelled (e.g. by a StepStarted
-                # listener); nothing runs between this checkpoint and the call.
-                await trio.lowlevel.checkpoint()
+                # listener, or by a task that ran at the pre-step checkpoint); nothing runs
+                # between this check and the call. Not a schedule point: the pre-step
+                # checkpoint was one, and the model call is another (D365).
+                await trio.lowlevel.checkpoint_if_cancelled()
                 calls, finish = await self._stream(turn, step, text)
                 if self._call_ids is None:
                     self._call_ids = session_call_ids(self.session)

@@ -25,7 +25,19 @@ async def write_in_batches(
     output is gone; later batches are still received, and dropped, so the queue never grows
     behind an output nobody reads."""
     broken = False
-    async for first in receive:
+    while True:
+        # `receive()` with an item already queued would yield before returning it, a pass of
+        # the scheduler per batch: take it at once, and wait only for an empty queue (a
+        # checkpoint, as the write that follows is) (D365).
+        try:
+            first = receive.receive_nowait()
+        except trio.WouldBlock:
+            try:
+                first = await receive.receive()
+            except trio.EndOfChannel:
+                return
+        except trio.EndOfChannel:
+            return
         batch = [first]
         while True:
             try:

@@ -7,6 +7,7 @@ visible here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -72,6 +73,11 @@ class Record:
         changed afterwards by whoever handed it in (a tool's arguments, a listener)."""
         return cls(type, freeze(data))
 
+    def data_json(self) -> str:
+        """`data` as JSON text, what `json.dumps` makes of `to_json()["data"]`, without
+        the deep mutable copy in between (a store encodes every record it commits)."""
+        return _DATA_ENCODER.encode(self.data)
+
     def to_json(self) -> dict[str, Any]:
         """`{"type": ..., "data": ...}`, with `data` as plain dicts and lists (a deep mutable
         copy): the shape a store serializes."""
@@ -81,6 +87,17 @@ class Record:
 # Most values in records are these: an exact type check answers for them before the slower
 # `isinstance` against the Mapping ABC.
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _as_dict(value: object) -> dict[str, Any]:
+    # The encoder's fallback: the read-only mappings `freeze` makes (tuples it encodes as
+    # lists itself). Anything else is as unencodable as for `json.dumps`.
+    if isinstance(value, Mapping):
+        return dict(value)  # pyright: ignore[reportUnknownArgumentType]
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_DATA_ENCODER: Final = json.JSONEncoder(default=_as_dict)
 
 
 def freeze(value: Any) -> Any:

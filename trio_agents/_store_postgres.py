@@ -443,7 +443,7 @@ def _write_batch(
             cur.executemany(
                 "INSERT INTO trio_agents_records (session_id, seq, type, data) "
                 "VALUES (%s, %s, %s, %s)",
-                [(s.id, seq, r.type, json.dumps(r.to_json()["data"])) for s, seq, r in batch],
+                [(s.id, seq, r.type, r.data_json()) for s, seq, r in batch],
             )
             cur.execute(
                 "UPDATE trio_agents_sessions SET updated_at = %s WHERE id = ANY(%s)",
@@ -458,10 +458,7 @@ def _append_sync(
     with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO trio_agents_records (session_id, seq, type, data) VALUES (%s, %s, %s, %s)",
-            [
-                (stored.id, start + i, r.type, json.dumps(r.to_json()["data"]))
-                for i, r in enumerate(records)
-            ],
+            [(stored.id, start + i, r.type, r.data_json()) for i, r in enumerate(records)],
         )
         cur.execute(
             "UPDATE trio_agents_sessions SET updated_at = %s WHERE id = %s",

@@ -103,7 +103,7 @@ def write_batch(
             )
         conn.executemany(
             "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
-            [(s.id, seq, rec.type, json.dumps(rec.to_json()["data"])) for s, seq, rec in batch],
+            [(s.id, seq, rec.type, rec.data_json()) for s, seq, rec in batch],
         )
         conn.executemany(TOUCH, [(sid, now) for sid in {*headers, *(s.id for s, _, _ in batch)}])
         conn.execute("COMMIT")
@@ -120,10 +120,7 @@ def append_records(
     try:
         conn.executemany(
             "INSERT INTO records (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
-            [
-                (session_id, start + i, rec.type, json.dumps(rec.to_json()["data"]))
-                for i, rec in enumerate(records)
-            ],
+            [(session_id, start + i, rec.type, rec.data_json()) for i, rec in enumerate(records)],
         )
         conn.execute(TOUCH, (session_id, time.time()))
         conn.execute("COMMIT")

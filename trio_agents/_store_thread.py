@@ -63,6 +63,7 @@ class StoreThread:
         self.commits_halted = False
         self._refusing = False
         self._sleeping = False  # in `lock.wait`: a kick or a call must notify it
+        self._working = False  # running a call or a commit step, outside `lock`
         self._untimed = False  # ... and with no timeout: a deferred kick must notify it too
         self._active = False  # kicked since the thread last went to sleep
         self._lent = False  # trio's thread is using what the thread owns (see `lend`)
@@ -115,11 +116,15 @@ class StoreThread:
 
     def lend(self) -> bool:
         """From trio: whether trio's thread may run a commit itself, now, on what this
-        thread owns. Only when the thread sleeps with no call queued and no refused commit to
-        retry; it then runs nothing until `give_back`. Sync, never blocks."""
+        thread owns. Only when the thread runs nothing (asleep, or awake on its way back to
+        its queue), with no call queued and no refused commit to retry; it then runs nothing
+        until `give_back`. Sync, never blocks."""
         with self.lock:
+            # Not only while it sleeps: a thread awake with nothing to run (a linger that
+            # timed out) sees `_lent` before it runs anything, and a flush that found it so
+            # would otherwise wait for the thread's commit and its wake, both trips (D366).
             if (
-                not self._sleeping
+                self._working
                 or self._lent
                 or self._calls
                 or self._stopping
@@ -188,6 +193,8 @@ class StoreThread:
                         result: outcome.Outcome[Any] = outcome.Error(refused)
                     else:
                         result = outcome.capture(fn)
+                    with self.lock:
+                        self._working = False
                     self.wake(functools.partial(trio.lowlevel.reschedule, task, result))
                 else:
                     self._commit()
@@ -204,6 +211,7 @@ class StoreThread:
                     self.lock.wait()
                     continue
                 if self._calls:
+                    self._working = True
                     return self._calls.popleft()
                 if self._stopping:
                     return None
@@ -217,6 +225,7 @@ class StoreThread:
                     now = time.monotonic()
                     if now >= due:
                         self._kicked, self._due = False, None
+                        self._working = True
                         return True
                     timeout = due - now
                 self._active = False
@@ -227,7 +236,11 @@ class StoreThread:
                     self._sleeping = self._untimed = False
 
     def _commit(self) -> None:
-        delay = self._commit_step()
+        try:
+            delay = self._commit_step()
+        finally:
+            with self.lock:
+                self._working = False
         with self.lock:
             if delay is None:
                 self._retry_at = None
