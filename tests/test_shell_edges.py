@@ -17,6 +17,7 @@ import trio_agents._shell_process as shell_process
 from trio_agents import (
     DuplicateSessionError,
     MemoryStore,
+    SandboxPolicy,
     ShellExecutor,
     ShellRequest,
     ShellSpec,
@@ -182,3 +183,14 @@ async def test_finished_jobs_hold_no_descriptors() -> None:
             await ex.wait(await ex.start(ex.resolve(ShellRequest("true"))))
         after = len(os.listdir("/proc/self/fd"))
     assert after - before < 5
+
+
+def test_an_executors_sandbox_policy_is_read_only() -> None:
+    """D362: the policy given at construction is the one every command follows; setting
+    another afterwards would not reach the commands, so it is refused."""
+    policy = SandboxPolicy(network=False)
+    executor = ShellExecutor(sandbox=policy)
+    assert executor.sandbox is policy
+    assert ShellExecutor(sandbox=None).sandbox is None
+    with pytest.raises(AttributeError):
+        executor.sandbox = None  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]

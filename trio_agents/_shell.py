@@ -107,10 +107,15 @@ class ShellExecutor:
         self._jobs = JobTable()
         self._foreground: set[trio.Process] = set()  # what `kill_now` must reach besides jobs
         self._nursery: trio.Nursery | None = None
-        self.sandbox = sandbox
         self._sandboxing = ShellSandbox(sandbox)
 
     # -- the sandbox ------------------------------------------------------------------------
+
+    @property
+    def sandbox(self) -> SandboxPolicy | None:
+        """The policy given (None: unsandboxed). Read-only: the sandbox check and every
+        command follow the one given at construction (D362)."""
+        return self._sandboxing.policy
 
     @property
     def sandboxed(self) -> bool:
