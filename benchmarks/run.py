@@ -398,12 +398,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _serve_timed(
-    command: list[str], prepare: Callable[[subprocess.Popen[bytes]], dict[str, Any]], rounds: int
-) -> tuple[float, float, float]:
-    """(spawn to the answer to `initialize`, mean round trip of the frame `prepare` built,
-    the server's CPU time per round trip: less at the mercy of a loaded machine's scheduler
-    than the wall time, though tick-grained, so take many rounds)."""
+def _spawn_server(command: list[str]) -> tuple[subprocess.Popen[bytes], float]:
+    """A server started and past its answer to `initialize`, and the time that took."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
     start = time.perf_counter()
     # stderr: the server's start-up line would interleave with the table; a server that fails
@@ -412,19 +408,49 @@ def _serve_timed(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     _request(process, init)
-    spawn = time.perf_counter() - start
-    frame = prepare(process)
-    _request(process, frame)  # warm up
-    cpu = _cpu_seconds(process.pid)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        _request(process, frame)
-    trip = (time.perf_counter() - start) / rounds
-    cpu = (_cpu_seconds(process.pid) - cpu) / rounds
-    assert process.stdin is not None
-    process.stdin.close()
-    process.wait(timeout=30)
-    return spawn, trip, cpu
+    return process, time.perf_counter() - start
+
+
+def _serve_interleaved(
+    servers: list[tuple[list[str], Callable[[subprocess.Popen[bytes]], dict[str, Any]]]],
+    rounds: int,
+) -> list[tuple[float, float, float]]:
+    """For each (command, prepare) server: (spawn to the answer to `initialize`, mean round
+    trip of the frame `prepare` built, the server's CPU time per round trip). The servers
+    run side by side and take their rounds in turn, in a rotating order, so that a ratio of
+    two of them compares the same moments of a noisy machine (D370); the CPU time is less at
+    the mercy of a loaded machine's scheduler than the wall time, though tick-grained, so
+    take many rounds."""
+    spawned = [_spawn_server(command) for command, _ in servers]
+    try:
+        frames = [
+            prepare(process) for (process, _), (_, prepare) in zip(spawned, servers, strict=True)
+        ]
+        for (process, _), frame in zip(spawned, frames, strict=True):
+            _request(process, frame)  # warm up
+        cpus = [_cpu_seconds(process.pid) for process, _ in spawned]
+        totals = [0.0] * len(servers)
+        order = list(range(len(servers)))
+        for index in range(rounds):
+            for which in order[index % len(order) :] + order[: index % len(order)]:
+                process = spawned[which][0]
+                start = time.perf_counter()
+                _request(process, frames[which])
+                totals[which] += time.perf_counter() - start
+        cpus = [
+            (_cpu_seconds(process.pid) - cpu) / rounds
+            for (process, _), cpu in zip(spawned, cpus, strict=True)
+        ]
+    finally:
+        for process, _ in spawned:
+            assert process.stdin is not None
+            process.stdin.close()
+        for process, _ in spawned:
+            process.wait(timeout=30)
+    return [
+        (spawn, total / rounds, cpu)
+        for (_, spawn), total, cpu in zip(spawned, totals, cpus, strict=True)
+    ]
 
 
 def acp_figures(prompts: int) -> tuple[float, ...]:
@@ -447,14 +473,21 @@ def acp_figures(prompts: int) -> tuple[float, ...]:
         def echo_frame(process: subprocess.Popen[bytes]) -> dict[str, Any]:
             return {"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}}
 
-        agent_spawn, agent_trip, agent_cpu = _serve_timed(
-            [binary, "acp", "--store", store], prompt_frame, prompts
-        )
-        echo_spawn, echo_trip, _ = _serve_timed(
-            [sys.executable, "-c", ECHO_SERVER], echo_frame, prompts
-        )
-        _, memory_trip, memory_cpu = _serve_timed(
-            [sys.executable, "-c", MEMORY_STORE_SERVER], prompt_frame, prompts
+        (
+            (agent_spawn, agent_trip, agent_cpu),
+            (echo_spawn, echo_trip, _),
+            (
+                _,
+                memory_trip,
+                memory_cpu,
+            ),
+        ) = _serve_interleaved(
+            [
+                ([binary, "acp", "--store", store], prompt_frame),
+                ([sys.executable, "-c", ECHO_SERVER], echo_frame),
+                ([sys.executable, "-c", MEMORY_STORE_SERVER], prompt_frame),
+            ],
+            prompts,
         )
     return agent_trip, echo_trip, agent_spawn, echo_spawn, memory_trip, agent_cpu, memory_cpu
 
