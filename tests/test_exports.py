@@ -57,7 +57,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_mcp", "_mcp_*", "_function_tool",
         ),
     ),
-    ("agent", ("_turn", "_turn_stream", "_approval_gate", "_agent", "_standalone")),
+    ("agent", ("_turn", "_turn_stream", "_approval_gate", "_agent_step", "_agent", "_standalone")),
     ("fiber", ("_fiber",)),
     ("registry", ("_registry",)),
     ("runtime", ("_runtime",)),

@@ -1,10 +1,10 @@
 """The agent: an inbox, a status, and one driver task that turns prompts into turns.
 
 Cancellation is trio's. A turn runs inside its own `trio.CancelScope`; `cancel()` cancels it
-with `reason=`. Each step (one model call plus its tool calls) runs inside a nested scope,
-the private step abort, which also carries `step_timeout` as its deadline. Because trio lets
-the outermost cancelled scope catch `Cancelled`, a turn cancel passes through the step scope
-and a step abort stops at it, with no bookkeeping to tell them apart.
+with `reason=`. Each step (one model call plus its tool calls, `_agent_step.py`) runs inside
+a nested scope, the private step abort, which also carries `step_timeout` as its deadline.
+Because trio lets the outermost cancelled scope catch `Cancelled`, a turn cancel passes
+through the step scope and a step abort stops at it, with no bookkeeping to tell them apart.
 
 Every record is appended synchronously, so the `finally` blocks that keep history balanced
 (an interrupted reply, a result for every started tool call, `step/end`, `turn/end`) run to
@@ -17,42 +17,31 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 import trio
 
-from ._approval import Approval, ApprovalRequest, approval_record, rejection_text
-from ._approval_gate import decide
+from ._agent_step import StepTools, run_step
+from ._approval import Approval, ApprovalRequest
+from ._approval_gate import admit
 from ._errors import AgentClosedError, AlreadyRunningError, PersistenceError
 from ._events import (
     CancelRequested,
     Event,
     EventBus,
     StatusChanged,
-    StepEnded,
-    StepStarted,
     TextStreamed,
-    ToolStarted,
     TurnEnded,
     TurnStarted,
 )
-from ._inbox import Inbox, InboxMessage, MessageKind
-from ._model import Finish, Message, Model, ModelRequest, ToolCall, ToolSpec
+from ._inbox import Inbox, InboxMessage, MessageKind, context_of
+from ._model import Finish, Message, Model, ModelRequest, ToolCall
 from ._nursery import runs_inside
 from ._options import AgentOptions
 from ._records import (
-    ASSISTANT_MESSAGE,
-    CONTEXT_MESSAGE,
     PROMPT_DROPPED,
     PROMPT_QUEUED,
-    STEERING_MESSAGE,
-    STEP_END,
-    STEP_START,
-    TOOL_APPROVAL,
-    TOOL_CALL,
-    TOOL_RESULT,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
@@ -67,8 +56,9 @@ from ._records import (
 from ._repair import pending_prompts
 from ._session import Session
 from ._status import AgentStatus
-from ._tool import Tool, ToolContext
+from ._tool import Tool
 from ._turn import (
+    CLOSED_CAUSE,
     CancelCause,
     Closer,
     MessageId,
@@ -81,9 +71,6 @@ from ._turn import (
     read_reply,
     replaces_cancellation,
     resume_counters,
-    run_tool,
-    session_call_ids,
-    unique_call_ids,
 )
 from ._turn_stream import TurnStream
 from ._util import describe
@@ -93,7 +80,6 @@ __all__ = ["Agent"]
 logger = logging.getLogger("trio_agents.agent")
 
 _PUBLIC_CAUSES: Final = ("user", "parent")
-_CLOSED_CAUSE: Final = "closed"
 
 
 class Agent:
@@ -110,7 +96,6 @@ class Agent:
 
     __slots__ = (
         "_approval",
-        "_call_ids",
         "_cancelling",
         "_closing",
         "_events",
@@ -125,8 +110,6 @@ class Agent:
         "_session",
         "_settled",
         "_status",
-        "_tool_source",
-        "_tool_specs",
         "_tools",
         "_turn",
         "_turns",
@@ -149,14 +132,7 @@ class Agent:
             # "Always" answers hold for the rest of the session, across resumes.
             approval.restore(session.records)
         self._model = model
-        names = [tool.name for tool in tools]
-        for name in names:
-            if names.count(name) > 1:
-                raise ValueError(f"two tools are named {name!r}; tool names must be unique")
-        self._tool_source = tools
-        self._tools: dict[str, Tool] = {}
-        self._tool_specs: tuple[ToolSpec, ...] = ()
-        self._refresh_tools()
+        self._tools = StepTools(tools)
         self._options = options if options is not None else AgentOptions()
         self._events = events if events is not None else EventBus()
         self._inbox = Inbox()
@@ -178,10 +154,6 @@ class Agent:
         self._turn: Turn | None = None
         self._turns, last_message = resume_counters(session)
         self._message_ids = itertools.count(last_message + 1)
-        # The tool call ids of the session, made on its first step here (from the records of
-        # a resumed session): a model's ids may repeat across steps or restart after a
-        # reload, and a client keys a session's calls by id (D125).
-        self._call_ids: set[str] | None = None
         self._closing = False
         self._cancelling = False
         self._loop_started = False
@@ -303,25 +275,8 @@ class Agent:
         """
         if isinstance(message, str):
             return MessageId(self._accept("inject", message, "context").id)
-        if not isinstance(message, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(f"inject() takes a Message or a str, got {type(message).__name__}")
-        if message.role not in ("user", "system"):
-            raise ValueError(
-                f"inject() takes context as a 'user' or 'system' message, got role "
-                f"{message.role!r}; model and tool turns come from the model and the tools"
-            )
-        if message.tool_calls or message.call_id is not None:
-            raise ValueError(
-                "inject() takes context without tool calls or a call_id; "
-                "model and tool turns come from the model and the tools"
-            )
-        if not isinstance(message.content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(
-                f"inject() takes a Message whose content is a str, "
-                f"got {type(message.content).__name__}"
-            )
-        system = message.role == "system"
-        return MessageId(self._accept("inject", message.content, "context", system=system).id)
+        content, system = context_of(message)
+        return MessageId(self._accept("inject", content, "context", system=system).id)
 
     def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
         """Stop the running turn and drop queued prompts and steering.
@@ -455,12 +410,7 @@ class Agent:
                 logger.warning("agent %r turn %d failed: %r", self.id, turn.number, exc)
                 end = errored(describe(exc))
         finally:
-            if turn.cause is not None:
-                # A cancel that reached the turn before it ended wins over how it ended.
-                assert turn.reason is not None
-                end = closed() if turn.cause == _CLOSED_CAUSE else aborted(turn.reason, turn.cause)
-            elif end is None:  # cancelled from outside: the owner's scope is going away
-                end = closed()
+            end = turn.end_reason(end)
             self._turn = None
             record = self._append(TURN_END, {"turn": turn.number, "reason": end})
             # Steering a turn never took is not lost: it becomes the next prompts.
@@ -482,90 +432,20 @@ class Agent:
 
     async def _run_step(self, turn: Turn, step: int) -> bool | StepAborted:
         """One model call and its tools. True if the turn should continue."""
-        # The pre-step (or continuation) window: a cancel landing here ends the turn before
-        # anything of this step is claimed or recorded.
-        await trio.lowlevel.checkpoint()
-        for message in self._inbox.claim_step_input():
-            kind = STEERING_MESSAGE if message.kind == "steering" else CONTEXT_MESSAGE
-            data = {"id": message.id, "content": message.content}
-            if message.system:
-                data["role"] = "system"
-            self._append(kind, data)
-        self._append(STEP_START, {"turn": turn.number, "step": step})
-        self._emit(StepStarted(self.id, turn.number, step))
-        text: list[str] = []
-        streamed = False
-        dispatched = False
-        unanswered: dict[int, ToolCall] = {}
-        turn.step_abort = None
-        deadline = self._options.step_timeout
-        scope = trio.CancelScope(relative_deadline=deadline if deadline is not None else math.inf)
-        turn.step_scope = scope
-        try:
-            with scope:
-                # No model call may start once the turn is cancelled (e.g. by a StepStarted
-                # listener, or by a task that ran at the pre-step checkpoint); nothing runs
-                # between this check and the call. Not a schedule point: the pre-step
-                # checkpoint was one, and the model call is another (D365).
-                await trio.lowlevel.checkpoint_if_cancelled()
-                calls, finish = await self._stream(turn, step, text)
-                if self._call_ids is None:
-                    self._call_ids = session_call_ids(self.session)
-                calls = unique_call_ids(calls, self._call_ids)
-                streamed = True
-                assistant: dict[str, object] = {"content": "".join(text), "finish": finish.reason}
-                if finish.usage is not None:
-                    assistant["usage"] = {
-                        "input_tokens": finish.usage.input_tokens,
-                        "output_tokens": finish.usage.output_tokens,
-                    }
-                self._append(ASSISTANT_MESSAGE, assistant)
-                # A reply cut at the token limit may hold truncated calls: never run them.
-                if calls and finish.reason != "length":
-                    for index, call in enumerate(calls):
-                        self._append(
-                            TOOL_CALL,
-                            {
-                                "call_id": call.call_id,
-                                "name": call.name,
-                                "arguments": call.arguments,
-                            },
-                        )
-                        unanswered[index] = call
-                    dispatched = True
-                    # Write-ahead (rule L7): a tool's side effect may outlive this process,
-                    # so its call is durable before it starts, one commit for the step.
-                    await commit(self._session, f"the tool calls of turn {turn.number} step {step}")
-                    # A listener or observer may have cancelled the turn since the stream's
-                    # last checkpoint: then no tool may start (they get interrupted results).
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    async with trio.open_nursery() as nursery:
-                        for index, call in enumerate(calls):
-                            nursery.start_soon(self._call_tool, turn, step, index, call, unanswered)
-        finally:
-            turn.step_scope = None
-            if not streamed and text:
-                self._append(ASSISTANT_MESSAGE, {"content": "".join(text), "interrupted": True})
-            for call in unanswered.values():
-                self._append(
-                    TOOL_RESULT,
-                    {
-                        "call_id": call.call_id,
-                        "content": f"tool call {call.name!r} was interrupted before it finished",
-                        "is_error": True,
-                        "interrupted": True,
-                    },
-                )
-            self._append(STEP_END, {"turn": turn.number, "step": step})
-            self._emit(StepEnded(self.id, turn.number, step))
-        # A tool may absorb the step's cancellation (a worker thread, a tool that catches
-        # Cancelled and returns), so look at whether the step scope was cancelled, not only
-        # at whether it caught the exception.
-        if scope.cancelled_caught or (scope.cancel_called and not turn.cancelled):
-            if turn.step_abort is not None:
-                return StepAborted(turn.step_abort, "step")
-            return StepAborted("step-timeout", "timeout")
-        return dispatched
+        return await run_step(
+            turn,
+            step,
+            agent_id=self.id,
+            session=self._session,
+            inbox=self._inbox,
+            step_timeout=self._options.step_timeout,
+            append=self._append,
+            emit=self._emit,
+            tools=self._tools,
+            stream=self._stream,
+            approval=self._approval,
+            approved=self._approved,
+        )
 
     async def _stream(
         self, turn: Turn, step: int, text: list[str]
@@ -575,8 +455,8 @@ class Agent:
         prompt = self._options.system_prompt
         head = () if prompt is None else (Message("system", prompt),)
         messages = self._session.message_snapshot(head)
-        self._refresh_tools()
-        request = ModelRequest(messages, self._tool_specs, self._options)
+        self._tools.refresh()
+        request = ModelRequest(messages, self._tools.specs, self._options)
 
         def streamed(piece: str) -> None:
             text.append(piece)
@@ -584,64 +464,14 @@ class Agent:
 
         return await read_reply(self._model.stream(request), streamed)
 
-    def _refresh_tools(self) -> None:
-        # `tools` is read again at every step: a live sequence (an MCP server's tools,
-        # which follow its `tools/list_changed`) changes between steps, never within one.
-        # Of two tools of one name, the first is the one the step has.
-        tools: dict[str, Tool] = {}
-        for tool in self._tool_source:
-            tools.setdefault(tool.name, tool)
-        if tools.keys() != self._tools.keys() or any(
-            tools[name] is not self._tools[name] for name in tools
-        ):
-            self._tools = tools
-            self._tool_specs = tuple(
-                ToolSpec(t.name, t.description, t.parameters) for t in tools.values()
-            )
-
-    async def _call_tool(
-        self, turn: Turn, step: int, index: int, call: ToolCall, unanswered: dict[int, ToolCall]
-    ) -> None:
-        approval = self._approval
-        if approval is not None and not await self._approved(approval, turn, step, call):
-            del unanswered[index]
-            return
-        self._emit(ToolStarted(self.id, turn.number, step, call.call_id, call.name))
-        context = ToolContext(self.id, call.call_id, turn.number, step)
-        result = await run_tool(self._tools, call, context)
-        del unanswered[index]
-        self._append(
-            TOOL_RESULT,
-            {"call_id": call.call_id, "content": result.content, "is_error": result.is_error},
-        )
-
     async def _approved(self, approval: Approval, turn: Turn, step: int, call: ToolCall) -> bool:
         """Pass `call` through the approval gate. False once it has its rejection result."""
         request = ApprovalRequest(
             self.id, call.call_id, turn.number, step, call.name, call.arguments
         )
-        decision = await decide(approval, request, turn)
-        if decision is None:
-            return True
-        self._append(TOOL_APPROVAL, approval_record(request, decision))
-        if decision.outcome == "cancel":
-            self.cancel("approval cancelled", cause="user")
-            await trio.lowlevel.checkpoint()  # raises Cancelled: the call is interrupted
-        if not decision.allows:
-            self._append(
-                TOOL_RESULT,
-                {
-                    "call_id": call.call_id,
-                    "content": rejection_text(request, decision),
-                    "is_error": True,
-                    "rejected": True,
-                },
-            )
-            return False
-        # Write-ahead (rule L7) for the decision too: what allowed a side effect is durable
-        # before the side effect starts.
-        await commit(self._session, f"the approval of tool call {call.call_id!r}")
-        return True
+        return await admit(
+            approval, request, turn, session=self._session, append=self._append, cancel=self.cancel
+        )
 
     # -- owner side ---------------------------------------------------------------------
 
@@ -649,11 +479,7 @@ class Agent:
         """Private step abort: end the in-flight step (and so its turn) with `reason`,
         keeping queued prompts and steering. Returns False if no step is in flight."""
         turn = self._turn
-        if turn is None or turn.step_scope is None or turn.cancelled:
-            return False
-        turn.step_abort = reason
-        turn.step_scope.cancel(reason=f"step: {reason}")
-        return True
+        return turn is not None and turn.abort_step(reason)
 
     def _begin_close(self) -> None:
         """Start closing: refuse new messages, drop queued work, cancel the turn (cause
@@ -667,7 +493,7 @@ class Agent:
         if not self._parked:
             self._record_dropped(dropped, "closed")
         if self._turn is not None:
-            self._turn.cancel(_CLOSED_CAUSE, _CLOSED_CAUSE)
+            self._turn.cancel(CLOSED_CAUSE, CLOSED_CAUSE)
         self._set_status(AgentStatus.CLOSED)
         if not self._loop_started:
             self._exited = True

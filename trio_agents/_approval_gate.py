@@ -1,15 +1,72 @@
 """The gate a tool call passes before it runs: the policy's verdict, a remembered answer, or
-the approver, asked inside the step's cancel scope with the step's clock stopped."""
+the approver, asked inside the step's cancel scope with the step's clock stopped; and what
+the agent records and does with the decision (`admit`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
 import trio
 
-from ._approval import Approval, ApprovalRequest, Approver, Decision
-from ._turn import Turn
+from ._approval import (
+    Approval,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    approval_record,
+    rejection_text,
+)
+from ._records import TOOL_APPROVAL, TOOL_RESULT, Record
+from ._session import Session
+from ._turn import CancelCause, Turn, commit
 from ._util import describe
 
-__all__ = ["decide"]
+__all__ = ["Cancel", "admit", "decide"]
+
+
+class Cancel(Protocol):
+    """The agent's `cancel`, which a `cancel` decision calls."""
+
+    def __call__(self, reason: str, *, cause: CancelCause) -> bool: ...
+
+
+async def admit(
+    approval: Approval,
+    request: ApprovalRequest,
+    turn: Turn,
+    *,
+    session: Session,
+    append: Callable[[str, Mapping[str, object]], Record],
+    cancel: Cancel,
+) -> bool:
+    """Pass the call `request` asks about through the gate: False once it has its rejection
+    result. Records the decision (`tool/approval`) and commits it before the call may run
+    (rule L7); a `cancel` decision cancels the turn (`cancel`, the agent's own, with cause
+    `user`) and raises Cancelled. `append` and `cancel` are the agent's hooks. A checkpoint
+    only when the approver is asked or the store has the decision to commit."""
+    decision = await decide(approval, request, turn)
+    if decision is None:
+        return True
+    append(TOOL_APPROVAL, approval_record(request, decision))
+    if decision.outcome == "cancel":
+        cancel("approval cancelled", cause="user")
+        await trio.lowlevel.checkpoint()  # raises Cancelled: the call is interrupted
+    if not decision.allows:
+        append(
+            TOOL_RESULT,
+            {
+                "call_id": request.call_id,
+                "content": rejection_text(request, decision),
+                "is_error": True,
+                "rejected": True,
+            },
+        )
+        return False
+    # Write-ahead (rule L7) for the decision too: what allowed a side effect is durable
+    # before the side effect starts.
+    await commit(session, f"the approval of tool call {request.call_id!r}")
+    return True
 
 
 async def decide(approval: Approval, request: ApprovalRequest, turn: Turn) -> Decision | None:

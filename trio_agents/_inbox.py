@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Inbox", "InboxMessage", "MessageKind"]
+from ._model import Message
+
+__all__ = ["Inbox", "InboxMessage", "MessageKind", "context_of"]
 
 MessageKind = Literal["prompt", "steering", "context"]
 
@@ -107,3 +109,26 @@ class Inbox:
 
     def __len__(self) -> int:
         return len(self._prompts) + len(self._step_input)
+
+
+def context_of(message: Message) -> tuple[str, bool]:
+    """What `inject(message)` queues: the content, and whether it reaches the model as a
+    system message. Raises ValueError for a role other than "user" or "system" or a message
+    carrying tool calls, TypeError for anything but a `Message` with str content."""
+    if not isinstance(message, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(f"inject() takes a Message or a str, got {type(message).__name__}")
+    if message.role not in ("user", "system"):
+        raise ValueError(
+            f"inject() takes context as a 'user' or 'system' message, got role "
+            f"{message.role!r}; model and tool turns come from the model and the tools"
+        )
+    if message.tool_calls or message.call_id is not None:
+        raise ValueError(
+            "inject() takes context without tool calls or a call_id; "
+            "model and tool turns come from the model and the tools"
+        )
+    if not isinstance(message.content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(
+            f"inject() takes a Message whose content is a str, got {type(message.content).__name__}"
+        )
+    return message.content, message.role == "system"

@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Literal, NewType
+from typing import Final, Literal, NewType
 
 import trio
 
 from ._errors import PersistenceError
 from ._model import Finish, ModelChunk, TextDelta, ToolCall
-from ._records import MESSAGE_RECORD_TYPES, PROMPT_QUEUED, TOOL_CALL, TURN_START, thaw
+from ._records import (
+    MESSAGE_RECORD_TYPES,
+    PROMPT_QUEUED,
+    TOOL_CALL,
+    TURN_START,
+    TurnEndReason,
+    aborted,
+    closed,
+    thaw,
+)
 from ._session import Session
 from ._tool import Tool, ToolContext, ToolResult
 from ._util import describe
 
 __all__ = [
+    "CLOSED_CAUSE",
     "CancelCause",
     "Closer",
     "MessageId",
@@ -43,6 +53,8 @@ CancelCause = Literal["user", "parent"]
 """Who asked `Agent.cancel` to stop a turn: `"user"` (a person: Ctrl-C, ACP's
 `session/cancel`) or `"parent"` (the program or agent driving this one). The agent treats
 both alike; the turn's `aborted` end records which it was."""
+CLOSED_CAUSE: Final = "closed"
+"""The cause a close gives the running turn: it ends `closed`, not `aborted`."""
 
 
 class Closer:
@@ -104,6 +116,24 @@ class Turn:
     def cancel(self, reason: str, cause: str) -> None:
         self.claim(reason, cause)
         self.scope.cancel(reason=f"{self.cause}: {self.reason}")
+
+    def abort_step(self, reason: str) -> bool:
+        """End the in-flight step (and so the turn) with `reason`. False, doing nothing, if no
+        step is in flight or the turn is already cancelled."""
+        if self.step_scope is None or self.cancelled:
+            return False
+        self.step_abort = reason
+        self.step_scope.cancel(reason=f"step: {reason}")
+        return True
+
+    def end_reason(self, ended: TurnEndReason | None) -> TurnEndReason:
+        """How the turn ends, given how its steps ended (None: cancelled from outside, the
+        owner's scope is going away, which is a close)."""
+        if self.cause is not None:
+            # A cancel that reached the turn before it ended wins over how it ended.
+            assert self.reason is not None
+            return closed() if self.cause == CLOSED_CAUSE else aborted(self.reason, self.cause)
+        return closed() if ended is None else ended
 
     def stop_step_clock(self) -> None:
         """A call begins to wait for an approver: `step_timeout` does not count the wait."""

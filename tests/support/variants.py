@@ -18,9 +18,8 @@ from trio_agents import (
     Tool,
     open_agent,
 )
-from trio_agents._agent import _CLOSED_CAUSE  # pyright: ignore[reportPrivateUsage]
 from trio_agents._records import TurnEndReason, aborted, completed, max_steps
-from trio_agents._turn import StepAborted, Turn
+from trio_agents._turn import CLOSED_CAUSE, StepAborted, Turn
 from trio_agents.testing import Features
 
 
@@ -61,7 +60,7 @@ class OtherDesigns(Agent):
             if isinstance(outcome, StepAborted):
                 return aborted(outcome.reason, outcome.cause)
             if not outcome and not self._inbox.has_steering:
-                if turn.cause != _CLOSED_CAUSE and not self._steering_at_step_end:
+                if turn.cause != CLOSED_CAUSE and not self._steering_at_step_end:
                     # A cancel since the step's last checkpoint came after the final answer:
                     # the answer stands.
                     turn.reason = turn.cause = None

@@ -353,7 +353,7 @@ class RequestFromTurnSnapshot(Agent):
         self, turn: Turn, step: int, text: list[str]
     ) -> tuple[list[ToolCall], Finish]:
         messages = self._snapshots.setdefault(turn.number, self.session.message_snapshot())
-        request = ModelRequest(messages, self._tool_specs, self.options)  # pyright: ignore[reportPrivateUsage]
+        request = ModelRequest(messages, self._tools.specs, self.options)  # pyright: ignore[reportPrivateUsage]
 
         def streamed(piece: str) -> None:
             text.append(piece)
@@ -373,7 +373,7 @@ class RequestSeesLaterRecords(Agent):
         self, turn: Turn, step: int, text: list[str]
     ) -> tuple[list[ToolCall], Finish]:
         live = self.session._transcript.messages  # pyright: ignore[reportPrivateUsage]
-        request = ModelRequest(live, self._tool_specs, self.options)  # pyright: ignore[reportPrivateUsage]
+        request = ModelRequest(live, self._tools.specs, self.options)  # pyright: ignore[reportPrivateUsage]
 
         def streamed(piece: str) -> None:
             text.append(piece)
