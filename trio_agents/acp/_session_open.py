@@ -114,7 +114,8 @@ class SessionOpener:
         updates, install it and answer `session/load`. Always a checkpoint.
 
         Raises JsonRpcError (invalid params) for a session not stored, one the store cannot
-        read, one stored with another cwd, or one live in another process."""
+        read, one stored with another cwd, or one live already (here or in another
+        process)."""
         try:
             stored = await self.runtime.sessions.load(sid)
         except SessionNotFoundError:
