@@ -34,7 +34,7 @@ async def test_a_prompt_cancelled_while_its_links_are_read_never_reaches_the_age
     how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
 ) -> None:
     held = HeldRead()
-    monkeypatch.setattr("trio_agents.acp._server.read_resource", held)
+    monkeypatch.setattr("trio_agents.acp._prompt_turn.read_resource", held)
     link = {"type": "resource_link", "uri": (tmp_path / "a.txt").as_uri(), "name": "a.txt"}
     async with acp_peer() as peer:
         sid = (await peer.result("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[

@@ -40,6 +40,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "agent_text_update",
     "available_commands_update",
+    "client_name",
     "client_reads_files",
     "config_option_update",
     "current_mode_update",
@@ -81,6 +82,18 @@ def initialize_result(version: str) -> dict[str, Any]:
 
 
 # -- params ------------------------------------------------------------------------------
+
+
+def client_name(params: Mapping[str, Any]) -> str:
+    """The client as an `initialize` request names it (`clientInfo`, optional in the
+    protocol)."""
+    info: object = params.get("clientInfo")
+    if isinstance(info, Mapping):
+        named = cast("Mapping[str, Any]", info)
+        name, version = named.get("name"), named.get("version")
+        if isinstance(name, str):
+            return f"{name} {version}" if isinstance(version, str) else name
+    return "a client that gave no clientInfo"
 
 
 def client_reads_files(params: Mapping[str, Any]) -> bool:

@@ -3,9 +3,10 @@
 One `AcpServer` serves one connection. Each ACP session is a registry agent whose id is the
 session id, created (or resumed by `session/load`) with the `BashTools` and the tools of the
 MCP servers the client named, in a fiber of its own that owns both (`_session_scope`), so
-its background jobs and its MCP servers are owned by that session. The framing (`_jsonrpc`)
-and the mapping between records and ACP messages (`_mapping`) are pure; this module only
-moves bytes and owns tasks:
+its background jobs and its MCP servers are owned by that session; `_session_open` opens
+one, and `_prompt_turn` carries a prompt from its admission to its stop reason. The framing
+(`_jsonrpc`) and the mapping between records and ACP messages (`_mapping`) are pure; this
+module only moves bytes and owns tasks:
 
     reader (this task)  ── requests ──► one handler task each, in the connection nursery
                         ── notifications (session/cancel) handled inline, so a cancel
@@ -26,31 +27,20 @@ from __future__ import annotations
 
 import logging
 import math
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
 
-from .._approval import Approval
 from .._batches import write_in_batches
-from .._errors import (
-    AgentClosedError,
-    CorruptSessionError,
-    DuplicateSessionError,
-    SessionNotFoundError,
-    TrioAgentsError,
-)
 from .._events import Event, TextStreamed, ToolStarted
-from .._mcp_config import McpServer
 from .._model import Model
-from .._model_offline import COMMANDS, OfflineModel
 from .._options import AgentOptions
 from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell_tools import BashTools
-from .._system_prompt import SystemPrompt, coding_system_prompt, with_system_prompt
+from .._system_prompt import SystemPrompt, coding_system_prompt
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _listing, _params
@@ -59,10 +49,11 @@ from . import _modes as modes
 from . import _prompt as p
 from ._client_requests import ClientRequests
 from ._frames import Outgoing, Text, encode, size, update_frame
-from ._pacing import OutputBudget, PacedModel
-from ._permissions import AcpApprover
-from ._resources import ClientRead, client_reader, read_resource
-from ._session_scope import SessionScope, open_session_scope
+from ._pacing import OutputBudget
+from ._prompt_turn import send_prompt, settle
+from ._resources import ClientRead, client_reader
+from ._session_open import SessionOpener, commands_of
+from ._session_scope import SessionScope
 from ._session_state import Answer, PromptState, SessionState
 
 __all__ = ["AcpServer"]
@@ -113,18 +104,14 @@ class AcpServer:
         system_prompt: SystemPrompt = coding_system_prompt,
     ) -> None:
         self._runtime = runtime
-        self._system_prompt = system_prompt
         if models is not None and model_factory is not None:
             raise ValueError("give AcpServer either model_factory or models, not both")
-        self._models = dict(models or {})
+        named = dict(models or {})
         if model_factory is not None:
-            self._models["default"] = model_factory
-        if not self._models:
+            named["default"] = model_factory
+        if not named:
             raise ValueError("AcpServer needs a model: give model_factory or models")
         modes.ModePolicy(mode)  # raises ValueError for an unknown mode
-        self._mode = mode
-        self._tools = bash.tools if bash is not None else ()
-        self._options = options
         self._version = version
         self._max_line = max_line
         self._sessions: dict[str, SessionState] = {}
@@ -139,9 +126,19 @@ class AcpServer:
             raise ValueError(
                 f"mcp_start_timeout must be a number of seconds > 0, got {mcp_start_timeout}"
             )
-        self._mcp_start_timeout = mcp_start_timeout
         self._teardown_done: trio.Event | None = None
         self._client = ClientRequests(self._send)
+        self._opener = SessionOpener(
+            runtime,
+            tools=bash.tools if bash is not None else (),
+            options=options,
+            system_prompt=system_prompt,
+            start_timeout=mcp_start_timeout,
+            budget=self._budget,
+            mode=mode,
+            models=named,
+            client_request=self.client_request,
+        )
 
     # -- the connection ---------------------------------------------------------------------
 
@@ -327,7 +324,7 @@ class AcpServer:
         if method == "initialize":
             await trio.lowlevel.checkpoint()
             self._client_reads_files = m.client_reads_files(params)
-            logger.info("initialize from %s", _client_name(params))
+            logger.info("initialize from %s", m.client_name(params))
             return m.initialize_result(self._version)
         if method == "authenticate":
             await trio.lowlevel.checkpoint()
@@ -361,51 +358,13 @@ class AcpServer:
             raise rpc.JsonRpcError.invalid_params(f"unknown session: {sid}")
         return session
 
-    async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
-        """The session's fiber, with its MCP servers connected (design D260)."""
-        return await open_session_scope(
-            self._runtime,
-            sid,
-            servers,
-            base=self._tools,
-            cwd=cwd,
-            start_timeout=self._mcp_start_timeout,
-        )
-
-    def _session_options(self, cwd: str, scope: SessionScope) -> AgentOptions | None:
-        # Per session: the default prompt names the session's own cwd and MCP tools.
-        return with_system_prompt(self._options, self._system_prompt, cwd, scope.tools)
-
     async def _new_session(self, params: Mapping[str, Any]) -> Answer:
         self._check_open("session/new")
         cwd = m.require_cwd(params)
         servers = m.mcp_servers(params)  # a malformed entry is refused before anything starts
-        sid = str(uuid.uuid4())
-        settings = self._settings()
-        # The servers first: one that does not start fails the request before anything is
-        # created or stored (design D261).
-        scope = await self._open_scope(sid, servers, cwd)
-        try:
-            handle = await scope.fiber.agents.create(
-                model=PacedModel(settings.model, self._budget),
-                tools=scope.tools,
-                session_id=sid,
-                options=self._session_options(cwd, scope),
-                meta={"cwd": cwd},
-                approval=self._approval(sid, settings),
-            )
-            # Stored before the client hears of it, so a session/load from another process
-            # finds it before its first prompt, and session/list shows it (D200).
-            await self._runtime.sessions.persist(handle.agent.session)
-            self._check_not_closed("session/new")
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await scope.aclose()
-            raise
-        self._install(scope, handle, cwd, settings)
-        sid = handle.agent.id
-        answer = {"sessionId": sid, **settings.advertised()}
-        return Answer(answer, sid, _commands(settings.model.active()))
+        return await self._opener.new(
+            cwd, servers, still_open=self._check_not_closed, install=self._install
+        )
 
     async def _list_sessions(self, params: Mapping[str, Any]) -> dict[str, Any]:
         infos = await self._runtime.sessions.list_sessions()
@@ -423,48 +382,16 @@ class AcpServer:
             raise rpc.JsonRpcError.invalid_params(f"session {sid} is already loaded")
         self._loading.add(sid)
         try:
-            try:
-                stored = await self._runtime.sessions.load(sid)
-            except SessionNotFoundError:
-                raise rpc.JsonRpcError.invalid_params(f"no session {sid} is stored") from None
-            except CorruptSessionError as exc:
-                # The client named a session the store cannot read: its data, not our bug.
-                raise rpc.JsonRpcError.invalid_params(str(exc)) from None
-            persisted = stored.header.get("cwd")
-            if isinstance(persisted, str) and persisted != cwd:
-                raise rpc.JsonRpcError.invalid_params(
-                    f"session {sid} cwd mismatch: persisted {persisted}, requested {cwd}"
-                )
-            settings = self._settings()
-            # Before the resume, which may write (it closes a turn a crash left open): a
-            # server that does not start leaves the stored session as it was.
-            scope = await self._open_scope(sid, servers, cwd)
-            try:
-                try:
-                    handle = await scope.fiber.agents.resume(
-                        sid,
-                        model=PacedModel(settings.model, self._budget),
-                        tools=scope.tools,
-                        options=self._session_options(cwd, scope),
-                        approval=self._approval(sid, settings),
-                    )
-                except DuplicateSessionError as exc:
-                    raise rpc.JsonRpcError.invalid_params(str(exc)) from None
-                self._check_not_closed("session/load")
-                # The history first, then the live updates: no await between the two.
-                for record in handle.agent.session.records:
-                    for update in m.updates_for_record(record, replay=True):
-                        self._update(sid, update)
-                self._install(scope, handle, cwd, settings)
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    # Whatever went wrong, no agent and no MCP server is left behind.
-                    await scope.aclose()
-                raise
-            await trio.lowlevel.checkpoint()
+            return await self._opener.load(
+                sid,
+                cwd,
+                servers,
+                still_open=self._check_not_closed,
+                install=self._install,
+                replay=self._update,
+            )
         finally:
             self._loading.discard(sid)
-        return Answer(settings.advertised(), sid, _commands(settings.model.active()))
 
     def _check_not_closed(self, method: str) -> None:
         if self._closed:
@@ -482,14 +409,6 @@ class AcpServer:
 
     # -- modes and models ---------------------------------------------------------------------
 
-    def _settings(self) -> modes.Settings:
-        # A loaded session starts in the server's mode too, not the one it was left in
-        # (design D193): a client that never chose `auto` never has commands run unasked.
-        return modes.Settings.make(self._mode, self._models)
-
-    def _approval(self, session_id: str, settings: modes.Settings) -> Approval:
-        return Approval(settings.policy, AcpApprover(session_id, self.client_request))
-
     def _configure(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`session/set_mode` or `session/set_config_option`: switch, tell the client, answer."""
         session = self._require(params)
@@ -500,7 +419,7 @@ class AcpServer:
         else:
             # The commands a session offers are its model's: a switch may add or drop them.
             self._update(
-                session.id, m.available_commands_update(_commands_of(settings.model.active()))
+                session.id, m.available_commands_update(commands_of(settings.model.active()))
             )
         options = settings.config_options()
         if method == "session/set_mode":
@@ -519,26 +438,9 @@ class AcpServer:
             )
         prompt = PromptState(p.blocks(params))
         if not p.has_links(prompt.parts):
-            self._send_prompt(session, prompt, p.compose(prompt.parts, {}))
+            send_prompt(session, prompt, p.compose(prompt.parts, {}))
         session.prompt = prompt
         return session, prompt
-
-    def _send_prompt(self, session: SessionState, prompt: PromptState, text: str) -> None:
-        agent = session.handle.agent
-        prompt.first_record = len(agent.session)
-        try:
-            prompt.message_id = agent.send(text)
-        except AgentClosedError as exc:
-            raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
-
-    async def _read_links(self, session: SessionState, prompt: PromptState) -> str:
-        read: dict[str, str] = {}
-        for part in prompt.parts:
-            if isinstance(part, p.Link) and part.uri not in read:
-                read[part.uri] = await read_resource(
-                    session, part.uri, through_client=self._client_read(session)
-                )
-        return p.compose(prompt.parts, read)
 
     def _client_read(self, session: SessionState) -> ClientRead | None:
         """How a link is read through the client, if it offered `fs.readTextFile`."""
@@ -549,41 +451,9 @@ class AcpServer:
     async def _settle(
         self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState
     ) -> None:
-        """Send the prompt if its links had to be read first, then answer it once its agent
-        has settled (every update is queued by then) and the store has committed every
-        record of its turn (rule L9). The commit is the store's batch: prompts settling
-        together share it."""
-        agent = session.handle.agent
-        try:
-            if prompt.message_id is None:
-                text = await self._read_links(session, prompt)
-                if prompt.cancel_requested:
-                    # Cancelled (or the connection closed) while its links were read: it
-                    # never reaches the agent.
-                    self._send_result(request_id, {"stopReason": "cancelled"})
-                    return
-                try:
-                    self._send_prompt(session, prompt, text)
-                except rpc.JsonRpcError as exc:
-                    self._send(rpc.encode_error(request_id, exc.code, exc.detail))
-                    return
-            await agent.wait_idle()
-            try:
-                await self._runtime.sessions.flush(agent.session)
-            except TrioAgentsError as exc:
-                # The turn ran but is not stored: never acknowledge it as a stop reason.
-                logger.error("the turn of session %s was not stored: %s", session.id, exc)
-                detail = f"the turn ended but was not stored: {describe(exc)}"
-                self._send(rpc.encode_error(request_id, rpc.INTERNAL_ERROR, detail))
-                return
-        finally:
-            session.prompt = None
-        assert prompt.message_id is not None
-        outcome = m.stop_reason(
-            agent.session.records_since(prompt.first_record),
-            prompt.message_id,
-            cancel_requested=prompt.cancel_requested,
-        )
+        """Answer the prompt once it has settled (`_prompt_turn.settle`): every update of its
+        turn is queued by then, and its records are committed."""
+        outcome = await settle(session, prompt, self._runtime.sessions, self._client_read)
         if isinstance(outcome, rpc.JsonRpcError):
             self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
         else:
@@ -614,26 +484,3 @@ class AcpServer:
         elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
             # Emitted after the call's record (already queued as `pending`) and its approval.
             self._update(event.agent_id, m.tool_started_update(event.call_id))
-
-
-def _commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
-    """The commands `model` understands: the offline model's slash commands, else none."""
-    return COMMANDS if isinstance(model, OfflineModel) else ()
-
-
-def _commands(model: Model) -> list[dict[str, Any]]:
-    """The updates that advertise `model`'s commands after a session/new or load: none for
-    a model without commands."""
-    commands = _commands_of(model)
-    return [m.available_commands_update(commands)] if commands else []
-
-
-def _client_name(params: Mapping[str, Any]) -> str:
-    """The client as `initialize` names it (`clientInfo`, optional in the protocol)."""
-    info = params.get("clientInfo")
-    if isinstance(info, Mapping):
-        named: Mapping[str, Any] = info  # pyright: ignore[reportUnknownVariableType]
-        name, version = named.get("name"), named.get("version")
-        if isinstance(name, str):
-            return f"{name} {version}" if isinstance(version, str) else name
-    return "a client that gave no clientInfo"

@@ -1,0 +1,188 @@
+"""Opening an ACP session, for `session/new` and `session/load`: the session's fiber with the
+MCP servers the client named (`_session_scope`), its agent created or resumed in that fiber,
+and for a load the stored history replayed as updates.
+
+The server checks the request and keeps its own tables (which sessions are live, which are
+being loaded); `SessionOpener` holds what every session of one connection is made with and
+does the opening. The servers start before the agent exists, so one that does not start
+fails the request before anything is created or stored (design D261). Past that point a
+failure of any kind, a cancellation or the connection closing meanwhile closes the scope,
+shielded, before the error goes on: a refused request leaves no agent and no MCP server
+behind. A loaded session's history is replayed and the session installed in the server
+(`install`, which starts its live updates) with no await between the two.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from .._approval import Approval
+from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
+from .._mcp_config import McpServer
+from .._model import Model
+from .._model_offline import COMMANDS, OfflineModel
+from .._options import AgentOptions
+from .._registry import AgentHandle
+from .._runtime import Runtime
+from .._system_prompt import SystemPrompt, with_system_prompt
+from .._tool import Tool
+from . import _jsonrpc as rpc
+from . import _mapping as m
+from . import _modes as modes
+from ._pacing import OutputBudget, PacedModel
+from ._permissions import AcpApprover, ClientRequest
+from ._session_scope import SessionScope, open_session_scope
+from ._session_state import Answer
+
+__all__ = ["Install", "SessionOpener", "commands_of"]
+
+Install = Callable[[SessionScope, AgentHandle, str, modes.Settings], None]
+"""Makes a session live in the server: its scope, agent handle, cwd and settings."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOpener:
+    """What every session of one connection is made with: the runtime, the base tools (the
+    `BashTools`), the agents' options and system prompt, how long each MCP server has to
+    start, the output budget every session's model is paced by, the mode and models a new
+    or loaded session starts with, and how a permission request reaches the client."""
+
+    runtime: Runtime
+    tools: Sequence[Tool]
+    options: AgentOptions | None
+    system_prompt: SystemPrompt
+    start_timeout: float
+    budget: OutputBudget
+    mode: str
+    models: Mapping[str, Callable[[], Model]]
+    client_request: ClientRequest
+
+    async def new(
+        self,
+        cwd: str,
+        servers: Sequence[McpServer],
+        *,
+        still_open: Callable[[str], None],
+        install: Install,
+    ) -> Answer:
+        """Create a session in `cwd` with `servers`, store it, install it and answer
+        `session/new`. `still_open` raises if the connection closed meanwhile. Always a
+        checkpoint."""
+        sid = str(uuid.uuid4())
+        settings = self._settings()
+        # The servers first: one that does not start fails the request before anything is
+        # created or stored (design D261).
+        scope = await self._open_scope(sid, servers, cwd)
+        try:
+            handle = await scope.fiber.agents.create(
+                model=PacedModel(settings.model, self.budget),
+                tools=scope.tools,
+                session_id=sid,
+                options=self._session_options(cwd, scope),
+                meta={"cwd": cwd},
+                approval=self._approval(sid, settings),
+            )
+            # Stored before the client hears of it, so a session/load from another process
+            # finds it before its first prompt, and session/list shows it (D200).
+            await self.runtime.sessions.persist(handle.agent.session)
+            still_open("session/new")
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await scope.aclose()
+            raise
+        install(scope, handle, cwd, settings)
+        sid = handle.agent.id
+        answer = {"sessionId": sid, **settings.advertised()}
+        return Answer(answer, sid, _commands(settings.model.active()))
+
+    async def load(
+        self,
+        sid: str,
+        cwd: str,
+        servers: Sequence[McpServer],
+        *,
+        still_open: Callable[[str], None],
+        install: Install,
+        replay: Callable[[str, Mapping[str, Any]], None],
+    ) -> Answer:
+        """Resume the stored session `sid` in `cwd` with `servers`, `replay` its history as
+        updates, install it and answer `session/load`. Always a checkpoint.
+
+        Raises JsonRpcError (invalid params) for a session not stored, one the store cannot
+        read, one stored with another cwd, or one live already (here or in another
+        process)."""
+        try:
+            stored = await self.runtime.sessions.load(sid)
+        except SessionNotFoundError:
+            raise rpc.JsonRpcError.invalid_params(f"no session {sid} is stored") from None
+        except CorruptSessionError as exc:
+            # The client named a session the store cannot read: its data, not our bug.
+            raise rpc.JsonRpcError.invalid_params(str(exc)) from None
+        persisted = stored.header.get("cwd")
+        if isinstance(persisted, str) and persisted != cwd:
+            raise rpc.JsonRpcError.invalid_params(
+                f"session {sid} cwd mismatch: persisted {persisted}, requested {cwd}"
+            )
+        settings = self._settings()
+        # Before the resume, which may write (it closes a turn a crash left open): a
+        # server that does not start leaves the stored session as it was.
+        scope = await self._open_scope(sid, servers, cwd)
+        try:
+            try:
+                handle = await scope.fiber.agents.resume(
+                    sid,
+                    model=PacedModel(settings.model, self.budget),
+                    tools=scope.tools,
+                    options=self._session_options(cwd, scope),
+                    approval=self._approval(sid, settings),
+                )
+            except DuplicateSessionError as exc:
+                raise rpc.JsonRpcError.invalid_params(str(exc)) from None
+            still_open("session/load")
+            # The history first, then the live updates: no await between the two.
+            for record in handle.agent.session.records:
+                for update in m.updates_for_record(record, replay=True):
+                    replay(sid, update)
+            install(scope, handle, cwd, settings)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                # Whatever went wrong, no agent and no MCP server is left behind.
+                await scope.aclose()
+            raise
+        await trio.lowlevel.checkpoint()
+        return Answer(settings.advertised(), sid, _commands(settings.model.active()))
+
+    async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
+        """The session's fiber, with its MCP servers connected (design D260)."""
+        return await open_session_scope(
+            self.runtime, sid, servers, base=self.tools, cwd=cwd, start_timeout=self.start_timeout
+        )
+
+    def _session_options(self, cwd: str, scope: SessionScope) -> AgentOptions | None:
+        # Per session: the default prompt names the session's own cwd and MCP tools.
+        return with_system_prompt(self.options, self.system_prompt, cwd, scope.tools)
+
+    def _settings(self) -> modes.Settings:
+        # A loaded session starts in the server's mode too, not the one it was left in
+        # (design D193): a client that never chose `auto` never has commands run unasked.
+        return modes.Settings.make(self.mode, self.models)
+
+    def _approval(self, session_id: str, settings: modes.Settings) -> Approval:
+        return Approval(settings.policy, AcpApprover(session_id, self.client_request))
+
+
+def commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
+    """The commands `model` understands: the offline model's slash commands, else none."""
+    return COMMANDS if isinstance(model, OfflineModel) else ()
+
+
+def _commands(model: Model) -> list[dict[str, Any]]:
+    """The updates that advertise `model`'s commands after a session/new or load: none for
+    a model without commands."""
+    commands = commands_of(model)
+    return [m.available_commands_update(commands)] if commands else []
