@@ -42,7 +42,7 @@ from trio_agents.testing._history import history_problems
 from trio_agents.testing._lifecycle_machine import LifecycleMachine
 from trio_agents.testing._machine import machine_for
 
-from .support.postgres import PgServer
+from .support.postgres import PgServer, user_tables
 
 StoreFactory = Callable[[], SessionStore]
 
@@ -342,15 +342,6 @@ async def test_a_database_of_a_newer_format_is_refused(postgres_dsn: str) -> Non
                 pass  # pragma: no cover - never entered
 
 
-def _tables(dsn: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname NOT IN "
-            "('pg_catalog', 'information_schema') ORDER BY tablename"
-        ).fetchall()
-    return [str(row[0]) for row in rows]
-
-
 async def test_a_read_only_store_creates_nothing_and_reads_a_bare_database_as_empty(
     postgres_dsn: str,
 ) -> None:
@@ -362,7 +353,7 @@ async def test_a_read_only_store_creates_nothing_and_reads_a_bare_database_as_em
             await reader.load("s1")
         with pytest.raises(ReadOnlyStoreError, match="read-only"):
             reader.enter(Session("s1"))
-        assert await trio.to_thread.run_sync(_tables, postgres_dsn) == []
+        assert await trio.to_thread.run_sync(user_tables, postgres_dsn) == []
         # A writer creates the tables while the reader runs: the reader sees its session.
         writer = PostgresStore(postgres_dsn)
         async with writer.running():
@@ -377,7 +368,7 @@ async def test_a_read_only_store_creates_nothing_and_reads_a_bare_database_as_em
         with pytest.raises(ReadOnlyStoreError, match="cannot be restored"):
             await reader.restore("s1")
         assert len((await reader.load("s1")).records) == 5
-    assert await trio.to_thread.run_sync(_tables, postgres_dsn) == [
+    assert await trio.to_thread.run_sync(user_tables, postgres_dsn) == [
         "trio_agents_records",
         "trio_agents_schema",
         "trio_agents_sessions",

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pexpect
-import psycopg
 import pytest
 import trio
 
@@ -24,6 +23,7 @@ from trio_agents.testing import ScriptedModel, reply
 
 from .support.acp_process import AcpProcess
 from .support.chat import TIMEOUT
+from .support.postgres import user_tables
 
 pytestmark = pytest.mark.subprocess
 
@@ -72,7 +72,7 @@ def test_sessions_on_a_database_without_the_tables_lists_none_and_creates_nothin
     assert f"no sessions in {where}" in captured.err
     assert main(["sessions", "show", "nope", "--store", postgres_dsn]) == 1
     assert f"no session 'nope' in {where}" in capsys.readouterr().err
-    assert _tables(postgres_dsn) == []
+    assert user_tables(postgres_dsn) == []
 
     async def one_session() -> None:
         with trio.fail_after(60):
@@ -87,15 +87,6 @@ def test_sessions_on_a_database_without_the_tables_lists_none_and_creates_nothin
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[1:]] == ["s1"]
     assert out[1].split(maxsplit=5)[3:] == ["1", "completed", "hello"]
-
-
-def _tables(dsn: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN "
-            "('pg_catalog', 'information_schema')"
-        ).fetchall()
-    return [str(row[0]) for row in rows]
 
 
 def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() -> None:

@@ -191,3 +191,17 @@ def start_server(*, fsync: bool = False) -> PgServer:
     ).stdout.strip()
     server.version = version
     return server
+
+
+def user_tables(dsn: str) -> list[str]:
+    """The tables of the database at `dsn` outside PostgreSQL's own schemas, sorted: what a
+    test looks at to see that nothing was created."""
+    # Imported here as in `new_database`: this module also serves processes without psycopg.
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname NOT IN "
+            "('pg_catalog', 'information_schema') ORDER BY tablename"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
