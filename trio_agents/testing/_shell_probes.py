@@ -300,9 +300,11 @@ async def probe_past_timeout(
         f"a command that ignores SIGTERM still ran {seconds:.2f}s after it started, with a "
         f"timeout of {spec.timeout}s and a grace of {grace}s (the machine SIGKILLed it)",
     )
+    trapped = (None, "SIGKILL", True, False) if deaf else (exit_code, None, True, False)
     if not trap_set:
-        # SIGTERM came before the trap was set: bash died of it, which is a right outcome.
-        expected: tuple[object, ...] = (None, "SIGTERM", True, False)
+        # SIGTERM came before the pid was written: before the trap was set (bash died of
+        # it), or after it (the trap's outcome), on a machine slow enough. Both are right.
+        expected: list[tuple[object, ...]] = [(None, "SIGTERM", True, False), trapped]
     else:
         survivors = _marked(armed)
         GROUP_KILLED.check(
@@ -310,14 +312,14 @@ async def probe_past_timeout(
             f"run() of a command past its timeout returned, leaving processes {survivors} of "
             "its group alive",
         )
-        expected = (None, "SIGKILL", True, False) if deaf else (exit_code, None, True, False)
+        expected = [trapped]
     seen = (result.exit_code, result.signal, result.timed_out, result.cancelled)
     what = "ignores SIGTERM" if deaf else f"traps SIGTERM and exits {exit_code}"
     OUTCOME_FIELDS.check(
-        seen == expected,
+        seen in expected,
         lambda: (
             f"a command that {what}, past its timeout, reported (exit_code, signal, "
-            f"timed_out, cancelled) = {seen}, not {expected}"
+            f"timed_out, cancelled) = {seen}, not {' or '.join(map(str, expected))}"
         ),
     )
     OUTCOME_FIELDS.check(
