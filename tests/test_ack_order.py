@@ -9,13 +9,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from trio_agents import MemoryStore, Record, Session
+from trio_agents import AgentStatus, MemoryStore, Record, Session
 from trio_agents._cli._chat import ChatConfig, run_chat
 from trio_agents._cli._chat_render import PROMPT
-from trio_agents._errors import StoreBrokenError
+from trio_agents._errors import PersistenceError, StoreBrokenError
 from trio_agents._model_offline import OfflineModel
 from trio_agents.testing._held_store import HeldStore
 
@@ -56,6 +57,9 @@ class FailingFlushStore(MemoryStore):
 
     failing = False
 
+    def _committed_all(self, session: Session) -> bool:
+        return not self.failing  # what a store cannot write is not committed
+
     async def flush(self, session: Session) -> None:
         await trio.lowlevel.checkpoint()
         if self.failing:
@@ -64,19 +68,25 @@ class FailingFlushStore(MemoryStore):
 
 async def test_a_turn_the_store_cannot_commit_is_answered_with_an_error() -> None:
     store = FailingFlushStore()
-    async with acp_peer(store=store) as peer:
-        result = await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []})
-        sid = str(result["sessionId"])
-        store.failing = True
-        answer = await peer.request("session/prompt", {"sessionId": sid, "prompt": text("a")})
-        assert "result" not in answer
-        assert answer["error"]["code"] == -32603
-        assert "not stored" in answer["error"]["message"]
-        assert "the disk is gone (test)" in answer["error"]["message"]
-        store.failing = False
-        # The session still serves: the next turn is answered once stored.
-        answer = await peer.request("session/prompt", {"sessionId": sid, "prompt": text("b")})
-        assert answer["result"] == {"stopReason": "end_turn"}
+    # The failed commit stops the agent (rule L7, as with a real store), and the runtime
+    # raises its PersistenceError once the connection is over.
+    with pytest.RaisesGroup(pytest.RaisesExc(PersistenceError), flatten_subgroups=True):
+        async with acp_peer(store=store) as peer:
+            result = await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []})
+            sid = str(result["sessionId"])
+            store.failing = True
+            prompt = {"sessionId": sid, "prompt": text("a")}
+            answer = await peer.request("session/prompt", prompt)
+            assert "result" not in answer
+            assert answer["error"]["code"] == -32603
+            assert "not stored" in answer["error"]["message"]
+            assert "the disk is gone (test)" in answer["error"]["message"]
+            store.failing = False
+            # The next prompt is refused with a line that says so, never run unstored.
+            prompt = {"sessionId": sid, "prompt": text("b")}
+            answer = await peer.request("session/prompt", prompt)
+            assert answer["error"]["code"] == -32603
+            assert "it is closed" in answer["error"]["message"]
 
 
 class Terminal:
@@ -149,3 +159,46 @@ async def test_the_chat_says_so_and_exits_1_when_the_store_cannot_commit_a_turn(
         "trio-agents chat: the turn was not stored: the disk is gone (test)"
     ), term.errors
     assert term.output.count(PROMPT) == 1  # no prompt after the turn that was not stored
+
+
+async def test_the_held_store_keeps_the_agent_from_idle_until_its_flush_is_released() -> None:
+    # HeldStore says a record is committed only once flushed, so the agent's own commit
+    # before IDLE (rule L7) waits on a held flush, as it would on a slow disk (D372).
+    store = HeldStore()
+    async with acp_peer(store=store) as peer:
+        result = await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = str(result["sessionId"])
+        agent = peer.runtime.agents.get(sid)
+        assert agent is not None
+        store.hold("flush")
+        prompt_id = await peer.start_request(
+            "session/prompt", {"sessionId": sid, "prompt": text("hello")}
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert agent.status is not AgentStatus.IDLE
+        assert [f.session_id for f in store.flushes] == [sid]
+        store.release()
+        await peer.answer(prompt_id)
+        assert agent.status is AgentStatus.IDLE
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts its flushes."""
+
+    flushed = 0
+
+    async def flush(self, session: Session) -> None:
+        self.flushed += 1
+        await super().flush(session)
+
+
+async def test_a_prompt_whose_turn_is_committed_is_answered_without_a_flush() -> None:
+    # Idle means committed (rule L7): the answer needs no flush of its own, and so no
+    # schedule point between the turn's last update and the answer (D372).
+    store = CountingStore()
+    async with acp_peer(store=store) as peer:
+        result = await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = str(result["sessionId"])
+        answer = await peer.request("session/prompt", {"sessionId": sid, "prompt": text("a")})
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert store.flushed == 0

@@ -4,6 +4,8 @@ tests/test_checkpoints.py): what is removed is a yield right before another one.
 
 from __future__ import annotations
 
+import math
+
 import trio
 import trio.testing
 
@@ -82,3 +84,38 @@ async def test_the_writer_takes_a_queued_item_without_yielding_first() -> None:
     finally:
         trio.lowlevel.remove_instrument(counter)
     assert written == [[1, 2], [3]]
+
+
+async def test_a_burst_queued_in_one_pass_is_one_write() -> None:
+    # A writer woken by a frame lets the tasks woken with it queue theirs first: a turn's
+    # last update and its answer are one write (D373). Trio runs a pass's tasks in either
+    # order, so the race is run many times: each time is one write.
+    for _ in range(40):
+        assert await burst_of_two() == [[1, 2]]
+
+
+async def burst_of_two() -> list[list[int]]:
+    """The batches written when a frame is queued as another task, woken in the same pass
+    as the writer, is about to queue a second one."""
+    send, receive = trio.open_memory_channel[int](math.inf)
+    written: list[list[int]] = []
+    go = trio.Event()
+
+    async def write(batch: list[int]) -> bool:
+        written.append(batch)
+        await trio.lowlevel.checkpoint()
+        return True
+
+    async def second() -> None:
+        await go.wait()
+        send.send_nowait(2)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write_in_batches, receive, write)
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        go.set()
+        send.send_nowait(1)
+        await trio.testing.wait_all_tasks_blocked()
+        send.close()
+    return written

@@ -727,3 +727,33 @@ def test_the_acp_cli_names_the_stores_cause_behind_an_agents_persistence_error()
     persistence.__cause__ = broken
     group = BaseExceptionGroup("closing", [BaseExceptionGroup("agent", [persistence])])
     assert _first(group) is disk
+
+
+def test_chat_whose_disk_fills_says_so_in_one_line_and_exits_1(small_mount: pathlib.Path) -> None:
+    # The agent's own commit before IDLE fails first (rule L7), then the chat's flush: the
+    # runtime's PersistenceError as it closes is what the chat has already said (D372).
+    path = small_mount / "s.sqlite3"
+    command = ["chat", "--model", "offline", "--store", str(path)]
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "trio_agents._cli", *command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert chat.stdin is not None
+    try:
+        chat.stdin.write(b"hi\n")
+        chat.stdin.flush()
+        assert chat.stdout is not None
+        while b"echo: hi" not in chat.stdout.readline():
+            pass
+        fill(small_mount)
+        _, err = chat.communicate(b"x" * 100_000 + b"\n", timeout=60)
+    finally:
+        chat.kill()
+        chat.wait()
+    errors = err.decode()
+    assert chat.returncode == 1, (chat.returncode, errors)
+    assert "Traceback" not in errors, errors
+    assert errors.splitlines()[-1].startswith("trio-agents chat: the turn was not stored: ")
+    assert "the disk is full" in errors, errors

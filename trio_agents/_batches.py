@@ -36,6 +36,9 @@ async def write_in_batches(
                 first = await receive.receive()
             except trio.EndOfChannel:
                 return
+            # Woken by the first frame of a burst: let the tasks already runnable queue the
+            # rest of it (a turn's last update, then its answer), one write for all (D373).
+            await trio.lowlevel.cancel_shielded_checkpoint()
         except trio.EndOfChannel:
             return
         batch = [first]

@@ -221,6 +221,16 @@ class Chat:
         cannot be opened) or 1 (a session live in another process); a model endpoint that
         is not configured is 2, and so is an MCP server that does not start; a turn the
         store could not commit ends the chat with 1."""
+        try:
+            return await self._run()
+        except* TrioAgentsError:
+            if not self._store_failed:
+                raise
+        # The agent's own commit failed too (rule L7), and the runtime raises its
+        # PersistenceError as it closes: the chat has said so in one line.
+        return 1
+
+    async def _run(self) -> int:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # Entered outside the scope below, which must not interleave with it.

@@ -96,6 +96,10 @@ class HeldStore(MemoryStore):
     def _appended(self, session: Session, record: Record) -> None:
         self._pending.setdefault(session.id, []).append(record)
 
+    def _committed_all(self, session: Session) -> bool:
+        # Not MemoryStore's True: what is pending is durable only once flushed (D372).
+        return not self._pending.get(session.id)
+
     async def flush(self, session: Session) -> None:
         """Make the records appended to `session` so far durable, after waiting while
         flushes are held. Always a checkpoint."""
