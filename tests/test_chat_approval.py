@@ -27,10 +27,11 @@ from tests.support.chat import (
 )
 from trio_agents import ApprovalRequest, MemoryStore, Record
 from trio_agents._cli._chat import run_chat
-from trio_agents._cli._chat_approval import ACCEPTED, QUESTION, ChatPolicy, parse_answer
+from trio_agents._cli._chat_approval import ACCEPTED, QUESTION, parse_answer
 from trio_agents._cli._chat_render import Renderer
 from trio_agents._cli._signals import Quit
 from trio_agents._cli._terminal import open_stdio_terminal
+from trio_agents._mode_policy import ModePolicy
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 REJECTED = "[error] the user rejected the call to 'bash'; it did not run"
@@ -56,12 +57,19 @@ def request(tool: str, **arguments: object) -> ApprovalRequest:
     return ApprovalRequest("s1", "c1", 1, 1, tool, arguments)
 
 
-def test_mode_ask_asks_before_bash_only_and_mode_auto_never() -> None:
-    policy = ChatPolicy()
-    tools = ("bash", "bash_output", "bash_kill")
-    assert [policy.verdict(request(tool)) for tool in tools] == ["ask", "allow", "allow"]
-    policy.mode = "auto"
-    assert [policy.verdict(request(tool)) for tool in tools] == ["allow"] * 3
+def test_the_chat_asks_as_an_acp_session_does_in_each_mode() -> None:
+    # One policy for both (D374): a tool it does not know asks, as a command does.
+    policy = ModePolicy()
+    tools = ("bash", "bash_output", "bash_kill", "unknown")
+
+    def verdicts() -> list[str]:
+        return [policy.verdict(request(tool)) for tool in tools]
+
+    assert verdicts() == ["ask", "allow", "allow", "ask"]
+    policy.switch("auto")
+    assert verdicts() == ["allow"] * 4
+    policy.switch("read-only")
+    assert verdicts() == ["reject", "allow", "reject", "reject"]
     assert policy.remembers
 
 
@@ -185,6 +193,11 @@ async def test_mode_auto_runs_without_asking_and_mode_ask_asks_again() -> None:
         await term.expect("> ")
         term.type("/mode sometimes")
         await term.expect("unknown mode 'sometimes': /mode ask asks before each bash command")
+        term.type("/mode read-only")
+        await term.expect("mode read-only: bash commands are rejected without asking")
+        term.type("!echo refused")
+        await term.expect_soon("[bash] echo refused\n")
+        await term.expect("> ")
         term.type("/mode ask")
         await term.expect("mode ask: each bash command is shown and asked before it runs")
         term.type("!echo asked")
@@ -199,10 +212,13 @@ async def test_mode_auto_runs_without_asking_and_mode_ask_asks_again() -> None:
     records = (await stored(store)).records
     assert [d["content"] for d in of_type(records, "user/message")] == [
         "!echo ran-unasked",
+        "!echo refused",
         "!echo asked",
     ]
-    # Mode auto records nothing: the policy let the call run without a decision.
-    assert [d["decision"] for d in of_type(records, "tool/approval")] == ["reject_once"]
+    # Mode auto records nothing: the policy let the call run without a decision. Mode
+    # read-only rejects without asking, by the policy.
+    approvals = [(d["decision"], d["by"]) for d in of_type(records, "tool/approval")]
+    assert approvals == [("reject_once", "policy"), ("reject_once", "terminal")]
 
 
 async def test_a_quit_while_asked_closes_the_turn_without_a_decision() -> None:

@@ -19,10 +19,11 @@ import trio
 from tests.support.chat import ChatRun, FakeTerminal, config, spawn_chat
 from tests.support.processes import descendants, gone
 from trio_agents import ApprovalRequest, MemoryStore
-from trio_agents._cli._chat_approval import QUESTION, ChatPolicy
+from trio_agents._cli._chat_approval import QUESTION
 from trio_agents._cli._chat_mcp import read_mcp_files
 from trio_agents._cli._main import main
 from trio_agents._mcp_config import McpServer
+from trio_agents._mode_policy import ModePolicy
 
 CHECKOUT = str(pathlib.Path(__file__).resolve().parent.parent)
 SERVER = ("-m", "trio_agents.testing._mcp_server")
@@ -110,14 +111,15 @@ def test_a_bad_file_exits_2_with_one_line_before_anything_starts(
 
 
 def test_mode_ask_asks_before_every_mcp_tool_call_and_mode_auto_never() -> None:
-    policy = ChatPolicy()
+    policy = ModePolicy()
     tools = ("mcp__fs__read", "mcp__ref__echo", "bash", "bash_output", "mcpish")
 
     def verdicts() -> list[str]:
         return [policy.verdict(ApprovalRequest("s", "c", 1, 1, t, {})) for t in tools]
 
-    assert verdicts() == ["ask", "ask", "ask", "allow", "allow"]
-    policy.mode = "auto"
+    # A tool the policy does not know asks, as a command does (fail closed, D374).
+    assert verdicts() == ["ask", "ask", "ask", "allow", "ask"]
+    policy.switch("auto")
     assert verdicts() == ["allow"] * 5
 
 

@@ -24,6 +24,7 @@ PURE_MODULES = [
     "_errors",  # subclasses trio exceptions by contract; tests/test_errors.py checks it
     "acp/_mapping",
     "acp/_modes",
+    "_mode_policy",
     "acp/_permissions",
     "_cli/_chat_render",
     "_shell_output",

@@ -55,6 +55,7 @@ from .._errors import (
 )
 from .._events import Event, TextStreamed
 from .._mcp_config import McpServer
+from .._mode_policy import DEFAULT_MODE, ModePolicy
 from .._model import Model
 from .._nursery import service_nursery
 from .._options import AgentOptions
@@ -79,7 +80,7 @@ from ._args import (
     configure_logging,
     sandbox_policy,
 )
-from ._chat_approval import MODES, ChatMode, ChatPolicy, TerminalApprover
+from ._chat_approval import TerminalApprover
 from ._chat_mcp import McpHolder, add_mcp, read_mcp_files
 from ._chat_render import PROMPT, Renderer, replay_summary
 from ._model_choice import AUTO_MODELS, MODELS
@@ -157,7 +158,7 @@ class ChatConfig:
     shell: ShellExecutor | None = None
     """The runtime's shell executor (None: a default one with `pass_env` and `sandbox`), as
     for `open_runtime`."""
-    mode: ChatMode = "ask"
+    mode: str = DEFAULT_MODE  # a mode of MODES (`_mode_policy`)
     """`ask`: ask in the terminal before each `bash` command and MCP tool call; `auto`:
     never (`--auto`)."""
     mcp_servers: tuple[McpServer, ...] = ()
@@ -188,7 +189,7 @@ class Chat:
         self._quit_status: int | None = None
         self._agent: Agent | None = None
         self._store_failed = False
-        self._policy = ChatPolicy(config.mode)
+        self._policy = ModePolicy(config.mode)
         self._approver = TerminalApprover(terminal, self._show_call)
         self._approval = Approval(self._policy, self._approver)
         self._mcp = McpHolder(config.mcp_servers)
@@ -354,21 +355,25 @@ class Chat:
 
     def _mode_line(self) -> str:
         mcp = bool(self._mcp.servers)
-        if self._policy.mode == "ask":
+        mode = self._policy.mode
+        if mode == "ask":
             what = "bash command and MCP tool call" if mcp else "bash command"
             return f"mode ask: each {what} is shown and asked before it runs (/mode auto)"
         what = "bash commands and MCP tool calls" if mcp else "bash commands"
+        if mode == "read-only":
+            return f"mode read-only: {what} are rejected without asking (/mode ask)"
         return f"mode auto: {what} run without asking (/mode ask)"
 
     def _set_mode(self, argument: str) -> None:
         if argument:
-            if argument not in MODES:
+            try:
+                self._policy.switch(argument)
+            except ValueError:
                 self._terminal.write(
                     f"unknown mode {argument!r}: /mode ask asks before each bash command, "
-                    "/mode auto runs them without asking\n"
+                    "/mode auto runs them without asking, /mode read-only rejects them\n"
                 )
                 return
-            self._policy.mode = "ask" if argument == "ask" else "auto"
         self._terminal.write(self._mode_line() + "\n")
 
     def _show_call(self, request: ApprovalRequest) -> str:
@@ -486,7 +491,7 @@ def add_parser(commands: Any) -> None:
         "--auto",
         action="store_true",
         help="run bash commands without asking (default: show each one and ask y/a/n first; "
-        "/mode auto and /mode ask switch in the chat)",
+        "/mode auto, /mode ask and /mode read-only switch in the chat)",
     )
 
 

@@ -4,11 +4,12 @@
                                         ▲                       │
     Ctrl-C (Chat.interrupt) ── cancel ──┘       the next line ◄─┘ (the chat's one reader)
 
-The chat's policy (`ChatPolicy`) asks before every `bash` call and every call of an MCP
-server's tool (`mcp__<server>__<tool>`, `--mcp FILE`) in mode `ask` (the default), and never
-in mode `auto` (`--auto`, or `/mode auto` in the chat); `bash_output` and `bash_kill` only
-read or stop what a command already started, so they are never asked. An MCP tool may do
-anything its server does, and the chat cannot tell a read from a write: it asks like bash.
+The chat's policy is an ACP session's (`ModePolicy`, D374): in mode `ask` (the default) it
+asks before every `bash` call and every call of an MCP server's tool (`--mcp FILE`), in
+mode `auto` (`--auto`, or `/mode auto` in the chat) never, and in mode `read-only` it
+rejects them without asking; `bash_output` and `bash_kill` only read or stop what a command
+already started, so they are never asked. An MCP tool may do anything its server does, and
+the chat cannot tell a read from a write: it asks like bash.
 The question takes the next line of the terminal: the chat does not read prompts while a
 turn runs, and the terminal hands each line to one reader, so the answer is never taken
 for a prompt, nor a prompt for an answer. Calls of one step are asked one at a time, in the
@@ -19,33 +20,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from typing import Final, Literal
+from typing import Final
 
 import trio
 
-from .._approval import ApprovalRequest, Decision, DecisionOutcome, Verdict
+from .._approval import ApprovalRequest, Decision, DecisionOutcome
 from .._records import TOOL_CALL, TOOL_RESULT, Record
 from ._terminal import Terminal
 
 __all__ = [
     "ACCEPTED",
-    "ASKED_TOOLS",
-    "MCP_PREFIX",
-    "MODES",
     "QUESTION",
-    "ChatMode",
-    "ChatPolicy",
     "TerminalApprover",
     "parse_answer",
 ]
 
-ChatMode = Literal["ask", "auto"]
-MODES: Final[tuple[ChatMode, ...]] = ("ask", "auto")
-ASKED_TOOLS: Final = frozenset({"bash"})
-"""The tools asked for in mode `ask`: `bash` runs a command; the others only read a job's
-output or stop it."""
-MCP_PREFIX: Final = "mcp__"
-"""The tools of MCP servers (`mcp_tool_name`): asked in mode `ask`, like `bash`."""
 BY: Final = "terminal"
 QUESTION: Final = "Run it? [y]es once / [a]lways (this session) / [n]o "
 ACCEPTED: Final = (
@@ -65,27 +54,6 @@ _ANSWERS: Final[Mapping[str, DecisionOutcome]] = {
 def parse_answer(line: str) -> DecisionOutcome | None:
     """The decision a typed line means (`y`, `a`, `n`, or the words, in any case), or None."""
     return _ANSWERS.get(line.strip().lower())
-
-
-class ChatPolicy:
-    """Which calls the chat asks about: every `bash` call and every MCP tool call in mode
-    `ask`, none in `auto`. `mode` may be switched at any time; it applies from the next call
-    on. Keeps "always" answers for the session, tool by tool."""
-
-    def __init__(self, mode: ChatMode = "ask") -> None:
-        self.mode: ChatMode = mode
-
-    def verdict(self, request: ApprovalRequest) -> Verdict:
-        """`ask` for a `bash` or MCP tool call in mode `ask`, `allow` otherwise."""
-        asked = request.tool in ASKED_TOOLS or request.tool.startswith(MCP_PREFIX)
-        if self.mode == "ask" and asked:
-            return "ask"
-        return "allow"
-
-    @property
-    def remembers(self) -> bool:
-        """Always: `a` means every later call of that tool in the session."""
-        return True
 
 
 class TerminalApprover:

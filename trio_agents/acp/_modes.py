@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._approval import ApprovalRequest, Verdict
+from .._mode_policy import DEFAULT_MODE, MODES, ModePolicy
 from .._model import Model, ModelChunk, ModelRequest
 from ._jsonrpc import JsonRpcError
 
@@ -29,76 +29,8 @@ __all__ = [
     "mode_state",
 ]
 
-READS: Final = "bash_output"  # the tool that reads a job's output: it changes nothing
-STOPS: Final = "bash_kill"  # the tool that stops a job
-
-MODES: Final[dict[str, tuple[str, str]]] = {
-    "ask": (
-        "Ask",
-        "Ask before running a command or an MCP tool; reading or stopping a job does not ask.",
-    ),
-    "auto": ("Auto", "Run every command and MCP tool without asking."),
-    "read-only": (
-        "Read-only",
-        "Run no command or MCP tool and stop no job: they are rejected without asking.",
-    ),
-}
-"""The session modes, each with its name and description, as `session/new` lists them."""
-
-DEFAULT_MODE: Final = "ask"
 MODE_CONFIG: Final = "mode"  # the config option ids
 MODEL_CONFIG: Final = "model"
-
-
-class ModePolicy:
-    """The approval policy of one ACP session, switched by the editor: `ask` asks before
-    every call but reading (`bash_output`) or stopping (`bash_kill`) a job, so before each
-    `bash` call and each MCP tool's; `auto` asks before none; `read-only` rejects every call
-    but reading a job's output without asking. "Always" answers are remembered for the
-    session.
-
-    Raises ValueError for a mode not in MODES.
-    """
-
-    def __init__(self, mode: str = DEFAULT_MODE) -> None:
-        self._mode = _checked(mode)
-
-    @property
-    def mode(self) -> str:
-        """The current mode's id."""
-        return self._mode
-
-    def switch(self, mode: str) -> None:
-        """Use `mode` from the next call on. Raises ValueError for a mode not in MODES."""
-        self._mode = _checked(mode)
-
-    @property
-    def remembers(self) -> bool:
-        """True: `allow_always` and `reject_always` hold for the rest of the session."""
-        return True
-
-    def verdict(self, request: ApprovalRequest) -> Verdict:
-        """The mode's verdict on one call."""
-        if self._mode == "auto":
-            return "allow"
-        # Fail closed: a tool this policy does not know (an MCP server's may do anything)
-        # is treated as a command.
-        if self._mode == "read-only":
-            return "allow" if request.tool == READS else "reject"
-        return "allow" if request.tool in (READS, STOPS) else "ask"
-
-    def rejection_note(self, request: ApprovalRequest) -> str:
-        """Why a call was rejected without asking, as the model is told."""
-        return (
-            f"the session is in {self._mode} mode, where {request.tool!r} does not run; "
-            "the user can switch to the ask or auto mode"
-        )
-
-
-def _checked(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; the modes are {', '.join(MODES)}")
-    return mode
 
 
 class SwitchableModel:
