@@ -386,7 +386,7 @@ def _request(process: subprocess.Popen[bytes], frame: dict[str, Any]) -> dict[st
     process.stdin.write(json.dumps(frame).encode() + b"\n")
     process.stdin.flush()
     while True:
-        answer = json.loads(process.stdout.readline())
+        answer: dict[str, Any] = json.loads(process.stdout.readline())
         if "method" not in answer and answer.get("id") == frame.get("id"):
             return answer
 
@@ -407,7 +407,12 @@ def _spawn_server(command: list[str]) -> tuple[subprocess.Popen[bytes], float]:
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    _request(process, init)
+    try:
+        _request(process, init)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
     return process, time.perf_counter() - start
 
 
@@ -421,8 +426,10 @@ def _serve_interleaved(
     two of them compares the same moments of a noisy machine (D370); the CPU time is less at
     the mercy of a loaded machine's scheduler than the wall time, though tick-grained, so
     take many rounds."""
-    spawned = [_spawn_server(command) for command, _ in servers]
+    spawned: list[tuple[subprocess.Popen[bytes], float]] = []
     try:
+        for command, _ in servers:
+            spawned.append(_spawn_server(command))
         frames = [
             prepare(process) for (process, _), (_, prepare) in zip(spawned, servers, strict=True)
         ]
@@ -446,7 +453,11 @@ def _serve_interleaved(
             assert process.stdin is not None
             process.stdin.close()
         for process, _ in spawned:
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     return [
         (spawn, total / rounds, cpu)
         for (_, spawn), total, cpu in zip(spawned, totals, cpus, strict=True)
@@ -462,9 +473,9 @@ def acp_figures(prompts: int) -> tuple[float, ...]:
         binary = os.path.join(os.path.dirname(sys.executable), "trio-agents")
 
         def prompt_frame(process: subprocess.Popen[bytes]) -> dict[str, Any]:
-            params = {"cwd": directory, "mcpServers": []}
+            where: dict[str, Any] = {"cwd": directory, "mcpServers": []}
             new = _request(
-                process, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": params}
+                process, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": where}
             )
             text = [{"type": "text", "text": "hi"}]
             params = {"sessionId": new["result"]["sessionId"], "prompt": text}

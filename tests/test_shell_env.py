@@ -345,6 +345,20 @@ def test_make_non_dumpable_reports_what_it_did() -> None:
     assert callable(make_non_dumpable)
 
 
+def test_make_non_dumpable_starts_no_process() -> None:
+    # `ctypes.util.find_library` would run `ldconfig -p` on every start of a server (D375).
+    script = (
+        "import sys, trio_agents as t\n"
+        "seen = []\n"
+        "sys.addaudithook(lambda e, a: seen.append(a[0]) if e == 'subprocess.Popen' else None)\n"
+        "print(t.make_non_dumpable(), seen)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == f"{sys.platform.startswith('linux')} []"
+
+
 @pytest.mark.subprocess
 @pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
 def test_the_chat_server_is_non_dumpable_and_passes_no_credential(

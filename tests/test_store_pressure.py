@@ -745,8 +745,11 @@ def test_chat_whose_disk_fills_says_so_in_one_line_and_exits_1(small_mount: path
         chat.stdin.write(b"hi\n")
         chat.stdin.flush()
         assert chat.stdout is not None
-        while b"echo: hi" not in chat.stdout.readline():
-            pass
+        while True:
+            line = chat.stdout.readline()
+            assert line, "the chat exited before it echoed"
+            if b"echo: hi" in line:
+                break
         fill(small_mount)
         _, err = chat.communicate(b"x" * 100_000 + b"\n", timeout=60)
     finally:

@@ -13,7 +13,6 @@ Children get their own flag at exec, so commands are unaffected.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 __all__ = ["make_non_dumpable"]
@@ -33,7 +32,10 @@ def make_non_dumpable() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The C library the interpreter already has loaded (dlopen of NULL): not
+        # `ctypes.util.find_library`, which runs `ldconfig -p` in a subprocess, a cost paid
+        # on every start of `trio-agents acp` before it can answer `initialize` (D375).
+        libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
     except (OSError, AttributeError):
         return False

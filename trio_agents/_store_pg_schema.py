@@ -69,7 +69,8 @@ def readable(conn: Any, where: str) -> bool:
         raise UnknownStoreVersionError(
             f"{where} holds a trio-agents session store of format {found}, which this "
             f"version migrates to format {FORMAT_VERSION} only when it opens the store to "
-            "write; open it once without readonly=True"
+            "write; open it once with `trio-agents chat --store` or `trio-agents acp --store` "
+            "(or PostgresStore without readonly=True)"
         )
     return found == FORMAT_VERSION
 

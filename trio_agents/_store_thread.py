@@ -238,10 +238,14 @@ class StoreThread:
     def _commit(self) -> None:
         try:
             delay = self._commit_step()
-        finally:
+        except BaseException:
             with self.lock:
                 self._working = False
+            raise
+        # One hold of the lock: a `lend` between clearing `_working` and noting the retry
+        # would lend past a refused commit.
         with self.lock:
+            self._working = False
             if delay is None:
                 self._retry_at = None
             else:

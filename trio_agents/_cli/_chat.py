@@ -50,7 +50,11 @@ from .._dumpable import make_non_dumpable
 from .._errors import (
     AgentClosedError,
     DuplicateSessionError,
+    FlushTimeoutError,
+    PersistenceError,
     SessionNotFoundError,
+    StoreBrokenError,
+    StoreFileError,
     TrioAgentsError,
 )
 from .._events import Event, TextStreamed
@@ -171,6 +175,10 @@ class ChatConfig:
 Phase = Literal["starting", "prompt", "turn", "closing"]
 
 
+# What a store that cannot write raises, from the turn's commit to the close's flush.
+_STORE_FAILURES: Final = (PersistenceError, StoreBrokenError, StoreFileError, FlushTimeoutError)
+
+
 class Chat:
     """One terminal conversation with one agent: open it, show what it does, close it.
 
@@ -224,11 +232,12 @@ class Chat:
         store could not commit ends the chat with 1."""
         try:
             return await self._run()
-        except* TrioAgentsError:
+        except* _STORE_FAILURES:
             if not self._store_failed:
                 raise
-        # The agent's own commit failed too (rule L7), and the runtime raises its
-        # PersistenceError as it closes: the chat has said so in one line.
+        # After a turn the store could not commit, the runtime raises the agent's own failed
+        # commit (rule L7) as it closes: the chat has said so in one line. Any other error
+        # still propagates.
         return 1
 
     async def _run(self) -> int:
@@ -278,10 +287,11 @@ class Chat:
                         self._phase = "closing"
                         stop_records()
                         disconnect()
-            except* TrioAgentsError:
+            except* _STORE_FAILURES:
                 if not self._store_failed:
                     raise
-                # The close's flush fails as the turn's did, which the chat has said.
+                # The close's flush fails as the turn's did, which the chat has said; taken
+                # here, inside the runtime's block, which would log it with its traceback.
             if self._store_failed:
                 return 1
             if len(agent.session) == 0:

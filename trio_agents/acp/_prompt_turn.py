@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from .._errors import AgentClosedError, TrioAgentsError
 from .._store import SessionStore
-from .._turn import committed
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _mapping as m
@@ -64,9 +63,11 @@ async def settle(
                 return exc
         await agent.wait_idle()
         try:
-            if not committed(agent.session):
+            committer = agent.session.committer
+            if committer is None or not committer.committed():
                 # Idle promises the finished turns durable (rule L7): a flush is only
-                # needed for what a store could not commit, or was appended since. Skipping
+                # needed for what a store could not commit, or was appended since, or for
+                # a session already detached from its store (no committer to ask). Skipping
                 # it spares a schedule point, which lets the answer share the turn's last
                 # update's write (D372).
                 await store.flush(agent.session)
