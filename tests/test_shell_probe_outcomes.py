@@ -25,7 +25,7 @@ class Reporting(ShellExecutor):
         super().__init__(sandbox=None)
         self.outcome = outcome
 
-    async def run(self, spec: ShellSpec) -> RunResult:  # type: ignore[override]
+    async def run(self, spec: ShellSpec) -> RunResult:
         await trio.lowlevel.checkpoint()
         code, signal = self.outcome
         return RunResult(code, signal, True, False, spec.timeout, NOTHING, NOTHING)
