@@ -241,9 +241,11 @@ async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     (home / ".netrc").write_text("machine x password hunter2")
     monkeypatch.setenv("HOME", str(home))  # the default secret paths are under ~
     outside = pathlib.Path(__file__).parent / f".sandbox-probe-{uuid.uuid4().hex}"
+    # A name of its own: a /tmp/t the host already has would read as the sandbox's leak.
+    private = f"/tmp/sandbox-tmp-{uuid.uuid4().hex}"
     shell = ShellExecutor(cwd=str(tmp_path), sandbox=SandboxPolicy(network=False))
     command = (
-        f"echo w > in-workdir && echo ok-workdir; echo t > /tmp/t && echo ok-tmp:$TMPDIR; "
+        f"echo w > in-workdir && echo ok-workdir; echo t > {private} && echo ok-tmp:$TMPDIR; "
         f"ls /tmp | grep -vc '^trio-agents-spill-'; echo x > {outside} || echo refused-outside; "
         f"cat {home}/.ssh/* {home}/.netrc; ls -A {home}/.ssh | wc -l; "
         "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '"
@@ -253,7 +255,7 @@ async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     assert "ok-workdir" in out
     assert await trio.Path(tmp_path / "in-workdir").exists()
     assert "ok-tmp:/tmp" in out
-    assert not await trio.Path("/tmp/t").exists()
+    assert not await trio.Path(private).exists()
     assert "refused-outside" in out
     assert not await trio.Path(outside).exists()
     assert "PRIVATE KEY" not in out
