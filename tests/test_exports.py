@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_tracing", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
             "acp._params", "acp._prompt", "acp._listing", "acp._frames",
             "_cli._chat_render", "testing._reference", "testing._history",
+            "testing._durable_checks",
             "testing._properties", "testing._durable_properties",
             "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",
             "testing._features", "testing._approval_checks", "testing._acp._wire",

@@ -46,24 +46,18 @@ from .._errors import (
     StoreClosedError,
 )
 from .._model import ToolCall
-from .._records import PROMPT_RECORD_TYPES, TOOL_RESULT, TURN_END, TURN_START, Record
+from .._records import TURN_END, Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
 from .._store import SessionStore
 from .._store_sqlite import SqliteStore
+from ._durable_checks import check_repair_durable, check_resumed
 from ._durable_properties import (
     CLOSED_SESSION_IN_FILE,
     CRASH_KEEPS_FLUSHED,
     CRASH_NO_TORN_RECORD,
     PROPERTIES,
-    RESUME_AFTER_CLOSE_ADDS_NOTHING,
-    RESUME_ANSWERS_DANGLING_CALLS,
-    RESUME_ENDS_OPEN_TURN,
     RESUME_OF_LIVE_REFUSED,
-    RESUME_REPAIR_DURABLE,
-    RESUME_REPAIR_FIRST,
-    RESUMED_HISTORY_VALID,
-    OpenTurn,
     show,
     shown,
 )
@@ -359,9 +353,9 @@ class DurableMachine(ConformanceMachine):
         self.trace.append(f"resume {sid}")
         self._settle()
         records = self.handles[sid].agent.session.records
-        self._check_resumed(sid, before, records, clean=clean)
+        check_resumed(sid, before, records, clean=clean)
         files = self.host.call(self._read_file, [sid])
-        self._check_repair_durable(sid, before, records, files[sid])
+        check_repair_durable(sid, before, records, files[sid])
 
     async def _resume(self, sid: str) -> None:
         assert self.rt is not None
@@ -396,88 +390,6 @@ class DurableMachine(ConformanceMachine):
             return f"raised {type(exc).__name__}, not DuplicateSessionError"
         await handle.aclose()
         return "succeeded"
-
-    def _check_resumed(
-        self, sid: str, before: Sequence[Record], records: Sequence[Record], *, clean: bool
-    ) -> None:
-        opened = OpenTurn(before)
-        # The prompt queue's records stand outside turns (rule L8): a prompt sent to an
-        # agent that restored parked prompts is queued behind them before any turn starts.
-        added = [r for r in records[len(before) :] if r.type not in PROMPT_RECORD_TYPES]
-        if opened.turn is None:
-            RESUME_AFTER_CLOSE_ADDS_NOTHING.check(
-                bool(added) and added[0].type == TURN_START,
-                lambda: (
-                    f"{sid!r} was stored with its last turn ended "
-                    f"({'closed cleanly' if clean else 'then the runtime crashed'}); resuming it "
-                    f"and sending appended {show(added)}"
-                ),
-            )
-        else:
-            self._check_repair(sid, opened, added)
-        problems = history_problems(records, allow_open_turn=True)
-        RESUMED_HISTORY_VALID.check(
-            not problems, lambda: f"resumed session {sid!r}: {'; '.join(problems)}"
-        )
-
-    def _check_repair(self, sid: str, opened: OpenTurn, added: Sequence[Record]) -> None:
-        turn = opened.turn
-        where = f"{sid!r} was stored with turn {turn} open"
-        if opened.dangling:
-            where += f" and tool calls {opened.dangling} without a result"
-        ends = [
-            r
-            for r in added
-            if r.type == TURN_END
-            and r.data.get("turn") == turn
-            and dict(r.data.get("reason", {})).get("kind") == "interrupted"
-        ]
-        RESUME_ENDS_OPEN_TURN.check(
-            bool(ends),
-            lambda: (
-                f"{where}; resuming it and sending appended {show(added)}, with no "
-                f"turn/end {turn} interrupted"
-            ),
-        )
-        answered = {
-            str(r.data.get("call_id"))
-            for r in added
-            if r.type == TOOL_RESULT and r.data.get("interrupted") is True
-        }
-        missing = [c for c in opened.dangling if c not in answered]
-        RESUME_ANSWERS_DANGLING_CALLS.check(
-            not missing,
-            lambda: (
-                f"{where}; resuming it appended {show(added)}, with no interrupted "
-                f"result for {missing}"
-            ),
-        )
-        expected = [*opened.repair_types, TURN_START]
-        head = list(added[: len(expected)])
-        results = {str(r.data.get("call_id")) for r in head if r.type == TOOL_RESULT}
-        RESUME_REPAIR_FIRST.check(
-            [r.type for r in head] == expected and results == set(opened.dangling),
-            lambda: (
-                f"{where}; resuming it and sending appended {show(added)}; the "
-                f"contract's order is {expected}"
-            ),
-        )
-
-    def _check_repair_durable(
-        self,
-        sid: str,
-        before: Sequence[Record],
-        records: Sequence[Record],
-        found: Sequence[Record] | str | None,
-    ) -> None:
-        repaired = tuple(records[: len(before) + len(OpenTurn(before).repair_types)])
-        RESUME_REPAIR_DURABLE.check(
-            isinstance(found, tuple) and found[: len(repaired)] == repaired,
-            lambda: (
-                f"resumed {sid!r} holds {show(repaired)} up to its new turn; the file "
-                f"holds {shown(found)}"
-            ),
-        )
 
     @precondition(lambda self: bool(self.handles))
     @rule(data=st.data())
