@@ -1,10 +1,11 @@
 """What an editor switches in an ACP session: its mode (which tool calls ask first) and its
 model, and their wire shapes (`modes`, `configOptions`). Pure; no trio import.
 
-A session's mode is its approval policy (`ModePolicy`), an object the server changes in
-place on `session/set_mode`: the agent consults it before every call, so a switch applies
-from the next call on. Its model is a `SwitchableModel` the server owns: a switch applies
-from the next model call on (a reply being streamed finishes with the model it started on).
+A session's mode is its approval policy (`ModePolicy`, from `_mode_policy`, which the chat
+uses too), an object the server changes in place on `session/set_mode`: the agent consults
+it before every call, so a switch applies from the next call on. Its model is a
+`SwitchableModel` the server owns: a switch applies from the next model call on (a reply
+being streamed finishes with the model it started on).
 """
 
 from __future__ import annotations

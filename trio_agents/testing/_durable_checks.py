@@ -21,7 +21,7 @@ from ._durable_properties import (
 )
 from ._history import history_problems
 
-__all__ = ["check_repair", "check_repair_durable", "check_resumed"]
+__all__ = ["check_repair_durable", "check_resumed"]
 
 
 def check_resumed(
@@ -44,14 +44,14 @@ def check_resumed(
             ),
         )
     else:
-        check_repair(sid, opened, added)
+        _check_repair(sid, opened, added)
     problems = history_problems(records, allow_open_turn=True)
     RESUMED_HISTORY_VALID.check(
         not problems, lambda: f"resumed session {sid!r}: {'; '.join(problems)}"
     )
 
 
-def check_repair(sid: str, opened: OpenTurn, added: Sequence[Record]) -> None:
+def _check_repair(sid: str, opened: OpenTurn, added: Sequence[Record]) -> None:
     """What resuming appended (`added`) to a session stored with `opened` turn: its end as
     `interrupted`, a result for each dangling call, and the repair before the new turn."""
     turn = opened.turn
