@@ -18,9 +18,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+import trio
 
+import trio_agents
 from trio_agents import ShellExecutor, make_non_dumpable
 from trio_agents._shell_env import carries_credentials, command_environment
+
+from .support.unprivileged import check_reachable_by_nobody
 
 # Each value is unique, so finding it anywhere in a command's output is a leak.
 CREDENTIALS: Mapping[str, str] = {
@@ -119,6 +123,7 @@ def _unprivileged() -> list[str]:
         return []
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (util-linux) is needed to drop root for this test"
+    check_reachable_by_nobody(trio_agents.__file__, trio.__file__)
     return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 

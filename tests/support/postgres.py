@@ -30,6 +30,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
+from .unprivileged import check_reachable_by_nobody
+
 __all__ = ["PgServer", "find_binaries", "start_server", "sweep_orphans"]
 
 
@@ -158,6 +160,8 @@ def start_server(*, fsync: bool = False) -> PgServer:
     `fsync=True` keeps the server's durable defaults (for benchmarks/store_appends.py); the
     tests turn it off."""
     bindir = find_binaries()
+    if _user() is not None:
+        check_reachable_by_nobody(bindir / "initdb")
     sweep_orphans(bindir)
     root = pathlib.Path(tempfile.mkdtemp(prefix="trio-agents-pg-"))
     (root / "owner").write_text(str(os.getpid()))
