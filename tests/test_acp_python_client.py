@@ -4,13 +4,14 @@ in this test process, against the server in a subprocess (issue 6, acceptance 1 
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import ToolCallProgress, ToolCallStart, UserMessageChunk
 
-from .support.acp_sdk import RecordingClient, new_session, prompt, run, server
+from .support.acp_sdk import RecordingClient, new_session, prompt, read_fifo_line, run, server
 from .support.processes import with_marker
 
 pytestmark = pytest.mark.subprocess
@@ -134,6 +135,7 @@ def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
     tmp_path: pathlib.Path,
 ) -> None:
     pidfile = tmp_path / "pgid"
+    os.mkfifo(pidfile)
     marker = f"acp-job-{tmp_path.name}"
 
     async def scenario() -> None:
@@ -144,6 +146,9 @@ def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
             # Found by its argv[0] afterwards: a sandboxed `$$` is a pid of its own namespace.
             job = f"!&echo $$ > {pidfile}; exec -a {marker} sleep 1000"
             await conn.prompt(session_id=a, prompt=prompt(job))
+            # The answer comes once the job is started, not once it has run a line: wait for
+            # it, or a loaded machine ends the server before the job has written anything.
+            assert int(await read_fifo_line(pidfile)) > 0  # the job ran
             await conn.prompt(session_id=b, prompt=prompt("/output bash-1"))
             started, refused = [u for u in client.of(b) if isinstance(u, ToolCallProgress)]
             assert (started.status, refused.status) == ("in_progress", "failed")
@@ -152,7 +157,6 @@ def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
             await conn.prompt(session_id=a, prompt=prompt("/output bash-1"))
             mine = [u for u in client.of(a) if isinstance(u, ToolCallProgress)][-1]
             assert mine.status == "completed"
-        assert int(pidfile.read_text()) > 0  # the job ran
         assert with_marker(f"{marker}\0") == []  # read from /proc after the server exited
 
     run(scenario())

@@ -21,7 +21,16 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
-__all__ = ["RecordingClient", "choose", "guarded", "new_session", "prompt", "run", "server"]
+__all__ = [
+    "RecordingClient",
+    "choose",
+    "guarded",
+    "new_session",
+    "prompt",
+    "read_fifo_line",
+    "run",
+    "server",
+]
 
 T = TypeVar("T")
 
@@ -113,3 +122,24 @@ async def new_session(conn: ClientSideConnection, cwd: pathlib.Path) -> str:
 
 def prompt(text: str) -> list[Any]:
     return [text_block(text)]
+
+
+async def read_fifo_line(fifo: pathlib.Path) -> str:
+    """The first line a sandboxed job writes to `fifo`, awaited on the event loop (so the
+    scenario's timeout still applies) rather than in a thread that could wait for ever.
+    Opened read-write: a FIFO so opened never blocks at open and never reads end-of-file."""
+    loop = asyncio.get_running_loop()
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        data = b""
+        while not data.endswith(b"\n"):
+            readable = loop.create_future()
+            loop.add_reader(fd, readable.set_result, None)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(fd)
+            data += os.read(fd, 4096)
+        return data.decode()
+    finally:
+        os.close(fd)
