@@ -10,6 +10,7 @@ thread is found among the process's threads by its name.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import signal
 import sqlite3
@@ -278,7 +279,8 @@ def test_no_trio_thread_pool_call_per_commit(
 
 
 SIGNALLED = """
-import sys, threading, trio
+import faulthandler, signal, sys, threading, trio
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, should it
 from trio_agents import SqliteStore
 from trio_agents._session import Session
 
@@ -301,16 +303,26 @@ except KeyboardInterrupt:
 @pytest.mark.subprocess
 def test_the_thread_is_joined_when_a_signal_stops_the_process(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "signal.sqlite3"
-    child = subprocess.Popen(
-        [sys.executable, "-c", SIGNALLED, str(path)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline() == "ready\n"
-        child.send_signal(signal.SIGINT)
-        out, _ = child.communicate(timeout=30)
-    finally:
-        child.kill()
-        child.wait()
+    with subprocess.Popen(
+        [sys.executable, "-c", SIGNALLED, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGUSR1)  # its threads' stacks, on its stderr
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.communicate(timeout=5)  # a hung process does not exit: read meanwhile
+            child.kill()
+            _, stacks = child.communicate()  # what the first call read, and the rest
+            pytest.fail(f"the process did not exit within 30 s of SIGINT:\n{stacks}")
+        finally:
+            child.kill()
+            child.wait()
     assert out == "threads ['MainThread']\n"
     assert on_disk(path) == {"s": 1}
