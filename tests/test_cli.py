@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import pathlib
 import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
 from trio_agents._cli._main import main
+from trio_agents._version import VERSION
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
@@ -129,3 +132,18 @@ def test_acp_with_an_unconfigured_endpoint_says_which_variable_to_set(
     monkeypatch.delenv("OPENAI_MODEL", raising=False)
     assert main(["acp", "--model", "openai"]) == 2
     assert "OPENAI_MODEL is not set" in capsys.readouterr().err
+
+
+def test_the_version_is_the_one_in_pyproject_and_in_the_installed_metadata() -> None:
+    # One string in two places (D379): the package's constant, read at every start without
+    # importing importlib.metadata, and pyproject's, which the installed metadata says.
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["version"] == VERSION
+    assert importlib.metadata.version("trio-agents") == VERSION
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_agents._cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == f"trio-agents {VERSION}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
+from .._version import VERSION
 from . import _acp as acp_cli
 from . import _chat as chat_cli
 from . import _conformance as conformance_cli
@@ -16,16 +16,9 @@ from . import _sessions as sessions_cli
 __all__ = ["main"]
 
 
-def _version() -> str:
-    try:
-        return version("trio-agents")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "(not installed)"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trio-agents")
-    parser.add_argument("--version", action="version", version=f"trio-agents {_version()}")
+    parser.add_argument("--version", action="version", version=f"trio-agents {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     conformance = commands.add_parser(
         "conformance", help="run the property-based conformance suite"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 
 import trio
@@ -18,6 +17,7 @@ from .._shell import ShellExecutor
 from .._shell_tools import BashTools
 from .._store import SessionStore
 from .._system_prompt import SystemPrompt, coding_system_prompt
+from .._version import VERSION
 from ._server import AcpServer
 
 __all__ = ["serve_stdio"]
@@ -83,8 +83,5 @@ async def _end_input_when(stop: trio.Event, receive: trio.lowlevel.FdStream) -> 
 
 
 def agent_version() -> str:
-    """The installed distribution's version, as `initialize` reports it ("0" if unknown)."""
-    try:
-        return metadata.version("trio-agents")
-    except metadata.PackageNotFoundError:
-        return "0"
+    """This distribution's version, as `initialize` reports it."""
+    return VERSION
