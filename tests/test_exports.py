@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
             "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
             "_status", "_inbox", "_store_claims", "_store_pg_schema", "_approval", "_mode_policy",
-            "_readable",
+            "_readable", "_version",
             "_mcp_config",
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_shell_types",
             "_spill", "_dumpable",

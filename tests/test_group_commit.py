@@ -281,6 +281,9 @@ def test_no_trio_thread_pool_call_per_commit(
 SIGNALLED = """
 import faulthandler, signal, sys, threading, trio
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, should it
+# An ignored SIGINT is inherited across exec, and Python then keeps it ignored (so trio
+# installs no handler): a test run that ignores it (seen under xdist) would hang here.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from trio_agents import SqliteStore
 from trio_agents._session import Session
 
