@@ -282,7 +282,7 @@ SIGNALLED = """
 import faulthandler, signal, sys, threading, trio
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, should it
 # An ignored SIGINT is inherited across exec, and Python then keeps it ignored (so trio
-# installs no handler): a test run that ignores it (seen under xdist) would hang here.
+# installs no handler): run from a shell's background job (`cmd &`), it would hang here.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from trio_agents import SqliteStore
 from trio_agents._session import Session

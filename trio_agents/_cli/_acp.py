@@ -40,9 +40,9 @@ from .._store import SessionStore
 from .._store_postgres import PostgresStore
 from .._store_sqlite import SqliteStore, default_store_path
 from .._system_prompt import SystemPrompt
+from .._version import VERSION
 from ..acp import serve_stdio
 from ..acp._modes import DEFAULT_MODE, MODES
-from ..acp._stdio import agent_version
 from ._args import (
     add_max_steps,
     add_model,
@@ -182,7 +182,7 @@ def startup_line(store: str, args: argparse.Namespace, policy: SandboxPolicy) ->
     if sandboxed and not policy.network:
         sandbox += ", no network"
     line = (
-        f"trio-agents acp {agent_version()}: serving ACP on stdio; store {store};"
+        f"trio-agents acp {VERSION}: serving ACP on stdio; store {store};"
         f" model {args.model}; mode {args.mode}; commands {sandbox}"
     )
     if args.verbose:

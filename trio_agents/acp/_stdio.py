@@ -64,7 +64,7 @@ async def serve_stdio(
             mode=mode,
             bash=bash,
             options=options,
-            version=agent_version(),
+            version=VERSION,
             mcp_start_timeout=mcp_start_timeout,
             system_prompt=system_prompt,
         )
@@ -80,8 +80,3 @@ async def _end_input_when(stop: trio.Event, receive: trio.lowlevel.FdStream) -> 
     # The reader, waiting in receive_some, sees ClosedResourceError: its end of input. A
     # line read in part is still handled, as at a real end of input.
     await receive.aclose()
-
-
-def agent_version() -> str:
-    """This distribution's version, as `initialize` reports it."""
-    return VERSION
