@@ -62,14 +62,14 @@ def descendants(root: int | None = None) -> list[int]:
 def host_pid(pid: int, marker: str | None = None) -> int:
     """This machine's pid of the live descendant that a sandboxed command knows as `pid` (the
     number in its own PID namespace); `pid` itself when no sandboxed descendant has it (an
-    unsandboxed command's `$!` is already this machine's). With `marker`, only descendants
-    whose command line contains it (several sandboxes each have their own pid 3). Asserts
-    it is not ambiguous."""
+    unsandboxed command's `$!` is already this machine's). With `marker`, a choice between
+    several such descendants (several sandboxes each have their own pid 3) goes to the one
+    whose command line contains it. Asserts it is not ambiguous.
+
+    The marker only breaks ties: a process in the middle of an `exec` briefly has no
+    command line to read, and one found by its number alone must not then be missed."""
     matches: list[int] = []
-    marked = None if marker is None else set(with_marker(marker))
     for candidate in descendants():
-        if marked is not None and candidate not in marked:
-            continue
         try:
             status = pathlib.Path(f"/proc/{candidate}/status").read_text()
         except OSError:
@@ -79,6 +79,9 @@ def host_pid(pid: int, marker: str | None = None) -> int:
                 numbers = [int(n) for n in line.split()[1:]]
                 if len(numbers) > 1 and numbers[-1] == pid:
                     matches.append(candidate)
+    if len(matches) > 1 and marker is not None:
+        marked = set(with_marker(marker))
+        matches = [candidate for candidate in matches if candidate in marked]
     assert len(matches) <= 1, f"several sandboxed descendants are pid {pid}: {matches}"
     return matches[0] if matches else pid
 
