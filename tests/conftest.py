@@ -21,6 +21,7 @@ from hypothesis import settings
 
 from trio_agents.testing._profiles import profile
 
+from .support import unprivileged
 from .support.bwrap import ensure_bwrap
 from .support.postgres import PgServer, start_server
 
@@ -82,6 +83,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         run = _guarded_run(REAL_GUARD, False) if real else _guarded_run(VIRTUAL_GUARD, True)
         # Prepended, so pytest-trio finds this runner before trio_mode's default one.
         item.add_marker(pytest.mark.trio(run=functools.partial(run)), append=False)
+
+
+def pytest_sessionfinish() -> None:
+    # After the session's fixtures are torn down (the server, stopped by a copied pg_ctl).
+    unprivileged.remove_copies()
 
 
 @pytest.fixture(scope="session")

@@ -18,13 +18,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-import trio
 
-import trio_agents
 from trio_agents import ShellExecutor, make_non_dumpable
 from trio_agents._shell_env import carries_credentials, command_environment
 
-from .support.unprivileged import check_reachable_by_nobody
+from .support.unprivileged import python_path_for_nobody
 
 # Each value is unique, so finding it anywhere in a command's output is a leak.
 CREDENTIALS: Mapping[str, str] = {
@@ -123,7 +121,6 @@ def _unprivileged() -> list[str]:
         return []
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (util-linux) is needed to drop root for this test"
-    check_reachable_by_nobody(trio_agents.__file__, trio.__file__)
     return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 
@@ -143,7 +140,9 @@ def shared_dir() -> Iterator[str]:
 def _server_env(path: str | None = None) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin") if path is None else path,
-        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (python_path_for_nobody(), os.environ.get("PYTHONPATH")) if p
+        ),
         "HOME": "/tmp",
         "LANG": "C.UTF-8",
         **CREDENTIALS,

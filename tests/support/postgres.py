@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from .unprivileged import check_reachable_by_nobody
+from .unprivileged import open_to_nobody
 
 __all__ = ["PgServer", "find_binaries", "start_server", "sweep_orphans"]
 
@@ -154,6 +154,23 @@ def sweep_orphans(bindir: pathlib.Path) -> list[pathlib.Path]:
     return swept
 
 
+def _open_to_nobody(bindir: pathlib.Path) -> pathlib.Path:
+    """`bindir`, or, from a checkout closed to others, a copy nobody can run: of the
+    install's tree (bin, lib, share: PostgreSQL finds the rest relative to bin), and for
+    the pgserver wheel also of the libraries beside its package (`pgserver.libs`, which its
+    binaries find by the relative path `$ORIGIN/../../../pgserver.libs`)."""
+    install = bindir.parent
+    if install.name == "pginstall" and install.parent.name == "pgserver":
+        packages = install.parent.parent
+        members = ["pgserver/pginstall"]
+        if (packages / "pgserver.libs").is_dir():
+            members.append("pgserver.libs")
+        return open_to_nobody(packages, members, "pgserver/pginstall/bin/initdb") / (
+            "pgserver/pginstall/bin"
+        )
+    return open_to_nobody(install, ["."], f"{bindir.name}/initdb") / bindir.name
+
+
 def start_server(*, fsync: bool = False) -> PgServer:
     """initdb and start a server in a new temporary directory (not under pytest's, whose
     parents are private to root), after stopping the servers of processes that died.
@@ -161,7 +178,7 @@ def start_server(*, fsync: bool = False) -> PgServer:
     tests turn it off."""
     bindir = find_binaries()
     if _user() is not None:
-        check_reachable_by_nobody(bindir / "initdb")
+        bindir = _open_to_nobody(bindir)
     sweep_orphans(bindir)
     root = pathlib.Path(tempfile.mkdtemp(prefix="trio-agents-pg-"))
     (root / "owner").write_text(str(os.getpid()))
