@@ -85,8 +85,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.trio(run=functools.partial(run)), append=False)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish() -> None:
-    # After the session's fixtures are torn down (the server, stopped by a copied pg_ctl).
+    # Last: after the session's fixtures are torn down (the runner's own sessionfinish does
+    # that), since the server is stopped by a copied pg_ctl.
     unprivileged.remove_copies()
 
 

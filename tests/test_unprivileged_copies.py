@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 
 from .support import unprivileged
-from .support.postgres import find_binaries
 
 
 def _as_nobody() -> list[str]:
@@ -72,9 +71,14 @@ def test_the_copied_package_imports_and_serves_on_its_own() -> None:
 
 
 def test_a_tree_nobody_can_read_is_used_where_it_is() -> None:
-    bindir = find_binaries()
-    install = bindir.parent
-    assert unprivileged.open_to_nobody(install, ["."], f"{bindir.name}/initdb") == install
+    open_dir = pathlib.Path(tempfile.mkdtemp(prefix="trio-agents-opened-"))
+    try:
+        open_dir.chmod(0o755)
+        (open_dir / "bin").mkdir()
+        (open_dir / "bin" / "run").write_text("")
+        assert unprivileged.open_to_nobody(open_dir, ["bin"], "bin/run") == open_dir
+    finally:
+        shutil.rmtree(open_dir, ignore_errors=True)
 
 
 @pytest.mark.subprocess

@@ -15,6 +15,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 from importlib import metadata
 
@@ -150,6 +151,7 @@ def _own_directory() -> pathlib.Path:
         sweep_dead_copies()
         path = pathlib.Path(tempfile.mkdtemp(prefix=PREFIX))
         (path / "owner").write_text(str(os.getpid()))
+        (path / "made-by").write_text(" ".join(sys.argv))  # to tell whose a leftover is
         path.chmod(0o755)
         atexit.register(shutil.rmtree, path, ignore_errors=True)
         _own.append(path)
