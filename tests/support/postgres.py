@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from .unprivileged import open_to_nobody
+from .unprivileged import open_to_nobody, sweep_dead_copies
 
 __all__ = ["PgServer", "find_binaries", "start_server", "sweep_orphans"]
 
@@ -135,8 +135,9 @@ def _alive(pid: int) -> bool:
 
 
 def sweep_orphans(bindir: pathlib.Path) -> list[pathlib.Path]:
-    """Stop and remove the servers whose starting process has died; the directories
-    removed. A directory with no `owner` yet is another process's server being made."""
+    """Stop and remove the servers whose starting process has died, and the copies it
+    made for nobody; the servers' directories removed. A directory with no `owner` yet is
+    another process's server being made."""
     swept: list[pathlib.Path] = []
     for root in pathlib.Path(tempfile.gettempdir()).glob("trio-agents-pg-*"):
         try:
@@ -151,6 +152,8 @@ def sweep_orphans(bindir: pathlib.Path) -> list[pathlib.Path]:
         else:
             shutil.rmtree(root, ignore_errors=True)
         swept.append(root)
+    # Then the copies such a process made for nobody (D380), its server's binaries included.
+    sweep_dead_copies()
     return swept
 
 

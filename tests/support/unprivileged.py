@@ -25,6 +25,8 @@ __all__ = [
     "check_reachable_by_nobody",
     "copy_python",
     "open_to_nobody",
+    "own_directories",
+    "own_directory",
     "python_path_for_nobody",
     "readable_by_nobody",
     "remove_copies",
@@ -75,7 +77,7 @@ def open_to_nobody(root: pathlib.Path, members: list[str], probe: str) -> pathli
     if readable_by_nobody(root / probe):
         return root
     if root not in _copies:
-        target = _own_directory() / f"{len(_copies)}-{root.name}"
+        target = own_directory() / f"{len(_copies)}-{root.name}"
         for member in members:
             shutil.copytree(
                 root / member,
@@ -101,7 +103,7 @@ def python_path_for_nobody() -> str | None:
         return None
     key = package / "(requirements)"
     if key not in _copies:
-        _copies[key] = copy_python(_own_directory() / "python")
+        _copies[key] = copy_python(own_directory() / "python")
     check_reachable_by_nobody(_copies[key] / package.name / "__init__.py")
     return str(_copies[key])
 
@@ -142,7 +144,7 @@ def requirements(name: str) -> list[metadata.Distribution]:
     return list(seen.values())
 
 
-def _own_directory() -> pathlib.Path:
+def own_directory() -> pathlib.Path:
     """This process's directory of copies: under the temporary directory (open to others),
     named after the process in a file `owner`, removed at the end of the test session
     (`remove_copies`) or else when the process exits; made after removing those of
@@ -156,6 +158,11 @@ def _own_directory() -> pathlib.Path:
         atexit.register(shutil.rmtree, path, ignore_errors=True)
         _own.append(path)
     return _own[0]
+
+
+def own_directories() -> list[pathlib.Path]:
+    """This process's directory of copies, if it made one."""
+    return list(_own)
 
 
 def remove_copies() -> None:
