@@ -101,7 +101,7 @@ async def run_once(store: CountingStore, sessions: int, prompts: int) -> tuple[l
                 await to_client_send.aclose()
 
             nursery.start_soon(serve)
-            ids = []
+            ids: list[str] = []
             for _ in range(sessions):
                 answer = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
                 ids.append(answer["result"]["sessionId"])

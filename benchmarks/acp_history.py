@@ -56,7 +56,7 @@ async def measure(history: int) -> tuple[float, float]:
                 assert answer["result"] == {"stopReason": "end_turn"}, answer
                 return spent
 
-            sessions = []
+            sessions: list[str] = []
             for _ in range(2):
                 answer = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
                 sessions.append(answer["result"]["sessionId"])

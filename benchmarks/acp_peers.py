@@ -54,17 +54,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import trio
 
 from trio_agents.acp._jsonrpc import LineSplitter
 from trio_agents.testing._acp._client import AgentProcess, Target
 from trio_agents.testing._acp._endpoint import API_KEY, MODEL, ScriptedEndpoint, open_endpoint
-from trio_agents.testing._acp._procs import descendants, kill_all
+from trio_agents.testing._acp._procs import Proc, descendants, kill_all
 
 ROOT = Path(__file__).resolve().parent.parent
 Row = tuple[str, str, str, str]
@@ -210,7 +210,7 @@ class Client:
             message = json.loads(line)
         except ValueError:
             return {}  # not JSON-RPC (a log line on stdout): not an answer
-        return message if isinstance(message, dict) else {}
+        return cast(dict[str, Any], message) if isinstance(message, dict) else {}
 
     async def drain_stderr(self) -> None:
         assert self.process.stderr is not None
@@ -226,7 +226,7 @@ class Client:
 @contextlib.asynccontextmanager
 async def open_client(
     peer: Peer, placeholders: Mapping[str, str], directory: Path, started: list[float]
-) -> Any:
+) -> AsyncGenerator[Client, None]:
     """Spawn `peer` in `directory` and yield its `Client`; `started` gets the spawn time
     (perf_counter, just before the spawn)."""
     launcher = AgentProcess(peer.target, placeholders, directory)  # its env and files only
@@ -244,7 +244,7 @@ async def open_client(
         start_new_session=True,
     )
     client = Client(process)
-    seen = []
+    seen: list[Proc] = []
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client.drain_stderr)
@@ -372,11 +372,12 @@ def cpu_seconds(root: int) -> float:
 
 async def _prompt(client: Client, params: Mapping[str, Any], answer: str) -> None:
     result, updates = await client.request("session/prompt", params, seconds=60)
-    stop = result.get("stopReason") if isinstance(result, dict) else None
+    stop = cast(dict[str, Any], result).get("stopReason") if isinstance(result, dict) else None
+    said = [cast(Mapping[str, Any], u.get("update") or {}) for u in updates]
     text = "".join(
-        str((u.get("update") or {}).get("content", {}).get("text", ""))
-        for u in updates
-        if (u.get("update") or {}).get("sessionUpdate") == "agent_message_chunk"
+        str(update.get("content", {}).get("text", ""))
+        for update in said
+        if update.get("sessionUpdate") == "agent_message_chunk"
     )
     if stop != "end_turn" or answer not in text:
         raise Unusable(
@@ -439,7 +440,8 @@ def _reason(exc: BaseException) -> str | None:
     if isinstance(exc, Unusable | OSError):
         return str(exc)
     if isinstance(exc, BaseExceptionGroup):
-        match, rest = exc.split((Unusable, OSError))
+        group = cast(BaseExceptionGroup[BaseException], exc)
+        match, rest = group.split((Unusable, OSError))
         if match is not None and rest is None:
             leaf: BaseException = match
             while isinstance(leaf, BaseExceptionGroup):
@@ -501,7 +503,7 @@ def _verdict(ok: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="timed starts per agent")
     parser.add_argument("--prompts", type=int, default=8, help="timed prompts per agent per start")
     parser.add_argument(

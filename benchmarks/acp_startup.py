@@ -51,7 +51,7 @@ def once(root: Path, before: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--base", type=Path, help="another checkout's root to time as well")
     args = parser.parse_args(argv)

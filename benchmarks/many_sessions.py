@@ -120,7 +120,7 @@ async def acp_run(sessions: int, prompts_each: int) -> AcpRun:
                 nursery.start_soon(client.read)
                 await client.request("initialize", {"protocolVersion": 1})
                 # One session first, so the resident set is measured after start-up's own.
-                params = {"cwd": directory, "mcpServers": []}
+                params: dict[str, Any] = {"cwd": directory, "mcpServers": []}
                 await client.request("session/new", params)
                 before = rss_bytes(process.pid)
                 start = time.perf_counter()

@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,7 +54,7 @@ async def appends_per_second(store: SessionStore, turns: int) -> float:
 
 
 @contextmanager
-def database(dsn: str | None) -> Iterator[str]:
+def database(dsn: str | None) -> Generator[str]:
     """The DSN given, or a new database on a server started for the run."""
     if dsn is not None:
         yield dsn

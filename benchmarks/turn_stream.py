@@ -76,7 +76,7 @@ async def lagging(steps: int, pieces: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--pieces", type=int, default=2000)

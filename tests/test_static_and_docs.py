@@ -42,8 +42,8 @@ def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ("ruff", "check", "trio_agents", "tests", "examples"),
-        ("ruff", "format", "--check", "trio_agents", "tests", "examples"),
+        ("ruff", "check", "trio_agents", "tests", "examples", "benchmarks"),
+        ("ruff", "format", "--check", "trio_agents", "tests", "examples", "benchmarks"),
         ("mypy",),
         ("pyright",),
     ],
