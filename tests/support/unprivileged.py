@@ -72,7 +72,7 @@ def open_to_nobody(root: pathlib.Path, members: list[str], probe: str) -> pathli
     """`root` when nobody can read `root / probe`; otherwise a directory that nobody can
     read, made once in this process, holding copies of `root`'s `members` (relative paths
     of directories) at the same relative places, so that what one finds of another by a
-    relative path (a wheel's binaries their libraries) is found."""
+    relative path (as a wheel's binaries find their libraries) is found."""
     root = root.absolute()
     if readable_by_nobody(root / probe):
         return root
