@@ -195,9 +195,9 @@ class AcpMachine(ConformanceMachine):
 
     def _unanswered(self, agent: AgentProcess, what: str) -> NoReturn:
         self._raise_found(agent)
-        REQUEST_ANSWERED.fail(
-            f"{what} got no answer within {agent.target.timeout:g} s; {agent.describe_exit()}"
-        )
+        # An agent that exited did not make the client wait the timeout out: say which.
+        waited = "before the agent exited" if agent.exited else f"within {agent.target.timeout:g} s"
+        REQUEST_ANSWERED.fail(f"{what} got no answer {waited}; {agent.describe_exit()}")
 
     def _raise_found(self, agent: AgentProcess) -> None:
         if agent.problems:
