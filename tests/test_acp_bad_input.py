@@ -19,7 +19,11 @@ MAX_LINE = 16384  # deep-nesting frames (5,000 levels) still fit
 METHODS = ["initialize", "session/new", "session/load", "session/prompt", "authenticate"]
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
     ),
@@ -51,6 +55,8 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
                 "null-id",
                 "deep",
                 "surrogate",
+                "not-strict-json",
+                "no-id-method-not-string",
             ]
         )
     )
@@ -95,6 +101,16 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
             + method.encode()
             + b'","params":{"protocolVersion":1,"sessionId":"\\ud800","x":"\\udc00"}}\n'
         ), "error" if method != "initialize" else "ok"
+    if kind == "not-strict-json":
+        # Python's parser reads these; JSON has no such values, so the line is not JSON.
+        constant = draw(st.sampled_from([b"NaN", b"Infinity", b"-Infinity"]))
+        return b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","method":"initialize",' + (
+            b'"params":{"protocolVersion":' + constant + b"}}\n"
+        ), "null"
+    if kind == "no-id-method-not-string":
+        # JSON-RPC 2.0's own example: not a notification either, so answered with id null.
+        not_method: Any = draw(st.integers() | st.none() | st.lists(st.integers(), max_size=2))
+        return _line({"jsonrpc": "2.0", "method": not_method, "params": "bar"}), "null"
     if kind == "null-id":
         return _line({"jsonrpc": "2.0", "id": None, "method": "initialize", "params": {}}), "null"
     if kind == "huge":
@@ -152,3 +168,33 @@ def test_bad_input_gets_errors_and_the_server_keeps_serving(data: st.DataObject)
     count = data.draw(st.integers(1, 6), label="frames")
     frames = [data.draw(bad_frames(n), label=f"frame {n}") for n in range(count)]
     trio.run(scenario, frames, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_ids_and_paths_no_file_system_or_database_can_take_are_invalid_params() -> None:
+    # JSON strings may hold NUL and lone surrogates. As a cwd they once made a session that
+    # every link then crashed the server in; as a session id, an internal error with a
+    # traceback from the database's bind (D381).
+    async with acp_peer() as peer:
+        calls: list[tuple[str, dict[str, Any]]]
+        for cwd in ["/tmp/a\x00b", "/tmp/\ud800"]:
+            calls = [
+                ("session/new", {"mcpServers": []}),
+                ("session/list", {}),
+                ("session/load", {"sessionId": "s", "mcpServers": []}),
+            ]
+            for method, extra in calls:
+                answer = await peer.request(method, {"cwd": cwd, **extra})
+                assert answer["error"]["code"] == -32602, (method, answer)
+                assert "cwd" in answer["error"]["message"], answer
+        for sid in ["\ud800", "a\udcffb"]:
+            calls = [
+                ("session/load", {"cwd": "/tmp", "mcpServers": []}),
+                ("session/prompt", {"prompt": [{"type": "text", "text": "x"}]}),
+                ("session/set_mode", {"modeId": "auto"}),
+            ]
+            for method, extra in calls:
+                answer = await peer.request(method, {"sessionId": sid, **extra})
+                assert answer["error"]["code"] == -32602, (method, answer)
+                assert "sessionId" in answer["error"]["message"], answer
+        # And the server still serves.
+        assert (await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]

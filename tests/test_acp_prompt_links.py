@@ -68,3 +68,37 @@ async def test_a_prompt_cancelled_while_its_links_are_read_never_reaches_the_age
             assert after == {"stopReason": "end_turn"}
             (user,) = [r for r in agent.session.records if r.type == "user/message"]
             assert f"[read {link['uri']}]" in user.data["content"]
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/%00", "NUL"),  # a percent escape that decodes to NUL
+        ("/a.txt%00.md", "NUL"),
+        ("/\ud800", "lone surrogate"),  # valid in a JSON string, in no file name
+    ],
+)
+@pytest.mark.parametrize("host", ["", "localhost"])
+async def test_a_link_no_file_name_can_hold_is_a_note_and_the_prompt_runs(
+    path: str, why: str, host: str, tmp_path: pathlib.Path
+) -> None:
+    # These once raised out of the directory test (realpath) and ended the whole server,
+    # every other session's prompt with it (D381).
+    uri = f"file://{host}{tmp_path}{path}"
+    link = {"type": "resource_link", "uri": uri, "name": "x"}
+    async with acp_peer() as peer:
+        sid = (await peer.result("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+        agent = peer.runtime.agents.get(sid)
+        assert agent is not None
+        prompt = [{"type": "text", "text": "read"}, link]
+        answer = await peer.result("session/prompt", {"sessionId": sid, "prompt": prompt})
+        assert answer == {"stopReason": "end_turn"}
+        (user,) = [r for r in agent.session.records if r.type == "user/message"]
+        assert why in user.data["content"], user.data["content"]
+        # The server is still serving: the session takes its next prompt.
+        again = [{"type": "text", "text": "again"}]
+        assert await peer.result("session/prompt", {"sessionId": sid, "prompt": again}) == {
+            "stopReason": "end_turn"
+        }

@@ -109,7 +109,7 @@ class Response:
 class Invalid:
     """A line that is not a valid message. `id` is the request id to answer, if one could be
     read; a broken notification (no id) is answered with id null only when nothing could be
-    read at all, as JSON-RPC 2.0 asks."""
+    read at all or its method is not a string, as JSON-RPC 2.0 asks."""
 
     id: RequestId | None
     code: int
@@ -169,7 +169,7 @@ def parse(line: bytes) -> Message | None:
     if not line.strip():
         return None
     try:
-        value = json.loads(line)
+        value = json.loads(line, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         # RecursionError: nesting deeper than the parser's stack (a hostile frame).
         return Invalid(None, PARSE_ERROR, f"not JSON: {type(exc).__name__}: {exc}", answer=True)
@@ -199,9 +199,9 @@ def parse(line: bytes) -> Message | None:
     method = frame["method"]
     is_request = "id" in frame
     if not isinstance(method, str):
-        return Invalid(
-            request_id, INVALID_REQUEST, f"method must be a string: {method!r}", is_request
-        )
+        # Not a notification either: answered, with id null when it has none, as JSON-RPC
+        # 2.0's own example of an invalid request is (D381).
+        return Invalid(request_id, INVALID_REQUEST, f"method must be a string: {method!r}", True)
     params = frame.get("params", {})
     if not isinstance(params, dict):
         return Invalid(
@@ -212,6 +212,11 @@ def parse(line: bytes) -> Message | None:
             return Invalid(None, INVALID_REQUEST, "a request id must not be null", answer=True)
         return Request(request_id, method, params)  # pyright: ignore[reportUnknownArgumentType]
     return Notification(method, params)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _not_json(constant: str) -> Any:
+    # Python's parser takes NaN and Infinity; JSON has no such values (RFC 8259).
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def _line(frame: Mapping[str, Any]) -> bytes:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ._jsonrpc import JsonRpcError
+from ._mapping import require_absolute
 
 __all__ = ["PAGE_SIZE", "Listed", "page"]
 
@@ -48,9 +49,7 @@ def page(
     cursor this agent did not give."""
     cwd: str | None = params.get("cwd")
     if cwd is not None:
-        if not os.path.isabs(cwd):
-            raise JsonRpcError.invalid_params(f"cwd must be an absolute path: {cwd!r}")
-        cwd = os.path.normpath(cwd)
+        cwd = require_absolute("cwd", cwd)
     cursor: str | None = params.get("cursor")
     after = _decode(cursor) if cursor is not None else None
     chosen = sorted(

@@ -48,6 +48,7 @@ __all__ = [
     "json_safe",
     "mcp_servers",
     "mcp_title",
+    "require_absolute",
     "require_cwd",
     "require_session_id",
     "stop_reason",
@@ -105,11 +106,32 @@ def client_reads_files(params: Mapping[str, Any]) -> bool:
     return isinstance(fs, Mapping) and cast("Mapping[str, Any]", fs).get("readTextFile") is True
 
 
+def _plain(name: str, value: str) -> str:
+    """`value`, if a file system or a database can take it: JSON strings may hold NUL and
+    lone surrogates, which no path and no UTF-8 column can (D381)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JsonRpcError.invalid_params(
+            f"{name} must be valid Unicode text, got {value!r} (a lone surrogate)"
+        ) from None
+    if "\0" in value:
+        raise JsonRpcError.invalid_params(f"{name} must not contain NUL, got {value!r}")
+    return value
+
+
 def require_session_id(params: Mapping[str, Any]) -> str:
     sid = params.get("sessionId")
     if not isinstance(sid, str) or not sid:
         raise JsonRpcError.invalid_params(f"sessionId must be a non-empty string, got {sid!r}")
-    return sid
+    return _plain("sessionId", sid)
+
+
+def require_absolute(name: str, value: str) -> str:
+    """`value` normalised, if it is an absolute path a file system can take (D381)."""
+    if not os.path.isabs(_plain(name, value)):
+        raise JsonRpcError.invalid_params(f"{name} must be an absolute path: {value!r}")
+    return os.path.normpath(value)
 
 
 def require_cwd(params: Mapping[str, Any]) -> str:
@@ -117,10 +139,11 @@ def require_cwd(params: Mapping[str, Any]) -> str:
     cwd = params.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise JsonRpcError.invalid_params(f"cwd must be an absolute path: {cwd!r}")
+    cwd = require_absolute("cwd", cwd)
     extra = params.get("additionalDirectories")
     if extra:
         raise JsonRpcError.invalid_params("additionalDirectories are not supported")
-    return os.path.normpath(cwd)
+    return cwd
 
 
 def mcp_servers(params: Mapping[str, Any]) -> tuple[McpServer, ...]:

@@ -76,6 +76,10 @@ async def read_resource(
     if path is None:
         await trio.lowlevel.checkpoint()
         return resource_note(uri, "only file: links are read")
+    unusable = _unusable(path)
+    if unusable is not None:
+        await trio.lowlevel.checkpoint()
+        return resource_note(uri, unusable)
     if through_client is not None:
         # Resolving links touches the disk: in a worker thread, as the local read does.
         if await trio.to_thread.run_sync(_inside, session.cwd, path) is None:
@@ -98,6 +102,19 @@ def _local_path(uri: str) -> str | None:
         return None
     path = urllib.parse.unquote(parsed.path)
     return path if os.path.isabs(path) else None
+
+
+def _unusable(path: str) -> str | None:
+    """Why no file system call can take `path`, or None: a URI's escapes may decode to NUL,
+    or to bytes that are not UTF-8 (`unquote` makes them U+FFFD, which is harmless), and a
+    JSON string may hold a lone surrogate (D381)."""
+    if "\0" in path:
+        return "its path holds a NUL byte, which no file name can"
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        return "its path is not valid Unicode text (a lone surrogate)"
+    return None
 
 
 def _inside(cwd: str, path: str) -> str | None:
