@@ -123,6 +123,32 @@ def test_usage_errors_are_one_line() -> None:
     assert "write it as NAME=TEMPLATE" in bad_env.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--env", "A=b"], "--env applies only with --acp; add --acp, or leave it out"),
+        (["--timeout", "20"], "--timeout applies only with --acp"),
+        (["--grace", "3", "--no-shrink"], "--grace, --no-shrink apply only with --acp"),
+        (["--", "true"], "the agent command 'true' applies only with --acp"),
+        (
+            ["--acp", "--target", "m:f", "--", "true"],
+            "--target names a Python implementation, which --acp does not check",
+        ),
+    ],
+)
+def test_a_flag_of_the_other_mode_is_refused_not_ignored(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `conformance --env A=b` once ran the whole Python suite, the flag unread.
+    from trio_agents._cli._main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["conformance", *argv])
+    assert exited.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"trio-agents conformance: error: {says}"), last
+
+
 def test_an_agent_that_refuses_session_new_is_not_checked_and_says_why(tmp_path: Any) -> None:
     script = tmp_path / "refuses.py"
     script.write_text(

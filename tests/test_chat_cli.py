@@ -4,9 +4,11 @@ the real command in a pseudo-terminal, typed at and interrupted as a person woul
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -550,3 +552,52 @@ def test_an_unknown_session_exits_2_without_a_prompt(tmp_path: pathlib.Path) -> 
     assert result.returncode == 2, result.stderr
     assert "no session 'nope' in" in result.stderr
     assert PROMPT not in result.stdout
+
+
+@pytest.mark.subprocess
+def test_a_damaged_session_is_one_line_with_exit_code_1(tmp_path: pathlib.Path) -> None:
+    # It was a traceback; `sessions show` and ACP's session/load already said it in a line.
+    build_session(tmp_path / "s.db", "hurt", ["one"])
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db, db:
+        db.execute("UPDATE records SET data = '{broken' WHERE session_id = 'hurt' AND seq = 2")
+    result = subprocess.run(
+        [str(BIN / "trio-agents"), "chat", "--store", str(tmp_path / "s.db"), "--session", "hurt"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("trio-agents chat: session 'hurt' is damaged: record 2 "), line
+    assert PROMPT not in result.stdout
+
+
+@pytest.mark.parametrize("command", ["chat", "acp"])
+def test_a_store_in_a_directory_that_does_not_exist_is_refused_and_makes_nothing(
+    command: str, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A mistyped --store once made the whole tree of directories it named (D382).
+    path = tmp_path / "typo" / "deeper" / "s.db"
+    assert main([command, "--store", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"trio-agents {command}: --store {path}: its directory {path.parent} does not exist; "
+        "create it, or give another path"
+    )
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("command", [["chat"], ["acp"], ["sessions", "list"]])
+def test_an_empty_store_is_a_usage_error_not_the_current_directory(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--store", ""])
+    assert exit_.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith("argument --store: an empty value names no file; give a path or a URL")
+    )

@@ -89,8 +89,13 @@ def test_sessions_on_a_database_without_the_tables_lists_none_and_creates_nothin
     assert out[1].split(maxsplit=5)[3:] == ["1", "completed", "hello"]
 
 
-def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() -> None:
-    url = "postgresql://agent:s3cret-pw@127.0.0.1:1/agents?connect_timeout=2"
+@pytest.mark.parametrize("password", ["s3cret-pw", "e"])
+def test_a_database_that_cannot_be_reached_is_one_line_without_the_password(
+    password: str,
+) -> None:
+    # A one-letter password was once masked wherever its letter stood in the driver's
+    # message ("conn***ction r***fus***d"), which mangled it and told what the password was.
+    url = f"postgresql://agent:{password}@127.0.0.1:1/agents?connect_timeout=2"
     for command in (["acp", "--store", url], ["sessions", "list", "--store", url]):
         done = subprocess.run(
             [sys.executable, "-m", "trio_agents._cli", *command],
@@ -103,8 +108,53 @@ def test_a_database_that_cannot_be_reached_is_one_line_without_the_password() ->
         lines = done.stderr.splitlines()
         assert len(lines) == 1, done.stderr
         assert done.returncode in (1, 2)
-        assert "s3cret-pw" not in done.stderr
+        assert f":{password}@" not in done.stderr
+        assert "***" not in done.stderr  # the message never held it: nothing to mask
+        assert "connection" in done.stderr
         assert "postgresql://agent@127.0.0.1:1/agents" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("invalid dsn postgresql://u:pw@h:1/d", "invalid dsn postgresql://u@h:1/d"),
+        ("at postgresql://v:x%40y@other:2/e failed", "at postgresql://v:***@other:2/e failed"),
+        ("bad: host=h password='a b' port=x", "bad: host=h password=*** port=x"),
+        ("bad: PASSWORD = pw2 port=x", "bad: PASSWORD = *** port=x"),
+        ("refused; the password longsecret9 is wrong", "refused; the password *** is wrong"),
+        ("connection refused at e", "connection refused at e"),  # a short password: as is
+    ],
+)
+def test_a_drivers_message_loses_the_password_and_nothing_else(text: str, masked: str) -> None:
+    from trio_agents._store_postgres import without_password
+
+    password = "longsecret9" if "longsecret9" in text else "e"
+    dsn = "postgresql://u:pw@h:1/d"
+    assert without_password(text, dsn, "postgresql://u@h:1/d", password) == masked
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "command", [["sessions", "list"], ["sessions", "show", "x"], ["chat"], ["acp"]]
+)
+def test_without_the_driver_a_database_store_is_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    # `psycopg` is an extra: a plain install has no driver. This was a traceback in
+    # `sessions` and `chat`, since they made the store before their error handling.
+    blocked = (
+        "import sys; sys.modules['psycopg'] = None; "
+        "from trio_agents._cli._main import main; sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked, *command, "--store", "postgresql://u:pw@127.0.0.1:1/x"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        env=_offline_env(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    (line,) = done.stderr.splitlines()
+    assert "needs the psycopg driver" in line
+    assert "pip install 'trio-agents[postgres]'" in line
+    assert done.returncode == 2
 
 
 def test_a_chat_on_the_database_is_resumed_by_a_second_chat(

@@ -760,3 +760,44 @@ def test_chat_whose_disk_fills_says_so_in_one_line_and_exits_1(small_mount: path
     assert "Traceback" not in errors, errors
     assert errors.splitlines()[-1].startswith("trio-agents chat: the turn was not stored: ")
     assert "the disk is full" in errors, errors
+
+
+@pytest.mark.parametrize(
+    ("denied", "reading", "cause", "hint"),
+    [
+        # A mode-000 file was said to be "read-only", with the hint to open it read-only.
+        ({"file": os.R_OK | os.W_OK}, True, "this user may not read the file", "chmod u+r"),
+        ({"file": os.R_OK | os.W_OK}, False, "this user may not read the file", "chmod u+r"),
+        ({"file": os.W_OK}, False, "the file is read-only", "make it writable (chmod u+w)"),
+        # Reading a WAL store needs its -shm file beside it: a read-only file is not why.
+        ({"file": os.W_OK, "dir": os.W_OK}, True, "SQLite needs its -shm file there", "make it"),
+        ({"dir": os.W_OK}, False, "is not writable", "copy the store to one that is"),
+    ],
+)
+def test_a_store_this_user_may_not_use_is_named_with_the_real_cause_and_the_fix(
+    denied: dict[str, int],
+    reading: bool,
+    cause: str,
+    hint: str,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Run as root, the tests cannot be refused; the kernel's answer is stood in for.
+    from trio_agents._store_errors import file_error
+
+    path = tmp_path / "s.sqlite3"
+    path.write_bytes(b"")
+    real_access = os.access
+
+    def access(where: Any, mode: int) -> bool:
+        which = "file" if pathlib.Path(where) == path else "dir"
+        return not mode & denied.get(which, 0) and real_access(where, mode)
+
+    monkeypatch.setattr("trio_agents._store_errors.os.access", access)
+    exc = sqlite3.OperationalError("unable to open database file")
+    exc.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
+    message = str(file_error(path, exc, "open", reading=reading))
+    assert message.startswith(f"cannot open {path}: "), message
+    assert cause in message, message
+    assert hint in message, message
+    assert "open it read-only" not in message

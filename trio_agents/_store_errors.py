@@ -64,19 +64,34 @@ def on_read_only_fs(path: Path) -> bool:
     return False
 
 
-def _read_only_cause(path: Path) -> str | None:
+def _access_cause(path: Path, reading: bool) -> str | None:
+    """Why this process may not use the store at `path` as it tried to (only `reading`, or
+    also writing), and what to do; None when no permission explains it."""
+    if path.exists() and not os.access(path, os.R_OK):
+        return (
+            "this user may not read the file; give it read access (chmod u+r), or use another path"
+        )
     if on_read_only_fs(path):
-        return "it is on a read-only file system"
-    if path.exists() and not os.access(path, os.W_OK):
-        return "the file is read-only"
+        return "it is on a read-only file system; copy it to a writable one, or use another path"
+    if not reading and path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only; make it writable (chmod u+w), or use another path"
     if not os.access(path.parent, os.W_OK):
-        return f"its directory {path.parent} is not writable"
+        # Reading too: in WAL mode SQLite keeps its shared-memory file beside the store.
+        need = "even to read it, SQLite needs its -shm file there" if reading else ""
+        return (
+            f"its directory {path.parent} is not writable"
+            + (f" ({need})" if need else "")
+            + "; make it writable, or copy the store to one that is"
+        )
     return None
 
 
-def file_error(path: Path, exc: BaseException, doing: str) -> TrioAgentsError:
+def file_error(
+    path: Path, exc: BaseException, doing: str, *, reading: bool = False
+) -> TrioAgentsError:
     """The error to raise for `exc`, raised while `doing` ("open", "write", "read") the
-    store at `path`. Chain it: `raise file_error(...) from exc`."""
+    store at `path`, opened for `reading` only or not. Chain it: `raise file_error(...) from
+    exc`."""
     where = str(path)
     if isinstance(exc, sqlite3.Error):
         code = _code(exc)
@@ -100,15 +115,12 @@ def file_error(path: Path, exc: BaseException, doing: str) -> TrioAgentsError:
                 "backup, or use another path",
                 path=where,
             )
-        read_only = _read_only_cause(path)
-        if read_only is not None and (
+        denied = _access_cause(path, reading)
+        if denied is not None and (
             code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) or "readonly" in str(exc)
         ):
-            return StoreFileError(
-                f"cannot {doing} {where}: {read_only} ({detail}); open it read-only, or use "
-                "another path",
-                path=where,
-            )
+            cause, _, hint = denied.partition("; ")
+            return StoreFileError(f"cannot {doing} {where}: {cause} ({detail}); {hint}", path=where)
         return StoreFileError(f"cannot {doing} {where}: {detail}", path=where)
     if isinstance(exc, OSError):
         if exc.errno == errno.ENOSPC:
@@ -122,9 +134,9 @@ def file_error(path: Path, exc: BaseException, doing: str) -> TrioAgentsError:
                 f"cannot {doing} {where}: {blocker} is not a directory; use another path",
                 path=where,
             )
-        read_only = _read_only_cause(path) if exc.errno in (errno.EROFS, errno.EACCES) else None
-        cause = read_only or exc.strerror or str(exc)
-        return StoreFileError(f"cannot {doing} {where}: {cause}; use another path", path=where)
+        denied = _access_cause(path, reading) if exc.errno in (errno.EROFS, errno.EACCES) else None
+        cause = denied or f"{exc.strerror or exc}; use another path"
+        return StoreFileError(f"cannot {doing} {where}: {cause}", path=where)
     return StoreFileError(f"cannot {doing} {where}: {exc}", path=where)
 
 

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -98,6 +99,21 @@ def _describe(dsn: str) -> tuple[str, str]:
     return f"postgresql://{who}{host}:{port}/{parts.get('dbname') or user or ''}", str(
         parts.get("password") or ""
     )
+
+
+_URL_SECRET = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s@]*@", re.IGNORECASE)
+_KEYWORD_SECRET = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def without_password(text: str, dsn: str, where: str, password: str) -> str:
+    """`text` (a driver's message) with the DSN named by `where` and the password of any
+    connection string in it masked. The password's bare text is masked too when it is long
+    enough (8 characters) not to occur by chance: masking a short one everywhere mangled
+    the message (a password `e` in `connection`) and showed which letters it holds."""
+    text = text.replace(dsn, where) if dsn else text
+    text = _URL_SECRET.sub(r"\1***@", text)
+    text = _KEYWORD_SECRET.sub(r"\1***", text)
+    return text.replace(password, "***") if len(password) >= 8 else text
 
 
 def lock_key(namespace: str, session_id: str) -> int:
@@ -233,9 +249,7 @@ class PostgresStore(SessionStore):
             raise self._connection_error("connect to", exc) from exc
 
     def _connection_error(self, doing: str, exc: BaseException) -> StoreConnectionError:
-        reason = " ".join(str(exc).split())
-        if self._password:
-            reason = reason.replace(self._password, "***")
+        reason = without_password(" ".join(str(exc).split()), self.dsn, self.where, self._password)
         return StoreConnectionError(
             f"cannot {doing} {self.where}: {reason}; check that the server is running and "
             "the DSN names it"

@@ -226,7 +226,7 @@ class SqliteStore(SessionStore):
         except (OSError, sqlite3.Error) as exc:
             if not is_file_error(exc):
                 raise
-            raise file_error(self.path, exc, "open") from exc
+            raise file_error(self.path, exc, "open", reading=self.readonly) from exc
 
     def _check_running(self) -> None:
         if self._conn is None:
@@ -256,7 +256,7 @@ class SqliteStore(SessionStore):
         except (OSError, sqlite3.Error) as exc:
             if not is_file_error(exc):
                 raise
-            raise file_error(self.path, exc, doing) from exc
+            raise file_error(self.path, exc, doing, reading=self.readonly) from exc
 
     # -- the write path -----------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from ._args import (
     add_system_prompt,
     configure_logging,
     sandbox_policy,
+    store_directory_problem,
 )
 from ._model_choice import MODELS, offered_models
 from ._signals import Quit, teardown_limit, watching_signals
@@ -105,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     if policy is None:
         return 2
     path: Path | str = args.store if args.store is not None else default_store_path()
+    problem = store_directory_problem(args.store) if isinstance(args.store, Path) else None
+    if problem is not None:
+        print(f"trio-agents acp: {problem}", file=sys.stderr)
+        return 2
     try:
         trio.run(_open_store, path)
     except TrioAgentsError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 from .._sandbox import fallback, mark_warned, probe_now, unavailable
 from .._sandbox_policy import SandboxPolicy
 from .._shell_env import check_env_name
+from .._store_errors import non_directory_ancestor
 from .._store_postgres import is_postgres_url
 from .._store_sqlite import default_store_path
 from .._system_prompt import coding_system_prompt
@@ -64,7 +65,25 @@ def add_store(
 
 def store_target(text: str) -> Path | str:
     """An argparse type: a PostgreSQL URL as it is, anything else a path."""
+    if not text:
+        # Path("") is the current directory, which the error would then name.
+        raise argparse.ArgumentTypeError("an empty value names no file; give a path or a URL")
     return text if is_postgres_url(text) else Path(text)
+
+
+def store_directory_problem(path: Path) -> str | None:
+    """Why a store file the user named cannot be made at `path`, or None. The store makes
+    the directories of its default path, but a mistyped `--store` must not make a tree of
+    them (D382)."""
+    if path.parent.is_dir():
+        return None
+    blocker = non_directory_ancestor(path)
+    if blocker is not None:
+        return f"--store {path}: {blocker} is not a directory; give another path"
+    return (
+        f"--store {path}: its directory {path.parent} does not exist; create it, or give "
+        "another path"
+    )
 
 
 def add_model(

@@ -49,6 +49,7 @@ from .._approval import Approval, ApprovalRequest
 from .._dumpable import make_non_dumpable
 from .._errors import (
     AgentClosedError,
+    CorruptSessionError,
     DuplicateSessionError,
     FlushTimeoutError,
     PersistenceError,
@@ -83,6 +84,7 @@ from ._args import (
     add_system_prompt,
     configure_logging,
     sandbox_policy,
+    store_directory_problem,
 )
 from ._chat_approval import TerminalApprover
 from ._chat_mcp import McpHolder, add_mcp, read_mcp_files
@@ -342,7 +344,8 @@ class Chat:
                 f"list them with: trio-agents sessions list{config.store_option}"
             )
             return EXIT_USAGE
-        except DuplicateSessionError as exc:
+        except (DuplicateSessionError, CorruptSessionError) as exc:
+            # Damaged: its message names the record; `sessions show` reads what is whole.
             self._terminal.error(f"trio-agents chat: {exc}")
             return 1
         return handle, True
@@ -520,7 +523,11 @@ def run(args: argparse.Namespace) -> int:
     store: SessionStore | Path
     if isinstance(target, str):
         # Hints name the database without its password (give it in PGPASSWORD or ~/.pgpass).
-        store = PostgresStore(target)
+        try:
+            store = PostgresStore(target)
+        except TrioAgentsError as exc:  # no driver installed: before any connection
+            print(f"trio-agents chat: --store: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         store_option = f" --store {shlex.quote(store.where)}"
     else:
         store = target
@@ -528,6 +535,10 @@ def run(args: argparse.Namespace) -> int:
         if args.session is not None and not target.is_file():
             message = f"trio-agents chat: no store at {target}, so no session {args.session!r}"
             print(message, file=sys.stderr)
+            return EXIT_USAGE
+        problem = store_directory_problem(target) if args.store is not None else None
+        if problem is not None:
+            print(f"trio-agents chat: {problem}", file=sys.stderr)
             return EXIT_USAGE
     config = ChatConfig(
         store=store,

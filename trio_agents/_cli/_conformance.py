@@ -204,6 +204,7 @@ def _print_summary(reports: list[Any]) -> None:
     machines = ", ".join(f"{r.machine} ({len(r.checked)})" for r in reports)
     verdict = "all held" if all(r.passed for r in reports) else "not all held"
     print(
-        f"checked {checked} properties on {len(reports)} machines: {machines}; {verdict}. "
+        f"checked {checked} properties on {len(reports)} "
+        f"machine{'' if len(reports) == 1 else 's'}: {machines}; {verdict}. "
         f"What each property means, and the rule it checks: {DOCS}"
     )

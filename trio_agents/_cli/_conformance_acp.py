@@ -18,6 +18,45 @@ __all__ = ["add_arguments", "run"]
 PLACEHOLDERS = "{base_url}, {api_key}, {model}, {dir}, {workdir}"
 
 
+DEFAULT_TIMEOUT = 20.0
+DEFAULT_GRACE = 5.0
+
+
+def misplaced(args: argparse.Namespace) -> str | None:
+    """The error for flags that the mode `args` asks for would ignore, or None: a flag of
+    the ACP mode without `--acp`, or a Python target with it."""
+    if args.acp:
+        targets = ("--target", "--runtime-target", "--shell-target", "--mcp-target")
+        given = [flag for flag in targets if getattr(args, flag[2:].replace("-", "_"))]
+        if given:
+            names = (
+                "names a Python implementation"
+                if len(given) == 1
+                else "name Python implementations"
+            )
+            return (
+                f"{', '.join(given)} {names}, which --acp does not check; leave "
+                f"{'it' if len(given) == 1 else 'them'} out, or run without --acp"
+            )
+        return None
+    ours: dict[str, object] = {
+        "--env": args.env,
+        "--config-file": args.config_file,
+        "--timeout": args.timeout is not None,
+        "--grace": args.grace is not None,
+        "--no-shrink": args.no_shrink,
+    }
+    command = [part for part in args.agent_command if part != "--"]
+    if command:
+        ours[f"the agent command {shlex.join(command)!r}"] = True
+    given = [flag for flag, value in ours.items() if value]
+    if len(given) == 1:
+        return f"{given[0]} applies only with --acp; add --acp, or leave it out"
+    if given:
+        return f"{', '.join(given)} apply only with --acp; add --acp, or leave them out"
+    return None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ACP mode's flags on the `conformance` parser."""
     parser.add_argument(
@@ -45,13 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=20.0,
+        default=None,  # 20: None tells a flag given without --acp from one not given
         help="with --acp: seconds any answer may take (default 20)",
     )
     parser.add_argument(
         "--grace",
         type=float,
-        default=5.0,
+        default=None,  # 5
         help="with --acp: seconds the agent may take to exit at end of input (default 5)",
     )
     parser.add_argument(
@@ -110,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # The agent runs in the example's work directory: a relative command must still resolve.
     command[0] = os.path.abspath(found) if os.sep in command[0] else found
-    for flag, value in (("--timeout", args.timeout), ("--grace", args.grace)):
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    grace = DEFAULT_GRACE if args.grace is None else args.grace
+    for flag, value in (("--timeout", timeout), ("--grace", grace)):
         if not value > 0:
             print(
                 f"trio-agents conformance: {flag} must be > 0 seconds, got {value}", file=sys.stderr
@@ -124,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:  # acp.schema: the agent-client-protocol package
         print(
             f"trio-agents conformance --acp needs the ACP schema package ({exc.name} is missing): "
-            "pip install agent-client-protocol==0.12.1",
+            "pip install 'trio-agents[acp-conformance]'",
             file=sys.stderr,
         )
         return 2
@@ -132,8 +173,8 @@ def run(args: argparse.Namespace) -> int:
         tuple(command),
         env=_pairs(args.env, "--env"),
         files=_pairs(args.config_file, "--config-file"),
-        timeout=args.timeout,
-        grace=args.grace,
+        timeout=timeout,
+        grace=grace,
     )
     shown = shlex.join(command)
     print(f"trio-agents conformance --acp: {shown}, profile {args.profile or 'ci'}", flush=True)

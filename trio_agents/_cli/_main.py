@@ -35,10 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return acp_cli.run(args)
     if args.command == "chat":
         return chat_cli.run(args)
+    wrong = acp_conformance_cli.misplaced(args)
+    if wrong is not None:
+        conformance.error(wrong)
     if args.acp:
         return acp_conformance_cli.run(args)
-    if args.agent_command:
-        parser.error(f"unexpected arguments {' '.join(args.agent_command)!r} (without --acp)")
     return conformance_cli.run(args)
 
 

@@ -64,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     target: Path | str = args.store if args.store is not None else default_store_path()
     if isinstance(target, str):
-        return _run_on(PostgresStore(target, readonly=True), args, out, err)
+        try:
+            database = PostgresStore(target, readonly=True)
+        except TrioAgentsError as exc:  # no driver installed: before any connection
+            print(f"trio-agents sessions: --store: {exc}", file=err)
+            return 2
+        return _run_on(database, args, out, err)
     path = target
     blocker = non_directory_ancestor(path)
     if blocker is not None:
