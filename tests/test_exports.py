@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_shell_types",
             "_spill", "_dumpable",
             "_sandbox_policy", "_tool_docstring", "_tool_schema", "_turn_events", "_turn_result",
-            "_system_prompt",
+            "_system_prompt", "_agent_parts",
             "_tracing", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
             "acp._params", "acp._prompt", "acp._listing", "acp._frames",
             "_cli._chat_render", "testing._reference", "testing._history",

@@ -22,6 +22,7 @@ from typing import Final
 
 import trio
 
+from ._agent_parts import check_parts
 from ._agent_step import StepTools, run_step
 from ._approval import Approval, ApprovalRequest
 from ._approval_gate import admit
@@ -126,6 +127,7 @@ class Agent:
         events: EventBus | None = None,
         approval: Approval | None = None,
     ) -> None:
+        check_parts(model=model, tools=tools, options=options, approval=approval)
         self._session = session
         self._approval = approval
         if approval is not None:

@@ -43,6 +43,18 @@ class ToolCall:
     name: str
     arguments: Mapping[str, Any]
 
+    def __post_init__(self) -> None:
+        # A call with an id that is not text was recorded, and its session then read back
+        # as damaged (D383).
+        if not isinstance(self.call_id, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"ToolCall call_id must be a str, got {self.call_id!r}")
+        if not isinstance(self.name, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"ToolCall name must be a str, got {self.name!r}")
+        if not isinstance(self.arguments, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"ToolCall arguments must be a mapping (a JSON object), got {self.arguments!r}"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class Message:

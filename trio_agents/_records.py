@@ -101,14 +101,22 @@ _DATA_ENCODER: Final = json.JSONEncoder(default=_as_dict)
 
 
 def freeze(value: Any) -> Any:
-    """A deep read-only copy: mappings become MappingProxyType, sequences tuples."""
+    """A deep read-only copy: mappings become MappingProxyType, sequences tuples. Raises
+    TypeError for a value JSON has no form for (a datetime, bytes, an object): a record
+    must be storable, and one that is not would fail the store's commit for every session
+    whose records share it (D383)."""
     if type(value) in _SCALARS:
         return value
     if isinstance(value, Mapping):
         return MappingProxyType({str(k): freeze(v) for k, v in value.items()})  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     if isinstance(value, list | tuple):
         return tuple(freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
-    return value
+    if isinstance(value, str | int | float):  # subclasses: an IntEnum, a str Enum
+        return value
+    raise TypeError(
+        f"{type(value).__name__} {value!r} cannot be stored: a record holds JSON values only "
+        "(str, int, float, bool, None, lists and mappings); convert it first"
+    )
 
 
 def thaw(value: Any) -> Any:

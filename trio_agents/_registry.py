@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from ._agent import Agent
+from ._agent_parts import check_meta, check_parts
 from ._approval import Approval
 from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
 from ._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
@@ -418,6 +419,9 @@ class AgentRegistry:
         name or an empty `session_id`.
         """
         require_open(self._owner, "create an agent in")
+        # Before the store is asked anything: a wrong part is the caller's one-line error.
+        check_parts(model=model, tools=tools, options=options, approval=approval)
+        check_meta(meta)
         sid = session_id if session_id is not None else str(uuid.uuid4())
         store = self._services.sessions
         self._reject_live(sid)
@@ -447,6 +451,7 @@ class AgentRegistry:
         open or closes meanwhile, CorruptSessionError for a damaged stored session.
         """
         require_open(self._owner, "resume an agent in")
+        check_parts(model=model, tools=tools, options=options, approval=approval)
         self._reject_live(session_id)
         stored = await self._services.sessions.restore(session_id)
         session = Session(session_id, stored.header, stored.records)

@@ -15,6 +15,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ._util import check_bool, check_strings
+
 __all__ = ["DEFAULT_SECRET_PATHS", "SandboxPolicy", "bwrap_argv", "hidden_targets"]
 
 DEFAULT_SECRET_PATHS: tuple[str, ...] = (
@@ -61,6 +63,25 @@ class SandboxPolicy:
     network: bool = True
     allow_unsandboxed: bool = False
     bwrap: str | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, since a mistake weakens the sandbox without a word: a str is read
+        # as its characters (`writable="//"` binds `/` writable), `network="no"` is true,
+        # and a relative hidden path used to be skipped (D383).
+        for name in ("secret_paths", "hidden", "writable", "read_only"):
+            paths = check_strings(f"SandboxPolicy {name}", getattr(self, name))
+            home_ok = name in ("secret_paths", "hidden")
+            for path in paths:
+                if not (
+                    os.path.isabs(path) or (home_ok and (path == "~" or path.startswith("~/")))
+                ):
+                    start = "absolute or start with ~/" if home_ok else "absolute"
+                    raise ValueError(f"SandboxPolicy {name}: {path!r} must be {start}")
+            object.__setattr__(self, name, paths)
+        check_bool("SandboxPolicy network", self.network)
+        check_bool("SandboxPolicy allow_unsandboxed", self.allow_unsandboxed)
+        if self.bwrap is not None and not (isinstance(self.bwrap, str) and self.bwrap):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"SandboxPolicy bwrap must be a path or None, got {self.bwrap!r}")
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -40,6 +40,7 @@ from ._shell_process import kill_at_once, outcome, pump, spawn, terminate_group
 from ._shell_sandbox import ShellSandbox
 from ._shell_types import JobOutput, RunResult, ShellRequest, ShellSpec
 from ._spill import SpillDirectory, SpillRoot
+from ._util import check_number, check_strings
 
 __all__ = [
     "JobOutput",
@@ -85,20 +86,26 @@ class ShellExecutor:
         env: Mapping[str, str] | None = None,
         sandbox: SandboxPolicy | None = SandboxPolicy(),  # noqa: B008 - frozen, shared
     ) -> None:
-        for name, value in (
-            ("timeout", timeout),
-            ("max_timeout", max_timeout),
-            ("max_output_bytes", max_output_bytes),
-            ("grace", grace),
-        ):
-            if not (0 < value < math.inf):
-                raise ValueError(f"{name} must be positive and finite, got {value!r}")
+        for name, value in (("timeout", timeout), ("max_timeout", max_timeout), ("grace", grace)):
+            check_number(f"ShellExecutor {name}", value)
+        check_number("ShellExecutor max_output_bytes", max_output_bytes, integer=True)
+        if cwd is not None and not isinstance(cwd, str | os.PathLike):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"ShellExecutor cwd must be a path or None, got {cwd!r}")
+        if env is not None and not isinstance(env, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"ShellExecutor env must be a mapping of names to values, got {env!r}")
+        if sandbox is not None and not isinstance(sandbox, SandboxPolicy):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"ShellExecutor sandbox must be a SandboxPolicy or None, got {sandbox!r}"
+            )
         self.cwd = cwd
         self.timeout = timeout
         self.max_timeout = max_timeout
         self.max_output_bytes = max_output_bytes
         self.grace = grace
-        self.pass_env = tuple(check_env_name(name, "pass_env name") for name in pass_env)
+        self.pass_env = tuple(
+            check_env_name(name, "pass_env name")
+            for name in check_strings("ShellExecutor pass_env", pass_env)
+        )
         self.env = {check_env_name(k, "env name"): v for k, v in (env or {}).items()}
         for name, given in self.env.items():
             if not isinstance(given, str) or "\0" in given:  # pyright: ignore[reportUnnecessaryIsInstance]

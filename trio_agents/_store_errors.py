@@ -93,6 +93,12 @@ def file_error(
     store at `path`, opened for `reading` only or not. Chain it: `raise file_error(...) from
     exc`."""
     where = str(path)
+    if path.is_dir():
+        # SQLite says "unable to open database file", or "disk I/O error" read-only.
+        return StoreFileError(
+            f"cannot {doing} {where}: {where} is a directory; give the path of a store file",
+            path=where,
+        )
     if isinstance(exc, sqlite3.Error):
         code = _code(exc)
         detail = f"SQLite: {exc}"

@@ -37,6 +37,16 @@ class ToolResult:
     content: str
     is_error: bool = False
 
+    def __post_init__(self) -> None:
+        # Recorded as it is: a result that is not text read back as a damaged session (D383).
+        if not isinstance(self.content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"ToolResult content must be a str, got {type(self.content).__name__} "
+                f"{self.content!r}; give its text (json.dumps for data)"
+            )
+        if not isinstance(self.is_error, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"ToolResult is_error must be True or False, got {self.is_error!r}")
+
 
 class Tool(Protocol):
     """A tool the model may call. Cancellation arrives as `trio.Cancelled`, as anywhere in trio.

@@ -2,11 +2,48 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable
-from typing import cast
+from typing import Any, cast
 
-__all__ = ["describe", "fixup_module_metadata"]
+__all__ = ["check_bool", "check_number", "check_strings", "describe", "fixup_module_metadata"]
+
+
+def check_number(where: str, value: Any, *, integer: bool = False) -> Any:
+    """`value`, if it is a positive finite number (an int when `integer`); else TypeError
+    or ValueError naming `where` (`ShellExecutor timeout`). bool is not a number here."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if integer else "a number"
+        raise TypeError(f"{where} must be {kind}, got {value!r}")
+    if not (0 < value < math.inf):
+        raise ValueError(f"{where} must be positive and finite, got {value!r}")
+    return value
+
+
+def check_bool(where: str, value: Any) -> bool:
+    """`value`, if it is True or False; else TypeError naming `where`. A truthy string
+    ("no") read as a flag would mean its opposite."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{where} must be True or False, got {value!r}")
+    return value
+
+
+def check_strings(where: str, value: Any) -> tuple[str, ...]:
+    """`value` (any iterable of str) as a tuple; TypeError naming `where` for a lone str,
+    which would be read as its characters (`"/tmp"` as `/`, `t`, `m`, `p`), or any item
+    that is not a str."""
+    if isinstance(value, str | bytes):
+        raise TypeError(f"{where} must be a sequence of strings, not one string: ({value!r},)")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"{where} must be a sequence of strings, got {value!r}") from None
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{where} must hold strings, got {item!r} in {value!r}")
+    return items
 
 
 def describe(exc: BaseException) -> str:
