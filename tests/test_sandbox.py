@@ -267,6 +267,35 @@ async def test_S7_the_filesystem_is_read_only_but_the_workdir_and_a_private_tmp(
     assert out.split("\n")[-1].split() == ["lo"]  # --unshare-net: a network of its own
 
 
+async def test_S7_run_by_root_a_command_has_no_capabilities_to_undo_its_sandbox(
+    tmp_path: pathlib.Path,
+) -> None:
+    # As root, bwrap used to leave every capability: a command could remount / writable,
+    # unmount /proc to see the host's processes, or mount a cgroup whose release_agent the
+    # kernel then ran outside every namespace, owned by nothing (D384).
+    if os.geteuid() != 0:  # unprivileged, bwrap drops them itself: nothing of ours to test
+        pytest.fail("this test checks what root gets; run the suite as root, as CI does")
+    outside = f"/var/tmp/sandbox-probe-{uuid.uuid4().hex}"
+    shell = ShellExecutor(cwd=str(tmp_path))
+    command = (
+        "grep CapEff /proc/self/status; "
+        "mount -o remount,bind,rw / 2>/dev/null && echo remounted; "
+        f"echo x > {outside} 2>/dev/null && echo wrote-outside; "
+        "umount -l /proc 2>/dev/null && echo unmounted-proc; "
+        f"mkdir -p {tmp_path}/cg && mount -t cgroup -o none,name=probe cgroup {tmp_path}/cg "
+        "2>/dev/null && echo mounted-cgroup; "
+        "ls /proc | grep -c '^[0-9]'"
+    )
+    result = await shell.run(shell.resolve(ShellRequest(command)))
+    out = result.stdout.text
+    assert "CapEff:\t0000000000000000" in out, out
+    for escaped in ("remounted", "wrote-outside", "unmounted-proc", "mounted-cgroup"):
+        assert escaped not in out, out
+    assert not await trio.Path(outside).exists()
+    # It sees only its own processes: bwrap's init, the shell, ls and grep at most.
+    assert int(out.split()[-1]) <= 5, out
+
+
 async def test_S6_a_killed_sandboxed_job_gets_sigterm_and_the_grace_first(
     tmp_path: pathlib.Path,
 ) -> None:

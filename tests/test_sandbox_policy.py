@@ -81,3 +81,13 @@ def test_a_commands_own_spill_directory_shows_through_the_hidden_spill_root() ->
     assert order.index(("--tmpfs", "/var/tmp/spill")) < order.index(
         ("--ro-bind", "/var/tmp/spill/A", "/var/tmp/spill/A")
     )
+
+
+def test_run_by_root_the_command_is_given_no_capabilities() -> None:
+    # D384: bwrap keeps root's capabilities unless told; unprivileged it drops them itself.
+    as_root = bwrap_argv(
+        "bwrap", SandboxPolicy(), command=["true"], workdir="/w", hidden={}, as_root=True
+    )
+    assert as_root[1:3] == ["--cap-drop", "ALL"]
+    plain = bwrap_argv("bwrap", SandboxPolicy(), command=["true"], workdir="/w", hidden={})
+    assert "--cap-drop" not in plain

@@ -289,6 +289,32 @@ def test_acp_quits_on_a_signal_as_at_end_of_input(tmp_path: pathlib.Path, signum
 
 
 @pytest.mark.subprocess
+def test_end_of_input_kills_a_sessions_jobs_and_its_running_command_in_one_grace(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A job and the turn's foreground command that both ignore TERM each take the shell's
+    # 3 s grace. They took one after the other, 6 s, past P6's 5 s bound (D384).
+    server, sid = acp_with_a_job(tmp_path, write_job(tmp_path, trapped=True))
+    try:
+        pids = job_pids(tmp_path)
+        pgid = process_group(pids[0])
+        foreground = tmp_path / "fg.sh"
+        foreground.write_text(f"trap '' TERM\necho $$ > {tmp_path}/fg.pid\nsleep 300\n")
+        running = server.prompt(sid, f"!bash {foreground}")
+        wait_for("the foreground command", lambda: (tmp_path / "fg.pid").exists())
+        assert server.process.stdin is not None
+        # P6's bound counts from the end of input: the two kills overlap within it.
+        deadline = time.monotonic() + 5.0
+        server.process.stdin.close()
+        assert server.answer(running)["stopReason"] == "cancelled"
+        code = server.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        server.close()
+    assert code == 0
+    assert_nothing_left(tmp_path, pids, pgid)
+
+
+@pytest.mark.subprocess
 def test_acp_quits_on_sigterm_during_a_running_tool(tmp_path: pathlib.Path) -> None:
     server = AcpProcess(tmp_path)
     try:

@@ -74,7 +74,9 @@ def probe_now(bwrap: str | None) -> SandboxVerdict:
     if found is None:
         verdict = SandboxVerdict(None, f"{bwrap or 'bwrap'} (bubblewrap) is not installed")
     else:
-        argv = bwrap_argv(found, SandboxPolicy(), command=["true"], workdir="/", hidden={})
+        argv = bwrap_argv(
+            found, SandboxPolicy(), command=["true"], workdir="/", hidden={}, as_root=_as_root()
+        )
         try:
             done = subprocess.run(
                 argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
@@ -174,5 +176,15 @@ def sandboxed_argv(
     # Absolute: bwrap would take a relative one from the workdir it is started in.
     workdir = os.path.abspath(workdir)
     return bwrap_argv(
-        bwrap, policy, command=command, workdir=workdir, hidden=_kinds(targets), exposed=exposed
+        bwrap,
+        policy,
+        command=command,
+        workdir=workdir,
+        hidden=_kinds(targets),
+        exposed=exposed,
+        as_root=_as_root(),
     )
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0

@@ -113,16 +113,24 @@ def bwrap_argv(
     workdir: str,
     hidden: Mapping[str, bool],
     exposed: Iterable[str] = (),
+    as_root: bool = False,
 ) -> list[str]:
     """The argv that runs `command` in `workdir` under `policy`.
 
     `hidden` maps each existing path to hide to whether it is a directory (the caller has
     looked; bwrap cannot mount over a path that does not exist). `exposed` are paths shown
-    read-only for this command only (e.g. its own session's spill directory).
+    read-only for this command only (e.g. its own session's spill directory). `as_root`:
+    this process runs as root, whose capabilities bwrap keeps in the sandbox unless told.
     """
     workdir = os.path.normpath(workdir)
     argv = [
         bwrap,
+        # Run by root, bwrap leaves the command every capability: with CAP_SYS_ADMIN it can
+        # remount / writable, unmount /proc to see the host's, or mount a cgroup whose
+        # release_agent the kernel runs outside every namespace, which nothing here would
+        # own (D384). Unprivileged, bwrap drops them itself (and a setuid bwrap refuses
+        # the option from a user who is not root).
+        *(("--cap-drop", "ALL") if as_root else ()),
         # A PID namespace of its own: nothing inside sees or signals a process outside, and
         # when its first process (bwrap's init) dies the kernel kills everything inside, so
         # `setsid` and daemons cannot escape. --die-with-parent ties that init to us.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import trio
@@ -191,8 +192,23 @@ class AcpServer:
             async with trio.open_nursery() as nursery:
                 for session in sessions:
                     nursery.start_soon(session.aclose)
+                    # Its background jobs get their kill grace now, while its turn's
+                    # foreground command gets its own: one after the other they took two
+                    # graces, past P6's bound (D384). The agent's close kills any job its
+                    # turn starts meanwhile, as before.
+                    nursery.start_soon(self._kill_jobs, session.id)
         finally:
             done.set()
+
+    async def _kill_jobs(self, owner: str) -> None:
+        shell = self._runtime.shell
+        running = [job for job in shell.jobs(owner) if shell.result(job) is None]
+        if not running:
+            await trio.lowlevel.checkpoint()
+            return
+        async with trio.open_nursery() as nursery:
+            for job in running:
+                nursery.start_soon(partial(shell.kill, job, notify=False))
 
     async def _read_all(
         self, receive: trio.abc.ReceiveStream, prompts: trio.Nursery, others: trio.Nursery
