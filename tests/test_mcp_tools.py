@@ -117,10 +117,12 @@ async def test_stdio_server(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPa
 
 
 # The SDK's streamable HTTP client leaves httpx2's response iterators to the garbage
-# collector, which on trio warns (D252); nothing of this library is left open.
+# collector, which on trio warns (D252); nothing of this library is left open. httpx2
+# 2.17.0 names the innermost one, httpcore2's HTTP11ConnectionByteStream.
 HTTP_WARNINGS = pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <async_generator object "
-    r"(PoolByteStream|EventSource|Response)\.:pytest.PytestUnraisableExceptionWarning"
+    r"(PoolByteStream|EventSource|Response|HTTP11ConnectionByteStream)\."
+    ":pytest.PytestUnraisableExceptionWarning"
 )
 
 
