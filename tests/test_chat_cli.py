@@ -538,17 +538,22 @@ def test_resuming_shows_the_history_and_ctrl_c_at_the_prompt_leaves(
     assert last_end == {"kind": "aborted", "reason": CANCEL_REASON, "cause": "user"}
 
 
-@pytest.mark.subprocess
-def test_an_unknown_session_exits_2_without_a_prompt(tmp_path: pathlib.Path) -> None:
-    build_session(tmp_path / "s.db", "known", [])
-    result = subprocess.run(
-        [str(BIN / "trio-agents"), "chat", "--store", str(tmp_path / "s.db"), "--session", "nope"],
+def resume_chat(store: pathlib.Path, sid: str) -> subprocess.CompletedProcess[str]:
+    """`trio-agents chat --store STORE --session SID` with no input."""
+    return subprocess.run(
+        [str(BIN / "trio-agents"), "chat", "--store", str(store), "--session", sid],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
         check=False,
     )
+
+
+@pytest.mark.subprocess
+def test_an_unknown_session_exits_2_without_a_prompt(tmp_path: pathlib.Path) -> None:
+    build_session(tmp_path / "s.db", "known", [])
+    result = resume_chat(tmp_path / "s.db", "nope")
     assert result.returncode == 2, result.stderr
     assert "no session 'nope' in" in result.stderr
     assert PROMPT not in result.stdout
@@ -560,14 +565,7 @@ def test_a_damaged_session_is_one_line_with_exit_code_1(tmp_path: pathlib.Path) 
     build_session(tmp_path / "s.db", "hurt", ["one"])
     with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db, db:
         db.execute("UPDATE records SET data = '{broken' WHERE session_id = 'hurt' AND seq = 2")
-    result = subprocess.run(
-        [str(BIN / "trio-agents"), "chat", "--store", str(tmp_path / "s.db"), "--session", "hurt"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = resume_chat(tmp_path / "s.db", "hurt")
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith("trio-agents chat: session 'hurt' is damaged: record 2 "), line
