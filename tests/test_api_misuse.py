@@ -59,6 +59,17 @@ async def one_turn(rt: Runtime, sid: str, model: ScriptedModel, tools: list[Any]
     return handle.agent
 
 
+async def assert_reads_back_whole(path: pathlib.Path, sids: list[str]) -> None:
+    """Each session resumes from the store at `path` with its last turn ended, and the
+    store lists none of its sessions as damaged."""
+    async with open_runtime(path) as rt:
+        for sid in sids:
+            handle = await rt.agents.resume(sid, model=ScriptedModel([]))
+            assert handle.agent.session.records[-1].type == "turn/end"
+            await handle.aclose()
+        assert all(info.damage is None for info in await rt.sessions.list_sessions())
+
+
 @pytest.mark.realtime  # SQLite runs in a thread
 @pytest.mark.parametrize(
     ("value", "named"),
@@ -95,12 +106,7 @@ async def test_a_value_that_cannot_be_stored_ends_its_turn_and_every_session_goe
         )
         enumed = await one_turn(rt, "enum", level, [EchoTool()])
         assert enumed.session.records[-1].data["reason"]["kind"] == "completed"
-    async with open_runtime(path) as rt:
-        for sid in ("good", "bad", "enum"):
-            handle = await rt.agents.resume(sid, model=ScriptedModel([]))
-            assert handle.agent.session.records[-1].type == "turn/end"
-            await handle.aclose()
-        assert all(info.damage is None for info in await rt.sessions.list_sessions())
+    await assert_reads_back_whole(path, ["good", "bad", "enum"])
 
 
 @pytest.mark.realtime  # SQLite runs in a thread
@@ -114,9 +120,7 @@ async def test_a_tool_result_that_is_not_text_is_the_tools_error_and_reads_back_
         (result,) = [r for r in agent.session.records if r.type == "tool/result"]
         assert result.data["is_error"] is True
         assert "ToolResult content must be a str, got NotJson" in result.data["content"]
-    async with open_runtime(path) as rt:
-        handle = await rt.agents.resume("t", model=ScriptedModel([]))
-        await handle.aclose()
+    await assert_reads_back_whole(path, ["t"])
 
 
 def test_tool_calls_and_results_check_their_fields() -> None:

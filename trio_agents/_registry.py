@@ -419,8 +419,8 @@ class AgentRegistry:
         name or an empty `session_id`.
         """
         require_open(self._owner, "create an agent in")
-        # Before the store is asked anything: a wrong part is the caller's one-line error.
-        check_parts(model=model, tools=tools, options=options, approval=approval)
+        # The other parts are checked by Agent() before anything is made; `meta` goes to the
+        # header, which no one else checks.
         check_meta(meta)
         sid = session_id if session_id is not None else str(uuid.uuid4())
         store = self._services.sessions
@@ -451,6 +451,7 @@ class AgentRegistry:
         open or closes meanwhile, CorruptSessionError for a damaged stored session.
         """
         require_open(self._owner, "resume an agent in")
+        # Before the store restores (and may repair) the session: Agent() checks too late.
         check_parts(model=model, tools=tools, options=options, approval=approval)
         self._reject_live(session_id)
         stored = await self._services.sessions.restore(session_id)

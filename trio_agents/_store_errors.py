@@ -64,24 +64,24 @@ def on_read_only_fs(path: Path) -> bool:
     return False
 
 
-def _access_cause(path: Path, reading: bool) -> str | None:
-    """Why this process may not use the store at `path` as it tried to (only `reading`, or
-    also writing), and what to do; None when no permission explains it."""
+def _access_cause(path: Path, reading: bool) -> tuple[str, str] | None:
+    """(why this process may not use the store at `path` as it tried to, only `reading` or
+    also writing, and what to do), or None when no permission explains it."""
     if path.exists() and not os.access(path, os.R_OK):
         return (
-            "this user may not read the file; give it read access (chmod u+r), or use another path"
+            "this user may not read the file",
+            "give it read access (chmod u+r), or use another path",
         )
     if on_read_only_fs(path):
-        return "it is on a read-only file system; copy it to a writable one, or use another path"
+        return "it is on a read-only file system", "copy it to a writable one, or use another path"
     if not reading and path.exists() and not os.access(path, os.W_OK):
-        return "the file is read-only; make it writable (chmod u+w), or use another path"
+        return "the file is read-only", "make it writable (chmod u+w), or use another path"
     if not os.access(path.parent, os.W_OK):
         # Reading too: in WAL mode SQLite keeps its shared-memory file beside the store.
-        need = "even to read it, SQLite needs its -shm file there" if reading else ""
+        need = " (even to read it, SQLite needs its -shm file there)" if reading else ""
         return (
-            f"its directory {path.parent} is not writable"
-            + (f" ({need})" if need else "")
-            + "; make it writable, or copy the store to one that is"
+            f"its directory {path.parent} is not writable{need}",
+            "make it writable, or copy the store to one that is",
         )
     return None
 
@@ -125,7 +125,7 @@ def file_error(
         if denied is not None and (
             code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) or "readonly" in str(exc)
         ):
-            cause, _, hint = denied.partition("; ")
+            cause, hint = denied
             return StoreFileError(f"cannot {doing} {where}: {cause} ({detail}); {hint}", path=where)
         return StoreFileError(f"cannot {doing} {where}: {detail}", path=where)
     if isinstance(exc, OSError):
@@ -141,8 +141,8 @@ def file_error(
                 path=where,
             )
         denied = _access_cause(path, reading) if exc.errno in (errno.EROFS, errno.EACCES) else None
-        cause = denied or f"{exc.strerror or exc}; use another path"
-        return StoreFileError(f"cannot {doing} {where}: {cause}", path=where)
+        cause, hint = denied or (exc.strerror or str(exc), "use another path")
+        return StoreFileError(f"cannot {doing} {where}: {cause}; {hint}", path=where)
     return StoreFileError(f"cannot {doing} {where}: {exc}", path=where)
 
 

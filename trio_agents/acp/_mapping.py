@@ -137,7 +137,7 @@ def require_absolute(name: str, value: str) -> str:
 def require_cwd(params: Mapping[str, Any]) -> str:
     """The session's working directory: absolute, with no extra directories."""
     cwd = params.get("cwd")
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+    if not isinstance(cwd, str):
         raise JsonRpcError.invalid_params(f"cwd must be an absolute path: {cwd!r}")
     cwd = require_absolute("cwd", cwd)
     extra = params.get("additionalDirectories")
