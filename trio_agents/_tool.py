@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ._util import check_bool
+
 __all__ = ["Tool", "ToolContext", "ToolResult"]
 
 
@@ -44,8 +46,7 @@ class ToolResult:
                 f"ToolResult content must be a str, got {type(self.content).__name__} "
                 f"{self.content!r}; give its text (json.dumps for data)"
             )
-        if not isinstance(self.is_error, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(f"ToolResult is_error must be True or False, got {self.is_error!r}")
+        check_bool("ToolResult is_error", self.is_error)
 
 
 class Tool(Protocol):
