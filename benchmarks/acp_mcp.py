@@ -1,5 +1,5 @@
 """What MCP servers cost an ACP session (issue 18): `trio-agents acp` of this checkout, on a
-fresh store, with N stdio reference servers (`trio_agents.testing._mcp_server`).
+fresh store, with N stdio reference servers (`agent_conformance._mcp_server`).
 
     python benchmarks/acp_mcp.py [--runs 5]
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = [sys.executable, "-m", "trio_agents.testing._mcp_server"]
+SERVER = [sys.executable, "-m", "agent_conformance._mcp_server"]
 ACP = [sys.executable, "-m", "trio_agents._cli", "acp"]
 
 

@@ -61,10 +61,10 @@ from typing import Any, cast
 
 import trio
 
+from agent_conformance._acp._client import AgentProcess, Target
+from agent_conformance._acp._endpoint import API_KEY, MODEL, ScriptedEndpoint, open_endpoint
+from agent_conformance._acp._procs import Proc, descendants, kill_all
 from trio_agents.acp._jsonrpc import LineSplitter
-from trio_agents.testing._acp._client import AgentProcess, Target
-from trio_agents.testing._acp._endpoint import API_KEY, MODEL, ScriptedEndpoint, open_endpoint
-from trio_agents.testing._acp._procs import Proc, descendants, kill_all
 
 ROOT = Path(__file__).resolve().parent.parent
 Row = tuple[str, str, str, str]

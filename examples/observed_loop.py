@@ -16,6 +16,7 @@ from itertools import count
 
 import trio
 
+from agent_conformance import AgentObserver, observed
 from trio_agents import (
     AgentClosedError,
     AgentOptions,
@@ -31,7 +32,6 @@ from trio_agents import (
     ToolContext,
     ToolSpec,
 )
-from trio_agents.testing import AgentObserver, observed
 
 _CLOSE = "closed"  # the cause a close gives the turn it stops
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 
+from agent_conformance import AgentObserver, observed
 from trio_agents import (
     Agent,
     AgentOptions,
@@ -33,8 +34,7 @@ from trio_agents import (
     Tool,
     open_agent,
 )
-from trio_agents._records import thaw
-from trio_agents.testing import AgentObserver, observed
+from trio_agents._store._records import thaw
 
 
 class ObservedTrioAgent:

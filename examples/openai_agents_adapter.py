@@ -24,7 +24,7 @@ from openai.types.responses import ResponseFunctionToolCall as FunctionCall
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
-from trio_agents import testing as ta
+import agent_conformance as ta
 
 
 def as_messages(items: str | Sequence[Mapping[str, Any]]) -> list[Message]:

@@ -21,7 +21,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import Tool as PydanticTool
 
 from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
-from trio_agents import testing as ta
+import agent_conformance as ta
 
 
 def as_messages(history: Sequence[pm.ModelMessage]) -> list[Message]:

@@ -19,7 +19,7 @@ import trio
 import trio.testing
 from hypothesis import settings
 
-from trio_agents.testing._profiles import profile
+from agent_conformance._profiles import profile
 
 from .support import unprivileged
 from .support.bwrap import ensure_bwrap

@@ -13,12 +13,12 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance._held_store import HeldStore
 from trio_agents import AgentStatus, MemoryStore, Record, Session
 from trio_agents._cli._chat import ChatConfig, run_chat
 from trio_agents._cli._chat_render import PROMPT
 from trio_agents._errors import PersistenceError, StoreBrokenError
-from trio_agents._model_offline import OfflineModel
-from trio_agents.testing._held_store import HeldStore
+from trio_agents._model._offline import OfflineModel
 
 from .support.acp_peer import acp_peer
 

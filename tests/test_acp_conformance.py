@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from trio_agents.testing._acp._properties import PROPERTIES
+from agent_conformance._acp._properties import PROPERTIES
 
 from .support.acp_defects import ACP_SEEDED, AcpSeeded
 

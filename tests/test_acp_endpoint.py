@@ -11,10 +11,7 @@ from typing import Any
 import httpx
 import trio
 
-from trio_agents import AgentOptions, Finish, Message, ModelRequest, OpenAICompatibleModel
-from trio_agents._model import TextDelta, ToolCall, ToolSpec
-from trio_agents._shell_tools import BashTools
-from trio_agents.testing._acp._endpoint import (
+from agent_conformance._acp._endpoint import (
     API_KEY,
     MODEL,
     Hold,
@@ -25,7 +22,10 @@ from trio_agents.testing._acp._endpoint import (
     open_endpoint,
     shell_call,
 )
-from trio_agents.testing._acp._responses import user_and_steps
+from agent_conformance._acp._responses import user_and_steps
+from trio_agents import AgentOptions, Finish, Message, ModelRequest, OpenAICompatibleModel
+from trio_agents._model._seam import TextDelta, ToolCall, ToolSpec
+from trio_agents._shell._bash_tools import BashTools
 
 BASH_SPECS = tuple(ToolSpec(t.name, t.description, t.parameters) for t in BashTools().tools)
 

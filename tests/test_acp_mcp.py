@@ -1,5 +1,5 @@
 """MCP servers in ACP sessions (issue 18, acceptance 2 and 3): `trio-agents acp` as a real
-process connects the stdio reference server (`trio_agents.testing._mcp_server`) a session
+process connects the stdio reference server (`agent_conformance._mcp_server`) a session
 names in `mcpServers` (and servers over streamable HTTP and SSE), the offline model calls
 their tools, and every close path (end of input, SIGTERM, a forced exit, a request that
 fails) leaves no process, read from /proc."""
@@ -21,7 +21,7 @@ import pytest
 from acp import RequestError
 from acp.schema import EnvVariable, McpServerStdio, ToolCallProgress, ToolCallStart
 
-from trio_agents._approval import ApprovalRequest
+from trio_agents._agent._approval import ApprovalRequest
 from trio_agents._cli import main
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp._mapping import mcp_servers, tool_call_title, tool_kind
@@ -31,7 +31,7 @@ from .support.acp_process import AcpProcess
 from .support.acp_sdk import RecordingClient, prompt, run, server
 from .support.processes import gone, with_marker
 
-SERVER = [sys.executable, "-m", "trio_agents.testing._mcp_server"]
+SERVER = [sys.executable, "-m", "agent_conformance._mcp_server"]
 # The server gets a scrubbed environment plus what the entry names: it needs this checkout.
 CHECKOUT = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
 # A server that starts is given time on a loaded machine; the ones that fail, fail at once.

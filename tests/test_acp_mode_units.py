@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from trio_agents.testing._acp import _wire as wire
-from trio_agents.testing._acp._client import AgentProcess, Target, Update, fill
-from trio_agents.testing._acp._permission_rules import ERROR, NOT_OFFERED, may_run, reply
-from trio_agents.testing._acp._procs import alive, descendants
-from trio_agents.testing._acp._run import acp_settings, reproduction
-from trio_agents.testing._profiles import profile
+from agent_conformance._acp import _wire as wire
+from agent_conformance._acp._client import AgentProcess, Target, Update, fill
+from agent_conformance._acp._permission_rules import ERROR, NOT_OFFERED, may_run, reply
+from agent_conformance._acp._procs import alive, descendants
+from agent_conformance._acp._run import acp_settings, reproduction
+from agent_conformance._profiles import profile
 
 
 def test_lines_that_are_not_json_rpc_are_named() -> None:

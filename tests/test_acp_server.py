@@ -14,7 +14,7 @@ import trio.testing
 from acp import schema
 
 from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
-from trio_agents._store import StoredSession
+from trio_agents._store._base import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 from .support.acp_peer import AcpPeer, acp_peer

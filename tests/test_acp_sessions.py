@@ -23,8 +23,8 @@ from acp.schema import (
     TextResourceContents,
 )
 
+from agent_conformance._acp._wire import check_from_agent_message
 from trio_agents.acp._resources import MAX_BYTES
-from trio_agents.testing._acp._wire import check_from_agent_message
 
 from .support.acp_process import AcpProcess
 from .support.acp_sdk import RecordingClient, guarded, new_session, prompt, server

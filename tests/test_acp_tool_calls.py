@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_agents import MemoryStore, Record
-from trio_agents._readable import readable
+from trio_agents._shell._readable import readable
 from trio_agents.acp._mapping import tool_call_title, tool_started_update, updates_for_record
 
 from .support.acp_peer import acp_peer

@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance._history import history_problems
 from trio_agents import (
     Agent,
     AgentHandle,
@@ -36,7 +37,6 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
-from trio_agents.testing._history import history_problems
 
 from .support.helpers import delivered, of_type, turn_ends
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trio_agents.testing import AgentMachine, check_agent_conformance
+from agent_conformance import AgentMachine, check_agent_conformance
 
 TestAgentMachine = AgentMachine.TestCase
 

@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance._approver import HeldApprover
 from trio_agents import (
     AgentOptions,
     Approval,
@@ -31,9 +32,8 @@ from trio_agents import (
     open_agent,
     open_runtime,
 )
-from trio_agents._record_shape import shape_problem
+from trio_agents._store._record_shape import shape_problem
 from trio_agents.testing import ScriptedModel, reply, tool_step
-from trio_agents.testing._approver import HeldApprover
 
 
 class GatedCommits(MemoryStore):

@@ -26,12 +26,12 @@ from tests.support.chat import (
     stored,
 )
 from trio_agents import ApprovalRequest, MemoryStore, Record
+from trio_agents._agent._mode_policy import ModePolicy
 from trio_agents._cli._chat import run_chat
 from trio_agents._cli._chat_approval import ACCEPTED, QUESTION, parse_answer
 from trio_agents._cli._chat_render import Renderer
 from trio_agents._cli._signals import Quit
 from trio_agents._cli._terminal import open_stdio_terminal
-from trio_agents._mode_policy import ModePolicy
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 REJECTED = "[error] the user rejected the call to 'bash'; it did not run"

@@ -36,6 +36,7 @@ from trio_agents import (
     Record,
     open_runtime,
 )
+from trio_agents._agent._options import AgentOptions
 from trio_agents._cli import _chat as chat_cli
 from trio_agents._cli._chat import (
     CANCEL_REASON,
@@ -55,8 +56,7 @@ from trio_agents._cli._chat_render import (
     replay_summary,
 )
 from trio_agents._cli._main import main
-from trio_agents._model_offline import OfflineModel
-from trio_agents._options import AgentOptions
+from trio_agents._model._offline import OfflineModel
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 BIN = pathlib.Path(sys.executable).parent

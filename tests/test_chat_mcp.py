@@ -19,14 +19,14 @@ import trio
 from tests.support.chat import ChatRun, FakeTerminal, config, spawn_chat
 from tests.support.processes import descendants, gone
 from trio_agents import ApprovalRequest, MemoryStore
+from trio_agents._agent._mode_policy import ModePolicy
 from trio_agents._cli._chat_approval import QUESTION
 from trio_agents._cli._chat_mcp import read_mcp_files
 from trio_agents._cli._main import main
-from trio_agents._mcp_config import McpServer
-from trio_agents._mode_policy import ModePolicy
+from trio_agents._mcp._config import McpServer
 
 CHECKOUT = str(pathlib.Path(__file__).resolve().parent.parent)
-SERVER = ("-m", "trio_agents.testing._mcp_server")
+SERVER = ("-m", "agent_conformance._mcp_server")
 
 
 def entry(*options: str) -> dict[str, object]:

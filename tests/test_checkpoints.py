@@ -41,6 +41,7 @@ import trio.testing
 import trio_agents
 import trio_agents.acp
 import trio_agents.testing
+from agent_conformance import AgentObserver, PeerAgent, open_asyncio_peer
 from examples.observed_trio_agents import factory as observed_trio_agents
 from trio_agents import (
     Agent,
@@ -73,17 +74,7 @@ from trio_agents import (
 )
 from trio_agents.acp import AcpServer, serve_stdio
 from trio_agents.acp._jsonrpc import ClientRequestError
-from trio_agents.testing import (
-    AgentObserver,
-    EchoTool,
-    GateTool,
-    PeerAgent,
-    ScriptedModel,
-    ScriptedStep,
-    open_asyncio_peer,
-    reply,
-    tool_step,
-)
+from trio_agents.testing import EchoTool, GateTool, ScriptedModel, ScriptedStep, reply, tool_step
 
 from .support.postgres import start_server
 
@@ -128,7 +119,7 @@ NOT_MEASURED.update(
 # Cases for async callables the enumeration cannot see: instances of private classes.
 EXTRA_TARGETS: dict[str, str] = {
     "trio_agents.BashTools.tools": "the tools' __call__ (bash, bash_output, bash_kill)",
-    "trio_agents.testing.observed": "the factory it returns and its surface's wait_idle",
+    "agent_conformance.observed": "the factory it returns and its surface's wait_idle",
 }
 
 
@@ -255,7 +246,7 @@ async def _(probe: Probe) -> None:
             await stream.result()
 
 
-@case("trio_agents.testing.observed", "the factory it returns; its surface's wait_idle")
+@case("agent_conformance.observed", "the factory it returns; its surface's wait_idle")
 async def _(probe: Probe) -> None:
     cm = observed_trio_agents(ScriptedModel(), [], EventBus(), AgentOptions())
     with probe.checkpoints():
@@ -827,9 +818,9 @@ async def _(probe: Probe) -> None:
 
 @case(
     (
-        "trio_agents.testing.open_asyncio_peer",
-        "trio_agents.testing.PeerAgent.wait_idle",
-        "trio_agents.testing.PeerAgent.aclose",
+        "agent_conformance.open_asyncio_peer",
+        "agent_conformance.PeerAgent.wait_idle",
+        "agent_conformance.PeerAgent.aclose",
     ),
     "enter; an idle agent; a close, twice; leave",
     pytest.mark.skipif(find_spec("trio_asyncio") is None, reason="needs trio-agents[peers]"),

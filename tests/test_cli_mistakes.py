@@ -95,7 +95,7 @@ def test_a_target_is_found_in_the_current_directory(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "my_agent_here.py").write_text(
-        "from trio_agents.testing._agent_machine import builtin_agent_factory as factory\n"
+        "from agent_conformance._agent_machine import builtin_agent_factory as factory\n"
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
@@ -107,7 +107,7 @@ def test_a_target_is_found_in_the_current_directory(
 def test_the_output_ends_by_saying_what_was_checked_and_where_it_is_explained(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    target = "trio_agents.testing._agent_machine:builtin_agent_factory"
+    target = "agent_conformance._agent_machine:builtin_agent_factory"
     assert main(["conformance", "--target", target, "--max-examples", "5"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("checked 35 properties on 1 machine: agent (35); all held.")
@@ -160,7 +160,7 @@ def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
 def test_a_check_function_returns_a_report_and_takes_any_settings() -> None:
     from hypothesis import settings
 
-    from trio_agents.testing import check_shell_conformance
+    from agent_conformance import check_shell_conformance
 
     # Hypothesis's default deadline (200 ms) would fail a real-process example at once.
     report = check_shell_conformance(settings=settings(max_examples=12))

@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from trio_agents import SqliteStore
-from trio_agents._session import Session
-from trio_agents._store_sqlite import CHECKPOINT_EVERY, INLINE_MAX
+from trio_agents._store._session import Session
+from trio_agents._store._sqlite import CHECKPOINT_EVERY, INLINE_MAX
 
 from .support.store_probe import message, on_disk, wait_until
 

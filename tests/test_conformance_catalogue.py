@@ -6,8 +6,8 @@ from __future__ import annotations
 import pathlib
 import re
 
-from trio_agents.testing import PROPERTIES
-from trio_agents.testing._properties import catalogue_problems
+from agent_conformance import PROPERTIES
+from agent_conformance._properties import catalogue_problems
 
 from .support.acp_defects import ACP_SEEDED, AcpSeeded
 from .support.known_bad import SEEDED as _MACHINE_SEEDED

@@ -1,4 +1,4 @@
-"""The types of the conformance targets (`trio_agents.testing.AgentSurface` and co.): the
+"""The types of the conformance targets (`agent_conformance.AgentSurface` and co.): the
 built-in implementations and the third-party example satisfy them, statically (mypy and
 pyright check the assignments below) and at run time."""
 
@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import pytest
 
+from agent_conformance import (
+    AgentFactory,
+    AgentSurface,
+    RuntimeFactory,
+    RuntimeSurface,
+    ShellFactory,
+)
+from agent_conformance._agent_machine import builtin_agent_factory
+from agent_conformance._lifecycle_machine import builtin_runtime_factory
+from agent_conformance._shell_machine import builtin_shell_factory
 from examples.observed_loop import factory as loop_factory
 from examples.observed_trio_agents import factory as observed_factory
 from examples.third_party_agent import factory as third_party_factory
 from trio_agents import AgentOptions, EventBus, MemoryStore, ShellExecutor, open_agent
 from trio_agents import open_runtime as builtin_open_runtime
-from trio_agents.testing import (
-    AgentFactory,
-    AgentSurface,
-    RuntimeFactory,
-    RuntimeSurface,
-    ScriptedModel,
-    ShellFactory,
-)
-from trio_agents.testing._agent_machine import builtin_agent_factory
-from trio_agents.testing._lifecycle_machine import builtin_runtime_factory
-from trio_agents.testing._shell_machine import builtin_shell_factory
+from trio_agents.testing import ScriptedModel
 
 AGENT_FACTORIES: dict[str, AgentFactory] = {
     "builtin": builtin_agent_factory,

@@ -7,9 +7,9 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance._conformance import describe_failure, run_conformance
 from trio_agents._cli import main
 from trio_agents.testing import TrioHost
-from trio_agents.testing._conformance import describe_failure, run_conformance
 
 from .support.crashing import agent_whose_loop_crashes
 

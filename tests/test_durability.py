@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from agent_conformance._history import history_problems
 from trio_agents import Record, SqliteStore, open_runtime
 from trio_agents.testing import ScriptedModel
-from trio_agents.testing._history import history_problems
 
 from .support.crash_points import (
     HELD_CALLS,

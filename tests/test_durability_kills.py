@@ -29,11 +29,11 @@ from typing import Final
 import pytest
 import trio
 
+from agent_conformance._history import history_problems
 from tests.support.kill_child import BLOCKING, POINTS, Point
 from tests.support.processes import gone
 from trio_agents import Record, SqliteStore, open_runtime
 from trio_agents.testing import ScriptedModel, reply
-from trio_agents.testing._history import history_problems
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 LINE_LIMIT: Final = 60.0  # seconds a child may take to print its next line on a loaded machine

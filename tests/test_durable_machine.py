@@ -14,14 +14,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from trio_agents.testing import (
-    ContractViolation,
-    Draws,
-    DurableMachine,
-    check_durable_conformance,
-)
-from trio_agents.testing._conformance import reproduction
-from trio_agents.testing._machine import machine_for
+from agent_conformance import ContractViolation, Draws, DurableMachine, check_durable_conformance
+from agent_conformance._conformance import reproduction
+from agent_conformance._machine import machine_for
 
 from .support.known_bad._durable import repair_forgets_dangling_calls
 

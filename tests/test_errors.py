@@ -53,7 +53,7 @@ from trio_agents import (
     open_agent,
     open_runtime,
 )
-from trio_agents._model_sse import SSEParser
+from trio_agents._model._sse import SSEParser
 from trio_agents.testing import ScriptedModel
 
 errors_module = importlib.import_module("trio_agents._errors")
@@ -62,12 +62,12 @@ ERRORS_PATH = pathlib.Path(str(errors_module.__file__))
 KEPT_OUTSIDE = {
     "trio_agents.acp._jsonrpc.JsonRpcError",
     "trio_agents.acp._jsonrpc.ClientRequestError",
-    "trio_agents.testing._properties.ContractViolation",
-    "trio_agents.testing._fiber_rules.DisposerError",
-    "trio_agents.testing._fiber_rules._ApplyFailed",
-    "trio_agents.testing._acp._client.AgentSetupError",
-    "trio_agents.testing._target.TargetShapeError",
-    "trio_agents.testing._mcp_machine._Leaving",
+    "agent_conformance._properties.ContractViolation",
+    "agent_conformance._fiber_rules.DisposerError",
+    "agent_conformance._fiber_rules._ApplyFailed",
+    "agent_conformance._acp._client.AgentSetupError",
+    "agent_conformance._target.TargetShapeError",
+    "agent_conformance._mcp_machine._Leaving",
 }
 
 

@@ -17,60 +17,16 @@ from collections.abc import Iterator
 
 import pytest
 
+import agent_conformance
 import trio_agents
 
-PACKAGE = pathlib.Path(trio_agents.__file__).parent
+from .support.layout import LAYERS, NAMESPACES, RUNTIME, RUNTIME_NAMESPACES, SUITE, layer_of
+
+ROOTS = {
+    RUNTIME: pathlib.Path(trio_agents.__file__).parent,
+    SUITE: pathlib.Path(agent_conformance.__file__).parent,
+}
 TESTS = pathlib.Path(__file__).parent
-
-# Lowest first. A module's layer is the first entry whose pattern matches its dotted name
-# (without the `trio_agents.` prefix); `*` ends a pattern.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "pure cores and helpers",
-        (
-            "_errors", "_util", "_nursery", "_batches", "_options", "_model", "_tool", "_records",
-            "_transcript", "_repair", "_record_shape", "_store_errors", "_session", "_events",
-            "_status", "_inbox", "_store_claims", "_store_pg_schema", "_approval", "_mode_policy",
-            "_readable", "_version",
-            "_mcp_config",
-            "_model_sse", "_shell_output", "_shell_group", "_shell_env", "_shell_types",
-            "_spill", "_dumpable",
-            "_sandbox_policy", "_tool_docstring", "_tool_schema", "_turn_events", "_turn_result",
-            "_system_prompt", "_agent_parts",
-            "_tracing", "acp._jsonrpc", "acp._mapping", "acp._modes", "acp._permissions",
-            "acp._params", "acp._prompt", "acp._listing", "acp._frames",
-            "_cli._chat_render", "testing._reference", "testing._history",
-            "testing._durable_checks",
-            "testing._properties", "testing._durable_properties",
-            "testing._lifecycle_properties", "testing._observer", "testing._agent_properties",
-            "testing._features", "testing._approval_checks", "testing._acp._wire",
-            "testing._acp._procs", "testing._acp._responses",
-            "testing._acp._properties", "testing._acp._permission_rules",
-            "testing._mcp_properties",
-        ),
-    ),
-    (
-        "stores, shell and models",
-        (
-            "_store", "_stored_rows", "_store_thread", "_store_sqlite*", "_store_postgres",
-            "_sandbox", "_shell_process", "_shell_sandbox", "_shell_jobs", "_shell",
-            "_model_openai",
-            "_model_offline",
-            "_mcp", "_mcp_*", "_function_tool",
-        ),
-    ),
-    ("agent", ("_turn", "_turn_stream", "_approval_gate", "_agent_step", "_agent", "_standalone")),
-    ("fiber", ("_fiber",)),
-    ("registry", ("_registry",)),
-    ("runtime", ("_runtime",)),
-    ("plugins", ("_configured", "_shell_tools")),
-    ("the trio_agents namespace", ("",)),
-    ("acp", ("acp", "acp.*")),
-    ("testing", ("testing", "testing.*")),
-    ("cli", ("_cli", "_cli.*")),
-]  # fmt: skip
-
-NAMESPACES = ("trio_agents", "trio_agents.acp", "trio_agents.testing")
 
 EXPORTS = {
     "trio_agents": {
@@ -115,38 +71,35 @@ EXPORTS = {
     },
     "trio_agents.acp": {"AcpServer", "serve_stdio"},
     "trio_agents.testing": {
-        "HOLD", "PROPERTIES", "ContractViolation", "Draws", "DurableMachine", "Property",
-        "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface", "EchoTool",
-        "Features", "GateTool", "LifecycleMachine", "RandomSeeder", "RuntimeFactory",
-        "RuntimeSurface",
-        "ScriptedModel", "ScriptedStep", "ShellFactory", "ShellMachine", "TrioHost",
-        "WallClock", "check_agent_conformance", "check_durable_conformance",
-        "check_lifecycle_conformance",
-        "check_shell_conformance", "echo_reply", "history_problems", "reply", "tool_step",
+        "HOLD", "EchoTool", "GateTool", "ScriptedModel", "ScriptedStep", "TrioHost",
+        "WallClock", "echo_reply", "reply", "tool_step",
+    },
+    "agent_conformance": {
+        "PROPERTIES", "ContractViolation", "Draws", "DurableMachine", "Property",
+        "AgentFactory", "AgentMachine", "AgentReference", "AgentSurface",
+        "Features", "LifecycleMachine", "RandomSeeder", "RuntimeFactory", "RuntimeSurface",
+        "ShellFactory", "ShellMachine", "check_agent_conformance", "check_durable_conformance",
+        "check_lifecycle_conformance", "check_shell_conformance", "history_problems",
         "McpMachine", "McpOpener", "check_mcp_conformance",
         "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
         "AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer",
+        "main",
     },
 }  # fmt: skip
 
 
 def module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    for top, root in ROOTS.items():
+        if path.is_relative_to(root):
+            parts = [top, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            return ".".join(parts)
+    raise AssertionError(f"{path} is in neither package")
 
 
 def modules() -> dict[str, pathlib.Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def layer_of(name: str) -> int:
-    for index, (_, patterns) in enumerate(LAYERS):
-        for pattern in patterns:
-            if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
-                return index
-    raise AssertionError(f"trio_agents.{name} has no layer: add it to LAYERS in {__file__}")
+    return {module_name(p): p for root in ROOTS.values() for p in sorted(root.rglob("*.py"))}
 
 
 def _under_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -169,8 +122,8 @@ def _in_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 
 def imports(name: str, path: pathlib.Path) -> Iterator[tuple[str, int, bool]]:
-    """(imported module within the package, line, inside a function) for every run-time
-    import of the package's own modules. `from . import _x` is an import of the module `_x`;
+    """(imported module within either package, line, inside a function) for every run-time
+    import of the two packages' own modules. `from . import _x` is an import of the module `_x`;
     importing `a.b._c` also runs the packages `a` and `a.b`, so those are edges too (unless
     the importer is inside them, where they have already run)."""
     tree = ast.parse(path.read_text())
@@ -184,13 +137,12 @@ def imports(name: str, path: pathlib.Path) -> Iterator[tuple[str, int, bool]]:
         local = _in_function(node, parents)
         targets: list[str] = []
         if isinstance(node, ast.Import):
-            targets = [a.name.removeprefix("trio_agents").removeprefix(".") for a in node.names]
-            targets = [t for t, a in zip(targets, node.names, strict=True) if _ours(a.name)]
+            targets = [a.name for a in node.names if _ours(a.name)]
         else:
             if node.level == 0:
                 if not _ours(node.module or ""):
                     continue
-                stem = (node.module or "").removeprefix("trio_agents").removeprefix(".")
+                stem = node.module or ""
             else:
                 base = package[: len(package) - (node.level - 1)]
                 stem = ".".join([*base, *(node.module.split(".") if node.module else [])])
@@ -206,12 +158,12 @@ def imports(name: str, path: pathlib.Path) -> Iterator[tuple[str, int, bool]]:
 
 
 def _ours(module: str) -> bool:
-    return module == "trio_agents" or module.startswith("trio_agents.")
+    return any(module == top or module.startswith(top + ".") for top in (RUNTIME, SUITE))
 
 
 def _packages_of(target: str) -> list[str]:
-    """The packages importing `target` runs first, outermost first (the root is run by
-    every module, so it is no edge)."""
+    """The packages importing `target` runs first, outermost first (a root is an edge
+    only from outside it: every module of a package has run it)."""
     parts = target.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
@@ -224,11 +176,10 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_every_module_outside_the_namespaces_is_private_by_name() -> None:
-    public = {ns.removeprefix("trio_agents").removeprefix(".") for ns in NAMESPACES}
     offenders = [
-        f"trio_agents.{name}"
+        name
         for name in modules()
-        if name not in public and not any(part.startswith("_") for part in name.split("."))
+        if name not in NAMESPACES and not any(part.startswith("_") for part in name.split(".")[1:])
     ]
     assert offenders == [], f"public by name but not a namespace: {offenders}"
 
@@ -250,7 +201,7 @@ def test_public_classes_and_functions_show_their_namespace(namespace: str) -> No
         for name in module.__all__
         if (isinstance(obj := getattr(module, name), type) or callable(obj))
         and isinstance(getattr(obj, "__module__", None), str)
-        and obj.__module__.startswith("trio_agents")
+        and obj.__module__.startswith((RUNTIME, SUITE))
         and obj.__module__ != namespace
     }
     assert wrong == {}
@@ -266,15 +217,17 @@ def _re_exports_only(node: ast.stmt) -> bool:
         case ast.ImportFrom(level=level) if level > 0:
             # `X as X`, or a private helper of the namespace itself (`_fixup_module_metadata`)
             return all(a.asname == a.name or (a.asname or "").startswith("_") for a in node.names)
-        case ast.Import(names=[ast.alias(name="importlib", asname=None)]):
-            return True  # the lazy loader
-        case ast.Assign(targets=[ast.Name(id="__all__" | "_LAZY")]):
+        case ast.Import(names=[ast.alias(name="importlib" | "warnings", asname=None)]):
+            return True  # the lazy loader; the moved names' warning (trio_agents.testing)
+        case ast.Assign(targets=[ast.Name(id="__all__" | "_LAZY" | "_MOVED")]):
             return True
         case ast.If(test=ast.Name(id="TYPE_CHECKING")):
             return all(_re_exports_only(inner) for inner in node.body)
         case ast.FunctionDef(name="__getattr__"):  # PEP 562: the lazily loaded names
             return True
-        case ast.Expr(value=ast.Call(func=ast.Name(id="_fixup_module_metadata"))):
+        case ast.Expr(
+            value=ast.Call(func=ast.Name(id="_fixup_module_metadata" | "_show_namespace"))
+        ):
             return True
         case _:
             return False
@@ -282,9 +235,9 @@ def _re_exports_only(node: ast.stmt) -> bool:
 
 def test_namespace_init_files_only_re_export() -> None:
     strays = [
-        f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node).splitlines()[0]}"
+        f"{name}:{node.lineno}: {ast.unparse(node).splitlines()[0]}"
         for name, path in modules().items()
-        if path.name == "__init__.py" and not name.startswith("_cli")
+        if path.name == "__init__.py" and "_cli" not in name.split(".")
         for node in ast.parse(path.read_text()).body
         if not _re_exports_only(node)
     ]
@@ -293,8 +246,7 @@ def test_namespace_init_files_only_re_export() -> None:
 
 def test_imports_never_point_up() -> None:
     upward = [
-        f"trio_agents.{name} ({LAYERS[layer_of(name)][0]}) imports trio_agents.{target} "
-        f"({LAYERS[layer_of(target)][0]})"
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
         for name, targets in graph().items()
         for target in targets
         if layer_of(target) > layer_of(name)
@@ -322,14 +274,75 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert cycles == []
 
 
-def test_nothing_in_the_library_imports_the_cli() -> None:
+def _in_cli(name: str) -> bool:
+    return "_cli" in name.split(".")
+
+
+def test_nothing_in_the_library_imports_a_command() -> None:
     importers = sorted(
         name
         for name, targets in graph().items()
-        if not name.startswith("_cli")
-        and any(t == "_cli" or t.startswith("_cli.") for t in targets)
+        if not _in_cli(name) and any(_in_cli(t) for t in targets)
     )
     assert importers == []
+
+
+def _every_import(path: pathlib.Path, name: str) -> Iterator[tuple[str, int]]:
+    """(absolute module, line) of every import statement, type-checking ones included."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                yield node.module or "", node.lineno
+            else:
+                base = package[: len(package) - (node.level - 1)]
+                yield ".".join([*base, *([node.module] if node.module else [])]), node.lineno
+
+
+def test_the_suite_imports_only_the_runtimes_public_namespaces() -> None:
+    """agent_conformance is a product of its own: what it needs of the runtime is public
+    (a documented seam), so an author of another runtime sees the same surface it uses."""
+    reaching = [
+        f"{name}:{line} imports {module}"
+        for name, path in modules().items()
+        if name.split(".")[0] == SUITE
+        for module, line in _every_import(path, name)
+        if module.split(".")[0] == RUNTIME and module not in RUNTIME_NAMESPACES
+    ]
+    assert reaching == []
+
+
+def test_the_runtime_reaches_the_suite_only_from_its_command() -> None:
+    """`trio-agents conformance` calls the suite's command; the library itself never
+    imports the suite (trio_agents.testing's moved names load it by name, lazily)."""
+    reaching = [
+        f"{name}:{line} imports {module}"
+        for name, path in modules().items()
+        if name.split(".")[0] == RUNTIME and not _in_cli(name)
+        for module, line in _every_import(path, name)
+        if module.split(".")[0] == SUITE
+    ]
+    assert reaching == []
+
+
+def test_each_room_names_itself_and_imports_nothing() -> None:
+    """A sub-package of the runtime is a room: its `__init__` is a docstring, no more."""
+    rooms = {
+        name: path
+        for name, path in modules().items()
+        if path.name == "__init__.py"
+        and name.count(".") == 1
+        and name.split(".")[1][0] == "_"
+        and not _in_cli(name)
+    }
+    assert set(rooms) >= {
+        f"{RUNTIME}.{room}" for room in ("_agent", "_store", "_shell", "_mcp", "_model", "_tool")
+    }
+    for name, path in rooms.items():
+        body = ast.parse(path.read_text()).body
+        assert len(body) == 1 and ast.get_docstring(ast.parse(path.read_text())), name
 
 
 def test_function_local_imports_say_why() -> None:
@@ -354,7 +367,7 @@ def test_function_local_imports_say_why() -> None:
                     if not comment.startswith(("type:", "noqa", "pyright:", "fmt:"))
                 ]
                 if not reasons:
-                    silent.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+                    silent.append(f"{module_name(path)}:{node.lineno}")
     assert silent == []
 
 

@@ -14,28 +14,22 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from trio_agents import Agent, AgentOptions, Approval, EventBus, Model, Tool
-from trio_agents._cli._main import main
-from trio_agents.testing import (
-    PROPERTIES,
-    AgentMachine,
-    AgentReference,
-    ContractViolation,
-    Features,
-)
-from trio_agents.testing._agent_machine import (
+from agent_conformance import PROPERTIES, AgentMachine, AgentReference, ContractViolation, Features
+from agent_conformance._agent_machine import (
     agent_machine_for,
     agent_settings,
     builtin_agent_factory,
 )
-from trio_agents.testing._conformance import (
+from agent_conformance._conformance import (
     MachineReport,
     _run,  # pyright: ignore[reportPrivateUsage]
     describe_coverage,
     describe_failure,
     run_conformance,
 )
-from trio_agents.testing._features import DESIGNS, FEATURES, GATES, features_of
+from agent_conformance._features import DESIGNS, FEATURES, GATES, features_of
+from trio_agents import Agent, AgentOptions, Approval, EventBus, Model, Tool
+from trio_agents._cli._main import main
 
 from .support import variants
 
@@ -283,7 +277,7 @@ def test_a_design_other_than_the_declared_one_fails(
             "tests.support.variants:bad_declaration",
             "trio-agents conformance: --target tests.support.variants:bad_declaration: "
             "bad_declaration.conformance_features is a dict; it must be a "
-            "trio_agents.testing.Features",
+            "agent_conformance.Features",
         ),
         (
             "tests.support.bad_features:factory",

@@ -19,6 +19,7 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance import history_problems
 from trio_agents import (
     FunctionTool,
     OfflineModel,
@@ -29,8 +30,8 @@ from trio_agents import (
     function_tool,
     open_agent,
 )
-from trio_agents._tool_docstring import Docstring, parse_docstring
-from trio_agents.testing import ScriptedModel, history_problems, reply, tool_step
+from trio_agents._tool._docstring import Docstring, parse_docstring
+from trio_agents.testing import ScriptedModel, reply, tool_step
 
 from .support.helpers import of_type, turn_ends
 from .support.sse_server import DONE, Reply, finish, serve, text, tool_delta

@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from trio_agents import SqliteStore, StoreBrokenError
-from trio_agents._session import Session
+from trio_agents._store._session import Session
 
 from .support.store_probe import message, on_disk, wait_until
 
@@ -285,7 +285,7 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, shoul
 # installs no handler): run from a shell's background job (`cmd &`), it would hang here.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from trio_agents import SqliteStore
-from trio_agents._session import Session
+from trio_agents._store._session import Session
 
 async def main(path):
     store = SqliteStore(path)

@@ -7,9 +7,9 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance._history import history_problems
 from trio_agents import Record, open_agent
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
-from trio_agents.testing._history import history_problems
 
 from .support.helpers import of_type
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from trio_agents.testing import AgentMachine, ContractViolation, check_agent_conformance
-from trio_agents.testing._conformance import MACHINES
-from trio_agents.testing._machine import machine_for
+from agent_conformance import AgentMachine, ContractViolation, check_agent_conformance
+from agent_conformance._conformance import MACHINES
+from agent_conformance._machine import machine_for
 
 from .support.known_bad import SEEDED, Seeded
 from .support.known_bad._agent import send_dropped_right_after_cancel

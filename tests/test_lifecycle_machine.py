@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trio_agents.testing._lifecycle_machine import LifecycleMachine
+from agent_conformance._lifecycle_machine import LifecycleMachine
 
 TestLifecycleMachine = LifecycleMachine.TestCase

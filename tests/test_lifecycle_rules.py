@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from agent_conformance._history import history_problems
 from trio_agents import (
     AgentClosed,
     AgentCreated,
@@ -27,9 +28,8 @@ from trio_agents import (
     SqliteStore,
     open_runtime,
 )
-from trio_agents._store import StoredSession
+from trio_agents._store._base import StoredSession
 from trio_agents.testing import EchoTool, GateTool, ScriptedModel, reply, tool_step
-from trio_agents.testing._history import history_problems
 
 from .support.helpers import all_tasks, of_type, turn_ends
 

@@ -1,4 +1,4 @@
-"""The skeleton the conformance machines share (`trio_agents.testing._machine`): a failing
+"""The skeleton the conformance machines share (`agent_conformance._machine`): a failing
 step is never masked by teardown's checks, and `machine_for` makes a fresh machine per run."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, run_state_machine_as_test
 
+from agent_conformance._machine import ConformanceMachine, machine_for, rule
 from trio_agents.testing._host import TrioHost
-from trio_agents.testing._machine import ConformanceMachine, machine_for, rule
 
 
 @asynccontextmanager

@@ -75,7 +75,7 @@ def test_the_command_line_does_not_import_the_sdk_until_a_server_is_configured()
     code = (
         "import sys, trio_agents, trio_agents._cli._main, trio_agents.acp._server, "
         "trio_agents._cli._chat; "
-        "print(sorted(m for m in ('mcp', 'trio_agents._mcp') if m in sys.modules))"
+        "print(sorted(m for m in ('mcp', 'trio_agents._mcp._tools') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -11,6 +11,14 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from agent_conformance import (
+    AgentFactory,
+    AgentObserver,
+    AgentSurface,
+    ObservedAgent,
+    check_agent_conformance,
+)
+from agent_conformance._conformance import run_conformance
 from examples.observed_loop import LoopAgent
 from examples.observed_loop import factory as loop_factory
 from examples.observed_trio_agents import ObservedTrioAgent
@@ -30,15 +38,7 @@ from trio_agents import (
     TurnStarted,
 )
 from trio_agents._cli._main import main
-from trio_agents.testing import (
-    AgentFactory,
-    AgentObserver,
-    AgentSurface,
-    ObservedAgent,
-    ScriptedModel,
-    check_agent_conformance,
-)
-from trio_agents.testing._conformance import run_conformance
+from trio_agents.testing import ScriptedModel
 
 TARGET = "examples.observed_trio_agents:factory"
 STATIC: AgentFactory = observed_factory  # mypy and pyright check that it is an AgentFactory
@@ -399,7 +399,7 @@ def test_the_example_adapters_are_observed_agents() -> None:
 
 
 def test_an_adapter_without_pending_leaves_it_unchecked() -> None:
-    from trio_agents.testing._observer import _ObservedSurface  # pyright: ignore[reportPrivateUsage]
+    from agent_conformance._observer import _ObservedSurface  # pyright: ignore[reportPrivateUsage]
 
     class Bare:
         pass

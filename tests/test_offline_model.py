@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from trio_agents import AgentOptions, Message, ModelChunk, ModelRequest, TextDelta, ToolCall
-from trio_agents._model_offline import OfflineModel
+from trio_agents._model._offline import OfflineModel
 
 
 async def chunks(*messages: Message) -> list[ModelChunk]:

@@ -45,7 +45,7 @@ from trio_agents import (
     Usage,
     open_agent,
 )
-from trio_agents._model_sse import ChatStream, ChatStreamError, ServerSentEvent, SSEParser
+from trio_agents._model._sse import ChatStream, ChatStreamError, ServerSentEvent, SSEParser
 from trio_agents.testing import EchoTool
 
 from .support.helpers import of_type, turn_ends

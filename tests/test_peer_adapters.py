@@ -14,18 +14,17 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, Phase, settings
 
-from trio_agents import AgentOptions, Message, ModelRequest
-from trio_agents.testing import (
+from agent_conformance import (
     AgentFactory,
     AgentMachine,
     ContractViolation,
     RandomSeeder,
-    ScriptedModel,
-    TrioHost,
     check_agent_conformance,
     open_asyncio_peer,
 )
-from trio_agents.testing._machine import machine_for
+from agent_conformance._machine import machine_for
+from trio_agents import AgentOptions, Message, ModelRequest
+from trio_agents.testing import ScriptedModel, TrioHost
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from trio_agents.testing._profiles import PROFILES, profile
+from agent_conformance._profiles import PROFILES, profile
 
 PROBE = """
 from hypothesis import settings
-from trio_agents.testing._profiles import PROFILES
+from agent_conformance._profiles import PROFILES
 settings.register_profile("ours", PROFILES["ci"])
 settings.load_profile("ours")
 print(PROFILES["ci"].derandomize, PROFILES["deep"].derandomize,

@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
-from trio_agents.testing import ContractViolation, Property
-from trio_agents.testing._properties import catalogue_problems
+from agent_conformance import ContractViolation, Property
+from agent_conformance._properties import catalogue_problems
 
 ORDER = Property(
     "A6",

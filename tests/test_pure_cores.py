@@ -11,68 +11,18 @@ import sys
 import pytest
 
 import trio_agents
+from agent_conformance._reference import AgentReference
 from trio_agents import AgentOptions, Record
+from trio_agents._agent._inbox import Inbox, InboxMessage
+from trio_agents._agent._transcript import Transcript
 from trio_agents._cli._chat_render import describe_end
-from trio_agents._inbox import Inbox, InboxMessage
-from trio_agents._records import decode_turn_end
-from trio_agents._transcript import Transcript
+from trio_agents._store._records import decode_turn_end
 from trio_agents.acp._jsonrpc import JsonRpcError
 from trio_agents.acp._mapping import stop_reason
-from trio_agents.testing._reference import AgentReference
 
-PURE_MODULES = [
-    "_errors",  # subclasses trio exceptions by contract; tests/test_errors.py checks it
-    "acp/_mapping",
-    "acp/_modes",
-    "_mode_policy",
-    "acp/_permissions",
-    "_cli/_chat_render",
-    "_shell_output",
-    "_shell_env",
-    "_shell_types",
-    "_spill",
-    "_dumpable",
-    "_sandbox_policy",
-    "_events",
-    "_turn_events",
-    "_turn_result",
-    "_inbox",
-    "acp/_jsonrpc",
-    "acp/_params",
-    "acp/_prompt",
-    "acp/_listing",
-    "acp/_frames",
-    "_model",
-    "_options",
-    "_records",
-    "_approval",
-    "_readable",
-    "_mcp_config",
-    "_record_shape",
-    "_store_errors",
-    "_store_claims",
-    "_store_pg_schema",
-    "_session",
-    "_model_sse",
-    "_status",
-    "_tool",
-    "_tool_docstring",
-    "_tool_schema",
-    "_system_prompt",
-    "_transcript",
-    "_tracing",
-    "testing/_reference",
-    "testing/_history",
-    "testing/_observer",
-    "testing/_features",
-    "testing/_approval_checks",
-    "testing/_acp/_wire",
-    "testing/_acp/_procs",
-    "testing/_acp/_responses",
-    "testing/_acp/_properties",
-    "testing/_acp/_permission_rules",
-    "testing/_mcp_properties",
-]
+from .support.layout import PURE
+
+ROOT = pathlib.Path(trio_agents.__file__).parent.parent
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:
@@ -86,18 +36,18 @@ def imported_modules(path: pathlib.Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", [m for m in PURE_MODULES if m != "_errors"])
+@pytest.mark.parametrize("module", PURE)
 def test_pure_core_imports_neither_trio_nor_hypothesis(module: str) -> None:
-    path = pathlib.Path(trio_agents.__file__).parent / f"{module}.py"
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
     assert not {"trio", "hypothesis"} & imported_modules(path)
 
 
-def test_only_the_testing_package_imports_hypothesis() -> None:
+def test_the_runtime_never_imports_hypothesis() -> None:
+    """Hypothesis is the conformance suite's (agent_conformance); the runtime and its
+    testing toolkit do without it."""
     root = pathlib.Path(trio_agents.__file__).parent
     offenders = [
-        str(p.relative_to(root))
-        for p in root.rglob("*.py")
-        if "hypothesis" in imported_modules(p) and p.relative_to(root).parts[0] != "testing"
+        str(p.relative_to(root)) for p in root.rglob("*.py") if "hypothesis" in imported_modules(p)
     ]
     assert offenders == []
 
@@ -209,9 +159,10 @@ def test_reference_model_walks_a_turn_with_steering_and_max_steps() -> None:
 
 def test_testing_exports_resolve_and_hypothesis_loads_only_for_the_machines() -> None:
     code = (
-        "import sys, trio_agents, trio_agents.testing as t\n"
-        "assert 'hypothesis' not in sys.modules, 'ScriptedModel users pay for Hypothesis'\n"
+        "import sys, trio_agents, trio_agents.testing as t, agent_conformance as c\n"
         "for name in t.__all__: getattr(t, name)\n"
+        "assert 'hypothesis' not in sys.modules, 'ScriptedModel users pay for Hypothesis'\n"
+        "for name in c.__all__: getattr(c, name)\n"
         "assert 'hypothesis' in sys.modules\n"
     )
     result = subprocess.run(

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from trio_agents.testing import ContractViolation
-from trio_agents.testing._conformance import MachineReport, run_conformance
+from agent_conformance import ContractViolation
+from agent_conformance._conformance import MachineReport, run_conformance
 
 from .support.known_bad._agent import idle_cancel_emits
 from .support.known_bad._lifecycle import detach_before_flush

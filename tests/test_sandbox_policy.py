@@ -3,7 +3,7 @@ in order and a later mount wins, so the order is the policy (D131)."""
 
 from __future__ import annotations
 
-from trio_agents._sandbox_policy import SandboxPolicy, bwrap_argv, hidden_targets
+from trio_agents._shell._sandbox_policy import SandboxPolicy, bwrap_argv, hidden_targets
 
 
 def mounts(argv: list[str]) -> list[tuple[str, ...]]:

@@ -12,8 +12,8 @@ from typing import Any, NoReturn
 import pytest
 import trio
 
-import trio_agents._shell as shell_module
-import trio_agents._shell_process as shell_process
+import trio_agents._shell._executor as shell_module
+import trio_agents._shell._process as shell_process
 from trio_agents import (
     DuplicateSessionError,
     MemoryStore,
@@ -23,8 +23,8 @@ from trio_agents import (
     ShellSpec,
     open_runtime,
 )
-from trio_agents._shell_output import OutputCollector
-from trio_agents._spill import SpillDirectory
+from trio_agents._shell._output import OutputCollector
+from trio_agents._shell._spill import SpillDirectory
 from trio_agents.testing import ScriptedModel
 
 from .support.helpers import bash_runtime, of_type

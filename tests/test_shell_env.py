@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from trio_agents import ShellExecutor, make_non_dumpable
-from trio_agents._shell_env import carries_credentials, command_environment
+from trio_agents._shell._env import carries_credentials, command_environment
 
 from .support.unprivileged import python_path_for_nobody
 

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import trio
 
-from trio_agents._shell import RunResult, ShellExecutor, ShellRequest
+from trio_agents._shell._executor import RunResult, ShellExecutor, ShellRequest
 
 from .support.processes import gone, host_pid, live_group_members
 

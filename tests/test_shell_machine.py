@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from trio_agents.testing import check_shell_conformance
-from trio_agents.testing._profiles import profile
-from trio_agents.testing._shell_machine import shell_settings
+from agent_conformance import check_shell_conformance
+from agent_conformance._profiles import profile
+from agent_conformance._shell_machine import shell_settings
 
 
 @pytest.mark.subprocess

@@ -9,11 +9,11 @@ import pathlib
 import pytest
 import trio
 
+from agent_conformance import ContractViolation
+from agent_conformance._shell_probes import probe_past_timeout
 from trio_agents import ShellExecutor
-from trio_agents._shell_output import StreamOutput
-from trio_agents._shell_types import RunResult, ShellSpec
-from trio_agents.testing import ContractViolation
-from trio_agents.testing._shell_probes import probe_past_timeout
+from trio_agents._shell._output import StreamOutput
+from trio_agents._shell._types import RunResult, ShellSpec
 
 NOTHING = StreamOutput("", False, None, 0)
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from trio_agents.testing import ContractViolation
-from trio_agents.testing._conformance import run_conformance
+from agent_conformance import ContractViolation
+from agent_conformance._conformance import run_conformance
 
 from .support.known_bad._shell import empty_owner_is_nobody
 

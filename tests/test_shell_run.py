@@ -10,7 +10,7 @@ import stat
 import pytest
 import trio
 
-from trio_agents._shell import ShellExecutor, ShellRequest
+from trio_agents._shell._executor import ShellExecutor, ShellRequest
 
 from .support.processes import gone, host_pid, with_marker
 

@@ -42,8 +42,17 @@ def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ("ruff", "check", "trio_agents", "tests", "examples", "benchmarks"),
-        ("ruff", "format", "--check", "trio_agents", "tests", "examples", "benchmarks"),
+        ("ruff", "check", "trio_agents", "agent_conformance", "tests", "examples", "benchmarks"),
+        (
+            "ruff",
+            "format",
+            "--check",
+            "trio_agents",
+            "agent_conformance",
+            "tests",
+            "examples",
+            "benchmarks",
+        ),
         ("mypy",),
         ("pyright",),
     ],

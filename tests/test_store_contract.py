@@ -21,6 +21,9 @@ import trio.testing
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from agent_conformance._history import history_problems
+from agent_conformance._lifecycle_machine import LifecycleMachine
+from agent_conformance._machine import machine_for
 from trio_agents import (
     CorruptSessionError,
     MemoryStore,
@@ -38,9 +41,6 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents.testing import ScriptedModel, TrioHost, WallClock
-from trio_agents.testing._history import history_problems
-from trio_agents.testing._lifecycle_machine import LifecycleMachine
-from trio_agents.testing._machine import machine_for
 
 from .support.postgres import PgServer, user_tables
 

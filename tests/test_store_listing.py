@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from trio_agents import MemoryStore, SessionStore, SqliteStore, open_runtime
-from trio_agents._session import Session
-from trio_agents._store import title_of
+from trio_agents._store._base import title_of
+from trio_agents._store._session import Session
 from trio_agents.acp._prompt import resource_note, resource_text
 from trio_agents.testing import ScriptedModel
 

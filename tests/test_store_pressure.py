@@ -36,7 +36,7 @@ from trio_agents import (
     StoreLockedError,
     open_runtime,
 )
-from trio_agents._session import Session
+from trio_agents._store._session import Session
 from trio_agents.testing import ScriptedModel, reply
 
 from .support.acp_peer import acp_peer
@@ -332,7 +332,7 @@ async def test_opening_while_another_process_holds_the_lock_names_it(
 ) -> None:
     path = tmp_path / "s.sqlite3"
     await build(path, [])
-    monkeypatch.setattr("trio_agents._store_sqlite_open.BUSY_TIMEOUT", 0.2)
+    monkeypatch.setattr("trio_agents._store._sqlite_open.BUSY_TIMEOUT", 0.2)
     holder = hold_lock(path)
     try:
         with pytest.raises(StoreLockedError, match="another process holds its write lock") as info:
@@ -783,7 +783,7 @@ def test_a_store_this_user_may_not_use_is_named_with_the_real_cause_and_the_fix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Run as root, the tests cannot be refused; the kernel's answer is stood in for.
-    from trio_agents._store_errors import file_error
+    from trio_agents._store._errors import file_error
 
     path = tmp_path / "s.sqlite3"
     path.write_bytes(b"")
@@ -793,7 +793,7 @@ def test_a_store_this_user_may_not_use_is_named_with_the_real_cause_and_the_fix(
         which = "file" if pathlib.Path(where) == path else "dir"
         return not mode & denied.get(which, 0) and real_access(where, mode)
 
-    monkeypatch.setattr("trio_agents._store_errors.os.access", access)
+    monkeypatch.setattr("trio_agents._store._errors.os.access", access)
     exc = sqlite3.OperationalError("unable to open database file")
     exc.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
     message = str(file_error(path, exc, "open", reading=reading))

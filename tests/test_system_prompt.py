@@ -27,7 +27,7 @@ from trio_agents import (
     coding_system_prompt,
     function_tool,
 )
-from trio_agents._system_prompt import with_system_prompt
+from trio_agents._agent._system_prompt import with_system_prompt
 from trio_agents.testing import ScriptedModel, reply
 
 from .support.acp_peer import acp_peer

@@ -7,18 +7,51 @@ and a program that connects no MCP server should not pay for it.
 import importlib
 from typing import TYPE_CHECKING
 
-from ._agent import Agent as Agent
-from ._approval import Approval as Approval
-from ._approval import ApprovalPolicy as ApprovalPolicy
-from ._approval import ApprovalRequest as ApprovalRequest
-from ._approval import Approver as Approver
-from ._approval import Decision as Decision
-from ._approval import DecisionOutcome as DecisionOutcome
-from ._approval import Policy as Policy
-from ._approval import Verdict as Verdict
+from ._agent._agent import Agent as Agent
+from ._agent._approval import Approval as Approval
+from ._agent._approval import ApprovalPolicy as ApprovalPolicy
+from ._agent._approval import ApprovalRequest as ApprovalRequest
+from ._agent._approval import Approver as Approver
+from ._agent._approval import Decision as Decision
+from ._agent._approval import DecisionOutcome as DecisionOutcome
+from ._agent._approval import Policy as Policy
+from ._agent._approval import Verdict as Verdict
+from ._agent._events import AgentClosed as AgentClosed
+from ._agent._events import AgentCreated as AgentCreated
+from ._agent._events import CancelRequested as CancelRequested
+from ._agent._events import Event as Event
+from ._agent._events import EventBus as EventBus
+from ._agent._events import Listener as Listener
+from ._agent._events import SessionClosed as SessionClosed
+from ._agent._events import SessionCreated as SessionCreated
+from ._agent._events import StatusChanged as StatusChanged
+from ._agent._events import StepEnded as StepEnded
+from ._agent._events import StepStarted as StepStarted
+from ._agent._events import TextStreamed as TextStreamed
+from ._agent._events import ToolStarted as ToolStarted
+from ._agent._events import TurnEnded as TurnEnded
+from ._agent._events import TurnStarted as TurnStarted
+from ._agent._options import AgentOptions as AgentOptions
+from ._agent._standalone import open_agent as open_agent
+from ._agent._status import AgentStatus as AgentStatus
+from ._agent._system_prompt import SystemPrompt as SystemPrompt
+from ._agent._system_prompt import coding_system_prompt as coding_system_prompt
+from ._agent._turn import CancelCause as CancelCause
+from ._agent._turn import Closer as Closer
+from ._agent._turn import MessageId as MessageId
+from ._agent._turn_events import TurnDropped as TurnDropped
+from ._agent._turn_events import TurnEnd as TurnEnd
+from ._agent._turn_events import TurnEvent as TurnEvent
+from ._agent._turn_events import TurnStepEnd as TurnStepEnd
+from ._agent._turn_events import TurnText as TurnText
+from ._agent._turn_events import TurnToolCall as TurnToolCall
+from ._agent._turn_events import TurnToolResult as TurnToolResult
+from ._agent._turn_result import ToolCallResult as ToolCallResult
+from ._agent._turn_result import TurnResult as TurnResult
+from ._agent._turn_result import turn_result as turn_result
+from ._agent._turn_stream import TurnStream as TurnStream
 from ._configured import AgentConfig as AgentConfig
 from ._configured import ConfiguredAgents as ConfiguredAgents
-from ._dumpable import make_non_dumpable as make_non_dumpable
 from ._errors import AgentClosedError as AgentClosedError
 from ._errors import AlreadyLoadedError as AlreadyLoadedError
 from ._errors import AlreadyRunningError as AlreadyRunningError
@@ -53,89 +86,56 @@ from ._errors import TracingUnavailableError as TracingUnavailableError
 from ._errors import TrioAgentsError as TrioAgentsError
 from ._errors import TurnNotFoundError as TurnNotFoundError
 from ._errors import UnknownStoreVersionError as UnknownStoreVersionError
-from ._events import AgentClosed as AgentClosed
-from ._events import AgentCreated as AgentCreated
-from ._events import CancelRequested as CancelRequested
-from ._events import Event as Event
-from ._events import EventBus as EventBus
-from ._events import Listener as Listener
-from ._events import SessionClosed as SessionClosed
-from ._events import SessionCreated as SessionCreated
-from ._events import StatusChanged as StatusChanged
-from ._events import StepEnded as StepEnded
-from ._events import StepStarted as StepStarted
-from ._events import TextStreamed as TextStreamed
-from ._events import ToolStarted as ToolStarted
-from ._events import TurnEnded as TurnEnded
-from ._events import TurnStarted as TurnStarted
 from ._fiber import Fiber as Fiber
 from ._fiber import Plugin as Plugin
-from ._function_tool import FunctionTool as FunctionTool
-from ._function_tool import function_tool as function_tool
-from ._mcp_config import McpServer as McpServer
-from ._mcp_config import mcp_servers_from_config as mcp_servers_from_config
-from ._mcp_servers import McpServers as McpServers
-from ._model import Finish as Finish
-from ._model import Message as Message
-from ._model import Model as Model
-from ._model import ModelChunk as ModelChunk
-from ._model import ModelRequest as ModelRequest
-from ._model import TextDelta as TextDelta
-from ._model import ToolCall as ToolCall
-from ._model import ToolSpec as ToolSpec
-from ._model import Usage as Usage
-from ._model_offline import OfflineModel as OfflineModel
-from ._model_openai import OpenAICompatibleModel as OpenAICompatibleModel
-from ._options import AgentOptions as AgentOptions
-from ._records import Record as Record
-from ._records import TurnEndReason as TurnEndReason
+from ._mcp._config import McpServer as McpServer
+from ._mcp._config import mcp_servers_from_config as mcp_servers_from_config
+from ._mcp._servers import McpServers as McpServers
+from ._model._offline import OfflineModel as OfflineModel
+from ._model._openai import OpenAICompatibleModel as OpenAICompatibleModel
+from ._model._seam import Finish as Finish
+from ._model._seam import Message as Message
+from ._model._seam import Model as Model
+from ._model._seam import ModelChunk as ModelChunk
+from ._model._seam import ModelRequest as ModelRequest
+from ._model._seam import TextDelta as TextDelta
+from ._model._seam import ToolCall as ToolCall
+from ._model._seam import ToolSpec as ToolSpec
+from ._model._seam import Usage as Usage
 from ._registry import AgentHandle as AgentHandle
 from ._registry import AgentRegistry as AgentRegistry
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
-from ._sandbox_policy import SandboxPolicy as SandboxPolicy
-from ._session import Committer as Committer
-from ._session import Session as Session
-from ._shell import JobOutput as JobOutput
-from ._shell import RunResult as RunResult
-from ._shell import ShellExecutor as ShellExecutor
-from ._shell import ShellRequest as ShellRequest
-from ._shell import ShellSpec as ShellSpec
-from ._shell_tools import BashTools as BashTools
-from ._standalone import open_agent as open_agent
-from ._status import AgentStatus as AgentStatus
-from ._store import MemoryStore as MemoryStore
-from ._store import SessionInfo as SessionInfo
-from ._store import SessionStore as SessionStore
-from ._store import StoredSession as StoredSession
-from ._store_postgres import PostgresStore as PostgresStore
-from ._store_sqlite import SqliteStore as SqliteStore
-from ._store_sqlite import default_store_path as default_store_path
-from ._system_prompt import SystemPrompt as SystemPrompt
-from ._system_prompt import coding_system_prompt as coding_system_prompt
-from ._tool import Tool as Tool
-from ._tool import ToolContext as ToolContext
-from ._tool import ToolResult as ToolResult
+from ._shell._bash_tools import BashTools as BashTools
+from ._shell._dumpable import make_non_dumpable as make_non_dumpable
+from ._shell._executor import JobOutput as JobOutput
+from ._shell._executor import RunResult as RunResult
+from ._shell._executor import ShellExecutor as ShellExecutor
+from ._shell._executor import ShellRequest as ShellRequest
+from ._shell._executor import ShellSpec as ShellSpec
+from ._shell._sandbox_policy import SandboxPolicy as SandboxPolicy
+from ._store._base import MemoryStore as MemoryStore
+from ._store._base import SessionInfo as SessionInfo
+from ._store._base import SessionStore as SessionStore
+from ._store._base import StoredSession as StoredSession
+from ._store._postgres import PostgresStore as PostgresStore
+from ._store._records import Record as Record
+from ._store._records import TurnEndReason as TurnEndReason
+from ._store._session import Committer as Committer
+from ._store._session import Session as Session
+from ._store._sqlite import SqliteStore as SqliteStore
+from ._store._sqlite import default_store_path as default_store_path
+from ._tool._function import FunctionTool as FunctionTool
+from ._tool._function import function_tool as function_tool
+from ._tool._seam import Tool as Tool
+from ._tool._seam import ToolContext as ToolContext
+from ._tool._seam import ToolResult as ToolResult
 from ._tracing import AgentTracer as AgentTracer
-from ._turn import CancelCause as CancelCause
-from ._turn import Closer as Closer
-from ._turn import MessageId as MessageId
-from ._turn_events import TurnDropped as TurnDropped
-from ._turn_events import TurnEnd as TurnEnd
-from ._turn_events import TurnEvent as TurnEvent
-from ._turn_events import TurnStepEnd as TurnStepEnd
-from ._turn_events import TurnText as TurnText
-from ._turn_events import TurnToolCall as TurnToolCall
-from ._turn_events import TurnToolResult as TurnToolResult
-from ._turn_result import ToolCallResult as ToolCallResult
-from ._turn_result import TurnResult as TurnResult
-from ._turn_result import turn_result as turn_result
-from ._turn_stream import TurnStream as TurnStream
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 if TYPE_CHECKING:
-    from ._mcp import McpTools as McpTools
-    from ._mcp import open_mcp_tools as open_mcp_tools
+    from ._mcp._tools import McpTools as McpTools
+    from ._mcp._tools import open_mcp_tools as open_mcp_tools
 
 __all__ = [
     "Agent",
@@ -266,7 +266,7 @@ __all__ = [
     "turn_result",
 ]
 
-_LAZY = {"McpTools": "._mcp", "open_mcp_tools": "._mcp"}
+_LAZY = {"McpTools": "._mcp._tools", "open_mcp_tools": "._mcp._tools"}
 
 
 def __getattr__(name: str) -> object:

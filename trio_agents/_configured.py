@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._agent import Agent
+from ._agent._agent import Agent
+from ._agent._options import AgentOptions
 from ._errors import AlreadyLoadedError, LabelNotFoundError
-from ._model import Model
-from ._options import AgentOptions
-from ._tool import Tool
+from ._model._seam import Model
+from ._tool._seam import Tool
 
 if TYPE_CHECKING:
     from ._fiber import Fiber

@@ -32,20 +32,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from ._agent import Agent
-from ._agent_parts import check_meta, check_parts
-from ._approval import Approval
+from ._agent._agent import Agent
+from ._agent._approval import Approval
+from ._agent._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
+from ._agent._options import AgentOptions
+from ._agent._parts import check_meta, check_parts
+from ._agent._turn import Closer
 from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
-from ._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
 from ._fiber import AgentFiber, Fiber, require_open
-from ._model import Model
+from ._model._seam import Model
 from ._nursery import report_started, runs_inside, start_service
-from ._options import AgentOptions
-from ._session import Session
-from ._shell import ShellExecutor
-from ._store import SessionStore, new_header
-from ._tool import Tool
-from ._turn import Closer
+from ._shell._executor import ShellExecutor
+from ._store._base import SessionStore, new_header
+from ._store._session import Session
+from ._tool._seam import Tool
 
 if TYPE_CHECKING:
     from types import TracebackType

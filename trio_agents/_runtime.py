@@ -10,15 +10,15 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ._agent._events import EventBus
 from ._errors import AlreadyLoadedError
-from ._events import EventBus
 from ._fiber import Fiber, Plugin
 from ._nursery import service_nursery, start_service
 from ._registry import AgentRegistry, Lifecycle, Services
-from ._shell import ShellExecutor
-from ._store import SessionStore
-from ._store_postgres import PostgresStore, is_postgres_url
-from ._store_sqlite import SqliteStore, default_store_path
+from ._shell._executor import ShellExecutor
+from ._store._base import SessionStore
+from ._store._postgres import PostgresStore, is_postgres_url
+from ._store._sqlite import SqliteStore, default_store_path
 
 __all__ = ["Runtime", "open_runtime"]
 

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from ._agent._events import AgentClosed, AgentCreated, CancelRequested, Event, ToolStarted
 from ._errors import TracingUnavailableError
-from ._events import AgentClosed, AgentCreated, CancelRequested, Event, ToolStarted
-from ._records import (
+from ._store._records import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -37,9 +37,9 @@ from ._records import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ._agent import Agent
+    from ._agent._agent import Agent
     from ._runtime import Runtime
-    from ._session import Session
+    from ._store._session import Session
 
 __all__ = ["AgentTracer"]
 

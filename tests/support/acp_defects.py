@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from trio_agents._events import TextStreamed
+from trio_agents._agent._events import TextStreamed
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp import _mapping, _permissions
 from trio_agents.acp._server import AcpServer

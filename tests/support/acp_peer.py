@@ -20,7 +20,7 @@ from trio_agents import (
     ShellExecutor,
     open_runtime,
 )
-from trio_agents._model_offline import OfflineModel
+from trio_agents._model._offline import OfflineModel
 from trio_agents.acp._server import AcpServer
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trio_agents.testing import Features
+from agent_conformance import Features
 
 from .variants import NoSteer, factory_for
 

@@ -55,7 +55,7 @@ def _unpack_for_this_user() -> None:
 def ensure_bwrap() -> tuple[str | None, str]:
     """(the bwrap path, "") once bubblewrap is on PATH and can make a sandbox here; else
     (None, what is missing)."""
-    from trio_agents._sandbox import probe_now
+    from trio_agents._shell._sandbox import probe_now
 
     if shutil.which("bwrap") is None:
         # The test workers (pytest-xdist) each ask; one installs while the others wait:

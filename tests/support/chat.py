@@ -16,8 +16,8 @@ import trio.testing
 
 from trio_agents import Model, Record, SessionStore, SqliteStore
 from trio_agents._cli._chat import ChatConfig, run_chat
-from trio_agents._model_offline import OfflineModel
-from trio_agents._store import StoredSession
+from trio_agents._model._offline import OfflineModel
+from trio_agents._store._base import StoredSession
 
 __all__ = [
     "TIMEOUT",

@@ -14,9 +14,9 @@ from typing import Final
 
 import trio
 
+from agent_conformance._history import history_problems
 from trio_agents import PostgresStore, Record, SessionStore, SqliteStore, open_runtime
 from trio_agents.testing import ScriptedModel
-from trio_agents.testing._history import history_problems
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 SESSION: Final = "s1"

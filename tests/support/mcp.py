@@ -1,4 +1,4 @@
-"""The reference MCP server (`trio_agents.testing._mcp_server`) as the tests start it, and
+"""The reference MCP server (`agent_conformance._mcp_server`) as the tests start it, and
 waits on what it records, each bounded by a deadline."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
     "wait_for_event",
 ]
 
-SERVER_MODULE = "trio_agents.testing._mcp_server"
+SERVER_MODULE = "agent_conformance._mcp_server"
 _POLL = 0.02  # seconds between looks at a file another process writes
 _DEADLINE = 30.0  # seconds: a loaded CI machine starts the SDK's server in several
 

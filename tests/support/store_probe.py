@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import trio
 
-from trio_agents._session import Session
+from trio_agents._store._session import Session
 
 __all__ = ["message", "on_disk", "wait_until"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
+from agent_conformance import Features
 from trio_agents import (
     Agent,
     AgentOptions,
@@ -18,9 +19,8 @@ from trio_agents import (
     Tool,
     open_agent,
 )
-from trio_agents._records import TurnEndReason, aborted, completed, max_steps
-from trio_agents._turn import CLOSED_CAUSE, StepAborted, Turn
-from trio_agents.testing import Features
+from trio_agents._agent._turn import CLOSED_CAUSE, StepAborted, Turn
+from trio_agents._store._records import TurnEndReason, aborted, completed, max_steps
 
 
 class NoSteer(Agent):

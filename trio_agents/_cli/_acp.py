@@ -21,7 +21,8 @@ from typing import Any
 
 import trio
 
-from .._dumpable import make_non_dumpable
+from .._agent._options import AgentOptions
+from .._agent._system_prompt import SystemPrompt
 from .._errors import (
     PersistenceError,
     StoreBrokenError,
@@ -30,16 +31,15 @@ from .._errors import (
     StoreLockedError,
     TrioAgentsError,
 )
-from .._model import Model
+from .._model._seam import Model
 from .._nursery import service_nursery
-from .._options import AgentOptions
-from .._sandbox import probe_now
-from .._sandbox_policy import SandboxPolicy
-from .._shell import ShellExecutor
-from .._store import SessionStore
-from .._store_postgres import PostgresStore
-from .._store_sqlite import SqliteStore, default_store_path
-from .._system_prompt import SystemPrompt
+from .._shell._dumpable import make_non_dumpable
+from .._shell._executor import ShellExecutor
+from .._shell._sandbox import probe_now
+from .._shell._sandbox_policy import SandboxPolicy
+from .._store._base import SessionStore
+from .._store._postgres import PostgresStore
+from .._store._sqlite import SqliteStore, default_store_path
 from .._version import VERSION
 from ..acp import serve_stdio
 from ..acp._modes import DEFAULT_MODE, MODES

@@ -12,13 +12,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._sandbox import fallback, mark_warned, probe_now, unavailable
-from .._sandbox_policy import SandboxPolicy
-from .._shell_env import check_env_name
-from .._store_errors import non_directory_ancestor
-from .._store_postgres import is_postgres_url
-from .._store_sqlite import default_store_path
-from .._system_prompt import coding_system_prompt
+from .._agent._system_prompt import coding_system_prompt
+from .._shell._env import check_env_name
+from .._shell._sandbox import fallback, mark_warned, probe_now, unavailable
+from .._shell._sandbox_policy import SandboxPolicy
+from .._store._errors import non_directory_ancestor
+from .._store._postgres import is_postgres_url
+from .._store._sqlite import default_store_path
 from ._model_choice import MODELS
 
 __all__ = [

@@ -44,9 +44,12 @@ from typing import Any, Final, Literal
 
 import trio
 
-from .._agent import Agent
-from .._approval import Approval, ApprovalRequest
-from .._dumpable import make_non_dumpable
+from .._agent._agent import Agent
+from .._agent._approval import Approval, ApprovalRequest
+from .._agent._events import Event, TextStreamed
+from .._agent._mode_policy import DEFAULT_MODE, ModePolicy
+from .._agent._options import AgentOptions
+from .._agent._system_prompt import SystemPrompt, coding_system_prompt, with_system_prompt
 from .._errors import (
     AgentClosedError,
     CorruptSessionError,
@@ -58,23 +61,20 @@ from .._errors import (
     StoreFileError,
     TrioAgentsError,
 )
-from .._events import Event, TextStreamed
-from .._mcp_config import McpServer
-from .._mode_policy import DEFAULT_MODE, ModePolicy
-from .._model import Model
+from .._mcp._config import McpServer
+from .._model._seam import Model
 from .._nursery import service_nursery
-from .._options import AgentOptions
-from .._records import Record
 from .._registry import AgentHandle
 from .._runtime import Runtime, open_runtime
-from .._sandbox_policy import SandboxPolicy
-from .._shell import ShellExecutor
-from .._shell_tools import BashTools
-from .._store import SessionStore
-from .._store_postgres import PostgresStore
-from .._store_sqlite import default_store_path
-from .._system_prompt import SystemPrompt, coding_system_prompt, with_system_prompt
-from .._tool import Tool
+from .._shell._bash_tools import BashTools
+from .._shell._dumpable import make_non_dumpable
+from .._shell._executor import ShellExecutor
+from .._shell._sandbox_policy import SandboxPolicy
+from .._store._base import SessionStore
+from .._store._postgres import PostgresStore
+from .._store._records import Record
+from .._store._sqlite import default_store_path
+from .._tool._seam import Tool
 from ._args import (
     add_max_steps,
     add_model,

@@ -24,8 +24,8 @@ from typing import Final
 
 import trio
 
-from .._approval import ApprovalRequest, Decision, DecisionOutcome
-from .._records import TOOL_CALL, TOOL_RESULT, Record
+from .._agent._approval import ApprovalRequest, Decision, DecisionOutcome
+from .._store._records import TOOL_CALL, TOOL_RESULT, Record
 from ._terminal import Terminal
 
 __all__ = [

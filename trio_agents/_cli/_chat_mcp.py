@@ -23,8 +23,8 @@ from typing import Final
 import trio
 
 from .._errors import McpConfigError, McpServerError
-from .._mcp_config import McpServer, mcp_servers_from_config
-from .._tool import Tool
+from .._mcp._config import McpServer, mcp_servers_from_config
+from .._tool._seam import Tool
 from ._terminal import Terminal
 
 __all__ = ["EXIT_USAGE", "McpHolder", "add_mcp", "read_mcp_files"]
@@ -124,7 +124,7 @@ class McpHolder:
     ) -> None:
         # Imported here: the SDK takes a second to import, which only a chat with servers
         # should pay (every other command imports this module).
-        from .._mcp import open_mcp_tools
+        from .._mcp._tools import open_mcp_tools
 
         async with open_mcp_tools(
             self.servers,

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
-from .._records import (
+from .._store._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
     STEERING_MESSAGE,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .._model import Model
-from .._model_offline import OfflineModel
-from .._model_openai import OpenAICompatibleModel
+from .._model._offline import OfflineModel
+from .._model._openai import OpenAICompatibleModel
+from .._model._seam import Model
 
 __all__ = ["AUTO_MODELS", "MODELS", "offered_models"]
 

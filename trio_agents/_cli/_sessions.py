@@ -31,10 +31,10 @@ from typing import Any, TextIO, TypeVar
 import trio
 
 from .._errors import SessionNotFoundError, TrioAgentsError
-from .._store import SessionInfo, SessionStore, StoredSession
-from .._store_errors import non_directory_ancestor
-from .._store_postgres import PostgresStore
-from .._store_sqlite import SqliteStore, default_store_path
+from .._store._base import SessionInfo, SessionStore, StoredSession
+from .._store._errors import non_directory_ancestor
+from .._store._postgres import PostgresStore
+from .._store._sqlite import SqliteStore, default_store_path
 from ._args import add_store
 
 __all__ = ["add_parser", "format_info", "format_record", "run"]

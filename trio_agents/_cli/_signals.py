@@ -29,8 +29,8 @@ from typing import Final, Literal, NoReturn
 import trio
 
 from .._nursery import service_nursery
-from .._shell import ShellExecutor
-from .._shell_group import live_processes, signal_group
+from .._shell._executor import ShellExecutor
+from .._shell._group import live_processes, signal_group
 
 __all__ = [
     "HANDLED",

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from .._errors import McpConfigError
-from .._mcp_config import McpServer, mcp_servers_from_acp
-from .._readable import readable
-from .._records import (
+from .._mcp._config import McpServer, mcp_servers_from_acp
+from .._shell._readable import readable
+from .._store._records import (
     ASSISTANT_MESSAGE,
     TOOL_APPROVAL,
     TOOL_CALL,

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._mode_policy import DEFAULT_MODE, MODES, ModePolicy
-from .._model import Model, ModelChunk, ModelRequest
+from .._agent._mode_policy import DEFAULT_MODE, MODES, ModePolicy
+from .._model._seam import Model, ModelChunk, ModelRequest
 from ._jsonrpc import JsonRpcError
 
 __all__ = [

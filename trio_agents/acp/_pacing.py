@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from .._model import Model, ModelChunk, ModelRequest
+from .._model._seam import Model, ModelChunk, ModelRequest
 
 __all__ = ["OutputBudget", "PacedModel"]
 

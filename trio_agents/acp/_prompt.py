@@ -86,7 +86,7 @@ def has_links(parts: Sequence[Block]) -> bool:
 
 def resource_text(uri: str, text: str) -> str:
     """A resource's text as the model sees it, between markers that name it. (A session's
-    title shows it as `@name`: `trio_agents._store.title_of` reads this format.)"""
+    title shows it as `@name`: `trio_agents._store._base.title_of` reads this format.)"""
     newline = "" if text.endswith("\n") or not text else "\n"
     return f'\n<resource uri="{_attribute(uri)}">\n{text}{newline}</resource>\n'
 

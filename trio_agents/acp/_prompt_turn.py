@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from .._errors import AgentClosedError, TrioAgentsError
-from .._store import SessionStore
+from .._store._base import SessionStore
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _mapping as m

@@ -33,15 +33,15 @@ from typing import Any
 
 import trio
 
+from .._agent._events import Event, TextStreamed, ToolStarted
+from .._agent._options import AgentOptions
+from .._agent._system_prompt import SystemPrompt, coding_system_prompt
 from .._batches import write_in_batches
-from .._events import Event, TextStreamed, ToolStarted
-from .._model import Model
-from .._options import AgentOptions
-from .._records import Record
+from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
-from .._shell_tools import BashTools
-from .._system_prompt import SystemPrompt, coding_system_prompt
+from .._shell._bash_tools import BashTools
+from .._store._records import Record
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _listing, _params

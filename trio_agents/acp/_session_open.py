@@ -21,16 +21,16 @@ from typing import Any
 
 import trio
 
-from .._approval import Approval
+from .._agent._approval import Approval
+from .._agent._options import AgentOptions
+from .._agent._system_prompt import SystemPrompt, with_system_prompt
 from .._errors import CorruptSessionError, DuplicateSessionError, SessionNotFoundError
-from .._mcp_config import McpServer
-from .._model import Model
-from .._model_offline import COMMANDS, OfflineModel
-from .._options import AgentOptions
+from .._mcp._config import McpServer
+from .._model._offline import COMMANDS, OfflineModel
+from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
-from .._system_prompt import SystemPrompt, with_system_prompt
-from .._tool import Tool
+from .._tool._seam import Tool
 from . import _jsonrpc as rpc
 from . import _mapping as m
 from . import _modes as modes

@@ -22,9 +22,9 @@ import trio
 
 from .._errors import McpConfigError, McpServerError
 from .._fiber import Fiber
-from .._mcp_config import McpServer
+from .._mcp._config import McpServer
 from .._runtime import Runtime
-from .._tool import Tool
+from .._tool._seam import Tool
 from ._jsonrpc import JsonRpcError
 
 __all__ = ["MCP_CLOSE_GRACE", "MCP_START_FAILED", "SessionScope", "open_session_scope"]
@@ -77,7 +77,7 @@ async def open_session_scope(
             return SessionScope(fiber, base)
         # Imported here: the SDK costs the server a second of start-up, and most sessions
         # have no MCP server.
-        from .._mcp import open_mcp_tools
+        from .._mcp._tools import open_mcp_tools
 
         tools = await fiber.enter_async_context(
             open_mcp_tools(

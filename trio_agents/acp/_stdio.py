@@ -10,13 +10,13 @@ from pathlib import Path
 
 import trio
 
-from .._model import Model
-from .._options import AgentOptions
+from .._agent._options import AgentOptions
+from .._agent._system_prompt import SystemPrompt, coding_system_prompt
+from .._model._seam import Model
 from .._runtime import open_runtime
-from .._shell import ShellExecutor
-from .._shell_tools import BashTools
-from .._store import SessionStore
-from .._system_prompt import SystemPrompt, coding_system_prompt
+from .._shell._bash_tools import BashTools
+from .._shell._executor import ShellExecutor
+from .._store._base import SessionStore
 from .._version import VERSION
 from ._server import AcpServer
 

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 import trio
 
-from .._model import Finish, ModelChunk, ModelRequest, TextDelta, ToolCall
-from .._tool import ToolContext, ToolResult
+from .._model._seam import Finish, ModelChunk, ModelRequest, TextDelta, ToolCall
+from .._tool._seam import ToolContext, ToolResult
 
 __all__ = [
     "HOLD",

@@ -8,6 +8,7 @@ from typing import Any
 
 import trio
 
+from agent_conformance import AgentObserver, observed
 from examples.observed_trio_agents import (
     ObservedTrioAgent,
     relay_event,
@@ -31,10 +32,9 @@ from trio_agents import (
     TurnStarted,
     open_agent,
 )
-from trio_agents._inbox import Inbox, InboxMessage, MessageKind
-from trio_agents._model import Finish, ModelRequest, ToolCall
-from trio_agents._turn import Turn, read_reply
-from trio_agents.testing import AgentObserver, observed
+from trio_agents._agent._inbox import Inbox, InboxMessage, MessageKind
+from trio_agents._agent._turn import Turn, read_reply
+from trio_agents._model._seam import Finish, ModelRequest, ToolCall
 
 from ._seeded import Seeded
 

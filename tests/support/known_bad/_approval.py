@@ -21,9 +21,9 @@ from trio_agents import (
     Tool,
     open_agent,
 )
-from trio_agents._approval import approval_record, rejection_text
-from trio_agents._model import ToolCall
-from trio_agents._turn import Turn, commit
+from trio_agents._agent._approval import approval_record, rejection_text
+from trio_agents._agent._turn import Turn, commit
+from trio_agents._model._seam import ToolCall
 from trio_agents._util import describe
 
 from ._seeded import Seeded

@@ -17,7 +17,7 @@ from trio_agents import (
     ShellExecutor,
     open_runtime,
 )
-from trio_agents._events import AgentCreated, Event, EventBus, SessionCreated
+from trio_agents._agent._events import AgentCreated, Event, EventBus, SessionCreated
 from trio_agents._registry import AgentRegistry, Lifecycle
 
 from ._seeded import Seeded

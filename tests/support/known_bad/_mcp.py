@@ -9,9 +9,9 @@ from typing import Any, overload
 
 import trio
 
-from trio_agents._mcp import open_mcp_tools
-from trio_agents._mcp_config import McpServer
-from trio_agents._tool import Tool, ToolContext, ToolResult
+from trio_agents._mcp._config import McpServer
+from trio_agents._mcp._tools import open_mcp_tools
+from trio_agents._tool._seam import Tool, ToolContext, ToolResult
 
 from ._seeded import Seeded
 

@@ -14,20 +14,20 @@ from typing import Any
 
 import trio
 
+from agent_conformance._shell_probes import PASSED, PROBE_SET
 from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
 from trio_agents._runtime import Runtime
-from trio_agents._sandbox_policy import SandboxPolicy
-from trio_agents._shell_env import QUIET_TOOLS, carries_credentials, command_environment
-from trio_agents._shell_group import group_gone, group_has_live_members, signal_group
-from trio_agents._shell_output import OutputCollector, SpillSource
-from trio_agents._shell_tools import (
+from trio_agents._shell._bash_tools import (
     _BashKill,  # pyright: ignore[reportPrivateUsage]
     _BashOutput,  # pyright: ignore[reportPrivateUsage]
     render_output,
     status_line,
 )
-from trio_agents._spill import SpillDirectory
-from trio_agents.testing._shell_probes import PASSED, PROBE_SET
+from trio_agents._shell._env import QUIET_TOOLS, carries_credentials, command_environment
+from trio_agents._shell._group import group_gone, group_has_live_members, signal_group
+from trio_agents._shell._output import OutputCollector, SpillSource
+from trio_agents._shell._sandbox_policy import SandboxPolicy
+from trio_agents._shell._spill import SpillDirectory
 
 from ._seeded import Seeded
 

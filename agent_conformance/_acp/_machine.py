@@ -1,0 +1,774 @@
+"""The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
+checks rules P1-P9 and P14 (docs/contract.md, ACP section).
+
+One example is one agent process (a second one after `restart`, to load what the first
+streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
+prompt carries a token of its own, and its script says what the model answers; a prompt
+that will be cancelled is scripted to end in a held stream, so its turn cannot end before
+the cancel lands: before the model is called, mid-stream, or while a shell tool runs. A
+permission prompt's one command writes a witness file, and its permission request is
+answered as `_permission_rules` says; an agent that never asks opens no window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import shutil
+import tempfile
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, NoReturn
+
+import trio
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition
+
+from trio_agents.testing import TrioHost, WallClock
+
+from .._machine import ConformanceMachine, rule
+from .._properties import Property
+from . import _wire as wire
+from ._client import AgentProcess, AgentSetupError, Answer, PermissionAsk, Target, Update
+from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
+from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
+from ._properties import (
+    CANCEL_ANSWERS_CANCELLED,
+    EXITS_AT_EOF,
+    LOAD_REPLAYS,
+    MALFORMED_ANSWERED,
+    MALFORMED_SURVIVES,
+    NO_ORPHANS,
+    PERMISSION_REFUSED_NOT_RUN,
+    PERMISSION_SKIPPED_BY_CANCEL,
+    PROMPT_ENDS_TURN,
+    QUIET_AFTER_CANCEL,
+    REQUEST_ANSWERED,
+    SESSIONS_ISOLATED,
+    TOOL_STATUS_FORWARD,
+)
+
+__all__ = ["AcpMachine", "acp_machine"]
+
+MAX_SESSIONS = 3
+NULL_ERROR_WAIT = 2.0  # real seconds: a parse error is answered at once, or never
+QUIET = 0.15  # real seconds a cancelled session must stay silent after its answer
+# Turn output: what a cancelled turn must no longer send. Session-level updates (commands,
+# modes, config, info, usage) may come at any time.
+TURN_OUTPUT = frozenset(
+    {"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call",
+     "tool_call_update", "plan"}
+)  # fmt: skip
+CancelPoint = Literal["before-model", "mid-stream", "mid-tool"]
+Malformed = Literal["not-json", "unknown-method", "bad-params", "unknown-session"]
+
+
+@dataclass
+class _Session:
+    id: str
+    live: bool = True
+    turns: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    """Completed turns: (prompt token, the text the model streamed)."""
+    quiet: list[tuple[int, float]] = field(default_factory=list[tuple[int, float]])
+    """(from, until) sequence windows in which no turn output may arrive."""
+    loaded: bool = False
+
+
+class _World:
+    def __init__(self, endpoint: ScriptedEndpoint, nursery: trio.Nursery) -> None:
+        self.endpoint = endpoint
+        self.nursery = nursery
+
+
+class AcpMachine(ConformanceMachine):
+    """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
+
+    host: the TrioHost, on a WallClock (the agent is a real process).
+    dir: the example's directory: the sessions' cwd (`work/`), XDG dirs, tool witnesses.
+    agent: the agent process now running.
+    """
+
+    target: ClassVar[Target]
+    advertised: ClassVar[dict[str, Any]] = {}
+    """What the last `initialize` answered: `agentInfo` and `loadSession`."""
+
+    def __init__(self) -> None:
+        target = type(self).target
+        patience = target.timeout * 4 + target.grace + 30
+        super().__init__(TrioHost(WallClock(), call_timeout=patience, stall_timeout=patience))
+        self.dir = Path(tempfile.mkdtemp(prefix="trio-agents-acp-"))
+        self.world: _World = self._start_service(self._open_world)
+        self.tokens = itertools.count(1)
+        self.sessions: list[_Session] = []
+        self.log: list[str] = []
+        self.owners: dict[str, str] = {}  # token -> the session whose prompt carries it
+        # (session, toolCallId) -> the call's last status: any process's announcement
+        # counts, and a `tool_call` (a load replays them) starts the call's statuses anew.
+        self.tool_status: dict[tuple[str, str], str] = {}
+        self.can_load = False
+        self._checked = 0  # updates of this agent process checked so far
+        self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
+        try:
+            self.agent = self._spawn()
+        except BaseException:
+            # No teardown follows a constructor that raised: end the run here, which kills
+            # the agent (an agent that never answers `initialize` would outlive the suite).
+            with contextlib.suppress(Exception):
+                self.host.close()
+            self._after_close()
+            raise
+
+    @asynccontextmanager
+    async def _open_world(self) -> AsyncGenerator[_World, None]:
+        async with open_endpoint() as endpoint, trio.open_nursery() as nursery:
+            yield _World(endpoint, nursery)
+            nursery.cancel_scope.cancel()
+
+    @property
+    def endpoint(self) -> ScriptedEndpoint:
+        return self.world.endpoint
+
+    # -- the agent process ----------------------------------------------------------------
+
+    def _spawn(self) -> AgentProcess:
+        placeholders = {
+            "base_url": self.endpoint.base_url,
+            "api_key": API_KEY,
+            "model": MODEL,
+            "dir": str(self.dir),
+            "workdir": str(self.dir / "work"),
+        }
+        agent = AgentProcess(type(self).target, placeholders, self.dir)
+        self.host.call(self._start_agent, agent)
+        self._initialize(agent)
+        return agent
+
+    async def _start_agent(self, agent: AgentProcess) -> None:
+        scope = trio.CancelScope()
+        done = trio.Event()
+
+        async def run(task_status: trio.TaskStatus[None]) -> None:
+            try:
+                with scope:
+                    await agent.run(task_status)
+            finally:
+                done.set()
+
+        await self.world.nursery.start(run)
+        self._stops[id(agent)] = (scope, done)
+
+    async def _stop_agent(self, agent: AgentProcess) -> None:
+        scope, done = self._stops.pop(id(agent))
+        scope.cancel()
+        await done.wait()
+
+    def _initialize(self, agent: AgentProcess) -> None:
+        params = {
+            "protocolVersion": 1,
+            "clientCapabilities": {
+                "fs": {"readTextFile": True, "writeTextFile": True},
+                "terminal": False,
+            },
+            "clientInfo": {"name": "trio-agents-conformance", "version": "1"},
+        }
+        answer = self._ask(agent, "initialize", params)
+        if answer.error is not None:
+            raise AgentSetupError(f"the agent refused initialize: {answer.error}")
+        self.can_load = bool(wire.dig(answer.result, "agentCapabilities", "loadSession"))
+        type(self).advertised = {
+            "agentInfo": wire.dig(answer.result, "agentInfo"),
+            "loadSession": self.can_load,
+        }
+
+    def _ask(
+        self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
+    ) -> Answer:
+        async def ask() -> Answer | None:
+            return await agent.answer(await agent.start_request(method, params))
+
+        answer = self.host.call(ask)
+        if answer is None:
+            self._unanswered(agent, method + what)
+        return answer
+
+    def _unanswered(self, agent: AgentProcess, what: str) -> NoReturn:
+        self._raise_found(agent)
+        # An agent that exited did not make the client wait the timeout out: say which.
+        waited = "before the agent exited" if agent.exited else f"within {agent.target.timeout:g} s"
+        REQUEST_ANSWERED.fail(f"{what} got no answer {waited}; {agent.describe_exit()}")
+
+    def _raise_found(self, agent: AgentProcess) -> None:
+        if agent.problems:
+            prop, happened = agent.problems[0]
+            prop.fail(happened)
+
+    # -- rules ---------------------------------------------------------------------------
+
+    def _live(self) -> list[_Session]:
+        return [s for s in self.sessions if s.live]
+
+    def _pick(self, index: int) -> _Session:
+        live = self._live()
+        return live[index % len(live)]
+
+    @precondition(lambda self: len(self._live()) < MAX_SESSIONS)
+    @rule()
+    def new_session(self) -> None:
+        """session/new in the example's work directory."""
+        answer = self._ask(
+            self.agent, "session/new", {"cwd": str(self.agent.workdir), "mcpServers": []}
+        )
+        if answer.error is not None:
+            raise AgentSetupError(
+                f"the agent refused session/new: {answer.error}; if it needs a login or a "
+                "model setting, give it one with --env or --config-file"
+            )
+        self.sessions.append(_Session(str(answer.result["sessionId"])))
+        self.log.append("new")
+
+    def _token(self, session: _Session) -> str:
+        token = f"acp-check-{next(self.tokens)}"
+        self.owners[token] = session.id
+        return token
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(session=st.integers(0, MAX_SESSIONS - 1), tool=st.booleans())
+    def prompt(self, session: int, tool: bool) -> None:
+        """A prompt whose model answers text (after one shell tool call when `tool`)."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        reply = f"reply {token} done"
+        steps = (Shell("true"), Say(reply)) if tool else (Say(reply),)
+        self.endpoint.scripts[token] = steps
+        self.host.call(self._prompt_to_end, chosen, token, reply)
+        self.log.append("prompt-tool" if tool else "prompt")
+
+    async def _prompt_to_end(self, session: _Session, token: str, reply: str) -> None:
+        request_id = await self._send_prompt(session, token)
+        answer = await self.agent.answer(request_id)
+        self._expect_end_turn(session, token, answer, reply)
+
+    def _expect_end_turn(
+        self,
+        session: _Session,
+        token: str,
+        answer: Answer | None,
+        reply: str,
+        prop: Property = PROMPT_ENDS_TURN,
+    ) -> None:
+        if answer is None:
+            self._unanswered(self.agent, f"session/prompt {token} (session {session.id})")
+        assert answer is not None
+        reason = wire.dig(answer.result, "stopReason") if answer.error is None else None
+        prop.check(
+            reason == "end_turn",
+            lambda: (
+                f"prompt {token} of session {session.id}, whose model finished, was "
+                f"answered {answer.error or answer.result}"
+            ),
+        )
+        # Only what the model streamed must be replayed: an agent without a shell tool got
+        # a plain "ok" where the tool call would have been, and its turn ended there.
+        streamed = any(call.step == Say(reply) for call in self.endpoint.calls(token))
+        session.turns.append((token, reply if streamed else ""))
+
+    async def _send_prompt(self, session: _Session, token: str, then: bytes = b"") -> int:
+        params = {"sessionId": session.id, "prompt": [{"type": "text", "text": f"{token}: go"}]}
+        for start, until in list(session.quiet):
+            if until == float("inf"):
+                session.quiet.remove((start, until))
+                session.quiet.append((start, self.agent.mark()))
+        request_id = await self.agent.start_request("session/prompt", params)
+        if then:
+            await self.agent.send(then)
+        return request_id
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(
+        session=st.integers(0, MAX_SESSIONS - 1),
+        point=st.sampled_from(["before-model", "mid-stream", "mid-tool"]),
+    )
+    def cancel_prompt(self, session: int, point: CancelPoint) -> None:
+        """A prompt cancelled before its model call, in the middle of its stream, or while
+        its shell tool runs: it must answer `cancelled`, then stay quiet."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        self.host.call(self._cancel_at, chosen, token, point)
+        self.log.append(f"cancel-{point}")
+
+    async def _cancel_at(self, session: _Session, token: str, point: CancelPoint) -> None:
+        held = Hold(f"partial {token} streaming")
+        if point == "mid-tool":
+            witness = self.dir / f"tool-{token}"
+            self.endpoint.scripts[token] = (Shell(f"echo started > {witness}; sleep 30"), held)
+        else:
+            self.endpoint.scripts[token] = (held,)
+        cancel = wire.frame(method="session/cancel", params={"sessionId": session.id})
+        if point == "before-model":
+            request_id = await self._send_prompt(session, token, then=cancel)
+        else:
+            request_id = await self._send_prompt(session, token)
+            if await self._reach(session, token, point):
+                stats = type(self).stats
+                stats[f"landed {point}"] = stats.get(f"landed {point}", 0) + 1
+            await self.agent.notify("session/cancel", {"sessionId": session.id})
+        answer = await self.agent.answer(request_id)
+        self._expect_cancelled(session, token, answer)
+        await self._quiet_period()
+
+    async def _reach(self, session: _Session, token: str, point: CancelPoint) -> bool:
+        """Wait (bounded) until the turn is where the cancel should land; whether it got
+        there (an agent that offers no shell tool never runs one)."""
+        agent, endpoint = self.agent, self.endpoint
+        if point == "mid-tool":
+            witness = self.dir / f"tool-{token}"
+            with trio.move_on_after(agent.target.timeout):
+                # The file a real process writes: no event to wait for. A tool that failed
+                # at once leads to the held step instead.
+                while not witness.exists() and not _held(endpoint, token):
+                    if agent.exited:
+                        return False
+                    await trio.sleep(0.02)
+            agent.snapshot()  # the tool's processes, while they run
+            return witness.exists()
+        await _unless_exited(agent, agent.target.timeout, endpoint.held, token)
+        # Until the partial text has reached the client, the cancel could overtake it.
+        return await agent.wait_until(
+            2.0, lambda: any(token in u.text for u in agent.updates if u.session_id == session.id)
+        )
+
+    def _expect_cancelled(self, session: _Session, token: str, answer: Answer | None) -> None:
+        if answer is None:
+            self._raise_found(self.agent)
+            CANCEL_ANSWERS_CANCELLED.fail(
+                f"prompt {token} of session {session.id} was never answered within "
+                f"{self.agent.target.timeout:g} s after session/cancel; "
+                f"{self.agent.describe_exit()}"
+            )
+        reason = wire.dig(answer.result, "stopReason") if answer.error is None else None
+        CANCEL_ANSWERS_CANCELLED.check(
+            reason == "cancelled",
+            lambda: (
+                f"prompt {token} of session {session.id} was answered "
+                f"{answer.error or answer.result} after session/cancel"
+            ),
+        )
+        session.quiet.append((answer.seq, float("inf")))
+        # A defective agent still reading the stream would now get the rest of it.
+        self.endpoint.release(token)
+
+    async def _quiet_period(self) -> None:
+        await self.agent.wait_until(QUIET, lambda: False)
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(
+        session=st.integers(0, MAX_SESSIONS - 1),
+        answer=st.sampled_from(ANSWERS),
+        late=st.sampled_from(LATE_ANSWERS),
+    )
+    def permission(self, session: int, answer: PermissionAnswer, late: LateAnswer) -> None:
+        """A prompt whose model runs one command (writing a witness file), its permission
+        request answered `answer`; a held one after session/cancel, and `late` once the
+        prompt has answered."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        self.host.call(self._permission, chosen, token, answer, late)
+        self.log.append(f"permission-{answer}" + (f"-{late}" if answer == "held" else ""))
+
+    async def _permission(
+        self, session: _Session, token: str, answer: PermissionAnswer, late: LateAnswer
+    ) -> None:
+        agent = self.agent
+        witness = agent.workdir / f"ran-{token}"
+        reply = f"reply {token} done"
+        self.endpoint.scripts[token] = (Shell(f"touch {witness}"), Say(reply))
+        agent.permission_answers[session.id] = answer
+        try:
+            start = agent.mark()
+            request_id = await self._send_prompt(session, token)
+
+            def asked() -> PermissionAsk | None:
+                return next(
+                    (a for a in agent.permission_asks
+                     if a.session_id == session.id and a.seq > start),
+                    None,
+                )  # fmt: skip
+
+            # Only the wire says whether the agent asks: until a request or the answer.
+            await agent.wait_until(
+                agent.target.timeout, lambda: asked() is not None or agent.answered(request_id)
+            )
+            ask = asked()
+            if ask is not None:
+                stats = type(self).stats
+                stats[f"asked {answer}"] = stats.get(f"asked {answer}", 0) + 1
+            if ask is not None and answer == "held":
+                await self._held_permission(session, token, request_id, ask, late)
+                return
+            result = await agent.answer(request_id)
+            if ask is None or may_run(answer):
+                self._expect_end_turn(session, token, result, reply)
+                return
+            if result is None:
+                self._unanswered(agent, f"session/prompt {token} (session {session.id})")
+            prop = PERMISSION_REFUSED_NOT_RUN
+            prop.check(
+                not witness.exists(),
+                lambda: (
+                    f"prompt {token}: the command its permission request {ask.request_id!r} "
+                    f"asked about ran (it wrote {witness.name}), though the client answered "
+                    f"{answer}"
+                ),
+            )
+            if answer == "cancelled":
+                reason = wire.dig(result.result, "stopReason") if result.error is None else None
+                prop.check(
+                    reason == "cancelled",
+                    lambda: (
+                        f"prompt {token}, whose permission request was answered cancelled, "
+                        f"was answered {result.error or result.result}"
+                    ),
+                )
+            else:
+                self._expect_end_turn(session, token, result, reply, prop)
+        finally:
+            agent.permission_answers.pop(session.id, None)
+
+    async def _held_permission(
+        self,
+        session: _Session,
+        token: str,
+        request_id: int,
+        ask: PermissionAsk,
+        late: LateAnswer,
+    ) -> None:
+        agent = self.agent
+        witness = agent.workdir / f"ran-{token}"
+        await agent.notify("session/cancel", {"sessionId": session.id})
+        result = await agent.answer(request_id)
+        if result is None:
+            self._raise_found(agent)
+            PERMISSION_SKIPPED_BY_CANCEL.fail(
+                f"prompt {token} of session {session.id} was not answered within "
+                f"{agent.target.timeout:g} s of session/cancel while its permission request "
+                f"{ask.request_id!r} was unanswered; {agent.describe_exit()}"
+            )
+        reason = wire.dig(result.result, "stopReason") if result.error is None else None
+        PERMISSION_SKIPPED_BY_CANCEL.check(
+            reason == "cancelled",
+            lambda: (
+                f"prompt {token}, cancelled while its permission request was unanswered, "
+                f"was answered {result.error or result.result}"
+            ),
+        )
+        session.quiet.append((result.seq, float("inf")))
+        self.endpoint.release(token)
+        mark = agent.mark()
+        await agent.answer_permission(ask, late)
+        await self._quiet_period()
+        after = [
+            u.update for u in agent.updates
+            if u.session_id == session.id and u.seq > mark
+            and u.update.get("sessionUpdate") in TURN_OUTPUT
+        ]  # fmt: skip
+        PERMISSION_SKIPPED_BY_CANCEL.check(
+            not after and not witness.exists(),
+            lambda: (
+                f"prompt {token} was answered cancelled, and its permission request's late "
+                f"answer ({late}) "
+                + (f"ran the command (it wrote {witness.name})" if witness.exists() else "")
+                + (f"was followed by {after[0]}" if after else "")
+            ),
+        )
+        ping = await agent.start_request("_trio_agents/ping", {})
+        if await agent.answer(ping) is None:
+            self._raise_found(agent)
+            PERMISSION_SKIPPED_BY_CANCEL.fail(
+                f"after the late answer to permission request {ask.request_id!r} the next "
+                f"request got no answer; {agent.describe_exit()}"
+            )
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(session=st.integers(0, MAX_SESSIONS - 1))
+    def cancel_idle(self, session: int) -> None:
+        """session/cancel with no prompt in flight, then a prompt of that session: the
+        cancel had nothing to cancel, so the prompt must end its turn."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        reply = f"reply {token} done"
+        self.endpoint.scripts[token] = (Say(reply),)
+        self.host.call(self.agent.notify, "session/cancel", {"sessionId": chosen.id})
+        self.host.call(self._prompt_to_end, chosen, token, reply)
+        self.log.append("cancel-idle")
+
+    @precondition(lambda self: len(self._live()) >= 2)
+    @rule(cancel_first=st.booleans())
+    def two_at_once(self, cancel_first: bool) -> None:
+        """Prompts in two sessions at once (sent in one write); the first one cancelled
+        mid-stream when `cancel_first`, which must not touch the second."""
+        first, second = self._live()[:2]
+        token_a, token_b = self._token(first), self._token(second)
+        reply_b = f"reply {token_b} done"
+        self.endpoint.scripts[token_a] = (
+            (Hold(f"partial {token_a} streaming"),) if cancel_first else (Say(f"reply {token_a}"),)
+        )
+        self.endpoint.scripts[token_b] = (Say(reply_b),)
+        self.host.call(self._two, first, second, token_a, token_b, cancel_first)
+        self.log.append(f"two-{cancel_first}")
+
+    async def _two(
+        self, a: _Session, b: _Session, token_a: str, token_b: str, cancel_first: bool
+    ) -> None:
+        a_id = await self._send_prompt(a, token_a)
+        b_id = await self._send_prompt(b, token_b)
+        if cancel_first:
+            await self._reach(a, token_a, "mid-stream")
+            await self.agent.notify("session/cancel", {"sessionId": a.id})
+        answer_b = await self.agent.answer(b_id)
+        self._expect_end_turn(b, token_b, answer_b, f"reply {token_b} done")
+        answer_a = await self.agent.answer(a_id)
+        if cancel_first:
+            self._expect_cancelled(a, token_a, answer_a)
+            await self._quiet_period()
+        else:
+            self._expect_end_turn(a, token_a, answer_a, f"reply {token_a}")
+
+    @rule(kind=st.sampled_from(["not-json", "unknown-method", "bad-params", "unknown-session"]))
+    def malformed(self, kind: Malformed) -> None:
+        """A malformed frame: it gets a JSON-RPC error and the agent keeps serving."""
+        self.host.call(self._malformed, kind)
+        self.log.append(f"malformed-{kind}")
+
+    async def _malformed(self, kind: Malformed) -> None:
+        agent = self.agent
+        request_id: int | str | None = None
+        if kind == "not-json":
+            before = len(agent.null_errors)
+            await agent.send(b'{"jsonrpc": "2.0", "id": "broken", "method": "session/new"\n')
+            got = await agent.wait_until(
+                min(agent.target.timeout, NULL_ERROR_WAIT), lambda: len(agent.null_errors) > before
+            )
+            answer: Answer | None = agent.null_errors[-1] if got else None
+        else:
+            request_id = f"malformed-{next(self.tokens)}"
+            if kind == "unknown-method":
+                data = wire.frame(id=request_id, method="no/such_method", params={})
+            elif kind == "bad-params":
+                data = wire.frame(id=request_id, method="session/prompt", params={"prompt": 7})
+            else:
+                params: dict[str, Any] = {"sessionId": "no-such-session", "prompt": []}
+                data = wire.frame(id=request_id, method="session/prompt", params=params)
+            agent.expect(request_id, f"a malformed request ({kind})")
+            await agent.send(data)
+            answer = await agent.answer(request_id)
+        if answer is None:
+            # Whether it still serves decides which rule broke: a dead agent answers nothing,
+            # and how slowly a loaded machine lets it die must not change the verdict.
+            self._raise_found(agent)
+            await self._still_serving(agent, kind)
+            MALFORMED_ANSWERED.fail(
+                f"a malformed frame ({kind}) got no JSON-RPC error within the timeout"
+                + (" (none with id null)" if request_id is None else f" (id {request_id!r})")
+            )
+        MALFORMED_ANSWERED.check(
+            answer.error is not None,
+            lambda: f"a malformed frame ({kind}) was answered with a result: {answer.result}",
+        )
+        await self._still_serving(agent, kind)
+
+    async def _still_serving(self, agent: AgentProcess, kind: Malformed) -> None:
+        ping = await agent.start_request("_trio_agents/ping", {})
+        if await agent.answer(ping) is None:
+            self._raise_found(agent)
+            if agent.output_ended:
+                await agent.wait_exit(agent.target.timeout)
+            MALFORMED_SURVIVES.fail(
+                f"after a malformed frame ({kind}) the next request got no answer; "
+                f"{agent.describe_exit()}"
+            )
+
+    @precondition(lambda self: self.can_load and any(s.live and s.turns for s in self.sessions))
+    @rule()
+    def restart(self) -> None:
+        """End this agent's input (it must exit, leaving nothing), start it again."""
+        self._end_of_input(self.agent)
+        for session in self.sessions:
+            session.live = False
+        self.agent = self._spawn()
+        self._checked = 0
+        self.log.append("restart")
+
+    @precondition(
+        lambda self: self.can_load and any(not s.live and s.turns and not s.loaded
+                                           for s in self.sessions)
+    )  # fmt: skip
+    @rule(pick=st.integers(0, 7))
+    def load_session(self, pick: int) -> None:
+        """session/load of a session of an earlier process: it replays what was streamed."""
+        candidates = [s for s in self.sessions if not s.live and s.turns and not s.loaded]
+        session = candidates[pick % len(candidates)]
+        agent = self.agent
+        params: dict[str, Any] = {
+            "sessionId": session.id,
+            "cwd": str(agent.workdir),
+            "mcpServers": [],
+        }
+        start = agent.mark()
+        # A replay may show a cancelled turn's last updates: the load closes its windows.
+        session.quiet = [(a, min(b, start)) for a, b in session.quiet]
+        answer = self._ask(agent, "session/load", params, f" of session {session.id}")
+        LOAD_REPLAYS.check(
+            answer.error is None,
+            lambda: f"session/load of session {session.id} was answered {answer.error}",
+        )
+        replayed = [
+            u for u in agent.updates if u.session_id == session.id and start < u.seq < answer.seq
+        ]
+        users = " ".join(
+            u.text for u in replayed if u.update.get("sessionUpdate") == "user_message_chunk"
+        )
+        texts = "".join(
+            _content_text(u.update)
+            for u in replayed
+            if u.update.get("sessionUpdate") == "agent_message_chunk"
+        )
+        for token, reply in session.turns:
+            if token not in users:
+                LOAD_REPLAYS.fail(
+                    f"session/load of {session.id} did not replay prompt {token} "
+                    f"(replayed {len(replayed)} updates)"
+                )
+            if reply and reply not in texts:
+                LOAD_REPLAYS.fail(
+                    f"session/load of {session.id} did not replay the reply {reply!r} "
+                    f"(replayed agent text: {texts[:300]!r})"
+                )
+        session.live = session.loaded = True
+        self.log.append("load")
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _verify(self) -> None:
+        agent = self.agent
+        agent.snapshot()
+        self._raise_found(agent)
+        by_id = {s.id: s for s in self.sessions}
+        # Only what arrived since the last check: quiet windows open at an answer, so an
+        # update checked before its window opened came before it.
+        fresh, self._checked = agent.updates[self._checked :], len(agent.updates)
+        for update in fresh:
+            self._check_update(update, by_id)
+
+    def _check_update(self, update: Update, by_id: Mapping[str, _Session]) -> None:
+        session = by_id.get(update.session_id)
+        if session is None:
+            SESSIONS_ISOLATED.fail(
+                f"a session/update for session {update.session_id!r}, which the client "
+                f"never opened: {update.update}"
+            )
+        for token in TOKEN.findall(update.text):
+            owner = self.owners.get(token)
+            if owner is not None and owner != update.session_id:
+                SESSIONS_ISOLATED.fail(
+                    f"session {update.session_id} got an update carrying {token}, from "
+                    f"session {owner}'s prompt: {update.update}"
+                )
+        kind = update.update.get("sessionUpdate")
+        problem = wire.tool_status_step(self.tool_status, update.session_id, update.update)
+        if problem is not None:
+            TOOL_STATUS_FORWARD.fail(f"session {update.session_id}: {problem}: {update.update}")
+        if kind in TURN_OUTPUT and any(a < update.seq < b for a, b in session.quiet):
+            QUIET_AFTER_CANCEL.fail(
+                f"session {update.session_id} sent {kind} after its cancelled prompt was "
+                f"answered: {update.update}"
+            )
+
+    def _history(self) -> Hashable | None:
+        return tuple(self.log) or None
+
+    def _end_of_input(self, agent: AgentProcess) -> None:
+        self.host.call(self._close_and_wait, agent)
+        self._verify()  # what it wrote as it exited
+        try:
+            EXITS_AT_EOF.check(
+                agent.exited,
+                lambda: (
+                    f"the agent was still running {agent.target.grace:g} s after its stdin "
+                    f"closed (pid {agent.pid})"
+                ),
+            )
+            self.host.call(self._orphans_gone, agent)
+            left = agent.left_behind()
+            NO_ORPHANS.check(
+                not left,
+                lambda: (
+                    "processes the agent started outlived it: "
+                    + "; ".join(f"pid {p.pid}: {p.command[:120]}" for p in left)
+                ),
+            )
+        finally:
+            self.host.call(self._stop_agent, agent)
+
+    async def _close_and_wait(self, agent: AgentProcess) -> None:
+        agent.snapshot()
+        await agent.close_stdin()
+        await agent.wait_exit(agent.target.grace)
+
+    async def _orphans_gone(self, agent: AgentProcess) -> None:
+        # A child the agent killed as it exited may take a moment to die.
+        with trio.move_on_after(2.0):
+            while agent.left_behind():  # noqa: ASYNC110 - no event for a stranger's exit
+                await trio.sleep(0.02)
+
+    def _check_closing(self) -> None:
+        self._end_of_input(self.agent)
+        self._stop_service()
+
+    def _after_close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+async def _unless_exited(
+    agent: AgentProcess, seconds: float, afn: Callable[..., Awaitable[object]], *args: Any
+) -> None:
+    """Await `afn(*args)`, but no longer than `seconds`, nor past the agent's exit."""
+    with trio.move_on_after(seconds):
+        async with trio.open_nursery() as nursery:
+
+            async def then_stop() -> None:
+                await afn(*args)
+                nursery.cancel_scope.cancel()
+
+            async def on_exit() -> None:
+                await agent.wait_exit(math.inf)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(then_stop)
+            nursery.start_soon(on_exit)
+
+
+def _held(endpoint: ScriptedEndpoint, token: str) -> bool:
+    return any(isinstance(c.step, Hold) and c.reached.is_set() for c in endpoint.calls(token))
+
+
+def _content_text(update: Mapping[str, Any]) -> str:
+    content = update.get("content")
+    if isinstance(content, Mapping):
+        text = content.get("text")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return text if isinstance(text, str) else ""
+    return ""
+
+
+def acp_machine(target: Target) -> type[AcpMachine]:
+    """A fresh `AcpMachine` subclass checking `target`, with its own counters."""
+    namespace: dict[str, Any] = {
+        "target": target,
+        "stats": {"examples": 0, "checks": 0},
+        "histories": set[int](),
+        "advertised": {},
+    }
+    machine: Callable[..., Any] = type("AcpMachine", (AcpMachine,), namespace)
+    return machine  # type: ignore[return-value]

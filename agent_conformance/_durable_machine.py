@@ -1,0 +1,501 @@
+"""The durable machine: random programs of agents on the real `SqliteStore`, in a real file,
+whose runtime is closed cleanly or crashed the way a kill -9 leaves it, and whose sessions
+are resumed by the runtime opened next over the same file.
+
+Checked, in the contract's words (rule L6, and L1 and L3 where the file shows them):
+
+- after a crash, the file holds every record whose flush returned, in order, each one as it
+  was appended, and nothing torn (read back by a fresh store);
+- resuming a session whose last turn is open first appends an `interrupted` result for
+  every tool call without one and `turn/end {interrupted}`, durably, before the new turn;
+  a session closed cleanly is resumed with nothing appended; the history is valid;
+- resuming a live session is refused and appends nothing;
+- after a clean close of the runtime, every closed session is in the file as it was,
+  ending with its closing `turn/end`.
+
+A crash, honestly and deterministically: after every rule the machine flushes each live
+session (so no write is in flight and "flushed" means everything appended so far); a crash
+then takes from the runtime's store what the kernel takes from a killed process (its
+connection, without committing an open transaction, and its session claims) before the
+runtime's trio run is discarded, so nothing of the old runtime reaches the file afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import ClassVar
+
+import trio
+import trio.testing
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, precondition
+
+from trio_agents import (
+    AgentHandle,
+    CorruptSessionError,
+    DuplicateSessionError,
+    Record,
+    Runtime,
+    SessionNotFoundError,
+    SessionStore,
+    SqliteStore,
+    ToolCall,
+    open_runtime,
+)
+from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, reply, tool_step
+
+from ._durable_checks import check_repair_durable, check_resumed
+from ._durable_properties import (
+    CLOSED_SESSION_IN_FILE,
+    CRASH_KEEPS_FLUSHED,
+    CRASH_NO_TORN_RECORD,
+    PROPERTIES,
+    RESUME_OF_LIVE_REFUSED,
+    show,
+    shown,
+)
+from ._history import history_problems
+from ._machine import ConformanceMachine, rule
+from ._targets import RuntimeFactory, RuntimeSurface
+from ._vocabulary import TURN_END
+
+__all__ = [
+    "PROPERTIES",
+    "DurableMachine",
+    "RuntimeFactory",
+    "durable_settings",
+]
+
+CRASH_CLOSE_TIMEOUT = 1.0  # real seconds the crashed run may take to end
+
+IDS = ("a", "b")
+
+
+def builtin_runtime_factory(store: SessionStore) -> contextlib.AbstractAsyncContextManager[Runtime]:
+    return open_runtime(store)
+
+
+def durable_settings(base: Settings) -> Settings:
+    """A real file costs real time: a third of the examples of `base`, shorter programs."""
+    return Settings(
+        base,
+        max_examples=max(10, base.max_examples // 3),
+        stateful_step_count=min(base.stateful_step_count, 20),
+    )
+
+
+def _memory_dir() -> str | None:
+    """A RAM-backed directory if there is one (Linux's /dev/shm): a file there survives a
+    killed process exactly as on a disk (the kernel holds what was written), and its fsyncs
+    cost nothing; what only a power loss would lose, the contract does not promise anyway.
+    None: the default temporary directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+class DurableMachine(ConformanceMachine):
+    """Subclass and set `factory` to check another runtime over the real `SqliteStore`
+    (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
+
+    What a subclass's rules and checks can use:
+
+    host: the TrioHost the current runtime runs in, on a WallClock (SQLite writes in worker
+        threads); a crash replaces it.
+    path: the example's store file, in a temporary directory removed after the example.
+    rt: the runtime under test (None while it is restarted).
+    store: the runtime's store (`rt.sessions`), a SqliteStore.
+    handles: the handles of the live agents, by id.
+    models: the ScriptedModel of each live agent (every model call is held).
+    gates: the GateTool of each live agent (every tool call is held).
+    expected: what the file must hold of each stored session that is not live: its
+        records when it was closed, or when the runtime crashed.
+    cleanly_closed: the ids in `expected` that were closed cleanly (not by a crash).
+    trace: what the rules did, for the history fingerprint.
+
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct rule traces produced.
+    """
+
+    factory: ClassVar[RuntimeFactory] = staticmethod(builtin_runtime_factory)
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+    histories: ClassVar[set[int]] = set()
+
+    def __init__(self) -> None:
+        super().__init__(self._new_host())
+        self._dir = tempfile.mkdtemp(prefix="trio-agents-durable-machine-", dir=_memory_dir())
+        self.path = Path(self._dir) / "sessions.sqlite3"
+        self.rt: RuntimeSurface | None = None
+        self._store: SqliteStore | None = None
+        self.handles: dict[str, AgentHandle] = {}
+        self.models: dict[str, ScriptedModel] = {}
+        self.gates: dict[str, GateTool] = {}
+        self.expected: dict[str, tuple[Record, ...]] = {}
+        self.cleanly_closed: set[str] = set()
+        self.trace: list[str] = []
+        self._calls = 0
+        self._closed_here: set[str] = set()  # closed in the current runtime
+        # A connection the machine holds open on the file, as a reader of it would: the
+        # store's connection is then never the last one, so closing it does not fold the
+        # WAL into the file (an fsync each time), as a killed process's would not either.
+        self._keeper: sqlite3.Connection | None = None
+        self._reader: SqliteStore | None = None
+
+    @staticmethod
+    def _new_host() -> TrioHost:
+        # Real time: SQLite runs in worker threads, and an autojump clock would leap while
+        # one runs, firing the agents' close graces.
+        return TrioHost(WallClock(), call_timeout=30.0, stall_timeout=30.0)
+
+    @property
+    def store(self) -> SqliteStore:
+        """The runtime's store (`rt.sessions`)."""
+        assert self._store is not None
+        return self._store
+
+    # -- the runtime -----------------------------------------------------------------------
+
+    @initialize()
+    def start(self) -> None:
+        """Open the runtime over a new SqliteStore on the example's file."""
+        self._open_runtime()
+
+    def _open_runtime(self) -> None:
+        self.rt = self._start_service(self._runtime)
+        if self._keeper is None:
+            self._keeper = sqlite3.connect(self.path, check_same_thread=False)
+            self._keeper.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        self._settle()
+
+    @asynccontextmanager
+    async def _runtime(self) -> AsyncGenerator[RuntimeSurface, None]:
+        async with type(self).factory(SqliteStore(self.path)) as rt:
+            store = rt.sessions
+            if not isinstance(store, SqliteStore):
+                raise TypeError(
+                    f"the durable machine checks runtimes over a SqliteStore; rt.sessions is "
+                    f"{store!r}"
+                )
+            self._store = store
+            # A reader of the file of its own, for the checks while the runtime runs.
+            reader = SqliteStore(self.path, readonly=True)
+            async with reader.running():
+                self._reader = reader
+                try:
+                    yield rt
+                finally:
+                    self._reader = None
+
+    def _settle(self) -> None:
+        self.host.call(self._quiesce)
+
+    async def _quiesce(self) -> None:
+        # wait_all_tasks_blocked does not wait for worker threads: flushing every live
+        # session does, so afterwards no write is in flight and everything appended so far
+        # has been flushed.
+        await trio.testing.wait_all_tasks_blocked()
+        for handle in list(self.handles.values()):
+            await self.store.flush(handle.agent.session)
+        await trio.testing.wait_all_tasks_blocked()
+
+    def _history(self) -> Hashable:
+        return tuple(self.trace)
+
+    def _check_closing(self) -> None:
+        self._close_runtime()
+
+    def _after_close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _close_runtime(self) -> None:
+        """Close the runtime cleanly, then read every session it closed back from the
+        file."""
+        sessions = {sid: handle.agent.session for sid, handle in self.handles.items()}
+        self._stop_service()
+        # Closing waits for worker threads, which settling does not: wait for the close.
+        self.host.call(self._stopped.wait)
+        for sid, session in sessions.items():
+            self._forget(sid, session.records, clean=True)
+        self.rt = None
+        self._store = None
+        files = self.host.call(self._read_file, sorted(self._closed_here))
+        for sid in sorted(self._closed_here):
+            self._check_closed(sid, files[sid])
+        self._closed_here.clear()
+
+    def _forget(self, sid: str, records: Sequence[Record], *, clean: bool) -> None:
+        del self.handles[sid], self.models[sid], self.gates[sid]
+        if records:
+            self.expected[sid] = tuple(records)
+            if clean:
+                self.cleanly_closed.add(sid)
+                self._closed_here.add(sid)
+            else:
+                self.cleanly_closed.discard(sid)
+
+    def _check_closed(self, sid: str, found: Sequence[Record] | str | None) -> None:
+        expected = self.expected[sid]
+        CLOSED_SESSION_IN_FILE.check(
+            found == expected and expected[-1].type == TURN_END,
+            lambda: (
+                f"session {sid!r} was closed holding {show(expected)}; read back from "
+                f"the file it holds {shown(found)}"
+            ),
+        )
+
+    async def _read_file(self, ids: Sequence[str]) -> dict[str, tuple[Record, ...] | str | None]:
+        """Each session as a fresh read-only SqliteStore reads it from the file: its records,
+        None if it is not stored, or what made it unreadable."""
+        if self._reader is not None:
+            return await self._read_with(self._reader, ids)
+        reader = SqliteStore(self.path, readonly=True)
+        async with reader.running():
+            return await self._read_with(reader, ids)
+
+    @staticmethod
+    async def _read_with(
+        reader: SqliteStore, ids: Sequence[str]
+    ) -> dict[str, tuple[Record, ...] | str | None]:
+        found: dict[str, tuple[Record, ...] | str | None] = {}
+        for sid in ids:
+            try:
+                found[sid] = tuple((await reader.load(sid)).records)
+            except SessionNotFoundError:
+                found[sid] = None
+            except CorruptSessionError as exc:
+                found[sid] = f"a corrupt session ({exc})"
+        return found
+
+    # -- rules -----------------------------------------------------------------------------
+
+    def _free(self) -> list[str]:
+        return [sid for sid in IDS if sid not in self.handles and sid not in self.expected]
+
+    def _any_stored_live(self) -> bool:
+        # Restarting or crashing a runtime whose agents recorded nothing checks nothing.
+        return any(len(handle.agent.session) for handle in self.handles.values())
+
+    def _held_models(self) -> list[str]:
+        return sorted(sid for sid, model in self.models.items() if model.held)
+
+    def _held_gates(self) -> list[str]:
+        return sorted(sid for sid, gate in self.gates.items() if gate.held)
+
+    @precondition(lambda self: bool(self._free()))
+    @rule(data=st.data())
+    def create(self, data: st.DataObject) -> None:
+        """Create an id that is neither live nor stored, with a held model and a gate
+        tool."""
+        sid = data.draw(st.sampled_from(self._free()), label="sid")
+        self.host.call(self._create, sid)
+        self.trace.append(f"create {sid}")
+        self._settle()
+
+    async def _create(self, sid: str) -> None:
+        assert self.rt is not None
+        model, gate = ScriptedModel(hold_all=True), GateTool()
+        handle = await self.rt.agents.create(model=model, tools=[gate], session_id=sid)
+        self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
+
+    @precondition(lambda self: bool(self.handles) or bool(self.expected))
+    @rule(data=st.data())
+    def resume(self, data: st.DataObject) -> None:
+        """Resume a live or stored id and send it a prompt at once: a live session must be
+        refused; a stored one gets its open turn repaired before the new turn starts."""
+        sid = data.draw(st.sampled_from(sorted({*self.handles, *self.expected})), label="sid")
+        if sid in self.handles:
+            self._resume_live(sid)
+        else:
+            self._resume_stored(sid)
+
+    def _resume_stored(self, sid: str) -> None:
+        before = self.expected.pop(sid)
+        clean = sid in self.cleanly_closed
+        self.cleanly_closed.discard(sid)
+        self.host.call(self._resume, sid)
+        self.trace.append(f"resume {sid}")
+        self._settle()
+        records = self.handles[sid].agent.session.records
+        check_resumed(sid, before, records, clean=clean)
+        files = self.host.call(self._read_file, [sid])
+        check_repair_durable(sid, before, records, files[sid])
+
+    async def _resume(self, sid: str) -> None:
+        assert self.rt is not None
+        model, gate = ScriptedModel(hold_all=True), GateTool()
+        handle = await self.rt.agents.resume(sid, model=model, tools=[gate])
+        self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
+        # Before any other task runs: the repair must already be there.
+        handle.agent.send("after the resume")
+
+    def _resume_live(self, sid: str) -> None:
+        session = self.handles[sid].agent.session
+        before = len(session)
+        outcome = self.host.call(self._try_resume_live, sid)
+        self.trace.append(f"resume live {sid}: {outcome}")
+        RESUME_OF_LIVE_REFUSED.check(
+            outcome == "refused",
+            f"resuming {sid!r} while it is live {outcome}",
+        )
+        self._settle()
+        RESUME_OF_LIVE_REFUSED.check(
+            len(session) == before,
+            lambda: f"the refused resume of live {sid!r} appended {show(session.records[before:])}",
+        )
+
+    async def _try_resume_live(self, sid: str) -> str:
+        assert self.rt is not None
+        try:
+            handle = await self.rt.agents.resume(sid, model=ScriptedModel(hold_all=True))
+        except DuplicateSessionError:
+            return "refused"
+        except Exception as exc:
+            return f"raised {type(exc).__name__}, not DuplicateSessionError"
+        await handle.aclose()
+        return "succeeded"
+
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def send(self, data: st.DataObject) -> None:
+        """Send a prompt to the live agent `sid`."""
+        sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
+        handle = self.handles[sid]
+        self.host.run_sync(handle.agent.send, "hello")
+        self.trace.append(f"send {sid}")
+        self._settle()
+
+    @precondition(lambda self: bool(self._held_models()))
+    @rule(calls=st.integers(0, 2), data=st.data())
+    def release_model(self, calls: int, data: st.DataObject) -> None:
+        """Let a held model call answer: text (`calls` 0), or `calls` gate tool calls,
+        which are held in turn."""
+        sid = data.draw(st.sampled_from(self._held_models()), label="sid")
+        model = self.models[sid]
+        if calls:
+            ids = [f"{sid}-call-{self._calls + n}" for n in range(calls)]
+            self._calls += calls
+            step = tool_step(*(ToolCall(c, "gate", {}) for c in ids))
+        else:
+            step = reply("a reply")
+        self.host.run_sync(model.release, step)
+        self.trace.append(f"release {sid} {calls}")
+        self._settle()
+
+    @precondition(lambda self: bool(self._held_gates()))
+    @rule(data=st.data())
+    def finish_tool(self, data: st.DataObject) -> None:
+        """Let the oldest held gate call of an agent return."""
+        sid = data.draw(st.sampled_from(self._held_gates()), label="sid")
+        gate = self.gates[sid]
+        self.host.run_sync(gate.release, "done")
+        self.trace.append(f"finish tool {sid}")
+        self._settle()
+
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """Cancel the live agent `sid`."""
+        sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
+        handle = self.handles[sid]
+        self.host.run_sync(handle.agent.cancel)
+        self.trace.append(f"cancel {sid}")
+        self._settle()
+
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def close(self, data: st.DataObject) -> None:
+        """Close the agent `sid` through its handle."""
+        sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
+        handle = self.handles[sid]
+        self.host.call(handle.aclose)
+        self._forget(sid, handle.agent.session.records, clean=True)
+        self.trace.append(f"close {sid}")
+        self._settle()
+
+    @precondition(lambda self: self._any_stored_live())
+    @rule()
+    def restart(self) -> None:
+        """Close the runtime cleanly, check what it left in the file, open a new one."""
+        self._close_runtime()
+        self.trace.append("restart")
+        self._open_runtime()
+
+    @precondition(lambda self: self._any_stored_live())
+    @rule()
+    def crash(self) -> None:
+        """Kill the runtime as kill -9 would, at rest (everything appended has been flushed),
+        then open a new runtime over a new SqliteStore on the same file, read every stored
+        session back from it, and resume the sessions the crash cut."""
+        cut = sorted(self.handles)
+        for sid in cut:
+            self._forget(sid, self.handles[sid].agent.session.records, clean=False)
+        self._closed_here.clear()  # already checked: the crash check covers them
+        self.host.call(self.store.simulate_kill)
+        # The old run's tasks only meet a store without a connection now; whatever they
+        # raise while they are discarded is not the new runtime's. (One trio run per
+        # thread: the old one must end before the new one starts.)
+        # A kill -9 waits for nothing: give the old run a moment to unwind (so its threads
+        # do not pile up), not the close bound a clean close gets.
+        self.host.close_timeout = min(self.host.close_timeout, CRASH_CLOSE_TIMEOUT)
+        with contextlib.suppress(Exception), _silenced():
+            self.host.close()
+        self.host = self._new_host()
+        self.rt = None
+        self._store = None
+        self.trace.append("crash")
+        self._open_runtime()
+        files = self.host.call(self._read_file, sorted(self.expected))
+        for sid in sorted(self.expected):
+            self._check_crashed(sid, files[sid])
+        for sid in cut:
+            if self.expected.get(sid):
+                self._resume_stored(sid)
+
+    def _check_crashed(self, sid: str, found: Sequence[Record] | str | None) -> None:
+        appended = self.expected[sid]
+        held = found if isinstance(found, tuple) else ()
+        problems = history_problems(held, allow_open_turn=True)
+        CRASH_NO_TORN_RECORD.check(
+            isinstance(found, tuple) and appended[: len(held)] == held and not problems,
+            lambda: (
+                f"session {sid!r} had {show(appended)} when the runtime crashed; the "
+                f"file holds {shown(found)}" + (f" ({'; '.join(problems)})" if problems else "")
+            ),
+        )
+        CRASH_KEEPS_FLUSHED.check(
+            len(held) == len(appended),
+            lambda: (
+                f"session {sid!r} was flushed holding {show(appended)} before the "
+                f"runtime crashed; the file holds only {show(held)}"
+            ),
+        )
+        # The file is what the next runtime resumes.
+        self.expected[sid] = held
+
+    # -- after every rule ------------------------------------------------------------------
+
+    def _verify(self) -> None:
+        """Nothing between rules: every check reads the file, and the rules that change
+        what it must hold (a crash, a resume, a clean close) make them."""
+
+
+@contextlib.contextmanager
+def _silenced() -> Generator[None, None, None]:
+    """No logging while a killed runtime's tasks are discarded: a killed process says
+    nothing, and its complaints about the store it lost are not the new runtime's."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)

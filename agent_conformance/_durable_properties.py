@@ -1,0 +1,156 @@
+"""The durable machine's properties (rule L6, and L1 and L3 where the file shows them) and
+its own reading of stored records: what a resume must repair, in the contract's words. Pure:
+no trio, no Hypothesis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trio_agents import Record
+
+from ._properties import Property
+from ._vocabulary import STEP_END, STEP_START, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START
+
+__all__ = ["PROPERTIES", "OpenTurn", "show", "shown"]
+
+CRASH_NO_TORN_RECORD = Property(
+    "L6",
+    "crash-leaves-no-torn-record",
+    "durable",
+    "a crash never leaves a torn record: the store holds whole records, numbered without a "
+    "gap, each as it was appended, nothing that was not, and a valid history up to a last "
+    "turn the crash may have left open",
+)
+CRASH_KEEPS_FLUSHED = Property(
+    "L6",
+    "crash-keeps-flushed-records",
+    "durable",
+    "appends are committed in transactional batches: after a crash the store holds every "
+    "record whose flush returned, in order",
+)
+RESUME_ENDS_OPEN_TURN = Property(
+    "L6",
+    "resume-ends-open-turn",
+    "durable",
+    "resuming a session whose last turn is open first appends turn/end with reason "
+    "interrupted, before the agent runs",
+)
+RESUME_ANSWERS_DANGLING_CALLS = Property(
+    "L6",
+    "resume-answers-dangling-calls",
+    "durable",
+    "resuming a session whose last turn is open first appends an interrupted result for "
+    "every tool call without one",
+)
+RESUME_REPAIR_FIRST = Property(
+    "L6",
+    "resume-repair-comes-first",
+    "durable",
+    "the repair of an open turn comes before anything the resumed agent does: the "
+    "interrupted results, the open step's step/end, turn/end with reason interrupted, and "
+    "only then the new turn",
+)
+RESUME_REPAIR_DURABLE = Property(
+    "L6",
+    "resume-repair-durable",
+    "durable",
+    "resuming appends the repair of an open turn durably: it is in the store's file after "
+    "the records it follows",
+)
+RESUME_AFTER_CLOSE_ADDS_NOTHING = Property(
+    "L6",
+    "resume-after-close-adds-nothing",
+    "durable",
+    "only a session whose last turn is open is repaired: resuming one that was closed "
+    "cleanly appends nothing before the new turn",
+)
+RESUMED_HISTORY_VALID = Property(
+    "L6",
+    "resumed-history-valid",
+    "durable",
+    "after its repair a resumed session's history is valid: every turn ends before the next "
+    "starts, every tool call has exactly one result",
+)
+RESUME_OF_LIVE_REFUSED = Property(
+    "L3",
+    "resume-of-live-refused",
+    "durable",
+    "the store rejects an id that is live: resuming a live session raises "
+    "DuplicateSessionError (SessionLiveError) and appends nothing to it",
+)
+CLOSED_SESSION_IN_FILE = Property(
+    "L1",
+    "closed-session-in-file",
+    "durable",
+    "the closing turn/end is durable in the store before aclose returns: after a clean "
+    "close, read back from the file by a fresh store, a closed session holds every record "
+    "it had, ending with turn/end",
+)
+
+PROPERTIES: tuple[Property, ...] = (
+    CRASH_NO_TORN_RECORD,
+    CRASH_KEEPS_FLUSHED,
+    RESUME_ENDS_OPEN_TURN,
+    RESUME_ANSWERS_DANGLING_CALLS,
+    RESUME_REPAIR_FIRST,
+    RESUME_REPAIR_DURABLE,
+    RESUME_AFTER_CLOSE_ADDS_NOTHING,
+    RESUMED_HISTORY_VALID,
+    RESUME_OF_LIVE_REFUSED,
+    CLOSED_SESSION_IN_FILE,
+)
+"""The properties this machine checks, each of one rule of the contract."""
+
+
+def show(records: Sequence[Record]) -> str:
+    return "[" + ", ".join(_describe(r) for r in records) + "]"
+
+
+def _describe(record: Record) -> str:
+    data = record.data
+    if record.type == TURN_END:
+        return f"turn/end {data.get('turn')} {dict(data.get('reason', {})).get('kind')}"
+    if record.type in (TURN_START, STEP_START, STEP_END):
+        return f"{record.type} {data.get('turn', data.get('step'))}"
+    if record.type in (TOOL_CALL, TOOL_RESULT):
+        extra = " interrupted" if data.get("interrupted") else ""
+        return f"{record.type} {data.get('call_id')}{extra}"
+    return record.type
+
+
+class OpenTurn:
+    """What a resume must repair in stored records: the open turn, whether a step is open,
+    and the tool calls of that step without a result (a reading of the contract, kept apart
+    from the implementation's own repair)."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.turn: int | None = None
+        self.step_open = False
+        self.dangling: list[str] = []
+        for record in records:
+            if record.type == TURN_START:
+                self.turn, self.step_open, self.dangling = int(record.data["turn"]), False, []
+            elif record.type == TURN_END:
+                self.turn, self.step_open, self.dangling = None, False, []
+            elif record.type in (STEP_START, STEP_END):
+                self.step_open, self.dangling = record.type == STEP_START, []
+            elif record.type == TOOL_CALL:
+                self.dangling.append(str(record.data["call_id"]))
+            elif record.type == TOOL_RESULT:
+                call_id = str(record.data["call_id"])
+                if call_id in self.dangling:
+                    self.dangling.remove(call_id)
+
+    @property
+    def repair_types(self) -> list[str]:
+        if self.turn is None:
+            return []
+        return [TOOL_RESULT] * len(self.dangling) + [STEP_END] * self.step_open + [TURN_END]
+
+
+def shown(found: Sequence[Record] | str | None) -> str:
+    if found is None:
+        return "nothing (the session is not stored)"
+    if isinstance(found, str):
+        return found
+    return show(found)

@@ -1,0 +1,360 @@
+"""The MCP machine: random programs over the tools of a real stdio MCP server (the reference
+server, `agent_conformance._mcp_server`, which starts a child in its group and records
+what it sees), opened by the opener under test and closed by every path a caller has.
+
+    initialize: open a server (plain, or one that ignores SIGTERM; both start a child),
+                and choose how its block will be left (it ends, raises, or an outer
+                cancel ends it)
+    rules: call echo / call slow and cancel it / call crash
+    teardown: leave the block as chosen, then look in /proc
+
+Each check is a named property of a rule of the contract (`_mcp_properties`):
+
+- M7: once the tool set's `async with` is left, by any path, no process the server started
+  is alive (the server's own pid and its child's, from its record file, read in /proc);
+- M8: a cancelled call propagates the cancel and the server records `cancelled` for it
+  (no request left pending); the calls that follow are answered.
+
+Every server start costs a Python start and the SDK's import (a second or more on a loaded
+machine), so an example opens one server and the budget (`mcp_settings`) is a few short
+programs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Hashable, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import trio
+from hypothesis import Phase
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, precondition
+
+from trio_agents import McpServer, Tool, ToolContext, ToolResult
+from trio_agents.testing import TrioHost, WallClock
+
+from ._machine import ConformanceMachine, rule
+from ._mcp_properties import CANCEL_REACHES_SERVER, CLOSE_REAPS, CONNECTION_USABLE
+from ._mcp_properties import PROPERTIES as PROPERTIES
+from ._targets import McpOpener
+from ._vocabulary import mcp_tool_name
+
+__all__ = ["PROPERTIES", "McpMachine", "mcp_settings"]
+
+SERVER = "ref"
+GRACE = 0.2  # the close grace given to the opener: a SIGTERM-ignoring server costs it
+START_TIMEOUT = 20.0  # a loaded machine starts Python slowly; failing starts are not checked
+SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
+CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
+GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
+TEXTS = ("hi", "two words", "ünïcödé")
+
+ClosePath = Literal["end", "raise", "outer-cancel"]
+CLOSE_PATHS: tuple[ClosePath, ...] = ("end", "raise", "outer-cancel")
+
+
+class _Leaving(Exception):
+    """What the machine raises in the tool set's block to leave it by an exception."""
+
+
+def mcp_settings(base: Settings) -> Settings:
+    """Each example starts one or two real servers (a second and a half each on a loaded
+    machine): a seventy-fifth of the examples of `base` (at least 3), programs of at most 6
+    steps, and no shrinking: a failing program is short already, and each attempt to shrink
+    it would start another server (D278)."""
+    return Settings(
+        base,
+        max_examples=max(3, base.max_examples // 75),
+        stateful_step_count=min(base.stateful_step_count, 6),
+        phases=[phase for phase in base.phases if phase is not Phase.shrink],
+    )
+
+
+def _checkout() -> str:
+    """The directory this `trio_agents` is imported from, for the server's PYTHONPATH (its
+    environment is scrubbed: it gets only what its configuration says)."""
+    return str(Path(__file__).resolve().parent.parent.parent)
+
+
+def reference_server(record: str, *, ignore_term: bool) -> McpServer:
+    """The reference server, recording to `record`, with a child in its group."""
+    args = ["-m", "agent_conformance._mcp_server", "--record", record, "--spawn-child"]
+    if ignore_term:
+        args.append("--ignore-term")
+    return McpServer(
+        SERVER, command=sys.executable, args=tuple(args), env={"PYTHONPATH": _checkout()}
+    )
+
+
+def builtin_opener(
+    servers: Sequence[McpServer], **options: Any
+) -> AbstractAsyncContextManager[Sequence[Tool]]:
+    """`open_mcp_tools`, imported when called: `trio-agents conformance` imports this module
+    for every run, and the SDK only the MCP machine needs takes a second to import."""
+    # Imported here: the SDK takes a second to import, which only the MCP machine needs.
+    from trio_agents import open_mcp_tools
+
+    return open_mcp_tools(servers, **options)
+
+
+def _gone(pid: int) -> bool:
+    """Dead: absent from /proc, or a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+class McpMachine(ConformanceMachine):
+    """Subclass and set `factory` (an `McpOpener`) to check another opener of MCP tools.
+
+    What a subclass's rules and checks can use:
+
+    host: the TrioHost the opener runs in, on a WallClock (the server is a real process).
+    dir: the example's temporary directory (the servers' cwd and record files).
+    tools: the open tool set (None while none is open).
+    record: the open server's record file.
+    pids: every pid the servers of this example recorded (server and child).
+    crashed: whether the open server was made to crash.
+    trace: what the rules did, for the history fingerprint.
+
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct rule traces produced.
+    """
+
+    factory: ClassVar[McpOpener] = staticmethod(builtin_opener)
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+    histories: ClassVar[set[int]] = set()
+
+    def __init__(self) -> None:
+        super().__init__(TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0))
+        self.dir = tempfile.mkdtemp(prefix="trio-agents-mcp-machine-")
+        self.tools: Sequence[Tool] | None = None
+        self.record = ""
+        self.pids: set[int] = set()
+        self.crashed = False
+        self.trace: list[str] = []
+        self._calls = 0
+        self._path: ClosePath = "end"
+        self._leave_by: ClosePath = "end"
+
+    # -- opening and closing ------------------------------------------------------------------
+
+    @initialize(ignore_term=st.booleans(), path=st.sampled_from(CLOSE_PATHS))
+    def start(self, ignore_term: bool, path: ClosePath) -> None:
+        """Open the tools of a reference server (one that ignores SIGTERM, or not), to be
+        left by `path` at the end of the example."""
+        self.record = os.path.join(self.dir, "record.jsonl")
+        server = reference_server(self.record, ignore_term=ignore_term)
+        self._leave_by = path
+        self.tools = self.host.call(self.host.nursery.start, self._hold, server)
+        self.pids |= self._recorded_pids()
+        self.trace.append(f"open {'deaf' if ignore_term else 'plain'}, leave by {path}")
+
+    async def _hold(
+        self,
+        server: McpServer,
+        task_status: trio.TaskStatus[Sequence[Tool]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Own the tool set: open it, wait to be told to close, leave by `_path`."""
+        stop = self._stop = trio.Event()
+        stopped = self._stopped = trio.Event()
+        opener = type(self).factory
+        with trio.CancelScope() as outer:
+            try:
+                async with opener(
+                    [server],
+                    base=(),
+                    cwd=self.dir,
+                    start_timeout=START_TIMEOUT,
+                    close_grace=GRACE,
+                ) as tools:
+                    task_status.started(tools)
+                    await stop.wait()
+                    if self._path == "raise":
+                        raise _Leaving
+                    if self._path == "outer-cancel":
+                        outer.cancel(reason="the machine's outer cancel")
+                        await trio.sleep_forever()
+            except* _Leaving:
+                pass
+        stopped.set()
+
+    def _close(self, path: ClosePath) -> None:
+        """Leave the open tool set's block by `path`; then nothing of its server is alive."""
+        assert self._stop is not None
+        self._path = path
+        pids = self._recorded_pids()
+        self.pids |= pids
+        self.host.run_sync(self._stop.set)
+        self.host.call(self._stopped.wait)
+        self.tools = None
+        deadline = time.monotonic() + GONE_WITHIN
+        alive = sorted(p for p in pids if not _gone(p))
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.01)
+            alive = sorted(p for p in pids if not _gone(p))
+        CLOSE_REAPS.check(
+            not alive,
+            lambda: (
+                f"{GONE_WITHIN:g}s after the tool set was left by {path!r}, "
+                f"{self._describe(alive)} still ran"
+            ),
+        )
+
+    def _describe(self, pids: Sequence[int]) -> str:
+        described: list[str] = []
+        for event in self._events():
+            if event.get("pid") in pids and event.get("event") in ("ready", "child"):
+                what = "the server" if event["event"] == "ready" else "the server's child"
+                described.append(f"{what} (pid {event['pid']})")
+        return ", ".join(described) or f"pids {list(pids)}"
+
+    def _history(self) -> Hashable:
+        return tuple(self.trace)
+
+    def _check_closing(self) -> None:
+        if self.tools is not None:
+            self._close(self._leave_by)
+
+    def _after_close(self) -> None:
+        # A failing opener may have left processes behind; this suite must not.
+        for pid in self.pids | self._recorded_pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- the server's record ------------------------------------------------------------------
+
+    def _events(self) -> list[dict[str, object]]:
+        try:
+            lines = Path(self.record).read_text().splitlines()
+        except OSError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def _count(self, event: str) -> int:
+        return sum(1 for e in self._events() if e.get("event") == event)
+
+    def _recorded_pids(self) -> set[int]:
+        return {
+            pid
+            for e in self._events()
+            if e.get("event") in ("ready", "child") and isinstance(pid := e.get("pid"), int)
+        }
+
+    async def _until_recorded(self, event: str, count: int, seconds: float) -> bool:
+        with trio.move_on_after(seconds):
+            while self._count(event) < count:  # noqa: ASYNC110 - a file another process writes
+                await trio.sleep(0.01)
+            return True
+        return False
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def _tool(self, name: str) -> Tool:
+        assert self.tools is not None
+        wanted = mcp_tool_name(SERVER, name)
+        found = [t for t in self.tools if t.name == wanted]
+        CONNECTION_USABLE.check(
+            bool(found), f"the open tool set has no {wanted!r}: {[t.name for t in self.tools]}"
+        )
+        return found[0]
+
+    def _context(self) -> ToolContext:
+        self._calls += 1
+        return ToolContext("mcp-machine", f"call-{self._calls}", 1, self._calls)
+
+    def _usable(self) -> bool:
+        return self.tools is not None and not self.crashed
+
+    @precondition(lambda self: self.tools is not None)
+    @rule(text=st.sampled_from(TEXTS))
+    def call_echo(self, text: str) -> None:
+        """Call the server's `echo`: its answer is the text (unless the server crashed:
+        what a call of a dead server answers is rule M2's business)."""
+        tool = self._tool("echo")
+        context = self._context()
+        result = self.host.call(lambda: tool({"text": text}, context))
+        if self.crashed:
+            self.trace.append("echo after crash")
+            return
+        answer = ToolResult(result) if isinstance(result, str) else result
+        CONNECTION_USABLE.check(
+            not answer.is_error and answer.content == text,
+            lambda: (
+                f"echo({text!r}) answered {result!r}"
+                + (", after a cancelled call" if self._count("started") else "")
+            ),
+        )
+        self.trace.append("echo")
+
+    @precondition(_usable)
+    @rule()
+    def cancel_slow(self) -> None:
+        """Call the server's `slow`, wait until the server runs it, cancel the call: the
+        cancel propagates, and the server records the call cancelled."""
+        tool = self._tool("slow")
+        started = self._count("started") + 1
+        outcome = self.host.call(self._call_and_cancel, tool, started)
+        CANCEL_REACHES_SERVER.check(
+            outcome is None, f"the cancelled call of slow returned {outcome!r} instead"
+        )
+        told = self.host.call(self._until_recorded, "cancelled", started, CANCEL_WITHIN)
+        CANCEL_REACHES_SERVER.check(
+            told,
+            lambda: (
+                f"{CANCEL_WITHIN:g}s after its call was cancelled, the server had recorded "
+                f"{self._count('cancelled')} cancels for {started} started calls of slow"
+            ),
+        )
+        self.trace.append("cancel slow")
+
+    async def _call_and_cancel(self, tool: Tool, started: int) -> ToolResult | str | None:
+        """None when the call raised Cancelled; what it did instead otherwise."""
+        outcome: list[ToolResult | str] = []
+        context = self._context()
+
+        async def call(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                outcome.append(await tool({}, context))
+
+        async with trio.open_nursery() as nursery:
+            scope: trio.CancelScope = await nursery.start(call)
+            seen = await self._until_recorded("started", started, SEEN_WITHIN)
+            scope.cancel(reason="the machine cancels the call")
+        if not seen:
+            CANCEL_REACHES_SERVER.fail(
+                f"the server never recorded the call of slow within {SEEN_WITHIN:g}s"
+            )
+        return outcome[0] if outcome else None
+
+    @precondition(_usable)
+    @rule()
+    def call_crash(self) -> None:
+        """Call the server's `crash`: the server exits mid-call (its child lives on, in its
+        group, until the tool set closes). What the call answers is rule M2's business."""
+        tool = self._tool("crash")
+        context = self._context()
+        self.host.call(lambda: tool({}, context))
+        self.crashed = True
+        self.trace.append("crash")
+
+    # -- invariants ---------------------------------------------------------------------------
+
+    def _verify(self) -> None:
+        """Nothing to check between steps: each rule checks what it did at once (the
+        calls' answers, the cancels, and the processes after each close)."""

@@ -1,0 +1,81 @@
+"""One shell executor's sandbox: its policy, the bwrap it found (once), the paths it hides
+besides the policy's, and which processes it started. `_sandbox.py` knows how to sandbox a
+command; this is what one executor remembers of doing it.
+
+A sandboxed command is bwrap leading the process group: its own PID namespace, a fresh /proc,
+the file system read-only but its workdir and a private /tmp, the store and the user's secrets
+hidden. Its processes are killed (bwrap spared the SIGTERM, D132) and decoded (bwrap's exit
+status is the command's, shifted) differently, so the executor asks `confines(process)`.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Iterable, Sequence
+
+import trio
+
+from ._sandbox import check_sandbox, sandboxed_argv, spill_root
+from ._sandbox_policy import SandboxPolicy
+from ._types import ShellSpec
+
+__all__ = ["ShellSandbox"]
+
+
+class ShellSandbox:
+    """The sandbox state of one executor; `policy` None runs every command unsandboxed."""
+
+    __slots__ = ("_bwrap", "_checked", "_hidden", "_started", "policy")
+
+    def __init__(self, policy: SandboxPolicy | None) -> None:
+        self.policy = policy
+        self._bwrap: str | None = None
+        self._checked = policy is None
+        self._hidden: list[str] = []
+        # By identity, and forgotten with the process: it only matters while one is handled.
+        self._started: weakref.WeakSet[trio.Process] = weakref.WeakSet()
+
+    @property
+    def active(self) -> bool:
+        """Whether commands run in the sandbox (False until the check, and for the fallback)."""
+        return self._bwrap is not None
+
+    def hide(self, paths: Iterable[str]) -> None:
+        """Hide `paths` from every later command, besides the policy's own."""
+        self._hidden.extend(os.path.abspath(p) for p in paths)
+
+    async def check(self) -> bool:
+        """Find out (once) whether commands can be sandboxed; return `active`. A checkpoint.
+        Raises SandboxUnavailableError as `_sandbox.check_sandbox` does (and checks again at
+        the next call)."""
+        if self._checked or self.policy is None:
+            await trio.lowlevel.checkpoint()
+            return self.active
+        self._bwrap = await check_sandbox(self.policy)
+        self._checked = True
+        return self.active
+
+    def argv(self, spec: ShellSpec, *, exposed: Sequence[str]) -> list[str]:
+        """The bwrap argv that runs `spec` in the sandbox (once `active`), showing it `exposed`
+        besides the policy's view."""
+        bwrap, policy = self._bwrap, self.policy
+        assert bwrap is not None, "commands run unsandboxed"
+        assert policy is not None
+        return sandboxed_argv(
+            bwrap,
+            policy,
+            ["bash", "-c", spec.command],
+            spec.workdir,
+            hidden=(*self._hidden, *spill_root()),
+            exposed=exposed,
+        )
+
+    def started(self, process: trio.Process) -> trio.Process:
+        """Remember that `process` runs under bwrap; return it."""
+        self._started.add(process)
+        return process
+
+    def confines(self, process: trio.Process) -> bool:
+        """Whether `process` was started under bwrap."""
+        return process in self._started

@@ -1,0 +1,114 @@
+"""One command's process: start it in its own session, pump its pipes, kill its group, read how
+it ended. What the executor (`_shell.py`) does to every process, foreground or background,
+apart from which command it is and who asked.
+
+A kill is SIGTERM to the group, a grace period, then SIGKILL; a group with nobody left is never
+signalled, since the kernel may have reused its id (D24a). Under bubblewrap, bwrap leads the
+group: it is spared the SIGTERM, which would end its sandbox at once and take the grace from
+the command's own processes, but not the SIGKILL (D132).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+
+import trio
+
+from ._group import group_gone, group_has_live_members, signal_group, signal_members
+from ._output import OutputCollector, StreamOutput
+from ._sandbox import sandboxed_status
+from ._types import RunResult, ShellSpec
+
+__all__ = ["kill_at_once", "outcome", "pump", "spawn", "terminate_group"]
+
+
+async def spawn(
+    spec: ShellSpec, env: Mapping[str, str], *, argv: Sequence[str] | None = None
+) -> trio.Process:
+    """`bash -c` (or `argv`, the same wrapped in a sandbox) in a new session (its own process
+    group), stdin closed, with `env` only."""
+    return await trio.lowlevel.open_process(
+        ["bash", "-c", spec.command] if argv is None else list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=spec.workdir,
+        env=env,
+        start_new_session=True,
+    )
+
+
+async def pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:
+    """Feed everything `stream` delivers to `collector`, until the end of the stream."""
+    async for chunk in stream:
+        collector.feed(bytes(chunk))
+
+
+async def terminate_group(process: trio.Process, grace: float, *, sandboxed: bool) -> None:
+    """SIGTERM the process's group (under bwrap, every member but bwrap), wait up to `grace`
+    for the whole group, SIGKILL whatever is left, and wait up to `grace` again for the kernel
+    to remove it. Idempotent; errors for a group already gone are ignored. Always a
+    checkpoint."""
+    if process.returncode is not None and not group_has_live_members(process.pid):
+        # All gone: do not signal a group id the kernel may have reused.
+        await trio.lowlevel.checkpoint()
+        return
+    if sandboxed:
+        # bwrap itself dies of SIGTERM, and its sandbox with it at once: the command's
+        # processes get the TERM and the grace, bwrap only the final SIGKILL.
+        signal_members(process.pid, signal.SIGTERM, spare=process.pid)
+    else:
+        signal_group(process.pid, signal.SIGTERM)
+    # The grace is for the whole group, not only the leader: a grandchild that cleans
+    # up on TERM gets its chance too.
+    with trio.move_on_after(grace):
+        await process.wait()
+        await group_gone(process.pid)
+    signal_group(process.pid, signal.SIGKILL)
+    await process.wait()
+    # A signal is delivered asynchronously: only return once the kernel has removed
+    # every member of the group (init reaps the reparented ones), or the grace is over.
+    # No event tells us that processes which are not our children have exited (and the
+    # group's members are unknown), so this is a bounded poll.
+    with trio.move_on_after(grace):
+        await group_gone(process.pid)
+
+
+def kill_at_once(processes: Iterable[trio.Process]) -> int:
+    """SIGKILL the group of each of `processes` that may still have a member, without waiting;
+    return how many groups were signalled. Never blocks."""
+    signalled = 0
+    for process in processes:
+        # As in terminate_group: a group with nobody left may have had its id reused.
+        if process.returncode is None or group_has_live_members(process.pid):
+            signalled += signal_group(process.pid, signal.SIGKILL)
+    return signalled
+
+
+def outcome(
+    process: trio.Process,
+    *,
+    timed_out: bool,
+    cancelled: bool,
+    timeout: float,
+    stdout: StreamOutput,
+    stderr: StreamOutput,
+    sandboxed: bool = False,
+) -> RunResult:
+    """How the exited `process` ended, with what it printed; under bwrap, the command's own
+    status, decoded from bwrap's."""
+    code = process.returncode
+    assert code is not None, "the process has not exited"
+    if sandboxed:
+        code = sandboxed_status(code)
+    return RunResult(
+        exit_code=code if code >= 0 else None,
+        signal=signal.Signals(-code).name if code < 0 else None,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        timeout=timeout,
+        stdout=stdout,
+        stderr=stderr,
+    )

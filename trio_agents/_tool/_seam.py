@@ -1,0 +1,87 @@
+"""The tool seam: what a tool is, what it receives, what it returns. No trio import."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .._util import check_bool
+
+__all__ = ["Tool", "ToolContext", "ToolResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who is calling: the agent (its id is also its session id), the turn, step and call.
+
+    agent_id: the calling agent's id, which is also its session's id.
+    call_id: the id of this tool call, as recorded in `tool/call` and `tool/result`.
+    turn: the turn's number (1, 2, ... per session).
+    step: the step's number within the turn (1, 2, ...).
+    """
+
+    agent_id: str
+    call_id: str
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call answers.
+
+    content: the text of the answer.
+    is_error: whether it reports a failure; recorded in `tool/result` (the model is sent
+        the content only).
+    """
+
+    content: str
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        # Recorded as it is: a result that is not text read back as a damaged session (D383).
+        if not isinstance(self.content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"ToolResult content must be a str, got {type(self.content).__name__} "
+                f"{self.content!r}; give its text (json.dumps for data)"
+            )
+        check_bool("ToolResult is_error", self.is_error)
+
+
+class Tool(Protocol):
+    """A tool the model may call. Cancellation arrives as `trio.Cancelled`, as anywhere in trio.
+
+    Plain attributes satisfy the three properties. The tools of one agent must have
+    distinct names.
+    """
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        ...
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        """The JSON schema of the tool's arguments, sent to the model as is."""
+        ...
+
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
+        """Run one call. `arguments` are the model's, a mutable copy the tool may keep;
+        `context` says who calls.
+
+        Return a ToolResult, or a str for a successful result (any other value is turned
+        into a str). An exception becomes an error result, `"ExcType: message"`, that the
+        model can react to; it does not fail the turn. A cancel, a step timeout or a close
+        arrives as `trio.Cancelled`: let it propagate (the call is then recorded as
+        interrupted); a tool that ignores it holds up its agent's close for up to
+        `close_grace`. Must always checkpoint. The calls of one step run concurrently.
+        """
+        ...
