@@ -36,6 +36,8 @@ from ._targets import RuntimeSurface as RuntimeSurface
 from ._targets import ShellFactory as ShellFactory
 
 if TYPE_CHECKING:
+    from ._acp._client import AcpTarget as AcpTarget
+    from ._acp._machine import acp_machine as acp_machine
     from ._agent_machine import AgentMachine as AgentMachine
     from ._agent_machine import RandomSeeder as RandomSeeder
     from ._catalogue import PROPERTIES as PROPERTIES
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROPERTIES",
+    "AcpTarget",
     "AgentFactory",
     "AgentMachine",
     "AgentObserver",
@@ -77,6 +80,7 @@ __all__ = [
     "RuntimeSurface",
     "ShellFactory",
     "ShellMachine",
+    "acp_machine",
     "check_agent_conformance",
     "check_durable_conformance",
     "check_lifecycle_conformance",
@@ -89,6 +93,8 @@ __all__ = [
 ]
 
 _LAZY = {
+    "AcpTarget": "._acp._client",
+    "acp_machine": "._acp._machine",
     "AgentMachine": "._agent_machine",
     "RandomSeeder": "._agent_machine",
     "PROPERTIES": "._catalogue",

@@ -143,14 +143,22 @@ class AsyncioPeer:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _stop(self) -> None:
+    async def wait(self, future: asyncio.Future[T]) -> T:
+        """Wait, from trio code, for an asyncio future or task of the peer's loop, and
+        return its result (or raise its exception)."""
+        return await self._loop.run_aio_future(future)
+
+    async def aclose(self) -> None:
+        """Cancel the tasks `start` made that are still running, and wait until each has
+        ended (an asyncio cancellation is only a request). The peer's context does this on
+        exit. Always a trio checkpoint."""
         tasks = list(self._tasks)
-        if not tasks:
-            return
         for task in tasks:
             task.cancel()
-        # An asyncio task's cancellation is only a request: wait until each has ended.
-        await self._loop.run_aio_future(asyncio.gather(*tasks, return_exceptions=True))
+        if tasks:
+            await self.wait(asyncio.gather(*tasks, return_exceptions=True))
+        else:
+            await trio.lowlevel.checkpoint()
 
 
 def _check_anyio() -> None:
@@ -198,7 +206,7 @@ async def open_asyncio_peer(
             yield peer
         finally:
             with trio.CancelScope(shield=True):
-                await peer._stop()  # pyright: ignore[reportPrivateUsage]
+                await peer.aclose()
 
 
 Claim = tuple[str, str, str, str]
@@ -406,9 +414,7 @@ class PeerAgent:
             if not self._closed:
                 self._close()
                 if self._driver is not None:
-                    await self.peer._loop.run_aio_future(  # pyright: ignore[reportPrivateUsage]
-                        asyncio.gather(self._driver, return_exceptions=True)
-                    )
+                    await self.peer.wait(asyncio.gather(self._driver, return_exceptions=True))
                 self._settled.set()
             await trio.lowlevel.checkpoint()
 

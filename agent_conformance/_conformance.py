@@ -293,15 +293,15 @@ def reproduction(
         "",
         f"sys.path[:0] = [os.getcwd(), {os.getcwd()!r}]",
         "",
-        f"from trio_agents.testing import {base}  # noqa: E402",
+        f"from agent_conformance import {base}  # noqa: E402",
     ]
     if any("RandomSeeder(" in step for step in steps):
-        lines.append("from trio_agents.testing import RandomSeeder  # noqa: E402")
+        lines.append("from agent_conformance import RandomSeeder  # noqa: E402")
     if any("Draws(" in step for step in steps):
-        lines.append("from trio_agents.testing import Draws  # noqa: E402")
+        lines.append("from agent_conformance import Draws  # noqa: E402")
     declares = [f"    features = {features!r}"] if features is not None else []
     if declares:
-        lines.append("from trio_agents.testing import Features  # noqa: E402")
+        lines.append("from agent_conformance import Features  # noqa: E402")
     if spec is not None:
         target_module, _, attr = spec.partition(":")
         lines += [

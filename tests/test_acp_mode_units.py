@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from agent_conformance._acp import _wire as wire
-from agent_conformance._acp._client import AgentProcess, Target, Update, fill
+from agent_conformance._acp._client import AcpTarget, AgentProcess, Update, fill
 from agent_conformance._acp._permission_rules import ERROR, NOT_OFFERED, may_run, reply
 from agent_conformance._acp._procs import alive, descendants
 from agent_conformance._acp._run import acp_settings, reproduction
 from agent_conformance._profiles import profile
+
+from .support.scripts import private_imports
 
 
 def test_lines_that_are_not_json_rpc_are_named() -> None:
@@ -59,7 +61,7 @@ def test_dig_walks_json_objects() -> None:
 
 
 def client(tmp_path: pathlib.Path) -> AgentProcess:
-    agent = AgentProcess(Target(("true",)), {}, tmp_path)
+    agent = AgentProcess(AcpTarget(("true",)), {}, tmp_path)
     agent.workdir.mkdir(parents=True)
     return agent
 
@@ -157,17 +159,18 @@ def test_the_reproduction_replays_the_shrunk_steps() -> None:
     failure.add_note("state.cancel_prompt(point='mid-tool', session=0)")
     failure.add_note("state.teardown()")
     failure.add_note("Explanation: ...")
-    script = reproduction(Target(("agent", "--acp")), failure)
+    script = reproduction(AcpTarget(("agent", "--acp")), failure)
     assert script is not None
-    assert "acp_machine(Target(argv=('agent', '--acp')" in script
+    assert "acp_machine(AcpTarget(argv=('agent', '--acp')" in script
     assert "    state.cancel_prompt(point='mid-tool', session=0)\n" in script
     assert script.count("state.teardown()") == 1
     compile(script, "reproduction", "exec")
-    assert reproduction(Target(("agent",)), AssertionError("no notes")) is None
+    assert private_imports(script) == [], "a reproduction imports public names only"
+    assert reproduction(AcpTarget(("agent",)), AssertionError("no notes")) is None
 
 
 def test_env_and_config_templates_reach_the_agent(tmp_path: pathlib.Path) -> None:
-    target = Target(
+    target = AcpTarget(
         ("agent",),
         env=(("MY_ENDPOINT", "{base_url}/chat"), ("OPENAI_MODEL", "override")),
         files=(("conf/agent.json", '{"url": "{base_url}", "key": "{api_key}", "d": "{dir}"}'),),

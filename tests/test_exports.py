@@ -83,7 +83,7 @@ EXPORTS = {
         "McpMachine", "McpOpener", "check_mcp_conformance",
         "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
         "AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer",
-        "main",
+        "main", "AcpTarget", "acp_machine",
     },
 }  # fmt: skip
 
@@ -341,8 +341,9 @@ def test_each_room_names_itself_and_imports_nothing() -> None:
         f"{RUNTIME}.{room}" for room in ("_agent", "_store", "_shell", "_mcp", "_model", "_tool")
     }
     for name, path in rooms.items():
-        body = ast.parse(path.read_text()).body
-        assert len(body) == 1 and ast.get_docstring(ast.parse(path.read_text())), name
+        tree = ast.parse(path.read_text())
+        assert len(tree.body) == 1, f"{name} holds more than its docstring"
+        assert ast.get_docstring(tree), f"{name} has no docstring naming its room"
 
 
 def test_function_local_imports_say_why() -> None:
@@ -411,3 +412,21 @@ def test_no_test_module_imports_another() -> None:
             ):
                 found.append(f"{path.relative_to(TESTS)}:{node.lineno}")
     assert found == []
+
+
+def test_private_usage_is_only_trios_own_internals_with_a_reason() -> None:
+    """Neither package reaches into another module's private names (a seam is public and
+    documented instead); only trio's internals, where trio has no public handle, each with
+    its reason in a comment or docstring just above."""
+    problems: list[str] = []
+    for name, path in modules().items():
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            if "reportPrivateUsage" not in line:
+                continue
+            above = "\n".join(lines[max(0, number - 6) : number - 1])
+            if "trio._" not in line.split("#", 1)[0]:
+                problems.append(f"{name}:{number}: not trio's own internals")
+            elif "#" not in above and '"""' not in above:
+                problems.append(f"{name}:{number}: no reason just above")
+    assert problems == []

@@ -15,6 +15,7 @@ from agent_conformance._conformance import MachineReport, run_conformance
 
 from .support.known_bad._agent import idle_cancel_emits
 from .support.known_bad._lifecycle import detach_before_flush
+from .support.scripts import private_imports
 
 ROOT = pathlib.Path(__file__).parent.parent
 KNOWN_BAD = "tests.support.known_bad"
@@ -41,6 +42,8 @@ def replay(report: MachineReport, tmp_path: pathlib.Path) -> subprocess.Complete
 def assert_replays(report: MachineReport, tmp_path: pathlib.Path) -> None:
     failure = report.failure
     assert isinstance(failure, ContractViolation), failure
+    assert report.program is not None
+    assert private_imports(report.program) == [], "a reproduction imports public names only"
     replayed = replay(report, tmp_path)
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr
     violation = f"{failure.rule} ({failure.property.name}): "

@@ -544,7 +544,7 @@ async def test_a_teardown_past_the_limit_forces_the_exit_with_the_first_signal()
     start = trio.current_time()
     with pytest.RaisesGroup(Forced, flatten_subgroups=True):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch._run, signals, send, 16.0)  # pyright: ignore[reportPrivateUsage]
+            nursery.start_soon(watch.run, signals, send, 16.0)
             signals_send.send_nowait(signal.SIGINT)
             signals_send.send_nowait(signal.SIGTERM)
             assert await events.receive() == signal.SIGINT

@@ -35,7 +35,7 @@ from ._permission_rules import LateAnswer, PermissionAnswer, reply
 from ._procs import Proc, alive, descendants, kill_all
 from ._properties import ANSWER_UNIQUE, REQUEST_ANSWERED, SCHEMA_VALID
 
-__all__ = ["AgentProcess", "AgentSetupError", "Answer", "PermissionAsk", "Target", "Update"]
+__all__ = ["AcpTarget", "AgentProcess", "AgentSetupError", "Answer", "PermissionAsk", "Update"]
 
 STDERR_TAIL = 4000
 MAX_LINE = 16 * 1024 * 1024
@@ -49,7 +49,7 @@ class AgentSetupError(Exception):
 
 
 @dataclass(frozen=True)
-class Target:
+class AcpTarget:
     """An ACP agent command and how to hand it the endpoint.
 
     argv: the command and its arguments.
@@ -116,7 +116,7 @@ class _Pending:
 class AgentProcess:
     """One run of the agent command. `placeholders` fill the target's templates."""
 
-    def __init__(self, target: Target, placeholders: Mapping[str, str], directory: Path) -> None:
+    def __init__(self, target: AcpTarget, placeholders: Mapping[str, str], directory: Path) -> None:
         self.target = target
         self.placeholders = dict(placeholders)
         self.directory = directory
@@ -409,7 +409,7 @@ class AgentProcess:
             self._problem(
                 ANSWER_UNIQUE,
                 f"a second response to request {request_id} ({pending.method}): "
-                f"{wire._cut_value(dict(message))}",  # pyright: ignore[reportPrivateUsage]
+                f"{wire.cut_value(dict(message))}",
             )
         if pending is not None:
             pending.answers.append(answer)

@@ -32,7 +32,7 @@ from trio_agents.testing import TrioHost, WallClock
 from .._machine import ConformanceMachine, rule
 from .._properties import Property
 from . import _wire as wire
-from ._client import AgentProcess, AgentSetupError, Answer, PermissionAsk, Target, Update
+from ._client import AcpTarget, AgentProcess, AgentSetupError, Answer, PermissionAsk, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
 from ._properties import (
@@ -91,7 +91,7 @@ class AcpMachine(ConformanceMachine):
     agent: the agent process now running.
     """
 
-    target: ClassVar[Target]
+    target: ClassVar[AcpTarget]
     advertised: ClassVar[dict[str, Any]] = {}
     """What the last `initialize` answered: `agentInfo` and `loadSession`."""
 
@@ -762,7 +762,7 @@ def _content_text(update: Mapping[str, Any]) -> str:
     return ""
 
 
-def acp_machine(target: Target) -> type[AcpMachine]:
+def acp_machine(target: AcpTarget) -> type[AcpMachine]:
     """A fresh `AcpMachine` subclass checking `target`, with its own counters."""
     namespace: dict[str, Any] = {
         "target": target,

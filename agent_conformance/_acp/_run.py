@@ -16,7 +16,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from .._conformance import MachineReport
 from .._profiles import profile
-from ._client import Target
+from ._client import AcpTarget
 from ._machine import AcpMachine, acp_machine
 
 __all__ = ["AcpRun", "acp_settings", "preflight", "reproduction", "run_acp_conformance"]
@@ -32,7 +32,7 @@ def acp_settings(base: Settings) -> Settings:
     )
 
 
-def preflight(target: Target) -> tuple[type[AcpMachine], BaseException | None]:
+def preflight(target: AcpTarget) -> tuple[type[AcpMachine], BaseException | None]:
     """One example of one step: the agent starts, answers `initialize` and `session/new`,
     and exits at the end of its input. A failure here is reported as is (no search could
     shrink it, and each example of a search would wait for the same timeout)."""
@@ -69,7 +69,7 @@ class AcpRun:
 
 
 def run_acp_conformance(
-    target: Target,
+    target: AcpTarget,
     *,
     profile_name: str | None = None,
     max_examples: int | None = None,
@@ -138,7 +138,7 @@ def _report_progress(
     machine.__init__ = __init__  # type: ignore[method-assign]
 
 
-def reproduction(target: Target, failure: BaseException) -> str | None:
+def reproduction(target: AcpTarget, failure: BaseException) -> str | None:
     """A Python script replaying the shrunk program against the same command, or None when
     Hypothesis attached none."""
     notes: list[str] = list(getattr(failure, "__notes__", []))
@@ -157,8 +157,7 @@ def reproduction(target: Target, failure: BaseException) -> str | None:
         return None
     lines = [
         "# Replays the shrunk failing program of the ACP machine against the same command.",
-        "from agent_conformance._acp._client import Target",
-        "from agent_conformance._acp._machine import acp_machine",
+        "from agent_conformance import AcpTarget, acp_machine",
         "",
         f"state = acp_machine({target!r})()",
         "try:",

@@ -22,6 +22,7 @@ __all__ = [
     "check_error",
     "check_from_agent_message",
     "check_from_client",
+    "cut_value",
     "dig",
     "frame",
     "parse_line",
@@ -104,11 +105,11 @@ def check_from_agent_message(message: Mapping[str, Any], answers: str | None) ->
         if "error" in message:
             return check_error(message.get("error"))
         if "result" not in message:
-            return f"a message with neither method, result nor error: {_cut_value(message)}"
+            return f"a message with neither method, result nor error: {cut_value(message)}"
         model = RESPONSES.get(answers) if answers is not None else None
         return _invalid(model, message["result"], f"the result of {answers}")
     if not isinstance(method, str):
-        return f"a method that is not a string: {_cut_value(message)}"
+        return f"a method that is not a string: {cut_value(message)}"
     params = message.get("params", {})
     if "id" in message:
         model = REQUESTS_TO_CLIENT.get(method)
@@ -179,7 +180,7 @@ def _invalid(model: type[pydantic.BaseModel] | None, value: object, what: str) -
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top)"
         return f"{what} is not valid ACP ({model.__name__}: {where}: {first['msg']}): " + (
-            _cut_value(value)
+            cut_value(value)
         )
     return None
 
@@ -189,6 +190,6 @@ def _cut(line: bytes, limit: int = 200) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def _cut_value(value: object, limit: int = 300) -> str:
+def cut_value(value: object, limit: int = 300) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= limit else text[:limit] + "..."

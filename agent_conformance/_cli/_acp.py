@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Imported here: the suite needs Hypothesis and the ACP schema, the rest of the
         # command neither.
-        from .._acp._client import AgentSetupError, Target
+        from .._acp._client import AcpTarget, AgentSetupError
         from .._acp._run import run_acp_conformance
     except ImportError as exc:  # acp.schema: the agent-client-protocol package
         print(
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    target = Target(
+    target = AcpTarget(
         tuple(command),
         env=_pairs(args.env, "--env", args.prog),
         files=_pairs(args.config_file, "--config-file", args.prog),

@@ -63,8 +63,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "conformance: pure checks",
         (
-            "agent_conformance._names", "agent_conformance._vocabulary", "agent_conformance._procfs",
-            "agent_conformance._acp._lines", "agent_conformance._reference",
+            "agent_conformance._names", "agent_conformance._vocabulary",
+            "agent_conformance._procfs", "agent_conformance._acp._lines",
+            "agent_conformance._reference",
             "agent_conformance._history", "agent_conformance._durable_checks",
             "agent_conformance._properties", "agent_conformance._durable_properties",
             "agent_conformance._lifecycle_properties", "agent_conformance._observer",

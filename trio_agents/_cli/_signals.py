@@ -109,7 +109,7 @@ class SignalWatch:
         quitting = self._policy.quitting
         return code if quitting is None else exit_status(quitting)
 
-    async def _run(
+    async def run(
         self,
         signals: AsyncIterator[int],
         send: trio.MemorySendChannel[int | Quit],
@@ -166,7 +166,7 @@ async def watching_signals(
     watch = SignalWatch(QuitPolicy(interrupt_signals), receive, force)
     with trio.open_signal_receiver(*HANDLED) as signals:
         async with service_nursery() as nursery:
-            nursery.start_soon(watch._run, signals, send, limit)  # pyright: ignore[reportPrivateUsage]
+            nursery.start_soon(watch.run, signals, send, limit)
             try:
                 yield watch
             finally:

@@ -8,7 +8,7 @@ runtime, closes them in that task (rule F2), and the agents keep one live tool s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, overload
 
 from .._errors import AlreadyLoadedError
@@ -49,7 +49,7 @@ class McpServers:
         self._close_grace = close_grace
         self._loaded: McpTools | None = None
         self._applying = False
-        self.tools: Sequence[Tool] = _Live(self)
+        self.tools: Sequence[Tool] = _Live(lambda: self._loaded)
 
     async def apply(self, fiber: Fiber) -> None:
         """Connect the servers, owned by `fiber` until it closes. Always a checkpoint. Raises
@@ -82,11 +82,11 @@ class McpServers:
 class _Live(Sequence[Tool]):
     """The plugin's current tools, read at each use (an agent reads its tools every step)."""
 
-    def __init__(self, plugin: McpServers) -> None:
-        self._plugin = plugin
+    def __init__(self, loaded: Callable[[], Sequence[Tool] | None]) -> None:
+        self._loaded = loaded
 
     def _current(self) -> Sequence[Tool]:
-        loaded = self._plugin._loaded  # pyright: ignore[reportPrivateUsage]
+        loaded = self._loaded()
         return () if loaded is None else loaded
 
     def __len__(self) -> int:
