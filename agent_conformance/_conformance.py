@@ -50,7 +50,7 @@ _DRAW = re.compile(r"Draw \d+(?: \([^)]*\))?: (?P<value>.*?)(?:  # or any other 
 @dataclass(frozen=True)
 class MachineSpec:
     """One machine `run_conformance` runs: its class (a public name of
-    `trio_agents.testing`), which target it checks (`agent`, `runtime`, `shell` or `mcp`),
+    `agent_conformance`), which target it checks (`agent`, `runtime`, `shell` or `mcp`),
     and its budget made from the profile's."""
 
     base: type[ConformanceMachine]

@@ -216,7 +216,7 @@ def features_of(target: object) -> Features:
     if not isinstance(declared, Features):
         name = getattr(target, "__name__", repr(target))
         raise TypeError(
-            f"{name}.{ATTRIBUTE} is a {type(declared).__name__}; it must be a "
+            f"{name}.{ATTRIBUTE} is a {type(declared).__name__}; it must be an "
             "agent_conformance.Features"
         )
     return declared

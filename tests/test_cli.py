@@ -93,6 +93,29 @@ def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) 
 
 
 @pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "target", ["tests.support.known_bad:idle_cancel_emits", "examples.third_party_agent:factory"]
+)
+def test_both_names_of_the_command_give_the_same_verdicts_for_a_seed(target: str) -> None:
+    """`agent-conformance` is the suite's own command; `trio-agents conformance` is the same
+    command under the runtime's name (D385): for one seed, the same run, word for word but
+    for the name each says it goes by and the times."""
+    args = ["--target", target, "--max-examples", "40", "--seed", "9"]
+    outputs: list[str] = []
+    for argv, prog in (
+        ([str(BIN / "agent-conformance"), *args], "agent-conformance"),
+        ([str(BIN / "trio-agents"), "conformance", *args], "trio-agents conformance"),
+    ):
+        result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        assert result.stdout.startswith(f"{prog}: "), result.stdout
+        text = result.stdout.replace(prog, "PROG") + f"exit {result.returncode}"
+        outputs.append(re.sub(r"\(\d+\.\d+s\)|\d+s\)", "", text))
+    assert outputs[0] == outputs[1]
+    assert ("FAILED" in outputs[0]) == target.endswith("idle_cancel_emits")
+
+
+@pytest.mark.subprocess
 def test_a_failure_prints_a_seed_and_a_reproduction_that_fails_the_same_way(
     tmp_path: pathlib.Path,
 ) -> None:

@@ -153,6 +153,7 @@ def test_the_contract_is_binding_and_says_how_it_changes() -> None:
 
 def test_the_contract_names_every_public_name() -> None:
     """What is public is what the contract names (D50): every name a namespace exports."""
+    import agent_conformance
     import trio_agents
     import trio_agents.acp
     import trio_agents.testing
@@ -160,7 +161,7 @@ def test_the_contract_names_every_public_name() -> None:
     text = (ROOT / "docs" / "contract.md").read_text()
     unnamed = [
         f"{module.__name__}.{name}"
-        for module in (trio_agents, trio_agents.acp, trio_agents.testing)
+        for module in (trio_agents, trio_agents.acp, trio_agents.testing, agent_conformance)
         for name in module.__all__
         if not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text)
     ]

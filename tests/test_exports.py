@@ -430,3 +430,28 @@ def test_private_usage_is_only_trios_own_internals_with_a_reason() -> None:
             elif "#" not in above and '"""' not in above:
                 problems.append(f"{name}:{number}: no reason just above")
     assert problems == []
+
+
+MOVED = sorted(EXPORTS["agent_conformance"] - {"main", "AcpTarget", "acp_machine"})
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_a_moved_name_still_imports_from_testing_with_a_warning_saying_where(name: str) -> None:
+    """For one release (D385): the suite's names `trio_agents.testing` used to export."""
+    import trio_agents.testing
+
+    with pytest.warns(DeprecationWarning, match=rf"agent_conformance\.{name}\b") as caught:
+        value = getattr(trio_agents.testing, name)
+    assert value is getattr(agent_conformance, name)
+    assert f"from agent_conformance import {name}" in str(caught[0].message)
+    assert caught[0].filename == __file__  # the warning points at the importer's line
+
+
+def test_the_shim_covers_every_name_testing_exported_before() -> None:
+    import trio_agents.testing
+
+    before = set(MOVED) | set(trio_agents.testing.__all__)
+    assert len(before) == 43  # trio_agents.testing.__all__ as of 0.1.0
+    assert set(trio_agents.testing._MOVED) == set(MOVED)  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(AttributeError, match="no attribute 'Nonesuch'"):
+        trio_agents.testing.Nonesuch  # type: ignore[attr-defined]  # noqa: B018

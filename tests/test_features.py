@@ -276,7 +276,7 @@ def test_a_design_other_than_the_declared_one_fails(
         (
             "tests.support.variants:bad_declaration",
             "trio-agents conformance: --target tests.support.variants:bad_declaration: "
-            "bad_declaration.conformance_features is a dict; it must be a "
+            "bad_declaration.conformance_features is a dict; it must be an "
             "agent_conformance.Features",
         ),
         (

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from .support.layout import render_map
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
 
@@ -61,3 +63,13 @@ def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
 def test_static_check_passes(argv: tuple[str, ...]) -> None:
     result = run(tool(argv[0]), *argv[1:])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_readmes_map_is_the_layer_table() -> None:
+    """README.md's "Layout" map is drawn from tests/support/layout.py, the one source: a
+    module added, moved or put in another layer shows there. To redraw it, print
+    `render_map(ROOT)` and paste it into the README's block."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"## Layout\n\n```text\n(.*?)```", text, re.S)
+    assert found, "README has no Layout map (a ```text block right under '## Layout')"
+    assert found.group(1) == render_map(ROOT)

@@ -289,6 +289,8 @@ class Fiber:
             self._closed.set()
 
     async def _unwind(self) -> None:
+        """Close the children, newest first, then run the disposers, newest first, collecting
+        their errors. Seam: a double may change the unwinding order."""
         while self._children:  # a child removes itself from the list once it has closed
             child = self._children[-1]
             try:

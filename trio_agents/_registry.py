@@ -231,7 +231,8 @@ class Lifecycle:
         self.fiber.release_owner(functools.partial(_report_closed, self.agent.id, self._errors))
 
     def _request_close(self) -> None:
-        """Stop the loop (its turn ends `closed`) and bound how long it may take."""
+        """Stop the loop (its turn ends `closed`) and bound how long it may take. Seam: a
+        double may change what a close request does at once."""
         if self._close_requested:
             return
         self._close_requested = True
@@ -265,6 +266,8 @@ class Lifecycle:
             )
 
     async def _teardown(self) -> None:
+        """Close the agent once its loop has stopped: kill its jobs, flush its session, then
+        unregister and detach it. Seam: a double may change the steps or their order."""
         self.phase = "closing"
         self._close_requested = True
         grace = self.agent.options.close_grace
@@ -340,6 +343,8 @@ class Lifecycle:
         self.services.events.emit(AgentCreated(self.agent.id))
 
     def _unregister(self) -> None:
+        """Remove the agent from the live agents and announce AgentClosed, once. Seam: a double
+        may change the unregistering and its event."""
         if self._registered:
             live = self.services.live
             if live.get(self.agent.id) is self:
@@ -349,6 +354,8 @@ class Lifecycle:
                 self.services.events.emit(AgentClosed(self.agent.id))
 
     def _detach(self) -> None:
+        """Take the session out of its store and announce SessionClosed, once. Seam: a double
+        may change the detaching and its event."""
         if self._detach_session is not None:
             self._detach_session()
             self._detach_session = None

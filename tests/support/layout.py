@@ -9,6 +9,8 @@ packages themselves sit in the lowest layer.
 
 from __future__ import annotations
 
+import pathlib
+
 RUNTIME = "trio_agents"
 SUITE = "agent_conformance"
 
@@ -127,3 +129,43 @@ def layer_of(name: str) -> int:
     if not matches:
         raise AssertionError(f"{name} has no layer: add it to LAYERS in {__file__}")
     return max(matches)[2]
+
+
+def source_files(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Every module of both packages under `root` (the checkout), by dotted name."""
+    found: dict[str, pathlib.Path] = {}
+    for top in (RUNTIME, SUITE):
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def is_room(name: str, path: pathlib.Path) -> bool:
+    """A sub-package that only names its room: its `__init__` is a docstring."""
+    return path.name == "__init__.py" and name.count(".") == 1 and "._" in name
+
+
+def render_map(root: pathlib.Path) -> str:
+    """The README's map of the two packages: each layer, lowest first, and under it its
+    modules folder by folder (`folder/  name name ...`; `__init__` for a namespace)."""
+    by_layer: dict[int, dict[str, list[str]]] = {}
+    for name, path in source_files(root).items():
+        if is_room(name, path):
+            continue
+        folder = str(path.parent.relative_to(root)) + "/"
+        by_layer.setdefault(layer_of(name), {}).setdefault(folder, []).append(path.stem)
+    lines: list[str] = []
+    for index, (layer, _) in enumerate(LAYERS):
+        lines.append(layer)
+        for folder, stems in sorted(by_layer.get(index, {}).items()):
+            row = f"    {folder:<28}"
+            for stem in sorted(stems):
+                if len(row) + len(stem) + 1 > 96:
+                    lines.append(row.rstrip())
+                    row = " " * 32
+                row += f" {stem}"
+            lines.append(row.rstrip())
+    return "\n".join(lines) + "\n"

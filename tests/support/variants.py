@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from agent_conformance import Features
 from trio_agents import (
     Agent,
     AgentOptions,
     Approval,
-    Event,
     EventBus,
     MessageId,
     Model,
-    StepEnded,
+    Record,
     Tool,
     open_agent,
 )
@@ -38,11 +38,16 @@ class OtherDesigns(Agent):
 
     __slots__ = ("_steering_at_step_end",)
 
-    def _emit(self, event: Event) -> None:
-        if isinstance(event, StepEnded):
-            # Whether the answer is final is decided before a listener may cancel.
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._steering_at_step_end = False
+        self.session.observe(self._at_step_end)
+
+    def _at_step_end(self, record: Record) -> None:
+        if record.type == "step/end":
+            # Whether the answer is final is decided before a StepEnded listener may cancel
+            # (the step's end is recorded just before it is announced).
             self._steering_at_step_end = self._inbox.has_steering
-        super()._emit(event)
 
     async def _run_steps(self, turn: Turn) -> TurnEndReason:
         limit = self._options.max_steps

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import trio
 
 from .._errors import AgentClosedError, AlreadyRunningError, PersistenceError
-from .._model._seam import Finish, Message, Model, ModelRequest, ToolCall
+from .._model._seam import Message, Model
 from .._nursery import runs_inside
 from .._store._records import (
     PROMPT_DROPPED,
@@ -31,7 +31,6 @@ from .._store._records import (
     TURN_END,
     TURN_START,
     USER_MESSAGE,
-    Record,
     TurnEndReason,
     aborted,
     closed,
@@ -42,14 +41,12 @@ from .._store._records import (
 from .._store._session import Session
 from .._tool._seam import Tool
 from .._util import describe
-from ._approval import Approval, ApprovalRequest
-from ._approval_gate import admit
+from ._approval import Approval
+from ._approval_gate import Gate, admit
 from ._events import (
     CancelRequested,
-    Event,
     EventBus,
     StatusChanged,
-    TextStreamed,
     TurnEnded,
     TurnStarted,
 )
@@ -58,7 +55,7 @@ from ._options import AgentOptions
 from ._parts import check_parts
 from ._repair import pending_prompts
 from ._status import AgentStatus
-from ._step import StepTools, run_step
+from ._step import StepParts, StepTools, run_step
 from ._turn import (
     CLOSED_CAUSE,
     CancelCause,
@@ -70,7 +67,6 @@ from ._turn import (
     commit,
     committed,
     holds,
-    read_reply,
     replaces_cancellation,
     resume_counters,
 )
@@ -108,6 +104,7 @@ class Agent:
         "_model",
         "_options",
         "_parked",
+        "_parts",
         "_session",
         "_settled",
         "_status",
@@ -167,6 +164,9 @@ class Agent:
         # Whether the loop has exited (or will never run). Waiters park on `_settled`: an
         # Event per agent would cost more than the bool at ten thousand idle agents.
         self._exited = False
+        # What the steps read and write (`run_step`), made at the first step: a double may
+        # replace a part (the inbox) after this constructor.
+        self._parts: StepParts | None = None
 
     # -- identity and state -------------------------------------------------------------
 
@@ -311,7 +311,7 @@ class Agent:
             turn.claim(reason, cause)
         self._cancelling = True
         try:
-            self._emit(CancelRequested(self.id, cause, reason))
+            self._events.emit(CancelRequested(self.id, cause, reason))
         finally:
             self._cancelling = False
         # Only the work there was when cancel() was called: a listener's send comes after.
@@ -392,12 +392,14 @@ class Agent:
             self._settled.unpark_all()
 
     async def _run_turn(self, prompt: InboxMessage) -> None:
+        """Run one prompt's turn: its records, its events, and its end, however it ends. Seam:
+        a double may change what happens around a turn (the status, who is woken, when)."""
         self._turns += 1
         turn = Turn(self._turns)
         self._turn = turn
-        self._append(TURN_START, {"turn": turn.number})
-        self._append(USER_MESSAGE, {"id": prompt.id, "content": prompt.content})
-        self._emit(TurnStarted(self.id, turn.number))
+        self._session.append(TURN_START, {"turn": turn.number})
+        self._session.append(USER_MESSAGE, {"id": prompt.id, "content": prompt.content})
+        self._events.emit(TurnStarted(self.id, turn.number))
         end: TurnEndReason | None = None
         try:
             with turn.scope:
@@ -414,12 +416,14 @@ class Agent:
         finally:
             end = turn.end_reason(end)
             self._turn = None
-            record = self._append(TURN_END, {"turn": turn.number, "reason": end})
+            record = self._session.append(TURN_END, {"turn": turn.number, "reason": end})
             # Steering a turn never took is not lost: it becomes the next prompts.
             self._inbox.requeue_steering()
-            self._emit(TurnEnded(self.id, turn.number, record.data["reason"]))
+            self._events.emit(TurnEnded(self.id, turn.number, record.data["reason"]))
 
     async def _run_steps(self, turn: Turn) -> TurnEndReason:
+        """The turn's steps, one after another, and the turn's end reason. Seam: a double may
+        change when a turn stops stepping (the step limit, what a final answer is)."""
         limit = self._options.max_steps
         step = 0
         while True:
@@ -434,46 +438,27 @@ class Agent:
 
     async def _run_step(self, turn: Turn, step: int) -> bool | StepAborted:
         """One model call and its tools. True if the turn should continue."""
-        return await run_step(
-            turn,
-            step,
-            agent_id=self.id,
-            session=self._session,
-            inbox=self._inbox,
-            step_timeout=self._options.step_timeout,
-            append=self._append,
-            emit=self._emit,
-            tools=self._tools,
-            stream=self._stream,
-            approval=self._approval,
-            approved=self._approved,
-        )
+        parts = self._parts
+        if parts is None:
+            parts = self._parts = StepParts(
+                self.id,
+                self._session,
+                self._events,
+                self._model,
+                self._tools,
+                self._options,
+                self._inbox,
+                self._approval,
+                self._gate(),
+                self.cancel,
+            )
+        return await run_step(turn, step, parts)
 
-    async def _stream(
-        self, turn: Turn, step: int, text: list[str]
-    ) -> tuple[list[ToolCall], Finish]:
-        # A frozen view, not a copy: a model may keep the request, and a step costs the
-        # same at any length of history (D330).
-        prompt = self._options.system_prompt
-        head = () if prompt is None else (Message("system", prompt),)
-        messages = self._session.message_snapshot(head)
-        self._tools.refresh()
-        request = ModelRequest(messages, self._tools.specs, self._options)
-
-        def streamed(piece: str) -> None:
-            text.append(piece)
-            self._emit(TextStreamed(self.id, turn.number, step, piece))
-
-        return await read_reply(self._model.stream(request), streamed)
-
-    async def _approved(self, approval: Approval, turn: Turn, step: int, call: ToolCall) -> bool:
-        """Pass `call` through the approval gate. False once it has its rejection result."""
-        request = ApprovalRequest(
-            self.id, call.call_id, turn.number, step, call.name, call.arguments
-        )
-        return await admit(
-            approval, request, turn, session=self._session, append=self._append, cancel=self.cancel
-        )
+    def _gate(self) -> Gate:
+        """The approval gate each tool call passes before it runs, when the agent has an
+        approval (`admit`). Seam: a double may return a gate with one flaw; it is taken
+        once, at the agent's first step."""
+        return admit
 
     # -- owner side ---------------------------------------------------------------------
 
@@ -485,7 +470,8 @@ class Agent:
 
     def _begin_close(self) -> None:
         """Start closing: refuse new messages, drop queued work, cancel the turn (cause
-        `closed`) and wake the loop so it exits. Synchronous and idempotent."""
+        `closed`) and wake the loop so it exits. Synchronous and idempotent. Seam: a double may
+        change what closing does to the running turn and the queue."""
         if self._closing and self._status is AgentStatus.CLOSED:
             return
         self._closing = True
@@ -536,6 +522,8 @@ class Agent:
     def _accept(
         self, verb: str, content: str, kind: MessageKind, *, system: bool = False
     ) -> InboxMessage:
+        """Check and take one delivered message (`send`, `steer`, `inject`) into the inbox.
+        Seam: a double may change what is accepted, and with which kind and role."""
         if self._closing:
             raise AgentClosedError(
                 f"cannot {verb} to agent {self.id!r}: it is {self._status.value}; "
@@ -548,22 +536,26 @@ class Agent:
         message = InboxMessage(mid, content, kind, system, durable)
         if durable:
             # Appended before it is queued: an observer that fails leaves nothing queued.
-            self._append(PROMPT_QUEUED, {"id": mid, "content": content})
+            self._session.append(PROMPT_QUEUED, {"id": mid, "content": content})
         self._inbox.push(message)
         return message
 
     def _record_dropped(self, dropped: Sequence[InboxMessage], reason: str) -> None:
         ids = [m.id for m in dropped if m.durable]
         if ids:
-            self._append(PROMPT_DROPPED, {"ids": ids, "reason": reason})
+            self._session.append(PROMPT_DROPPED, {"ids": ids, "reason": reason})
 
     def _wake_driver(self) -> None:
+        """Unpark the restored prompts and, from IDLE, turn RUNNING and wake the loop. Seam: a
+        double may change how a delivery wakes the loop."""
         self._parked = False
         if self._status is AgentStatus.IDLE:
             self._set_status(AgentStatus.RUNNING)
             self._wake.ring()
 
     def _settle(self) -> None:
+        """Turn IDLE once the loop has nothing to run, and wake `wait_idle`'s waiters. Seam: a
+        double may change what the loop does as it goes idle."""
         if self._status is AgentStatus.RUNNING:
             self._set_status(AgentStatus.IDLE)
         self._settled.unpark_all()
@@ -571,10 +563,4 @@ class Agent:
     def _set_status(self, status: AgentStatus) -> None:
         if self._status is not status:
             self._status = status
-            self._emit(StatusChanged(self.id, status))
-
-    def _append(self, type: str, data: Mapping[str, object]) -> Record:
-        return self._session.append(type, data)
-
-    def _emit(self, event: Event) -> None:
-        self._events.emit(event)
+            self._events.emit(StatusChanged(self.id, status))

@@ -4,12 +4,11 @@ the agent records and does with the decision (`admit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import trio
 
-from .._store._records import TOOL_APPROVAL, TOOL_RESULT, Record
+from .._store._records import TOOL_APPROVAL, TOOL_RESULT
 from .._store._session import Session
 from .._util import describe
 from ._approval import (
@@ -22,7 +21,7 @@ from ._approval import (
 )
 from ._turn import CancelCause, Turn, commit
 
-__all__ = ["Cancel", "admit", "decide"]
+__all__ = ["Cancel", "Gate", "admit", "decide"]
 
 
 class Cancel(Protocol):
@@ -31,23 +30,38 @@ class Cancel(Protocol):
     def __call__(self, reason: str, *, cause: CancelCause) -> bool: ...
 
 
+class Gate(Protocol):
+    """The shape of `admit`: what a step passes each tool call through when its agent has
+    an approval."""
+
+    async def __call__(
+        self,
+        approval: Approval,
+        request: ApprovalRequest,
+        turn: Turn,
+        *,
+        session: Session,
+        cancel: Cancel,
+    ) -> bool: ...
+
+
 async def admit(
     approval: Approval,
     request: ApprovalRequest,
     turn: Turn,
     *,
     session: Session,
-    append: Callable[[str, Mapping[str, object]], Record],
     cancel: Cancel,
 ) -> bool:
     """Pass the call `request` asks about through the gate: False once it has its rejection
-    result. Records the decision (`tool/approval`) and commits it before the call may run
-    (rule L7); a `cancel` decision cancels the turn (`cancel`, the agent's own, with cause
-    `user`) and raises Cancelled. `append` and `cancel` are the agent's hooks. A checkpoint
-    only when the approver is asked or the store has the decision to commit."""
+    result. Records the decision (`tool/approval`) in `session` and commits it before the
+    call may run (rule L7); a `cancel` decision cancels the turn (`cancel`, the agent's own,
+    with cause `user`) and raises Cancelled. A checkpoint only when the approver is asked or
+    the store has the decision to commit."""
     decision = await decide(approval, request, turn)
     if decision is None:
         return True
+    append = session.append
     append(TOOL_APPROVAL, approval_record(request, decision))
     if decision.outcome == "cancel":
         cancel("approval cancelled", cause="user")

@@ -399,6 +399,8 @@ class ShellExecutor:
         )
 
     def _environment(self) -> dict[str, str]:
+        """The environment every command starts with. Seam: a double may change what is passed
+        or scrubbed."""
         # One place for what every command's environment is (tests seed defects here). Read
         # at each spawn: the server's environment may change while it runs.
         return command_environment(os.environ, pass_env=self.pass_env, env=self.env)
@@ -412,6 +414,8 @@ class ShellExecutor:
         return self._sandboxing.started(await spawn(spec, env, argv=argv))
 
     def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
+        """The collector of one job's output stream. Seam: a double may give another
+        collector."""
         return OutputCollector(self.max_output_bytes, label, spill=spill)
 
     # -- spill directories ----------------------------------------------------------------
@@ -434,6 +438,8 @@ class ShellExecutor:
         return partial(self._spill_for, owner)
 
     def _spill_for(self, owner: str | None) -> SpillDirectory:
+        """The spill directory of `owner`'s jobs. Seam: a double may change the directory
+        handed out."""
         if self._spill_root is None:
             self._spill_root = SpillRoot()
         return self._spill_root.directory(owner)

@@ -126,6 +126,8 @@ class OutputCollector:
             self._directory.discard(name)
 
     def _trim(self) -> None:
+        """Drop the oldest output until what is kept fits the cap. Seam: a double may change
+        which output is kept."""
         while self._retained > self._max and len(self._chunks) > 1:
             self._retained -= len(self._chunks.pop(0))
         if self._retained > self._max:
@@ -135,6 +137,8 @@ class OutputCollector:
         self.truncated = True
 
     def _open_spill(self) -> None:
+        """Open the spill file (owner-only) and write what is kept so far to it. Seam: a double
+        may change how the spill file is made."""
         try:
             self._directory = self._spill_source()
             # Unbuffered: the file holds everything received so far whenever someone reads it.

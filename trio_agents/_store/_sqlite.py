@@ -378,6 +378,8 @@ class SqliteStore(SessionStore):
             await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def _drain(self) -> None:
+        """Wait, bounded by `close_grace`, until the writer has persisted everything queued.
+        Seam: a double may change what closing waits for."""
         with trio.move_on_after(self.close_grace):
             # Leaving `running()` raises the writer's own error.
             with contextlib.suppress(StoreBrokenError):
@@ -517,6 +519,8 @@ class SqliteStore(SessionStore):
         headers: Mapping[str, Mapping[str, Any]],
         batch: Sequence[tuple[Session, int, Record]],
     ) -> None:
+        """Write one batch of headers and records in one transaction (the writer thread). Seam:
+        a double may change the batch's transaction."""
         assert self._conn is not None
         write_batch(self._conn, headers, batch)
 
@@ -549,6 +553,8 @@ class SqliteStore(SessionStore):
         return read_session(self._conn, session_id)
 
     def _append_sync(self, stored: StoredSession, records: Sequence[Record]) -> None:
+        """Append `records` to a stored session, durably (the database thread). Seam: a double
+        may change the write."""
         assert self._conn is not None
         append_records(self._conn, stored.id, len(stored.records), records)
 

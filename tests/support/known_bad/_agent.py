@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -25,16 +25,16 @@ from trio_agents import (
     Message,
     MessageId,
     Model,
+    ModelChunk,
+    ModelRequest,
     Record,
     Session,
-    TextStreamed,
     Tool,
     TurnStarted,
     open_agent,
 )
 from trio_agents._agent._inbox import Inbox, InboxMessage, MessageKind
-from trio_agents._agent._turn import Turn, read_reply
-from trio_agents._model._seam import Finish, ModelRequest, ToolCall
+from trio_agents._agent._turn import Turn
 
 from ._seeded import Seeded
 
@@ -70,16 +70,39 @@ class IdleCancelEmits(Agent):
         return self.status.value != "closed"
 
 
-def factory_for(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ignore
+def factory_for(cls: type[Agent], session: type[Session] = Session):  # type: ignore[no-untyped-def] # pyright: ignore
+    """A target: an agent of `cls` recording into a session of `session`'s class (a session
+    that loses some records stands for an agent that never makes them)."""
+
     def factory(
         model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
     ) -> AbstractAsyncContextManager[Agent]:
         return open_agent(
-            model, tools=tools, events=events, options=options, session="bad", agent_class=cls
+            model,
+            tools=tools,
+            events=events,
+            options=options,
+            session=session("bad"),
+            agent_class=cls,
         )
 
-    factory.__name__ = cls.__name__
+    factory.__name__ = (session if session is not Session else cls).__name__.strip("_")
     return factory
+
+
+class _LossySession(Session):
+    """A session whose `append` loses the records `lost` picks: they are returned, as made,
+    but never reach the history (nor the store, nor the next request)."""
+
+    __slots__ = ()
+
+    def lost(self, type: str, data: Mapping[str, object]) -> bool:
+        return False
+
+    def append(self, type: str, data: Mapping[str, Any]) -> Record:
+        if self.lost(type, data):
+            return Record.of(type, data)
+        return super().append(type, data)
 
 
 steering_lost_at_turn_end = factory_for(SteeringLostAtTurnEnd)
@@ -122,20 +145,18 @@ class WaitIdleAtTurnBoundary(Agent):
         self._settled.unpark_all()  # pyright: ignore[reportPrivateUsage]  # wakes waiters early
 
 
-class ToolResultMissingAfterCancel(Agent):
+class _ToolResultMissingAfterCancel(_LossySession):
     """(h) A cancelled turn records no result for the tool calls it interrupted."""
 
     __slots__ = ()
 
-    def _append(self, type: str, data: Mapping[str, object]) -> Record:
-        if type == "tool/result" and data.get("interrupted"):
-            return Record.of(type, data)  # dropped: never reaches the session
-        return super()._append(type, data)
+    def lost(self, type: str, data: Mapping[str, object]) -> bool:
+        return type == "tool/result" and bool(data.get("interrupted"))
 
 
 queued_prompt_batched_into_cancelled_turn = factory_for(QueuedPromptBatchedIntoCancelledTurn)
 wait_idle_at_turn_boundary = factory_for(WaitIdleAtTurnBoundary)
-tool_result_missing_after_cancel = factory_for(ToolResultMissingAfterCancel)
+tool_result_missing_after_cancel = factory_for(Agent, _ToolResultMissingAfterCancel)
 
 
 class SendDroppedRightAfterCancel(Agent):
@@ -223,13 +244,15 @@ class InjectWakesIdleAgent(Agent):
 
 class IdleCancelStrandsNextPrompt(Agent):
     """(A5) A cancel with nothing to cancel returns False but is kept, and applied to the
-    next turn when it starts: the next prompt's turn is aborted at once."""
+    next turn when it starts (once its TurnStarted is out): the next prompt's turn is
+    aborted at once."""
 
     __slots__ = ("_early_cancel",)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._early_cancel: tuple[str, CancelCause] | None = None
+        self.events.connect(self._apply_early_cancel)
 
     def cancel(self, reason: str = "cancelled", *, cause: CancelCause = "user") -> bool:
         effective = super().cancel(reason, cause=cause)
@@ -237,9 +260,12 @@ class IdleCancelStrandsNextPrompt(Agent):
             self._early_cancel = (reason, cause)
         return effective
 
-    def _emit(self, event: Event) -> None:
-        super()._emit(event)  # pyright: ignore[reportPrivateUsage]
-        if isinstance(event, TurnStarted) and self._early_cancel is not None:
+    def _apply_early_cancel(self, event: Event) -> None:
+        if (
+            isinstance(event, TurnStarted)
+            and event.agent_id == self.id
+            and self._early_cancel is not None
+        ):
             (reason, cause), self._early_cancel = self._early_cancel, None
             self.cancel(reason, cause=cause)
 
@@ -279,15 +305,13 @@ class CloseOverwritesFirstCause(Agent):
         self._settled.unpark_all()  # pyright: ignore[reportPrivateUsage]
 
 
-class PartialReplyDropped(Agent):
+class _PartialReplyDropped(_LossySession):
     """(A8) Only whole replies are recorded: the text a cut step had streamed is lost."""
 
     __slots__ = ()
 
-    def _append(self, type: str, data: Mapping[str, object]) -> Record:
-        if type == "assistant/message" and data.get("interrupted"):
-            return Record.of(type, data)  # never reaches the session
-        return super()._append(type, data)
+    def lost(self, type: str, data: Mapping[str, object]) -> bool:
+        return type == "assistant/message" and bool(data.get("interrupted"))
 
 
 class WaitIdleOnClosedReturnsAtOnce(Agent):
@@ -318,48 +342,68 @@ class InjectAcceptedAfterClose(Agent):
         return super()._accept(verb, content, kind, system=system)  # pyright: ignore[reportPrivateUsage]
 
 
+class _UnguardedBus(EventBus):
+    """The listeners of `bus`, delivered to with a copy of its loop that lost the `except`."""
+
+    __slots__ = ()
+
+    def __init__(self, bus: EventBus) -> None:
+        super().__init__()
+        self._listeners = bus._listeners  # pyright: ignore[reportPrivateUsage]  # shared
+
+    def emit(self, event: Event) -> None:
+        self._queue.append(event)
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
+            while self._queue:
+                current = self._queue.popleft()
+                for listener in tuple(self._listeners):
+                    listener(current)
+        finally:
+            self._delivering = False
+
+
 class ListenerErrorEscapes(Agent):
     """(A11) The agent delivers its events with a copy of the bus's loop that lost the
     `except`: a listener that raises breaks the call or the turn that emitted."""
 
     __slots__ = ()
 
-    def _emit(self, event: Event) -> None:
-        bus: Any = self._events  # pyright: ignore[reportPrivateUsage]
-        bus._queue.append(event)
-        if bus._delivering:
-            return
-        bus._delivering = True
-        try:
-            while bus._queue:
-                current = bus._queue.popleft()
-                for listener in tuple(bus._listeners):
-                    listener(current)
-        finally:
-            bus._delivering = False
+    def __init__(self, *, events: EventBus | None = None, **kwargs: Any) -> None:
+        super().__init__(events=_UnguardedBus(events or EventBus()), **kwargs)
+
+
+class _RequestRebuilt:
+    """The agent's model, given each request with its messages rebuilt by `messages` from
+    the agent's session (the agent's request builder, with its mistake)."""
+
+    def __init__(
+        self, model: Model, session: Session, messages: Callable[[Session], Sequence[Message]]
+    ) -> None:
+        self._model, self._session, self._messages = model, session, messages
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        messages = self._messages(self._session)
+        return self._model.stream(ModelRequest(messages, request.tools, request.options))
 
 
 class RequestFromTurnSnapshot(Agent):
     """(A12) The model request is built from the history as it was when the turn started:
     later steps miss their own replies, tool results, steering and context."""
 
-    __slots__ = ("_snapshots",)
+    __slots__ = ()
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._snapshots: dict[int, Sequence[Message]] = {}
+    def __init__(self, *, model: Model, session: Session, **kwargs: Any) -> None:
+        snapshots: dict[int, Sequence[Message]] = {}
 
-    async def _stream(
-        self, turn: Turn, step: int, text: list[str]
-    ) -> tuple[list[ToolCall], Finish]:
-        messages = self._snapshots.setdefault(turn.number, self.session.message_snapshot())
-        request = ModelRequest(messages, self._tools.specs, self.options)  # pyright: ignore[reportPrivateUsage]
+        def at_turn_start(session: Session) -> Sequence[Message]:
+            turn = sum(1 for r in session.records if r.type == "turn/start")
+            return snapshots.setdefault(turn, session.message_snapshot())
 
-        def streamed(piece: str) -> None:
-            text.append(piece)
-            self._emit(TextStreamed(self.id, turn.number, step, piece))  # pyright: ignore[reportPrivateUsage]
-
-        return await read_reply(self._model.stream(request), streamed)  # pyright: ignore[reportPrivateUsage]
+        model = _RequestRebuilt(model, session, at_turn_start)
+        super().__init__(model=model, session=session, **kwargs)
 
 
 class RequestSeesLaterRecords(Agent):
@@ -369,17 +413,11 @@ class RequestSeesLaterRecords(Agent):
 
     __slots__ = ()
 
-    async def _stream(
-        self, turn: Turn, step: int, text: list[str]
-    ) -> tuple[list[ToolCall], Finish]:
-        live = self.session._transcript.messages  # pyright: ignore[reportPrivateUsage]
-        request = ModelRequest(live, self._tools.specs, self.options)  # pyright: ignore[reportPrivateUsage]
+    def __init__(self, *, model: Model, session: Session, **kwargs: Any) -> None:
+        def live(session: Session) -> Sequence[Message]:
+            return session._transcript.messages  # pyright: ignore[reportPrivateUsage]
 
-        def streamed(piece: str) -> None:
-            text.append(piece)
-            self._emit(TextStreamed(self.id, turn.number, step, piece))  # pyright: ignore[reportPrivateUsage]
-
-        return await read_reply(self._model.stream(request), streamed)  # pyright: ignore[reportPrivateUsage]
+        super().__init__(model=_RequestRebuilt(model, session, live), session=session, **kwargs)
 
 
 class SystemContextAsUser(Agent):
@@ -393,15 +431,13 @@ class SystemContextAsUser(Agent):
         return super()._accept(verb, content, kind)  # pyright: ignore[reportPrivateUsage]
 
 
-class ToolCallsNotRecorded(Agent):
+class _ToolCallsNotRecorded(_LossySession):
     """(A13) Tool calls run, but neither they nor their results are recorded."""
 
     __slots__ = ()
 
-    def _append(self, type: str, data: Mapping[str, object]) -> Record:
-        if type in ("tool/call", "tool/result"):
-            return Record.of(type, data)
-        return super()._append(type, data)
+    def lost(self, type: str, data: Mapping[str, object]) -> bool:
+        return type in ("tool/call", "tool/result")
 
 
 send_leaves_status_idle = factory_for(SendLeavesStatusIdle)
@@ -410,14 +446,14 @@ inject_wakes_idle_agent = factory_for(InjectWakesIdleAgent)
 idle_cancel_strands_next_prompt = factory_for(IdleCancelStrandsNextPrompt)
 cancel_clears_before_emitting = factory_for(CancelClearsBeforeEmitting)
 close_overwrites_first_cause = factory_for(CloseOverwritesFirstCause)
-partial_reply_dropped = factory_for(PartialReplyDropped)
+partial_reply_dropped = factory_for(Agent, _PartialReplyDropped)
 wait_idle_on_closed_returns_at_once = factory_for(WaitIdleOnClosedReturnsAtOnce)
 inject_accepted_after_close = factory_for(InjectAcceptedAfterClose)
 listener_error_escapes = factory_for(ListenerErrorEscapes)
 request_from_turn_snapshot = factory_for(RequestFromTurnSnapshot)
 system_context_as_user = factory_for(SystemContextAsUser)
 request_sees_later_records = factory_for(RequestSeesLaterRecords)
-tool_calls_not_recorded = factory_for(ToolCallsNotRecorded)
+tool_calls_not_recorded = factory_for(Agent, _ToolCallsNotRecorded)
 
 
 # -- through the observer API: the defect is the adapter's, the agent under it is sound ------

@@ -1,6 +1,7 @@
 """Known-bad agents of the approval window (A14-A18): each is the real agent with one seeded
-defect in how it passes a call through the approval gate. `_Gate` is a copy of the real
-gate (`_approval_gate.decide` and `Agent._approved`) whose flags each seed one mistake."""
+defect in how it passes a call through the approval gate. `_FlawedGate` is a copy of the real
+gate (`_approval_gate.admit` and `decide`) whose flags each seed one mistake; an agent of
+`_Gate` gives it as its gate (`Agent._gate`, a seam)."""
 
 from __future__ import annotations
 
@@ -18,19 +19,20 @@ from trio_agents import (
     Decision,
     EventBus,
     Model,
+    Session,
     Tool,
     open_agent,
 )
 from trio_agents._agent._approval import approval_record, rejection_text
+from trio_agents._agent._approval_gate import Cancel, Gate
 from trio_agents._agent._turn import Turn, commit
-from trio_agents._model._seam import ToolCall
 from trio_agents._util import describe
 
 from ._seeded import Seeded
 
 
 class _Gate(Agent):
-    """The real gate, with one flag flipped by each subclass."""
+    """The real agent, with the real gate but for one flag flipped by each subclass."""
 
     __slots__ = ()
 
@@ -41,8 +43,19 @@ class _Gate(Agent):
     remembers: ClassVar[bool] = True
     stops_clock: ClassVar[bool] = True
 
+    def _gate(self) -> Gate:
+        return _FlawedGate(type(self))
+
+
+class _FlawedGate:
+    """`admit`, `decide` and `_ask` of `_approval_gate`, reading the flags of `flags`."""
+
+    def __init__(self, flags: type[_Gate]) -> None:
+        self.flags = flags
+
     async def _ask(self, approval: Approval, request: ApprovalRequest, turn: Turn) -> Decision:
-        if self.stops_clock:
+        flags = self.flags
+        if flags.stops_clock:
             turn.stop_step_clock()
         try:
             try:
@@ -50,15 +63,15 @@ class _Gate(Agent):
             except Exception as exc:
                 return Decision("reject_once", by="approver", note=f"it failed: {describe(exc)}")
             except trio.Cancelled:
-                if not self.cancel_is_failure:
+                if not flags.cancel_is_failure:
                     raise
                 return Decision("reject_once", by="approver", note="it failed: Cancelled")
         finally:
-            if self.stops_clock:
+            if flags.stops_clock:
                 turn.restart_step_clock()
         if not isinstance(answer, Decision):  # pyright: ignore[reportUnnecessaryIsInstance]
             return Decision("reject_once", by="approver", note="not a Decision")
-        if self.checks_cancel_after_answer:
+        if flags.checks_cancel_after_answer:
             await trio.lowlevel.checkpoint_if_cancelled()
         return answer
 
@@ -74,33 +87,38 @@ class _Gate(Agent):
         decision = approval.settled(request, verdict)
         if decision is None:
             decision = await self._ask(approval, request, turn)
-            if self.remembers:
+            if self.flags.remembers:
                 approval.remember(request, decision)
         return decision
 
-    async def _approved(self, approval: Approval, turn: Turn, step: int, call: ToolCall) -> bool:
-        request = ApprovalRequest(
-            self.id, call.call_id, turn.number, step, call.name, call.arguments
-        )
+    async def __call__(
+        self,
+        approval: Approval,
+        request: ApprovalRequest,
+        turn: Turn,
+        *,
+        session: Session,
+        cancel: Cancel,
+    ) -> bool:
         decision = await self._decide(approval, request, turn)
         if decision is None:
             return True
-        self._append("tool/approval", approval_record(request, decision))  # pyright: ignore[reportPrivateUsage]
-        if decision.outcome == "cancel" and not self.cancel_decision_rejects:
-            self.cancel("approval cancelled", cause="user")
+        session.append("tool/approval", approval_record(request, decision))
+        if decision.outcome == "cancel" and not self.flags.cancel_decision_rejects:
+            cancel("approval cancelled", cause="user")
             await trio.lowlevel.checkpoint()
-        if not decision.allows and not self.runs_rejected:
-            self._append(  # pyright: ignore[reportPrivateUsage]
+        if not decision.allows and not self.flags.runs_rejected:
+            session.append(
                 "tool/result",
                 {
-                    "call_id": call.call_id,
+                    "call_id": request.call_id,
                     "content": rejection_text(request, decision),
                     "is_error": True,
                     "rejected": True,
                 },
             )
             return False
-        await commit(self.session, f"the approval of tool call {call.call_id!r}")
+        await commit(session, f"the approval of tool call {request.call_id!r}")
         return True
 
 
