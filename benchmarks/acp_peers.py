@@ -13,7 +13,7 @@ gitignored `.third-party/` (about 720 MB together; not in CI, D102):
     npm install --prefix .third-party/opencode opencode-ai@1.18.33
 
 Each agent is started as `trio-agents conformance --acp` starts it (docs/conformance.md,
-"Third-party ACP agents"): the same `Target` with its `--env` and `--config-file` templates
+"Third-party ACP agents"): the same `AcpTarget` with its `--env` and `--config-file` templates
 filled with the endpoint's `{base_url}`, `{model}` and `{api_key}`, a scratch `HOME`, and its
 telemetry and update checks off. The endpoint is the suite's scripted one on 127.0.0.1, in
 this process: every model call, chat completions or Responses API (codex-acp), is answered
@@ -61,7 +61,7 @@ from typing import Any, cast
 
 import trio
 
-from agent_conformance._acp._client import AgentProcess, Target
+from agent_conformance._acp._client import AcpTarget, AgentProcess
 from agent_conformance._acp._endpoint import API_KEY, MODEL, ScriptedEndpoint, open_endpoint
 from agent_conformance._acp._procs import Proc, descendants, kill_all
 from trio_agents.acp._jsonrpc import LineSplitter
@@ -78,7 +78,7 @@ class Peer:
 
     name: str
     version: str
-    target: Target
+    target: AcpTarget
     prefix: str | None = None  # None: trio-agents itself, run from this checkout
     answer: str = "ok"  # the text its answer must contain: the endpoint's, or the offline echo
 
@@ -110,12 +110,14 @@ def peers(third_party: Path) -> list[Peer]:
         return str(third_party / prefix / "node_modules" / ".bin" / command)
 
     return [
-        Peer("trio-agents --model openai", "", Target((*ours, "--model", "openai"), python_path)),
-        Peer("trio-agents (offline model)", "", Target(ours, python_path), answer="echo: hi"),
+        Peer(
+            "trio-agents --model openai", "", AcpTarget((*ours, "--model", "openai"), python_path)
+        ),
+        Peer("trio-agents (offline model)", "", AcpTarget(ours, python_path), answer="echo: hi"),
         Peer(
             "qwen-code",
             "0.24.4",
-            Target(
+            AcpTarget(
                 (bin_of("qwen-code", "qwen"), "--acp", "--auth-type", "openai"),
                 _agent_env("qwen-code"),
             ),
@@ -124,7 +126,7 @@ def peers(third_party: Path) -> list[Peer]:
         Peer(
             "codex-acp",
             "0.16.0",
-            Target(
+            AcpTarget(
                 (bin_of("codex-acp", "codex-acp"),),
                 _agent_env("codex-acp"),
                 (("codex/config.toml", (templates / "codex-config.toml").read_text()),),
@@ -134,7 +136,7 @@ def peers(third_party: Path) -> list[Peer]:
         Peer(
             "opencode",
             "1.18.33",
-            Target(
+            AcpTarget(
                 (bin_of("opencode", "opencode"), "acp"),
                 _agent_env("opencode"),
                 (("opencode.json", (templates / "opencode.json").read_text()),),

@@ -23,8 +23,8 @@ from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall as FunctionCall
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
 import agent_conformance as ta
+from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
 
 
 def as_messages(items: str | Sequence[Mapping[str, Any]]) -> list[Message]:

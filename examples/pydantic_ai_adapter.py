@@ -20,8 +20,8 @@ from pydantic_ai import messages as pm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import Tool as PydanticTool
 
-from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
 import agent_conformance as ta
+from trio_agents import AgentOptions, Message, Model, Tool, ToolCall
 
 
 def as_messages(history: Sequence[pm.ModelMessage]) -> list[Message]:

@@ -22,6 +22,7 @@ async method added without a case here fails.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -38,6 +39,7 @@ import pytest
 import trio
 import trio.testing
 
+import agent_conformance
 import trio_agents
 import trio_agents.acp
 import trio_agents.testing
@@ -78,7 +80,7 @@ from trio_agents.testing import EchoTool, GateTool, ScriptedModel, ScriptedStep,
 
 from .support.postgres import start_server
 
-NAMESPACES = (trio_agents, trio_agents.acp, trio_agents.testing)
+NAMESPACES = (trio_agents, trio_agents.acp, trio_agents.testing, agent_conformance)
 ASYNC_DUNDERS = frozenset({"__aenter__", "__aexit__", "__aiter__", "__anext__", "__call__"})
 
 # Public async callables with no case of their own, and why.
@@ -87,7 +89,7 @@ NOT_MEASURED: dict[str, str] = {
     "trio_agents.Tool.__call__": "a Protocol; its implementations have cases",
     "trio_agents.Approver.__call__": "a Protocol; the ACP and terminal approvers have cases",
     **{
-        f"trio_agents.testing.{name}": "a Protocol of what a target offers; the built-in "
+        f"agent_conformance.{name}": "a Protocol of what a target offers; the built-in "
         "implementations have cases"
         for name in (
             "AgentSurface.wait_idle",
@@ -104,7 +106,7 @@ NOT_MEASURED: dict[str, str] = {
 }
 NOT_MEASURED.update(
     {
-        f"trio_agents.testing.{name}": "asyncio code on the peer's loop: it awaits asyncio "
+        f"agent_conformance.{name}": "asyncio code on the peer's loop: it awaits asyncio "
         "futures, not trio checkpoints (tests/test_peer_adapters.py drives it)"
         for name in (
             "AsyncioModel.stream",
@@ -601,6 +603,17 @@ async def _(probe: Probe) -> None:
         await probe.enter_and_exit(store.running())
 
 
+@case("trio_agents.SqliteStore.simulate_kill", "a running store; one never run", realtime)
+async def _(probe: Probe) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteStore(os.path.join(directory, "s.sqlite3"))
+        async with store.running():
+            with probe.checkpoints():
+                await store.simulate_kill()
+        with probe.checkpoints():
+            await SqliteStore(os.path.join(directory, "t.sqlite3")).simulate_kill()
+
+
 @case("trio_agents.PostgresStore.*", "every method, on a real server of its own", realtime)
 async def _(probe: Probe) -> None:
     # A server of its own: cases take no fixtures, and this file's other cases need none.
@@ -821,8 +834,10 @@ async def _(probe: Probe) -> None:
         "agent_conformance.open_asyncio_peer",
         "agent_conformance.PeerAgent.wait_idle",
         "agent_conformance.PeerAgent.aclose",
+        "agent_conformance.AsyncioPeer.wait",
+        "agent_conformance.AsyncioPeer.aclose",
     ),
-    "enter; an idle agent; a close, twice; leave",
+    "enter; an idle agent; a close, twice; a task waited for; the peer closed; leave",
     pytest.mark.skipif(find_spec("trio_asyncio") is None, reason="needs trio-agents[peers]"),
 )
 async def _(probe: Probe) -> None:
@@ -836,6 +851,12 @@ async def _(probe: Probe) -> None:
     for _ in range(2):
         with probe.checkpoints():
             await agent.aclose()
+    with probe.checkpoints():
+        assert await peer.wait(peer.start(asyncio.sleep(0, "slept"))) == "slept"
+    peer.start(asyncio.Event().wait())  # never set: aclose cancels it
+    for _ in range(2):  # with a task to cancel, then with none
+        with probe.checkpoints():
+            await peer.aclose()
     with probe.checkpoints():
         await opened.__aexit__(None, None, None)
 

@@ -62,12 +62,6 @@ ERRORS_PATH = pathlib.Path(str(errors_module.__file__))
 KEPT_OUTSIDE = {
     "trio_agents.acp._jsonrpc.JsonRpcError",
     "trio_agents.acp._jsonrpc.ClientRequestError",
-    "agent_conformance._properties.ContractViolation",
-    "agent_conformance._fiber_rules.DisposerError",
-    "agent_conformance._fiber_rules._ApplyFailed",
-    "agent_conformance._acp._client.AgentSetupError",
-    "agent_conformance._target.TargetShapeError",
-    "agent_conformance._mcp_machine._Leaving",
 }
 
 

@@ -454,4 +454,4 @@ def test_the_shim_covers_every_name_testing_exported_before() -> None:
     assert len(before) == 43  # trio_agents.testing.__all__ as of 0.1.0
     assert set(trio_agents.testing._MOVED) == set(MOVED)  # pyright: ignore[reportPrivateUsage]
     with pytest.raises(AttributeError, match="no attribute 'Nonesuch'"):
-        trio_agents.testing.Nonesuch  # type: ignore[attr-defined]  # noqa: B018
+        trio_agents.testing.Nonesuch  # noqa: B018

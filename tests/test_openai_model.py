@@ -675,7 +675,7 @@ def test_importing_trio_agents_does_not_import_httpx() -> None:
 
 
 def test_the_sse_core_imports_neither_trio_nor_httpx() -> None:
-    path = pathlib.Path(trio_agents.__file__).parent / "_model_sse.py"
+    path = pathlib.Path(trio_agents.__file__).parent / "_model" / "_sse.py"
     imported: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

@@ -46,17 +46,9 @@ Kept in their own modules, outside the tree, because no caller ever sees them:
 JSON-RPC error; the server turns it into the error frame it sends.
 `acp._jsonrpc.ClientRequestError` is what a request the server sends its client (a
 permission request) raises when the client answers an error or the connection ends first.
-`testing._properties.ContractViolation` is not an error of the library but the verdict of
-a conformance check (an AssertionError, so Hypothesis shrinks it): the suite raises it
-about the implementation it checks. `testing._fiber_rules.DisposerError` and
-`testing._fiber_rules._ApplyFailed` are what the lifecycle machine's own disposers and probe
-plugin raise, so it can tell them apart when the fiber under test raises them back.
-`testing._acp._client.AgentSetupError` is the ACP mode's verdict that an agent could not be
-checked as configured (it did not start, or refused `initialize` or `session/new`).
-`testing._target.TargetShapeError` is the agent machine's verdict that a target is not an
-agent it can drive (a factory of another signature, an object without the Agent's methods).
-`testing._mcp_machine._Leaving` is what the MCP machine raises inside a tool set's block to
-leave it by an exception, one of the close paths it checks.
+The conformance suite's own exceptions (`ContractViolation`, its verdicts and the machines'
+probes) are in `agent_conformance`, not here: they are not errors of the library but
+verdicts about the implementation it checks.
 
 A wrong argument (a bad value or type whatever the state, e.g. `max_steps=0`) is a plain
 `ValueError` or `TypeError`, as in the stdlib: it is a bug at the call site, not a refusal

@@ -19,7 +19,7 @@ class Lines:
         self._pending = bytearray()
         self._overlong = False  # inside a line already reported as too long
 
-    def feed(self, data: bytes) -> Iterator[bytes | None]:
+    def feed(self, data: bytes | bytearray) -> Iterator[bytes | None]:
         *complete, rest = data.split(b"\n")
         for piece in complete:
             if self._overlong:

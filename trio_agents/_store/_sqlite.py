@@ -131,6 +131,7 @@ class SqliteStore(SessionStore):
         self._waiters: dict[trio.lowlevel.Task, Wanted] = {}  # parked flushes
         self._wake_sent = False  # a wake of the waiters is on its way to trio
         self._writer_error: BaseException | None = None
+        self._killed = False  # simulate_kill: leaving running() then only joins the thread
         self._busy: StoreLockedError | None = None  # the last busy attempt, while retrying
         self._busy_retries = 0  # write attempts that found the lock held, since the start
         self._delay = RETRY_FIRST
@@ -174,6 +175,10 @@ class SqliteStore(SessionStore):
         """
         if self._thread is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
+        if self._killed:
+            raise StoreClosedError(
+                f"{self!r} was killed (simulate_kill); open a new SqliteStore on its file"
+            )
         thread = StoreThread(
             f"trio-agents store {self.path.name}", self._commit_step, defer=COMMIT_DEFER
         )
@@ -186,21 +191,23 @@ class SqliteStore(SessionStore):
                 try:
                     yield
                 finally:
-                    with trio.CancelScope(shield=True):
-                        await self._drain()
-                        # Between two commits: none runs after this, so what is still queued
-                        # now is exactly what was not committed.
-                        await self._in_thread(thread.halt_commits)
-                # Reached only when nothing raised.
-                if self._writer_error is not None:
+                    if not self._killed:
+                        with trio.CancelScope(shield=True):
+                            await self._drain()
+                            # Between two commits: none runs after this, so what is still
+                            # queued now is exactly what was not committed.
+                            await self._in_thread(thread.halt_commits)
+                # Reached only when nothing raised. A killed process reports nothing.
+                if self._writer_error is not None and not self._killed:
                     raise self._writer_error
-                if self._pending:
+                if self._pending and not self._killed:
                     raise self._not_stored()
             finally:
                 self._conn = None
                 self._wake_waiters(everyone=True)  # a flush still waiting sees the store closed
-                with trio.CancelScope(shield=True):
-                    await self._in_thread(opened.close)
+                if not self._killed:
+                    with trio.CancelScope(shield=True):
+                        await self._in_thread(opened.close)
         finally:
             await thread.stop()
             self._thread = None
@@ -328,8 +335,10 @@ class SqliteStore(SessionStore):
         as the durable machine's): its thread refuses every call from now on, flushes parked
         and to come fail with `StoreClosedError`, the session claims go, and the connection
         closes without committing, so an open transaction rolls back as SQLite's recovery
-        would. Nothing is written or flushed. The store is of no further use; the file is
-        what the next process finds. Always a checkpoint."""
+        would. Nothing is written or flushed. The store is of no further use (leaving
+        `running()` then only joins its thread, and raises nothing); the file is what the
+        next process finds. Always a checkpoint."""
+        self._killed = True
         thread = self._thread
         if thread is not None:
             # Not inside SQLite after this returns, nor entering it later: closing a
