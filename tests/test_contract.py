@@ -166,3 +166,16 @@ def test_the_contract_names_every_public_name() -> None:
         if not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text)
     ]
     assert unnamed == [], "name these in docs/contract.md"
+
+
+def test_the_design_opens_with_a_topic_index_that_reaches_every_decision() -> None:
+    """docs/design.md is read by topic (issue 33): its index links to headings that exist,
+    and names every decision, so each can be found from the index."""
+    text = DESIGN.read_text()
+    index = re.search(r"^## Topic index\n(.*?)^## ", text, re.S | re.M)
+    assert index, "docs/design.md has no '## Topic index' section"
+    headings = {slug(line.lstrip("#")) for line in text.splitlines() if re.match(r"#{1,6} ", line)}
+    broken = [a for a in re.findall(r"\]\(#([^)]+)\)", index.group(1)) if a not in headings]
+    assert broken == []
+    listed = {i for line in index.group(1).splitlines() for i in cited(line) if i[0] == "D"}
+    assert defined(DECISION_DEFINITION, DESIGN) - listed == set(), "add these to the index"

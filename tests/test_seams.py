@@ -42,6 +42,15 @@ SEAMS = frozenset(
         "trio_agents.SqliteStore._append_sync",
         "trio_agents.SqliteStore._drain",
         "trio_agents.SqliteStore._write_batch",
+        # replaced by assignment in the server's process (tests/support/acp_defects.py)
+        "trio_agents.acp.AcpServer._admit",
+        "trio_agents.acp.AcpServer._cancel",
+        "trio_agents.acp.AcpServer._dispatch",
+        "trio_agents.acp.AcpServer._new_session",
+        "trio_agents.acp.AcpServer._on_event",
+        "trio_agents.acp.AcpServer._on_record",
+        "trio_agents.acp.AcpServer._send_result",
+        "trio_agents.acp.AcpServer._settle",
     }
 )
 """Every private method of the runtime a test double overrides, as module.Class.method, the
@@ -93,6 +102,31 @@ def _overridden() -> dict[str, set[str]]:
                             seam = f"{_where(base)}.{name}"
                             found.setdefault(seam, set()).add(double.__qualname__)
                         break
+        for seam, where in _patched(module):
+            found.setdefault(seam, set()).add(where)
+    return found
+
+
+def _patched(module: ModuleType) -> list[tuple[str, str]]:
+    """(seam, where) for each private method of a runtime class that `module` replaces by
+    assignment (`AcpServer._settle = late`, as tests/support/acp_defects.py does in the
+    server's process)."""
+    found: list[tuple[str, str]] = []
+    source = inspect.getsource(module)
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if not (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.attr.startswith("_")
+                and not target.attr.startswith("__")
+            ):
+                continue
+            owner = getattr(module, target.value.id, None)
+            if inspect.isclass(owner) and owner.__module__.split(".")[0] == "trio_agents":
+                found.append((f"{_where(owner)}.{target.attr}", f"{module.__name__}:{node.lineno}"))
     return found
 
 

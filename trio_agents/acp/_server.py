@@ -241,6 +241,7 @@ class AcpServer:
     def _dispatch(
         self, message: rpc.Message | None, prompts: trio.Nursery, others: trio.Nursery
     ) -> None:
+        """Seam: a double may change how a frame, a malformed one included, is handled."""
         if message is None:
             return
         if isinstance(message, rpc.Invalid):
@@ -329,6 +330,7 @@ class AcpServer:
                 self._send_result(request.id, result)
 
     def _send_result(self, request_id: rpc.RequestId, result: Any) -> None:
+        """Seam: a double may change how a request's result is answered (twice, late)."""
         try:
             frame = rpc.encode_result(request_id, result)
         except ValueError as exc:  # not strict JSON (NaN): answer, never crash the server
@@ -375,6 +377,7 @@ class AcpServer:
         return session
 
     async def _new_session(self, params: Mapping[str, Any]) -> Answer:
+        """Seam: a double may change how `session/new` is answered (never, late)."""
         self._check_open("session/new")
         cwd = m.require_cwd(params)
         servers = m.mcp_servers(params)  # a malformed entry is refused before anything starts
@@ -445,7 +448,9 @@ class AcpServer:
 
     def _admit(self, params: Mapping[str, Any]) -> tuple[SessionState, PromptState]:
         """Check a prompt, take the session's one slot and, unless it has links to read
-        first, send it to the agent."""
+        first, send it to the agent.
+        Seam: a double may change how a prompt is admitted.
+        """
         self._check_open("session/prompt")
         session = self._require(params)
         if session.prompt is not None:
@@ -468,7 +473,9 @@ class AcpServer:
         self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState
     ) -> None:
         """Answer the prompt once it has settled (`_prompt_turn.settle`): every update of its
-        turn is queued by then, and its records are committed."""
+        turn is queued by then, and its records are committed.
+        Seam: a double may change when, or with what, a prompt is answered.
+        """
         outcome = await settle(session, prompt, self._runtime.sessions, self._client_read)
         if isinstance(outcome, rpc.JsonRpcError):
             self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
@@ -476,6 +483,7 @@ class AcpServer:
             self._send_result(request_id, {"stopReason": outcome})
 
     def _cancel(self, params: Mapping[str, Any]) -> None:
+        """Seam: a double may change what a `session/cancel` does to the prompt in flight."""
         sid = params.get("sessionId")
         session = self._sessions.get(sid) if isinstance(sid, str) else None
         if session is None:
@@ -487,6 +495,7 @@ class AcpServer:
     # -- agent output -------------------------------------------------------------------------
 
     def _on_record(self, session_id: str, record: Record) -> None:
+        """Seam: a double may change which updates a session's record becomes, and when."""
         # A session observer must not raise (observers are the persistence path).
         try:
             for update in m.updates_for_record(record, replay=False):
@@ -495,6 +504,7 @@ class AcpServer:
             logger.exception("mapping %s of session %s failed", record.type, session_id)
 
     def _on_event(self, event: Event) -> None:
+        """Seam: a double may change which session an event's update goes to."""
         if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
             self._send(Text(event.agent_id, event.text))
         elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
