@@ -170,3 +170,10 @@ def test_the_version_is_the_one_in_pyproject_and_in_the_installed_metadata() -> 
         check=True,
     )
     assert done.stdout.strip() == f"trio-agents {VERSION}"
+    suite = subprocess.run(
+        [sys.executable, "-m", "agent_conformance._cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert suite.stdout.strip() == f"agent-conformance {VERSION}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
 from . import _acp as acp_cli
 from . import _run as run_cli
@@ -19,6 +20,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "agent-conformance") -> 
     parser = argparse.ArgumentParser(
         prog=prog, description="run the property-based conformance suite"
     )
+    parser.add_argument("--version", action="version", version=f"{prog} {version('trio-agents')}")
     run_cli.add_arguments(parser)
     acp_cli.add_arguments(parser)
     args = parser.parse_args(argv)

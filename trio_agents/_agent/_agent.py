@@ -104,7 +104,6 @@ class Agent:
         "_model",
         "_options",
         "_parked",
-        "_parts",
         "_session",
         "_settled",
         "_status",
@@ -164,9 +163,6 @@ class Agent:
         # Whether the loop has exited (or will never run). Waiters park on `_settled`: an
         # Event per agent would cost more than the bool at ten thousand idle agents.
         self._exited = False
-        # What the steps read and write (`run_step`), made at the first step: a double may
-        # replace a part (the inbox) after this constructor.
-        self._parts: StepParts | None = None
 
     # -- identity and state -------------------------------------------------------------
 
@@ -438,26 +434,26 @@ class Agent:
 
     async def _run_step(self, turn: Turn, step: int) -> bool | StepAborted:
         """One model call and its tools. True if the turn should continue."""
-        parts = self._parts
-        if parts is None:
-            parts = self._parts = StepParts(
-                self.id,
-                self._session,
-                self._events,
-                self._model,
-                self._tools,
-                self._options,
-                self._inbox,
-                self._approval,
-                self._gate(),
-                self.cancel,
-            )
+        # Made per step and held only by it: kept on the agent, its bound `cancel` would tie
+        # the agent (and its session) into a reference cycle that outlives the close.
+        parts = StepParts(
+            self.id,
+            self._session,
+            self._events,
+            self._model,
+            self._tools,
+            self._options,
+            self._inbox,
+            self._approval,
+            self._gate(),
+            self.cancel,
+        )
         return await run_step(turn, step, parts)
 
     def _gate(self) -> Gate:
         """The approval gate each tool call passes before it runs, when the agent has an
         approval (`admit`). Seam: a double may return a gate with one flaw; it is taken
-        once, at the agent's first step."""
+        at each step."""
         return admit
 
     # -- owner side ---------------------------------------------------------------------

@@ -5,7 +5,7 @@ keep its history balanced however it ends (D368).
 `run_step` is a function of its data, `StepParts`: the records it makes go to the session it
 is given and its events to the bus it is given, at the moment the contract puts them (a
 record in a `finally`, an event a listener may cancel on), so nothing comes back through the
-agent. The agent builds the parts once per agent; a test double changes a part (a session
+agent. The agent builds the parts for each step; a test double changes a part (a session
 that loses records, a model that sees another request, a bus, a gate), not a step hook.
 """
 
