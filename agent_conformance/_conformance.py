@@ -1,4 +1,4 @@
-"""Run the conformance machines and report what they did. Used by `trio-agents conformance`.
+"""Run the conformance machines and report what they did. Used by `agent-conformance`.
 
 Every run has a seed (drawn when none is given) and uses no example database, so the seed
 alone reproduces it. A failure is reported with the shrunk program Hypothesis found, turned

@@ -82,9 +82,10 @@ def mcp_settings(base: Settings) -> Settings:
 
 
 def _checkout() -> str:
-    """The directory this `trio_agents` is imported from, for the server's PYTHONPATH (its
-    environment is scrubbed: it gets only what its configuration says)."""
-    return str(Path(__file__).resolve().parent.parent.parent)
+    """The directory this `agent_conformance` (and the `trio_agents` beside it) is imported
+    from, for the server's PYTHONPATH (its environment is scrubbed: it gets only what its
+    configuration says)."""
+    return str(Path(__file__).resolve().parent.parent)
 
 
 def reference_server(record: str, *, ignore_term: bool) -> McpServer:
@@ -100,7 +101,7 @@ def reference_server(record: str, *, ignore_term: bool) -> McpServer:
 def builtin_opener(
     servers: Sequence[McpServer], **options: Any
 ) -> AbstractAsyncContextManager[Sequence[Tool]]:
-    """`open_mcp_tools`, imported when called: `trio-agents conformance` imports this module
+    """`open_mcp_tools`, imported when called: `agent-conformance` imports this module
     for every run, and the SDK only the MCP machine needs takes a second to import."""
     # Imported here: the SDK takes a second to import, which only the MCP machine needs.
     from trio_agents import open_mcp_tools

@@ -4,7 +4,7 @@ An adapter of a foreign agent framework does not rebuild trio-agents' records, e
 status. It tells an `AgentObserver` what happened, at the instants docs/conformance.md lists
 ("Checking an agent the suite does not own"), and the observer builds the records and emits
 the events the agent machine checks. `observed(factory)` turns the adapter's factory into
-the `AgentFactory` the machine and `trio-agents conformance --target` take.
+the `AgentFactory` the machine and `agent-conformance --target` take.
 
 Pure: no trio, no Hypothesis. Every instant is a synchronous call that never blocks.
 """
@@ -407,7 +407,7 @@ def observed(factory: ObservedFactory, *, agent_id: str = "observed") -> AgentFa
     """The `AgentFactory` that checks the adapter `factory`: each agent it opens gets an
     `AgentObserver` (with `agent_id`) over the machine's `EventBus`, and the machine reads
     its id, status and records from that observer. Assign the result to a module attribute
-    to name it as `trio-agents conformance --target module:attribute`. A
+    to name it as `agent-conformance --target module:attribute`. A
     `conformance_features` declaration on `factory` is carried over to the result (or set it
     on the result)."""
 

@@ -1,7 +1,7 @@
 """What the conformance machines need of the implementation they check: the factories a target
 is given as, and the surface of what the agent and runtime factories yield.
 
-No Hypothesis here, so `trio_agents.testing` can export these without importing it.
+No Hypothesis here, so `agent_conformance` can export these without importing it.
 """
 
 from __future__ import annotations

@@ -26,9 +26,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from trio_agents import Session, SqliteStore, open_runtime
-from trio_agents._model._offline import OfflineModel
-from trio_agents._shell._bash_tools import BashTools
+from trio_agents import BashTools, OfflineModel, Session, SqliteStore, open_runtime
 from trio_agents.acp._server import AcpServer
 
 

@@ -24,8 +24,7 @@ import trio
 import trio.testing
 from ack_latency import Client
 
-from trio_agents import MemoryStore, open_runtime
-from trio_agents._model._offline import OfflineModel
+from trio_agents import MemoryStore, OfflineModel, open_runtime
 from trio_agents.acp._server import AcpServer
 
 SHORT = 20

@@ -29,8 +29,7 @@ from typing import Any
 
 import trio
 
-from trio_agents import SqliteStore, open_runtime
-from trio_agents._model._offline import OfflineModel
+from trio_agents import OfflineModel, SqliteStore, open_runtime
 
 
 def pct(values: Sequence[float], q: float) -> float:

@@ -34,7 +34,6 @@ from trio_agents import (
     Tool,
     open_agent,
 )
-from trio_agents._store._records import thaw
 
 
 class ObservedTrioAgent:
@@ -65,7 +64,7 @@ class ObservedTrioAgent:
 
 def relay_record(observer: AgentObserver, record: Record) -> None:
     """One record of the agent's session, as the instant it stands for."""
-    data = record.data
+    data = record.to_json()["data"]  # plain dicts and lists, the observer's to keep
     match record.type:
         case "user/message":  # its turn/start came just before: the turn has started
             observer.turn_started(data["id"], data["content"])
@@ -80,7 +79,7 @@ def relay_record(observer: AgentObserver, record: Record) -> None:
             interrupted = bool(data.get("interrupted"))
             observer.reply_ended(finish=data.get("finish", "stop"), interrupted=interrupted)
         case "tool/call":
-            observer.tool_called(data["call_id"], data["name"], thaw(data["arguments"]))
+            observer.tool_called(data["call_id"], data["name"], data["arguments"])
         case "tool/result" if data.get("interrupted"):
             observer.tool_interrupted(data["call_id"], content=data["content"])
         case "tool/result":
@@ -88,7 +87,7 @@ def relay_record(observer: AgentObserver, record: Record) -> None:
         case "step/end":
             observer.step_ended()
         case "turn/end":
-            observer.turn_ended(thaw(data["reason"]))
+            observer.turn_ended(data["reason"])
         case _:
             pass  # turn/start: announced with its prompt, by the user/message that follows
 

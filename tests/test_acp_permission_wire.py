@@ -26,7 +26,7 @@ from trio_agents import (
     TextDelta,
 )
 from trio_agents._cli._model_choice import offered_models
-from trio_agents._store._records import freeze
+from trio_agents._frozen import freeze
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp._client_requests import ClientRequests
 from trio_agents.acp._jsonrpc import ClientRequestError

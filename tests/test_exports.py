@@ -12,6 +12,9 @@ from __future__ import annotations
 import ast
 import importlib
 import pathlib
+import re
+import subprocess
+import sys
 import typing
 from collections.abc import Iterator
 
@@ -20,7 +23,7 @@ import pytest
 import agent_conformance
 import trio_agents
 
-from .support.layout import LAYERS, NAMESPACES, RUNTIME, RUNTIME_NAMESPACES, SUITE, layer_of
+from .support.layout import LAYERS, NAMESPACES, ROOMS, RUNTIME, RUNTIME_NAMESPACES, SUITE, layer_of
 
 ROOTS = {
     RUNTIME: pathlib.Path(trio_agents.__file__).parent,
@@ -314,6 +317,22 @@ def test_the_suite_imports_only_the_runtimes_public_namespaces() -> None:
     assert reaching == []
 
 
+def test_no_string_of_the_suite_names_a_private_module_of_the_runtime() -> None:
+    """An import by name (`importlib`, `python -m`, a patch target) reaches as far as an
+    import statement does."""
+    private = re.compile(rf"\b{RUNTIME}[./]_\w+")
+    found = [
+        f"{name}:{node.lineno}: {node.value!r}"
+        for name, path in modules().items()
+        if name.split(".")[0] == SUITE
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and private.search(node.value)
+    ]
+    assert found == []
+
+
 def test_the_runtime_reaches_the_suite_only_from_its_command() -> None:
     """`trio-agents conformance` calls the suite's command; the library itself never
     imports the suite (trio_agents.testing's moved names load it by name, lazily)."""
@@ -455,3 +474,57 @@ def test_the_shim_covers_every_name_testing_exported_before() -> None:
     assert set(trio_agents.testing._MOVED) == set(MOVED)  # pyright: ignore[reportPrivateUsage]
     with pytest.raises(AttributeError, match="no attribute 'Nonesuch'"):
         trio_agents.testing.Nonesuch  # noqa: B018
+
+
+def test_the_mcp_machines_server_path_holds_both_packages() -> None:
+    """The reference MCP server runs with a scrubbed environment whose PYTHONPATH is the
+    directory the suite is imported from; a checkout that is not installed needs both
+    packages there (the move to agent_conformance changed the depth once)."""
+    from agent_conformance._mcp_machine import _checkout  # pyright: ignore[reportPrivateUsage]
+
+    root = pathlib.Path(_checkout())
+    assert (root / SUITE / "_mcp_server.py").is_file()
+    assert (root / RUNTIME / "__init__.py").is_file()
+
+
+def test_an_acp_reproduction_printed_before_the_move_still_runs_its_imports() -> None:
+    """Saved reproductions keep running for one release (D385): the ACP one imported the
+    suite's private modules under trio_agents.testing."""
+    with pytest.warns(DeprecationWarning, match=r"agent_conformance\.AcpTarget"):
+        from trio_agents.testing._acp._client import Target  # pyright: ignore
+    with pytest.warns(DeprecationWarning, match=r"agent_conformance\.acp_machine"):
+        from trio_agents.testing._acp._machine import acp_machine  # pyright: ignore
+    assert Target is agent_conformance.AcpTarget
+    assert acp_machine is agent_conformance.acp_machine
+
+
+def test_the_reference_mcp_server_still_starts_by_its_old_module_name(
+    tmp_path: pathlib.Path,
+) -> None:
+    """MCP configurations that start `python -m trio_agents.testing._mcp_server`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_agents.testing._mcp_server", "--record", str(tmp_path / "r")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0].startswith("deprecated: python -m trio_agents.testing")
+
+
+def _room(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == RUNTIME and len(parts) > 2 and parts[1] in ROOMS else None
+
+
+def test_the_rooms_import_one_way() -> None:
+    """Not only modules: a room imports only from the rooms before it in ROOMS."""
+    backward = sorted(
+        f"{name} ({_room(name)}) imports {target} ({_room(target)})"
+        for name, targets in graph().items()
+        for target in targets
+        if (a := _room(name)) and (b := _room(target)) and ROOMS.index(b) > ROOMS.index(a)
+    )
+    assert backward == []

@@ -30,9 +30,9 @@ from trio_agents import (
     ToolContext,
     open_agent,
 )
-from trio_agents._agent._repair import closers
-from trio_agents._agent._transcript import MessageView, Transcript
 from trio_agents._store._records import Record
+from trio_agents._store._repair import closers
+from trio_agents._store._transcript import MessageView, Transcript
 
 SYSTEM = (Message("system", "be brief"),)
 

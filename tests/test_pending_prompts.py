@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from trio_agents import MemoryStore, Record, Session, open_agent, open_runtime
-from trio_agents._agent._repair import pending_prompts
+from trio_agents._store._repair import pending_prompts
 from trio_agents.testing import ScriptedModel, reply
 
 

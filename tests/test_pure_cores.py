@@ -14,9 +14,9 @@ import trio_agents
 from agent_conformance._reference import AgentReference
 from trio_agents import AgentOptions, Record
 from trio_agents._agent._inbox import Inbox, InboxMessage
-from trio_agents._agent._transcript import Transcript
 from trio_agents._cli._chat_render import describe_end
 from trio_agents._store._records import decode_turn_end
+from trio_agents._store._transcript import Transcript
 from trio_agents.acp._jsonrpc import JsonRpcError
 from trio_agents.acp._mapping import stop_reason
 

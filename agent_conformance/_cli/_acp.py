@@ -1,4 +1,4 @@
-"""`trio-agents conformance --acp [--env NAME=TEMPLATE] [--config-file PATH=TEMPLATE] --
+"""`agent-conformance --acp [--env NAME=TEMPLATE] [--config-file PATH=TEMPLATE] --
 CMD [ARGS...]`: the ACP machine against any ACP agent command."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How `trio-agents conformance` prints a machine's failure: what broke, the shrunk program
+"""How `agent-conformance` prints a machine's failure: what broke, the shrunk program
 as a script, and the command that replays the run. One wording for every machine."""
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib.metadata import version
+
+from trio_agents import __version__
 
 from . import _acp as acp_cli
 from . import _run as run_cli
@@ -20,7 +21,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "agent-conformance") -> 
     parser = argparse.ArgumentParser(
         prog=prog, description="run the property-based conformance suite"
     )
-    parser.add_argument("--version", action="version", version=f"{prog} {version('trio-agents')}")
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
     run_cli.add_arguments(parser)
     acp_cli.add_arguments(parser)
     args = parser.parse_args(argv)

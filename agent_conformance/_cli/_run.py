@@ -1,4 +1,4 @@
-"""`trio-agents conformance` against Python targets: load them, run, report.
+"""`agent-conformance` against Python targets: load them, run, report.
 
 Every mistake a user can make on the command line (a target that does not import, an
 attribute that is not there, an object that is not an agent) is one line naming the flag and
@@ -26,7 +26,7 @@ PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
 
 
 def add_arguments(conformance: argparse.ArgumentParser) -> None:
-    """The Python-target arguments of `trio-agents conformance`."""
+    """The Python-target arguments of `agent-conformance`."""
     conformance.add_argument(
         "--target",
         help="module:factory of an agent implementation (the agent machine); the module "

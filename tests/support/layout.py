@@ -22,8 +22,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "trio_agents._model", "trio_agents._tool",
             "trio_agents._errors", "trio_agents._util", "trio_agents._nursery",
             "trio_agents._batches", "trio_agents._version", "trio_agents._tracing",
-            "trio_agents._agent._options", "trio_agents._agent._transcript",
-            "trio_agents._agent._repair", "trio_agents._agent._events",
+            "trio_agents._frozen",
+            "trio_agents._agent._options", "trio_agents._store._transcript",
+            "trio_agents._store._repair", "trio_agents._agent._events",
             "trio_agents._agent._status", "trio_agents._agent._inbox",
             "trio_agents._agent._approval", "trio_agents._agent._mode_policy",
             "trio_agents._agent._turn_events", "trio_agents._agent._turn_result",
@@ -84,6 +85,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("trio_agents._cli", "trio_agents._cli.*")),
 ]  # fmt: skip
 
+# The runtime's rooms, lowest first: a module of one imports (at run time) only from its own
+# room and the ones before it, so the rooms, too, import one way.
+ROOMS = ("_tool", "_model", "_store", "_shell", "_mcp", "_agent")
+
 # The runtime's public namespaces: all that the suite may import of the runtime.
 NAMESPACES = ("trio_agents", "trio_agents.acp", "trio_agents.testing", "agent_conformance")
 RUNTIME_NAMESPACES = ("trio_agents", "trio_agents.acp", "trio_agents.testing")
@@ -105,8 +110,8 @@ PURE = [
     "trio_agents._store._claims", "trio_agents._store._pg_schema",
     "trio_agents._store._session", "trio_agents._model._sse", "trio_agents._agent._status",
     "trio_agents._tool._seam", "trio_agents._tool._docstring", "trio_agents._tool._schema",
-    "trio_agents._agent._system_prompt", "trio_agents._agent._transcript",
-    "trio_agents._tracing",
+    "trio_agents._agent._system_prompt", "trio_agents._store._transcript",
+    "trio_agents._tracing", "trio_agents._frozen",
     "agent_conformance._names", "agent_conformance._vocabulary", "agent_conformance._procfs",
     "agent_conformance._acp._lines", "agent_conformance._reference", "agent_conformance._history",
     "agent_conformance._observer", "agent_conformance._features",

@@ -1,7 +1,7 @@
 """The agent: an inbox, a status, and one driver task that turns prompts into turns.
 
 Cancellation is trio's. A turn runs inside its own `trio.CancelScope`; `cancel()` cancels it
-with `reason=`. Each step (one model call plus its tool calls, `_agent_step.py`) runs inside
+with `reason=`. Each step (one model call plus its tool calls, `_agent/_step.py`) runs inside
 a nested scope, the private step abort, which also carries `step_timeout` as its deadline.
 Because trio lets the outermost cancelled scope catch `Cancelled`, a turn cancel passes
 through the step scope and a step abort stops at it, with no bookkeeping to tell them apart.
@@ -38,6 +38,7 @@ from .._store._records import (
     errored,
     max_steps,
 )
+from .._store._repair import pending_prompts
 from .._store._session import Session
 from .._tool._seam import Tool
 from .._util import describe
@@ -53,7 +54,6 @@ from ._events import (
 from ._inbox import Inbox, InboxMessage, MessageKind, context_of
 from ._options import AgentOptions
 from ._parts import check_parts
-from ._repair import pending_prompts
 from ._status import AgentStatus
 from ._step import StepParts, StepTools, run_step
 from ._turn import (

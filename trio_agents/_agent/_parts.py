@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._store._records import freeze
+from .._frozen import freeze
 from ._options import AgentOptions
 
 __all__ = ["check_meta", "check_parts", "check_tool"]

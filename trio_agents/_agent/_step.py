@@ -1,6 +1,6 @@
 """One step of a turn: the step's input, its model call inside the private step abort (a
 nested cancel scope that also carries `step_timeout`), its tool calls, and the records that
-keep its history balanced however it ends (D368).
+keep its history balanced however it ends (D368, D389).
 
 `run_step` is a function of its data, `StepParts`: the records it makes go to the session it
 is given and its events to the bus it is given, at the moment the contract puts them (a
@@ -94,7 +94,7 @@ class StepTools:
 
 @dataclass(frozen=True, slots=True)
 class StepParts:
-    """What an agent's steps read and write; the same for every step of the agent.
+    """What a step of an agent reads and writes, made by the agent for each step (D389).
 
     agent_id: the agent's id, in the step's events and its tools' contexts.
     session: the history a request is made of, and where the step's records go.

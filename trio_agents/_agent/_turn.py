@@ -11,6 +11,7 @@ from typing import Final, Literal, NewType
 import trio
 
 from .._errors import PersistenceError
+from .._frozen import thaw
 from .._model._seam import Finish, ModelChunk, TextDelta, ToolCall
 from .._store._records import (
     MESSAGE_RECORD_TYPES,
@@ -20,7 +21,6 @@ from .._store._records import (
     TurnEndReason,
     aborted,
     closed,
-    thaw,
 )
 from .._store._session import Session
 from .._tool._seam import Tool, ToolContext, ToolResult

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
+from .._frozen import thaw
 from .._store._records import (
     ASSISTANT_MESSAGE,
     CONTEXT_MESSAGE,
@@ -26,7 +27,6 @@ from .._store._records import (
     USER_MESSAGE,
     Record,
     decode_turn_end,
-    thaw,
 )
 
 __all__ = [

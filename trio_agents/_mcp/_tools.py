@@ -4,7 +4,7 @@
 its tools, and yields them as one live sequence. Each client session is entered and left
 in the task that opened it: closing the block (normally, by an exception, by a cancel)
 tells each task to leave its session, and a stdio server's process group is then ended
-(`_mcp_process`). No cancel scope crosses tasks (D250).
+(`_mcp/_process`). No cancel scope crosses tasks (D250).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A `Model` for any OpenAI-compatible chat-completions endpoint, streamed over httpx on trio.
 
 `OpenAICompatibleModel` posts `{base_url}/chat/completions` with `stream: true`, parses the
-server-sent events as they arrive (`_model_sse`), and yields text deltas, then the
+server-sent events as they arrive (`_model/_sse`), and yields text deltas, then the
 reassembled tool calls, then one `Finish`. Rate limits (429), server errors (5xx) and
 failed connects are retried with backoff, but only before the first chunk is yielded: a
 stream that already reached the agent is never replayed. Closing the iterator (the agent
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import trio
 
 from .._errors import ChatStreamError, ModelEndpointError
-from .._store._records import thaw
+from .._frozen import thaw
 from ._seam import Finish, Message, ModelChunk, ModelRequest, ToolSpec
 from ._sse import ChatStream, SSEParser, describe, snippet
 

@@ -1,6 +1,6 @@
 """Server-sent events and OpenAI chat-completion chunks, reassembled. Pure; no trio, no httpx.
 
-Two sans-I/O layers that `_model_openai` drives with the bytes it reads:
+Two sans-I/O layers that `_model/_openai` drives with the bytes it reads:
 
 - `SSEParser` turns bytes, split anywhere, into `ServerSentEvent`s, following the WHATWG
   event-stream rules (any of CRLF, LF, CR ends a line; `:` starts a comment; `data` lines

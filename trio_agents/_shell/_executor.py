@@ -1,24 +1,25 @@
 """The shell executor: commands as `bash -c` in their own process group, on trio subprocesses.
 
 Every command runs in a new session (so its own process group), with stdin closed and an
-environment built from an allowlist (`_shell_env.command_environment`), not inherited. A
+environment built from an allowlist (`_shell/_env.command_environment`), not inherited. A
 timeout or a cancellation kills the whole group: SIGTERM, a grace period, SIGKILL. When a
 foreground command's leader exits, whatever it left running in its group is killed the same
 way, so a foreground call never leaves a process behind (the most reported defect in peer
 agents is orphaned processes).
 
-By default every command runs in a bubblewrap sandbox (`_sandbox.py`, `_sandbox_policy.py`):
-its own PID namespace, a fresh /proc, the file system read-only but its workdir and a private
-/tmp, the store and the user's secrets hidden. bwrap then leads the process group, and the
-kill path spares it the SIGTERM (it would take the grace away) but not the SIGKILL (D132).
+By default every command runs in a bubblewrap sandbox (`_sandbox.py`, `_sandbox_policy.py`
+in this room): its own PID namespace, a fresh /proc, the file system read-only but its
+workdir and a private /tmp, the store and the user's secrets hidden. bwrap then leads the
+process group, and the kill path spares it the SIGTERM (it would take the grace away) but
+not the SIGKILL (D132).
 
 Outcome fields are independent: a command that traps TERM and exits 0 after its timeout
 reports `timed_out=True, exit_code=0, signal=None`.
 
 This module is the executor's API and what ties it together; the rest lives by concept
-(D361): the data in `_shell_types.py`, one process (spawn, pipes, group kill, outcome) in
-`_shell_process.py`, background jobs and their table in `_shell_jobs.py`, the executor's
-sandbox state in `_shell_sandbox.py`.
+(D361): the data in `_shell/_types.py`, one process (spawn, pipes, group kill, outcome) in
+`_shell/_process.py`, background jobs and their table in `_shell/_jobs.py`, the executor's
+sandbox state in `_shell/_executor_sandbox.py`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One shell executor's sandbox: its policy, the bwrap it found (once), the paths it hides
-besides the policy's, and which processes it started. `_sandbox.py` knows how to sandbox a
+besides the policy's, and which processes it started. `_shell/_sandbox.py` knows how to sandbox a
 command; this is what one executor remembers of doing it.
 
 A sandboxed command is bwrap leading the process group: its own PID namespace, a fresh /proc,

@@ -1,6 +1,6 @@
 """The shell executor's background jobs: what is kept of each, the watcher that ends it, reads
 of its output, and the table of them all with who hears when one ends. The executor
-(`_shell.py`) starts jobs and kills them; a `Job` is one job's state, the same before and
+(`_shell/_executor.py`) starts jobs and kills them; a `Job` is one job's state, the same before and
 after it ended (its owner may still read it), and the `JobTable` keeps every job it started.
 
 The watcher runs shielded in the executor's nursery: only a kill (`kill_requested`) or the

@@ -1,5 +1,5 @@
 """One command's process: start it in its own session, pump its pipes, kill its group, read how
-it ended. What the executor (`_shell.py`) does to every process, foreground or background,
+it ended. What the executor (`_shell/_executor.py`) does to every process, foreground or background,
 apart from which command it is and who asked.
 
 A kill is SIGTERM to the group, a grace period, then SIGKILL; a group with nobody left is never

@@ -18,9 +18,9 @@ from typing import Any
 
 import trio
 
-from .._agent._repair import closers
 from .._errors import SessionLiveError, SessionNotFoundError
 from ._records import TURN_END, TURN_START, USER_MESSAGE, Record
+from ._repair import closers
 from ._session import Session
 
 __all__ = ["MemoryStore", "SessionInfo", "SessionStore", "StoredSession"]

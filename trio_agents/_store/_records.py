@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Final, Literal, TypedDict
+
+from .._frozen import freeze, thaw
 
 __all__ = [
     "MESSAGE_RECORD_TYPES",
@@ -28,10 +29,8 @@ __all__ = [
     "completed",
     "decode_turn_end",
     "errored",
-    "freeze",
     "interrupted",
     "max_steps",
-    "thaw",
 ]
 
 TURN_START: Final = "turn/start"
@@ -81,12 +80,7 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         """`{"type": ..., "data": ...}`, with `data` as plain dicts and lists (a deep mutable
         copy): the shape a store serializes."""
-        return {"type": self.type, "data": _plain(self.data)}
-
-
-# Most values in records are these: an exact type check answers for them before the slower
-# `isinstance` against the Mapping ABC.
-_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+        return {"type": self.type, "data": thaw(self.data)}
 
 
 def _as_dict(value: object) -> dict[str, Any]:
@@ -98,40 +92,6 @@ def _as_dict(value: object) -> dict[str, Any]:
 
 
 _DATA_ENCODER: Final = json.JSONEncoder(default=_as_dict)
-
-
-def freeze(value: Any) -> Any:
-    """A deep read-only copy: mappings become MappingProxyType, sequences tuples. Raises
-    TypeError for a value JSON has no form for (a datetime, bytes, an object): a record
-    must be storable, and one that is not would fail the store's commit for every session
-    whose records share it (D383)."""
-    if type(value) in _SCALARS:
-        return value
-    if isinstance(value, Mapping):
-        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    if isinstance(value, list | tuple):
-        return tuple(freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, str | int | float):  # subclasses: an IntEnum, a str Enum
-        return value
-    raise TypeError(
-        f"{type(value).__name__} {value!r} cannot be stored: a record holds JSON values only "
-        "(str, int, float, bool, None, lists and mappings); convert it first"
-    )
-
-
-def thaw(value: Any) -> Any:
-    """A deep mutable copy of `value` (dicts and lists), e.g. to hand to a tool."""
-    return _plain(value)
-
-
-def _plain(value: Any) -> Any:
-    if type(value) in _SCALARS:
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
-    return value
 
 
 class Completed(TypedDict):

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from .._agent._transcript import MessageView, Transcript
 from .._errors import PersistenceError
 from .._model._seam import Message
 from ._records import Record
+from ._transcript import MessageView, Transcript
 
 __all__ = ["Committer", "Session"]
 

@@ -5,7 +5,7 @@ committed when a turn starts, a step ends or a turn ends, when a prompt is queue
 when someone flushes (the agent does before its tools start and before it goes idle), or when
 the queue grows past a cap. A batch takes every record queued by then, of every session
 (group commit), and is one transaction, so a crash never leaves a torn record; it can leave
-the last turn open, which `restore` repairs. The store's one thread (`_store_thread`) commits
+the last turn open, which `restore` repairs. The store's one thread (`_store/_thread`) commits
 the batches nobody waits for, and wakes only the flushes a commit completes. A flush that
 finds the thread idle and a small batch commits it in trio's own thread (D355): a WAL commit
 under `synchronous=NORMAL` is a write to the page cache, and it waits for no lock there (a
@@ -278,7 +278,7 @@ class SqliteStore(SessionStore):
 
     def _claim(self, session_id: str) -> None:
         """An exclusive `flock` on a file per session next to the store, held while the
-        session is live here, and removed when it is released (see `_store_claims`)."""
+        session is live here, and removed when it is released (see `_store/_claims`)."""
         if session_id not in self._claims:
             self._claims[session_id] = claim(self.path, session_id)
 

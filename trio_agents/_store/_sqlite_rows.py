@@ -1,5 +1,5 @@
 """The rows of a SQLite session store: its schema, and reading and writing them on a
-connection. No trio import: the store calls these in its thread (`_store_thread`).
+connection. No trio import: the store calls these in its thread (`_store/_thread`).
 """
 
 from __future__ import annotations

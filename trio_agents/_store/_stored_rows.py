@@ -10,11 +10,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._agent._repair import validate
 from .._errors import CorruptSessionError
 from ._base import StoredSession
 from ._record_shape import shape_problem
 from ._records import Record
+from ._repair import validate
 
 __all__ = ["corrupt", "decode", "stored_session"]
 

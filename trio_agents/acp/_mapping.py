@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from .._errors import McpConfigError
+from .._frozen import thaw
 from .._mcp._config import McpServer, mcp_servers_from_acp
 from .._shell._readable import readable
 from .._store._records import (
@@ -32,7 +33,6 @@ from .._store._records import (
     USER_MESSAGE,
     Record,
     decode_turn_end,
-    thaw,
 )
 from ._jsonrpc import JsonRpcError
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
 from .._agent._approval import ApprovalRequest, Decision, DecisionOutcome
-from .._store._records import thaw
+from .._frozen import thaw
 from ._jsonrpc import ClientRequestError
 from ._mapping import json_safe, tool_call_title, tool_kind
 

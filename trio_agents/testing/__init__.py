@@ -9,13 +9,12 @@ that names where each went.
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from typing import Any
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
 from ._host import TrioHost as TrioHost
 from ._host import WallClock as WallClock
+from ._moved import moved as _moved
 from ._scripted import HOLD as HOLD
 from ._scripted import EchoTool as EchoTool
 from ._scripted import GateTool as GateTool
@@ -56,13 +55,7 @@ _MOVED = frozenset(
 def __getattr__(name: str) -> Any:
     if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"trio_agents.testing.{name} moved to agent_conformance.{name}: "
-        f"write `from agent_conformance import {name}` (this alias goes in the next release)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module("agent_conformance"), name)
+    return _moved(__name__, name)
 
 
 _fixup_module_metadata(__name__, [globals()[name] for name in __all__])

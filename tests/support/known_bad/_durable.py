@@ -24,8 +24,8 @@ from trio_agents import (
     Tool,
     open_runtime,
 )
-from trio_agents._agent._repair import closers
 from trio_agents._fiber import require_open
+from trio_agents._store._repair import closers
 
 from ._seeded import Seeded
 
