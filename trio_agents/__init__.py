@@ -134,7 +134,7 @@ from ._tracing import AgentTracer as AgentTracer
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 # `trio_agents.__version__`, which the suite's command reports (not in __all__: a dunder).
-from ._version import VERSION as __version__  # noqa: F401
+from ._version import VERSION as __version__
 
 if TYPE_CHECKING:
     from ._mcp._tools import McpTools as McpTools
