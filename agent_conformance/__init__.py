@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ._checks import check_mcp_conformance as check_mcp_conformance
     from ._checks import check_shell_conformance as check_shell_conformance
     from ._cli import main as main
+    from ._conformance import MachineReport as MachineReport
     from ._durable_machine import DurableMachine as DurableMachine
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
     from ._machine import Draws as Draws
@@ -69,6 +70,7 @@ __all__ = [
     "DurableMachine",
     "Features",
     "LifecycleMachine",
+    "MachineReport",
     "McpMachine",
     "McpOpener",
     "ObservedAgent",
@@ -104,6 +106,7 @@ _LAZY = {
     "check_mcp_conformance": "._checks",
     "check_shell_conformance": "._checks",
     "main": "._cli",
+    "MachineReport": "._conformance",
     "DurableMachine": "._durable_machine",
     "LifecycleMachine": "._lifecycle_machine",
     "Draws": "._machine",

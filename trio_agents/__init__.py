@@ -132,13 +132,14 @@ from ._tool._seam import ToolContext as ToolContext
 from ._tool._seam import ToolResult as ToolResult
 from ._tracing import AgentTracer as AgentTracer
 from ._util import fixup_module_metadata as _fixup_module_metadata
-
-# `trio_agents.__version__`, which the suite's command reports (not in __all__: a dunder).
-from ._version import VERSION as __version__
+from ._version import VERSION as _VERSION
 
 if TYPE_CHECKING:
     from ._mcp._tools import McpTools as McpTools
     from ._mcp._tools import open_mcp_tools as open_mcp_tools
+
+# What `agent-conformance --version` reports; not in __all__ (a dunder, not an API name).
+__version__ = _VERSION
 
 __all__ = [
     "Agent",
