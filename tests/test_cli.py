@@ -98,10 +98,11 @@ def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) 
 )
 def test_both_names_of_the_command_give_the_same_verdicts_for_a_seed(target: str) -> None:
     """`agent-conformance` is the suite's own command; `trio-agents conformance` is the same
-    command under the runtime's name (D385): for one seed, the same run, word for word but
-    for the name each says it goes by and the times."""
+    command under the runtime's name (D385): for one seed, the same verdicts, each message
+    under the name the user typed. (The example counts are not compared: how a seeded run
+    explores can shift with what else the process imported, D385.)"""
     args = ["--target", target, "--max-examples", "40", "--seed", "9"]
-    outputs: list[str] = []
+    verdicts: list[tuple[int, list[str], list[str]]] = []
     for argv, prog in (
         ([str(BIN / "agent-conformance"), *args], "agent-conformance"),
         ([str(BIN / "trio-agents"), "conformance", *args], "trio-agents conformance"),
@@ -109,10 +110,12 @@ def test_both_names_of_the_command_give_the_same_verdicts_for_a_seed(target: str
         result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
         assert result.returncode in (0, 1), result.stdout + result.stderr
         assert result.stdout.startswith(f"{prog}: "), result.stdout
-        text = result.stdout.replace(prog, "PROG") + f"exit {result.returncode}"
-        outputs.append(re.sub(r"\(\d+\.\d+s\)|\d+s\)", "", text))
-    assert outputs[0] == outputs[1]
-    assert ("FAILED" in outputs[0]) == target.endswith("idle_cancel_emits")
+        assert f"replay this run: {prog} " in result.stdout or result.returncode == 0
+        machines = re.findall(r"^  (\w+ machine: (?:passed|FAILED))", result.stdout, re.M)
+        rules = re.findall(r"^    ([A-Z][0-9]+ \([\w-]+\))", result.stdout, re.M)[:1]
+        verdicts.append((result.returncode, machines, rules))
+    assert verdicts[0] == verdicts[1]
+    assert (verdicts[0][0] == 1) == target.endswith("idle_cancel_emits")
 
 
 @pytest.mark.subprocess
