@@ -12,11 +12,12 @@ import random
 import re
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import hypothesis.core
+import hypothesis.errors
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -25,12 +26,13 @@ from ._catalogue import PROPERTIES
 from ._durable_machine import DurableMachine, durable_settings
 from ._features import Features, Reasoned, coverage
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
-from ._machine import ConformanceMachine, machine_for
+from ._machine import PROGRAM_NOTE, ConformanceMachine, machine_for
 from ._mcp_machine import McpMachine, mcp_settings
 from ._profiles import profile
 from ._properties import ContractViolation, Property
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
 from ._targets import McpOpener
+from ._threads import THREADS_NOTE, threads_note, watching_threads
 
 __all__ = [
     "MACHINES",
@@ -208,12 +210,16 @@ def _run(
     previous = hypothesis.core.global_force_seed
     if seed is not None:  # None: as the settings say (derandomised: the same every run)
         hypothesis.core.global_force_seed = seed  # type: ignore[assignment]
+    threads: list[str] = []
     try:
-        run()
+        with watching_threads() as threads:
+            run()
     except Exception as exc:
-        failure = exc
+        failure = found_in(exc)
     finally:
         hypothesis.core.global_force_seed = previous
+    if failure is not None and threads:
+        failure.add_note(threads_note(threads))
     elapsed = time.monotonic() - started
     stats: dict[str, int] = getattr(machine, "stats", {})
     histories: set[int] = getattr(machine, "histories", set())
@@ -241,7 +247,7 @@ def _run(
         skipped,
         narrowed,
         features,
-        _notes(stats),
+        (*_notes(stats), *([threads_note(threads).splitlines()[0]] if threads else [])),
     )
 
 
@@ -325,21 +331,64 @@ def reproduction(
     return "\n".join(lines) + "\n"
 
 
+NOT_REPLAYED = (
+    "it did not replay: Hypothesis ran the same program again and it passed (what failed "
+    "depends on timing, threads or state outside the program); the program below is the one "
+    "that showed it"
+)
+
+
+def found_in(failure: Exception) -> Exception:
+    """What a run found, as a report shows it. A failure Hypothesis could not replay comes
+    wrapped in its `FlakyFailure` group; the finding is the violation (else the first
+    exception that is not Hypothesis's own) inside, noted as not replayed."""
+    if not isinstance(failure, hypothesis.errors.FlakyFailure):
+        return failure
+    leaves = [leaf for leaf in _leaves(failure) if isinstance(leaf, Exception)]
+    violations = [leaf for leaf in leaves if isinstance(leaf, ContractViolation)]
+    ours = hypothesis.errors.HypothesisException
+    theirs = [leaf for leaf in leaves if not isinstance(leaf, ours)]
+    found: Exception = (violations or theirs or [failure])[0]
+    if found is not failure:
+        found.add_note(NOT_REPLAYED)
+    return found
+
+
+def _leaves(group: BaseException) -> Iterator[BaseException]:
+    if isinstance(group, BaseExceptionGroup):
+        inner: tuple[BaseException, ...] = cast("Any", group).exceptions
+        for each in inner:
+            yield from _leaves(each)
+    else:
+        yield group
+
+
 def describe_failure(failure: BaseException | None) -> str:
-    """What a report prints for a failure: a violation of the contract as its own message
-    (the rule, what the contract says, what happened); anything else is a crash, inside the
-    implementation or the machine, printed with its traceback."""
+    """What a report prints for a failure. Its first line names what broke: a violation of
+    the contract as its own message (the property, the rule, what happened, then what the
+    contract says); anything else as a crash, inside the implementation or the machine, with
+    its exception, then the traceback. A failure that did not replay says so, with the
+    program that showed it."""
     if failure is None:
         return ""
+    notes: list[str] = list(getattr(failure, "__notes__", []))
+    unreplayed = NOT_REPLAYED in notes
     if isinstance(failure, ContractViolation):
-        return str(failure)
-    if isinstance(failure, AssertionError):  # a check of a machine of the user's own
-        return f"AssertionError: {failure}"
-    shown = traceback.TracebackException.from_exception(failure)
-    # The notes hold the program, which the report prints as a script of its own.
-    shown.__notes__ = None
-    crash = "".join(shown.format()).rstrip()
-    return f"the implementation crashed (not a violation of a rule):\n{crash}"
+        text = str(failure)
+    elif isinstance(failure, AssertionError):  # a check of a machine of the user's own
+        text = f"AssertionError: {failure}"
+    else:
+        shown = traceback.TracebackException.from_exception(failure)
+        # The notes hold the program, which the report prints as a script of its own.
+        shown.__notes__ = None
+        crash = "".join(shown.format()).rstrip()
+        first = "".join(shown.format_exception_only()).strip().splitlines()[0]
+        text = f"the implementation crashed (not a violation of a rule): {first}\n{crash}"
+    if unreplayed:
+        program = [note for note in notes if note.startswith(PROGRAM_NOTE)]
+        text += "\n" + "\n".join([NOT_REPLAYED, *program[:1]])
+    text += "".join(f"\n{note}" for note in notes if note.startswith(THREADS_NOTE))
+    return text
 
 
 def describe_coverage(report: MachineReport) -> list[str]:

@@ -9,9 +9,10 @@ fresh subclass one run checks a target with.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Generator, Hashable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
 
@@ -22,7 +23,9 @@ from hypothesis.stateful import rule as hypothesis_rule
 
 from trio_agents.testing import TrioHost
 
-__all__ = ["ConformanceMachine", "Draws", "machine_for", "rule"]
+from ._properties import ContractViolation
+
+__all__ = ["PROGRAM_NOTE", "ConformanceMachine", "Draws", "machine_for", "rule"]
 
 M = TypeVar("M", bound="ConformanceMachine")
 P = ParamSpec("P")
@@ -40,7 +43,9 @@ def rule(
         @functools.wraps(step)
         def inconsistent_until_checked(machine: M, /, *args: P.args, **kwargs: P.kwargs) -> None:
             machine.step_begins()
-            step(machine, *args, **kwargs)
+            machine.program.append(_spelled(step.__name__, args, kwargs))
+            with machine.noting_the_program():
+                step(machine, *args, **kwargs)
 
         # Hypothesis builds the rule's proxy from the signature, without following wraps.
         inconsistent_until_checked.__signature__ = inspect.signature(step)  # type: ignore[attr-defined]
@@ -52,6 +57,20 @@ def rule(
         return declared
 
     return accept
+
+
+PROGRAM_NOTE = "the program that showed it, step by step:"
+
+
+def _spelled(name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> str:
+    """A step as a reader would write the call (a data object as `data(...)`)."""
+    shown = [_shown(value) for value in args]
+    shown += [f"{key}={_shown(value)}" for key, value in kwargs.items()]
+    return f"state.{name}({', '.join(shown)})"
+
+
+def _shown(value: object) -> str:
+    return "data(...)" if type(value).__name__ == "DataObject" else repr(value)
 
 
 class ConformanceMachine(RuleBasedStateMachine):
@@ -76,6 +95,21 @@ class ConformanceMachine(RuleBasedStateMachine):
         # True only while the last `check` passed: teardown's own checks must never mask
         # the failure that ended the example.
         self._consistent = False
+        # The steps so far, as calls: a violation carries them in a note, so one that does
+        # not replay can still be shown with the program that showed it.
+        self.program: list[str] = []
+
+    @contextlib.contextmanager
+    def noting_the_program(self) -> Generator[None]:
+        """Add the program so far to a `ContractViolation` raised in the block (once)."""
+        try:
+            yield
+        except ContractViolation as violation:
+            notes = getattr(violation, "__notes__", [])
+            if not any(note.startswith(PROGRAM_NOTE) for note in notes):
+                steps = "\n".join(f"  {step}" for step in self.program) or "  (no step yet)"
+                violation.add_note(f"{PROGRAM_NOTE}\n{steps}")
+            raise
 
     def step_begins(self) -> None:
         """A rule is about to act (every `rule` calls this first): until the next check
@@ -117,7 +151,9 @@ class ConformanceMachine(RuleBasedStateMachine):
             type(self).histories.add(hash(history))
         try:
             if self._consistent and self._stop is not None and not self.host.closed:
-                self._check_closing()
+                self.program.append("state.teardown()")
+                with self.noting_the_program():
+                    self._check_closing()
         finally:
             self.host.close()
             self._after_close()
@@ -131,7 +167,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         if not self._ready():
             return
         type(self).stats["checks"] += 1
-        self._verify()
+        with self.noting_the_program():
+            self._verify()
         self._consistent = True
 
     def _ready(self) -> bool:
