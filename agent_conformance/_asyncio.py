@@ -26,7 +26,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import trio
 
@@ -46,6 +46,7 @@ from trio_agents import (
 __all__ = ["AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer"]
 
 T = TypeVar("T")
+Role = Literal["system", "user", "assistant", "tool"]
 
 
 class _TrioAsyncioLoop(Protocol):
@@ -225,7 +226,9 @@ class PeerAgent:
     happen. It returns None (completed) or the turn's end reason. `cancel` cancels the
     turn's task (`cancel_turn`, which a framework with another cancel primitive overrides);
     a step still open when the task ends is closed: its reply interrupted, its unanswered
-    tool calls interrupted.
+    tool calls interrupted. `message_taken(message)` tells the adapter, synchronously, of
+    each message the moment it becomes history (a turn's prompt, a step's steering and
+    context), before any cancel can land: an adapter that keeps its own history overrides it.
 
     peer: the AsyncioPeer the framework runs on.
     observer: the AgentObserver the instants go to.
@@ -254,9 +257,11 @@ class PeerAgent:
         self._replied = False
         self._open_calls: list[str] = []
         self._closed = False
+        self._exited = False  # the driver has ended (or will never run)
+        self._cancelling = False  # a cancel is announcing itself (CancelRequested)
+        self._status = "idle"
         self._wakeup = asyncio.Event()
-        self._settled = trio.Event()
-        self._settled.set()
+        self._settled = trio.lowlevel.ParkingLot()  # wait_idle's waiters
         self._driver: asyncio.Task[None] | None = None
 
     @property
@@ -273,8 +278,9 @@ class PeerAgent:
         return mid
 
     def steer(self, content: str) -> str:
-        """Steering for the running turn's next step, or a prompt without a turn (A3)."""
-        if self.task is None:
+        """Steering for the running turn's next step, or a prompt without a live turn (A3):
+        steering never joins a cancelled turn that is still unwinding."""
+        if not self._live():
             return self.send(content)
         mid = self._accept()
         self._claims.append((mid, "steering", content, "user"))
@@ -291,18 +297,36 @@ class PeerAgent:
         return mid
 
     def cancel(self, reason: str, *, cause: Any) -> bool:
-        """Cancel the running turn and the queue (A5, A6)."""
-        steering = any(kind == "steering" for _, kind, _, _ in self._claims)
-        if self._closed or (self.task is None and not self._queue and not steering):
+        """Cancel the live turn and drop the queued prompts and steering (A5, A6).
+
+        Effective only with a live turn (running and not cancelled yet: a second cancel of
+        a turn still unwinding has nothing to cancel) or queued work; a cancel made while
+        another announces itself (from a CancelRequested listener) is not. An effective one
+        emits CancelRequested first, then drops only the work there was when it was called
+        (a listener's send comes after it), then cancels the turn. The first cause given
+        to a turn is the one it ends with. A cause other than "user" or "parent" is a
+        ValueError, before anything changes."""
+        if cause not in ("user", "parent"):
+            raise ValueError(f"cause must be 'user' or 'parent', got {cause!r}")
+        if self._closed or self._cancelling:
             return False
-        self.observer.cancel_requested(cause, reason)
-        self._queue.clear()
-        self._claims = [c for c in self._claims if c[1] == "context"]
-        if self.task is not None:
-            if self._ending is None:
-                self._ending = {"kind": "aborted", "reason": reason, "cause": cause}
+        live = self._live()
+        work = {mid for mid, _ in self._queue}
+        work |= {c[0] for c in self._claims if c[1] == "steering"}
+        if not live and not work:
+            return False
+        if live:  # claimed before anyone hears of it: a listener's steer becomes a prompt
+            self._ending = {"kind": "aborted", "reason": reason, "cause": cause}
+        self._cancelling = True
+        try:
+            self.observer.cancel_requested(cause, reason)
+        finally:
+            self._cancelling = False
+        self._queue = [q for q in self._queue if q[0] not in work]
+        self._claims = [c for c in self._claims if c[0] not in work]
+        if live:
             self.cancel_turn()
-        else:
+        elif self.task is None and not self._queue:
             self._idle()
         return True
 
@@ -312,21 +336,35 @@ class PeerAgent:
             self.task.cancel()
 
     async def wait_idle(self) -> None:
-        """Return once nothing runs or is queued (A9), or the driver ended if closed.
-        Always a trio checkpoint."""
+        """Return once the agent is IDLE with nothing queued, or, closed, once the driver
+        has ended (A9). A waiter woken as the agent goes IDLE looks again: if a listener of
+        that StatusChanged started a replacement turn, it waits for that turn too. Always a
+        trio checkpoint."""
         await trio.lowlevel.checkpoint()
-        while not self._settled.is_set():
-            await self._settled.wait()
+        while not (self._exited if self._closed else self._status == "idle"):
+            await self._settled.park()
 
     async def run_turn(self, prompt: str) -> Mapping[str, Any] | None:
         """One turn in the framework's loop; the adapter's to write. asyncio code: it runs
-        as the turn's asyncio task (no trio checkpoint)."""
+        as the turn's asyncio task (no trio checkpoint). A cancel from a TurnStarted
+        listener cancels the task before it first runs: nothing of it runs then (see
+        `message_taken` for keeping the prompt)."""
         raise NotImplementedError
+
+    def message_taken(self, message: Message) -> None:
+        """`message` has just become history: the turn's prompt as the turn starts (before
+        TurnStarted), or steering or context as a step claims it (before StepStarted), with
+        its role and `source` ("prompt", "steering", "context"). The records hold it from
+        now on, whatever cancel lands next, so the next model request must too (A12): an
+        adapter whose framework keeps its own history adds it there. Synchronous; called
+        before the listeners that may cancel run. By default nothing: the framework takes
+        the prompt from `run_turn` and the claims from `next_step`."""
 
     def begin_step(self) -> list[Claim]:
         """Claim the next step's steering and context, and start the step."""
         claims, self._claims = self._claims, []
         for mid, kind, content, role in claims:
+            self.message_taken(Message(cast("Role", role), content, source=kind))
             self.observer.message_claimed(mid, kind, content, role=role)
         self.steps += 1
         self._step_open, self._replied, self._open_calls = True, False, []
@@ -415,15 +453,14 @@ class PeerAgent:
                 self._close()
                 if self._driver is not None:
                     await self.peer.wait(asyncio.gather(self._driver, return_exceptions=True))
-                self._settled.set()
+                self._exit()
             await trio.lowlevel.checkpoint()
 
     def _close(self) -> None:
         self._closed = True
         self._queue.clear()
         self._claims = [c for c in self._claims if c[1] == "context"]
-        if self._settled.is_set():  # a waiter parked on the unset one must see it set
-            self._settled = trio.Event()
+        self._status = "closed"
         self.observer.status_changed("closed")
         if self.task is not None:
             self._ending = self._ending or {"kind": "closed"}
@@ -431,20 +468,25 @@ class PeerAgent:
         self._wakeup.set()
 
     async def _drive(self) -> None:
-        while not self._closed:
-            if not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            mid, content = self._queue.pop(0)
-            await self._turn(mid, content)
-            if not self._queue and not self._closed:
-                self._idle()
+        try:
+            while not self._closed:
+                if not self._queue:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                mid, content = self._queue.pop(0)
+                await self._turn(mid, content)
+                if not self._queue and not self._closed:
+                    self._idle()
+        finally:
+            if self._closed:
+                self._exit()
 
     async def _turn(self, mid: str, content: str) -> None:
         self._ending, self.steps = None, 0
         self.turn += 1
         self.task = self.peer.start(self.run_turn(content))
+        self.message_taken(Message("user", content, source="prompt"))
         self.observer.turn_started(mid, content)
         try:
             end = await self.task
@@ -474,14 +516,25 @@ class PeerAgent:
         self._ids += 1
         return f"m{self._ids}"
 
+    def _live(self) -> bool:
+        """Whether a turn runs that no cancel or close has reached yet."""
+        return self.task is not None and self._ending is None
+
     def _running(self) -> None:
-        if self._settled.is_set():
-            self._settled = trio.Event()
+        self._status = "running"
         self.observer.status_changed("running")
         self._wakeup.set()
 
     def _idle(self) -> None:
+        """IDLE, and wake the waiters: each looks again, so one whose StatusChanged
+        listener sent waits for the replacement turn (A9)."""
         if self._closed:
             return
+        self._status = "idle"
         self.observer.status_changed("idle")
-        self._settled.set()
+        self._settled.unpark_all()
+
+    def _exit(self) -> None:
+        """The driver has ended (or never ran): CLOSED waiters return."""
+        self._exited = True
+        self._settled.unpark_all()

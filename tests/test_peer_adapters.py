@@ -16,13 +16,11 @@ from hypothesis import HealthCheck, Phase, settings
 
 from agent_conformance import (
     AgentFactory,
-    AgentMachine,
     ContractViolation,
-    RandomSeeder,
     check_agent_conformance,
     open_asyncio_peer,
 )
-from agent_conformance._machine import machine_for
+from tests.support.minimal_asyncio_agent import run_program
 from trio_agents import AgentOptions, Message, ModelRequest
 from trio_agents.testing import ScriptedModel, TrioHost
 
@@ -78,24 +76,6 @@ async def test_the_peer_cancels_and_awaits_its_tasks_on_exit() -> None:
 
 def _request() -> ModelRequest:
     return ModelRequest([Message("user", "hi")], [], AgentOptions())
-
-
-def _run(factory: object, *steps: str) -> ContractViolation | None:
-    """Drive the agent machine through `steps` (rules, as a shrunk program prints them)."""
-    state = machine_for(AgentMachine, factory)()  # type: ignore[arg-type]
-    try:
-        state.open_agent(max_steps=None, step_timeout=None, scheduler=RandomSeeder(0))
-        state.check()
-        for step in steps:
-            name, _, args = step.partition("(")
-            kwargs = eval(f"dict({args}")
-            getattr(state, name)(**kwargs)
-            state.check()
-    except ContractViolation as violation:
-        return violation
-    finally:
-        state.teardown()
-    return None
 
 
 # Bounded and derandomized: the same programs every run, the first failure shrunk.
@@ -175,7 +155,7 @@ def test_pydantic_ai_drops_a_tool_result_when_a_cancel_lands_right_after_it() ->
     pytest.importorskip("pydantic_ai")
     from examples.pydantic_ai_adapter import factory
 
-    violation = _run(
+    violation = run_program(
         factory,
         "send()",
         "arm(event='StepEnded')",  # cancels at the step boundary right after the tool
@@ -200,7 +180,8 @@ def test_pydantic_ai_repairs_a_tool_call_cancelled_mid_call() -> None:
         "release_model(answer='tool')",
         "cancel(cause='user', reason='stop')",
     )
-    assert _run(factory, *cancelled_mid_tool, "send()", "release_model(answer='text')") is None
+    then = ("send()", "release_model(answer='text')")
+    assert run_program(factory, *cancelled_mid_tool, *then) is None
 
 
 def test_openai_agents_verdict() -> None:
@@ -222,7 +203,7 @@ def test_openai_agents_forgets_a_tool_call_cancelled_mid_call() -> None:
     from examples.openai_agents_adapter import factory
 
     steps = ("send()", "release_model(answer='tool')", "cancel(cause='user', reason='stop')")
-    violation = _run(factory, *steps, "send()")
+    violation = run_program(factory, *steps, "send()")
     assert violation is not None
     assert (violation.property.rule, violation.property.name) == ("A12", "request-history")
     assert "the history's is ('assistant', '', ('call-" in str(violation)
@@ -236,7 +217,7 @@ def test_openai_agents_keeps_a_cancelled_turns_finished_steps() -> None:
 
     steps = ("send()", "release_model(answer='tool')", "finish_tool()")
     cancel = ("cancel(cause='user', reason='stop')", "send()", "release_model(answer='text')")
-    assert _run(factory, *steps, *cancel) is None
+    assert run_program(factory, *steps, *cancel) is None
 
 
 @pytest.mark.subprocess
