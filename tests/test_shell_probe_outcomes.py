@@ -5,12 +5,13 @@ which is the case of a SIGTERM that came before the command wrote it."""
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 import trio
 
 from agent_conformance import ContractViolation
-from agent_conformance._shell_probes import probe_past_timeout
+from agent_conformance._shell_probes import PAST_TIMEOUT_TRIES, probe_past_timeout
 from trio_agents import ShellExecutor
 from trio_agents._shell._output import StreamOutput
 from trio_agents._shell._types import RunResult, ShellSpec
@@ -56,3 +57,69 @@ async def test_any_other_outcome_is_a_violation(
 ) -> None:
     with pytest.raises(ContractViolation, match="past its timeout, reported"):
         await probe_past_timeout(Reporting(outcome), str(tmp_path), deaf=deaf, exit_code=3)
+
+
+class Starved(ShellExecutor):
+    """Runs nothing; writes what the command would have written before its SIGKILL: its pid
+    (the trap was set) and, on the tries listed in `marked`, its trap's mark (it got
+    SIGTERM). Each run lasts `lasted` seconds on the clock and reports a SIGKILL."""
+
+    def __init__(self, lasted: float, marked: frozenset[int]) -> None:
+        super().__init__(sandbox=None, grace=0.1)
+        self.lasted = lasted
+        self.marked = marked
+        self.tries = 0
+
+    async def run(self, spec: ShellSpec) -> RunResult:
+        self.tries += 1
+        pid_file = re.search(r"echo \$\$ > (\S+);", spec.command)
+        mark = re.search(r"echo > (\S+);", spec.command)
+        assert pid_file is not None, spec.command
+        assert mark is not None, spec.command
+        # Written synchronously: a worker thread would let the autojump clock leap past
+        # the probe's bound.
+        _write(pid_file[1], "4242\n")
+        if self.tries in self.marked:
+            _write(mark[1], "\n")
+        await trio.sleep(self.lasted)
+        return RunResult(None, "SIGKILL", True, False, spec.timeout, NOTHING, NOTHING)
+
+
+def _write(path: str, text: str) -> None:
+    pathlib.Path(path).write_text(text)
+
+
+async def test_a_sigkill_after_the_trap_began_and_the_grace_passed_is_right(
+    tmp_path: pathlib.Path,
+) -> None:
+    # The command got SIGTERM (its trap left the mark) and was still running at the
+    # grace's end: a loaded machine's outcome, and S1's (D393).
+    shell = Starved(lasted=0.2, marked=frozenset({1}))
+    await probe_past_timeout(shell, str(tmp_path), deaf=False, exit_code=3)
+    assert shell.tries == 1
+
+
+async def test_a_sigkill_with_no_sign_of_sigterm_is_tried_again(tmp_path: pathlib.Path) -> None:
+    # Starved on the first two tries, its trap ran on the third: no violation.
+    shell = Starved(lasted=0.2, marked=frozenset({3}))
+    await probe_past_timeout(shell, str(tmp_path), deaf=False, exit_code=3)
+    assert shell.tries == 3
+
+
+async def test_a_sigkill_with_no_sign_of_sigterm_in_every_try_is_a_violation(
+    tmp_path: pathlib.Path,
+) -> None:
+    shell = Starved(lasted=0.2, marked=frozenset())
+    with pytest.raises(ContractViolation, match=r"never ran its SIGTERM trap \(in 4 of 4 tries\)"):
+        await probe_past_timeout(shell, str(tmp_path), deaf=False, exit_code=3)
+    assert shell.tries == PAST_TIMEOUT_TRIES
+
+
+async def test_a_sigkill_before_the_grace_passed_is_a_violation_at_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Marked, so SIGTERM came; but the kill came before timeout + grace: no grace was given.
+    shell = Starved(lasted=0.0, marked=frozenset({1}))
+    with pytest.raises(ContractViolation, match="before its timeout"):
+        await probe_past_timeout(shell, str(tmp_path), deaf=False, exit_code=3)
+    assert shell.tries == 1

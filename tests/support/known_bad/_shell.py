@@ -85,6 +85,34 @@ class _TermWithoutKill(ShellExecutor):
             await group_gone(process.pid)
 
 
+class _KillWithoutTerm(ShellExecutor):
+    """The group kill goes straight to SIGKILL: a command never gets its SIGTERM, so one
+    that would clean up and exit on it is killed instead."""
+
+    async def kill_group(self, process: trio.Process) -> None:
+        if process.returncode is not None and not group_has_live_members(process.pid):
+            await trio.lowlevel.checkpoint()
+            return
+        signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+        with trio.move_on_after(self.grace):
+            await group_gone(process.pid)
+
+
+class _KillWithoutGrace(ShellExecutor):
+    """The group kill sends SIGTERM and SIGKILL at once: the grace is never waited for."""
+
+    async def kill_group(self, process: trio.Process) -> None:
+        if process.returncode is not None and not group_has_live_members(process.pid):
+            await trio.lowlevel.checkpoint()
+            return
+        signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+        with trio.move_on_after(self.grace):
+            await group_gone(process.pid)
+
+
 class _TimeoutReportedAsCancelled(ShellExecutor):
     """A foreground timeout is reported as a cancellation (the executor killed it, after all):
     `cancelled` follows `timed_out` instead of being a field of its own."""
@@ -317,6 +345,8 @@ owner_forgotten_at_end = shell_factory_for(_OwnerForgottenAtEnd)
 notice_for_killed_jobs = shell_factory_for(_NoticeForKilledJobs)
 owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
 term_without_kill = shell_factory_for(_TermWithoutKill, sandboxed=False)
+kill_without_term = shell_factory_for(_KillWithoutTerm, sandboxed=False)
+kill_without_grace = shell_factory_for(_KillWithoutGrace, sandboxed=False)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
 secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
@@ -336,6 +366,8 @@ SEEDED = (
     Seeded("k-notice-for-killed-jobs", notice_for_killed_jobs, "shell", "notice-only-to-owner"),
     Seeded("owner-token-lowercased", owner_token_lowercased, "shell", "owner-token-kept"),
     Seeded("term-without-kill", term_without_kill, "shell", "group-killed"),
+    Seeded("kill-without-term", kill_without_term, "shell", "outcome-fields"),
+    Seeded("kill-without-grace", kill_without_grace, "shell", "outcome-fields"),
     Seeded(
         "timeout-reported-as-cancelled", timeout_reported_as_cancelled, "shell", "outcome-fields"
     ),
