@@ -12,7 +12,7 @@ import random
 import re
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -39,6 +39,7 @@ __all__ = [
     "MachineReport",
     "MachineSpec",
     "check_machine",
+    "check_machine_choice",
     "describe_coverage",
     "describe_failure",
     "reproduction",
@@ -118,6 +119,7 @@ def run_conformance(
     features: Features | None = None,
     on_report: Callable[[MachineReport], object] | None = None,
     interrupted: Callable[[], bool] | None = None,
+    machines: Collection[str] | None = None,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory`, the shell machine against `shell_factory` and the MCP machine against
@@ -128,7 +130,9 @@ def run_conformance(
     on `features` (default: its `conformance_features` attribute, else all of them); raises
     TypeError, before running anything, for an attribute that is not a `Features`.
     `on_report(report)` is called as each machine finishes; once `interrupted()` is true the
-    run stops with KeyboardInterrupt before its next example (the CLI's Ctrl-C)."""
+    run stops with KeyboardInterrupt before its next example (the CLI's Ctrl-C). `machines`
+    (names of `MACHINES`) leaves out every other machine; ValueError for a name that is not
+    a machine, or one whose target is not given while others are."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
@@ -140,11 +144,15 @@ def run_conformance(
         "mcp": (mcp_opener, mcp_spec),
     }
     everything = all(target is None for target, _ in targets.values())
+    if machines is not None:
+        check_machine_choice(machines, [kind for kind, (t, _) in targets.items() if t is not None])
     agent_machine = agent_machine_for(factory, features)
     reports: list[MachineReport] = []
     for name, spec_of in MACHINES.items():
         target, spec = targets[spec_of.target]
         if not everything and target is None:
+            continue
+        if machines is not None and name not in machines:
             continue
         settings = spec_of.budget(budget)
         # Every example of the MCP machine starts real servers: when all machines run, it
@@ -160,6 +168,22 @@ def run_conformance(
         if on_report is not None:
             on_report(reports[-1])
     return reports
+
+
+def check_machine_choice(machines: Collection[str], given: Collection[str]) -> None:
+    """ValueError, whose message is the line to show, unless every name of `machines` is a
+    machine that runs when the targets of the kinds `given` are (all of them, with none)."""
+    flags = {"agent": "--target", "runtime": "--runtime-target", "shell": "--shell-target"}
+    for name in machines:
+        if name not in MACHINES:
+            raise ValueError(f"no machine named {name!r}; the machines are {', '.join(MACHINES)}")
+        kind = MACHINES[name].target
+        if given and kind not in given:
+            flag = flags.get(kind, "--mcp-target")
+            raise ValueError(
+                f"the {name} machine checks a {kind} target, and none is given: add {flag}, "
+                f"or leave out the {name} machine"
+            )
 
 
 def _report_progress(

@@ -41,6 +41,15 @@ def test_conformance_fails_on_a_known_bad_shell_executor(
     assert "S1 (group-killed)" in out  # a process of a killed group survived
 
 
+def test_machine_runs_only_the_machines_named(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["conformance", "--machine", "lifecycle", "--machine", "durable", "--max-examples", "3"]
+    code = main([*argv, "--seed", "5"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    ran = re.findall(r"^  (\w+) machine: passed", out, re.MULTILINE)
+    assert ran == ["lifecycle", "durable"], out
+
+
 def test_conformance_fails_on_a_known_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [

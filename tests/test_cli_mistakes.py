@@ -58,6 +58,24 @@ def test_a_target_that_does_not_load_is_one_line_naming_its_flag(
     assert one_line(capsys).startswith(expected)
 
 
+def test_a_machine_whose_target_is_not_given_is_one_line_saying_which_flag_to_add(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--shell-target", "tests.support.known_bad:leader_only_kill", "--machine", "durable"]
+    assert main(["conformance", *argv]) == 2
+    assert one_line(capsys) == (
+        "trio-agents conformance: --machine: the durable machine checks a runtime target, and "
+        "none is given: add --runtime-target, or leave out the durable machine"
+    )
+
+
+def test_the_machine_names_of_the_command_are_the_suites() -> None:
+    from agent_conformance._cli._run import MACHINE_NAMES
+    from agent_conformance._conformance import MACHINES
+
+    assert tuple(MACHINES) == MACHINE_NAMES
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "many"])
 def test_max_examples_must_be_positive(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -20,6 +20,9 @@ from ._failure import print_failure
 __all__ = ["add_arguments", "run"]
 
 DOCS = "docs/conformance.md"
+# The machines' names, in the order they run (`_conformance.MACHINES`, which imports
+# Hypothesis: too slow to import for `--help`; a test keeps the two equal).
+MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp")
 # The typical wall time of each profile's full run of every machine on two cores: what
 # `--help` tells a user to expect before they start one.
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
@@ -58,6 +61,15 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="programs per machine (default: the profile's, 300 for ci, 5000 for deep)",
+    )
+    conformance.add_argument(
+        "--machine",
+        action="append",
+        choices=list(MACHINE_NAMES),
+        default=None,
+        metavar="NAME",
+        help=f"run only this machine ({', '.join(MACHINE_NAMES)}); repeat it for more "
+        "(default: every machine with a target, all of them without one)",
     )
     conformance.add_argument(
         "--seed",
@@ -109,7 +121,7 @@ def _progress(machine: str, examples: int, seconds: float) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the machines on the targets `args` names; the exit status."""
     # Imported here: the conformance suite needs Hypothesis, the rest of the command not.
-    from .._conformance import run_conformance
+    from .._conformance import check_machine_choice, run_conformance
     from .._features import features_of, raised_by_features  # (Hypothesis, too)
     from .._target import TargetShapeError  # (Hypothesis, too)
 
@@ -134,6 +146,13 @@ def run(args: argparse.Namespace) -> int:
         if not raised_by_features(exc):
             raise
         print(f"{args.prog}: --target {args.target}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        kinds = {"--target": "agent", "--runtime-target": "runtime", "--shell-target": "shell"}
+        given_kinds = [kinds.get(flag, "mcp") for flag, spec in given.items() if spec]
+        check_machine_choice(args.machine or (), given_kinds)
+    except ValueError as exc:
+        print(f"{args.prog}: --machine: {exc}", file=sys.stderr)
         return 2
     targets = [spec for spec in given.values() if spec] or ["built-in runtime"]
     print(f"{args.prog}: {', '.join(targets)}, profile {args.profile or 'ci'}")
@@ -165,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
             progress=_progress,
             on_report=lambda report: _keep_and_print(finished, report, args.prog),
             interrupted=lambda: bool(stop),
+            machines=args.machine,
         )
     except KeyboardInterrupt:
         passed = ", ".join(r.machine for r in finished if r.passed) or "none"
