@@ -11,7 +11,10 @@ Checked, in the contract's words (rule L6, and L1 and L3 where the file shows th
   a session closed cleanly is resumed with nothing appended; the history is valid;
 - resuming a live session is refused and appends nothing;
 - after a clean close of the runtime, every closed session is in the file as it was,
-  ending with its closing `turn/end`.
+  ending with its closing `turn/end`;
+- before the machine flushes anything (rules L7, L8): while a tool runs, its step's
+  `tool/call` records and all before them are in the file; an IDLE agent's whole session is
+  there; a `prompt/queued` or `prompt/dropped` record gets there on its own.
 
 A crash, honestly and deterministically: after every rule the machine flushes each live
 session (so no write is in flight and "flushed" means everything appended so far); a crash
@@ -41,6 +44,7 @@ from hypothesis.stateful import initialize, precondition
 
 from trio_agents import (
     AgentHandle,
+    AgentStatus,
     CorruptSessionError,
     DuplicateSessionError,
     Record,
@@ -58,15 +62,18 @@ from ._durable_properties import (
     CLOSED_SESSION_IN_FILE,
     CRASH_KEEPS_FLUSHED,
     CRASH_NO_TORN_RECORD,
+    IDLE_AFTER_COMMIT,
     PROPERTIES,
+    QUEUED_PROMPT_COMMITTED,
     RESUME_OF_LIVE_REFUSED,
+    WRITE_AHEAD,
     show,
     shown,
 )
 from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
-from ._vocabulary import TURN_END
+from ._vocabulary import PROMPT_RECORD_TYPES, TOOL_CALL, TURN_END
 
 __all__ = [
     "PROPERTIES",
@@ -76,6 +83,10 @@ __all__ = [
 ]
 
 CRASH_CLOSE_TIMEOUT = 1.0  # real seconds the crashed run may take to end
+# Real seconds a prompt/queued record may take to reach the file on its own: its commit is
+# requested at once (rule L8), and a store that forgets to request it holds the record
+# until the next commit, which a held tool or model call puts off for good.
+QUEUED_WITHIN = 10.0
 
 IDS = ("a", "b")
 
@@ -195,7 +206,55 @@ class DurableMachine(ConformanceMachine):
                     self._reader = None
 
     def _settle(self) -> None:
+        # What the runtime must have committed by itself is checked first: the machine's
+        # own flush, next, commits everything.
+        self.host.call(self._check_committed)
         self.host.call(self._quiesce)
+
+    async def _check_committed(self) -> None:
+        """Once every task is blocked, read the file (no flush): an agent with a tool
+        running has its step's tool calls there (write-ahead), an IDLE agent with nothing
+        parked its whole session; a prompt/queued or prompt/dropped record gets there
+        without anyone flushing, within QUEUED_WITHIN seconds (a commit requested at once
+        has no bound of its own; a generous one costs a correct store nothing)."""
+        await trio.testing.wait_all_tasks_blocked()
+        needs: dict[str, tuple[int, int, str]] = {}
+        for sid, handle in self.handles.items():
+            records = handle.agent.session.records
+            needs[sid] = committed_points(
+                records,
+                tool_running=bool(self.gates[sid].held),
+                idle=handle.agent.status == AgentStatus.IDLE and not handle.agent.parked,
+            )
+        if not any(must or queued for must, queued, _ in needs.values()):
+            return
+        files = await self._read_file(sorted(needs))
+        for sid, (must, _, why) in needs.items():
+            held = _held(files[sid])
+            prop = WRITE_AHEAD if why == "tool" else IDLE_AFTER_COMMIT
+            records = self.handles[sid].agent.session.records
+            if len(held) < must:
+                state = "with a tool running" if why == "tool" else "its agent IDLE"
+                prop.fail(
+                    f"session {sid!r} holds {show(records)}, {state}; before any flush, "
+                    f"the store's file holds only {show(held)}"
+                )
+        late: dict[str, int] = {}
+        with trio.move_on_after(QUEUED_WITHIN):
+            while True:
+                late = {
+                    sid: need[1] for sid, need in needs.items() if len(_held(files[sid])) < need[1]
+                }
+                if not late:
+                    return
+                await trio.sleep(0.005)
+                files.update(await self._read_file(sorted(late)))
+        sid, queued = next(iter(late.items()))
+        records = self.handles[sid].agent.session.records
+        QUEUED_PROMPT_COMMITTED.fail(
+            f"session {sid!r} recorded {show(records[:queued])}; {QUEUED_WITHIN:.0f}s later, "
+            f"with nobody flushing, the store's file holds only {show(_held(files[sid]))}"
+        )
 
     async def _quiesce(self) -> None:
         # wait_all_tasks_blocked does not wait for worker threads: flushing every live
@@ -487,6 +546,25 @@ class DurableMachine(ConformanceMachine):
     def _verify(self) -> None:
         """Nothing between rules: every check reads the file, and the rules that change
         what it must hold (a crash, a resume, a clean close) make them."""
+
+
+def committed_points(
+    records: Sequence[Record], *, tool_running: bool, idle: bool
+) -> tuple[int, int, str]:
+    """(how many of `records` must be in the store already, and why: `idle` or `tool`; how
+    many must get there without a flush: through the last prompt/queued or prompt/dropped
+    record)."""
+    queued = max((i + 1 for i, r in enumerate(records) if r.type in PROMPT_RECORD_TYPES), default=0)
+    if idle:
+        return len(records), queued, "idle"
+    if tool_running:
+        calls = [i + 1 for i, r in enumerate(records) if r.type == TOOL_CALL]
+        return (calls[-1] if calls else 0), queued, "tool"
+    return 0, queued, "tool"
+
+
+def _held(found: Sequence[Record] | str | None) -> tuple[Record, ...]:
+    return tuple(found) if isinstance(found, tuple) else ()
 
 
 @contextlib.contextmanager

@@ -87,6 +87,29 @@ CLOSED_SESSION_IN_FILE = Property(
     "it had, ending with turn/end",
 )
 
+WRITE_AHEAD = Property(
+    "L7",
+    "tool-call-durable-before-tool",
+    "durable",
+    "write-ahead: a step's tool/call records, and every record before them, are committed "
+    "to the store before any of its tools starts",
+)
+IDLE_AFTER_COMMIT = Property(
+    "L7",
+    "idle-after-commit",
+    "durable",
+    "the agent commits before it settles IDLE: every record of a finished turn is in the "
+    "store when wait_idle returns",
+)
+QUEUED_PROMPT_COMMITTED = Property(
+    "L8",
+    "queued-prompt-committed",
+    "durable",
+    "a prompt accepted while other work runs is recorded as prompt/queued, its drop as "
+    "prompt/dropped, and both records request a commit at once: they reach the store, with "
+    "every record before them, without waiting for the turn they wait behind",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     CRASH_NO_TORN_RECORD,
     CRASH_KEEPS_FLUSHED,
@@ -98,6 +121,9 @@ PROPERTIES: tuple[Property, ...] = (
     RESUMED_HISTORY_VALID,
     RESUME_OF_LIVE_REFUSED,
     CLOSED_SESSION_IN_FILE,
+    WRITE_AHEAD,
+    IDLE_AFTER_COMMIT,
+    QUEUED_PROMPT_COMMITTED,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

@@ -19,7 +19,7 @@ takes about half an hour on two cores.
 from __future__ import annotations
 
 import argparse
-import shutil
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PACKAGES = ("trio_agents", "agent_conformance")
+FINDING = re.compile(r"[A-Z]{1,2}\d+ \([a-z0-9-]+\): ")
 RUN_TIMEOUT = 1200.0  # seconds; a run past it counts as caught (a hang is seen), and says so
 
 
@@ -44,11 +45,15 @@ class Verdict:
     scenario: str = ""
 
 
-def copy_tree(into: Path) -> Path:
-    for package in PACKAGES:
-        shutil.copytree(
-            ROOT / package, into / package, ignore=shutil.ignore_patterns("__pycache__")
-        )
+def copy_tree(into: Path, rev: str) -> Path:
+    """The two packages as they are at the commit `rev`: the suite being measured stays
+    the same while the checkout changes."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, *PACKAGES], cwd=ROOT, capture_output=True
+    )
+    if archive.returncode != 0:
+        sys.exit(f"git archive {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into
 
 
@@ -79,18 +84,22 @@ def judge(command: list[str], tree: Path) -> tuple[bool, str]:
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     if done.returncode != 1:
         return False, f"exit {done.returncode}: {lines[-1] if lines else ''}"
-    # The report's first line names the machine, the property and the rule (D392); the
-    # next says what happened.
-    at = next((i for i, line in enumerate(lines) if "FAILED" in line), None)
+    # After the machine's FAILED line, the finding's first line names the property and the
+    # rule, then what happened (D392): `A5 (idle-cancel-inert): cancel() ...`.
+    at = next((i for i, line in enumerate(lines) if " machine: FAILED" in line), None)
     if at is None:
         return True, lines[-1] if lines else ""
-    return True, " | ".join(lines[at : at + 2])[:300]
+    machine = lines[at].split(":")[0]
+    finding = next(
+        (line for line in lines[at + 1 :] if FINDING.match(line) or "crashed" in line), ""
+    )
+    return True, f"{machine}: {finding}"[:300]
 
 
-def measure(patch: Path, seed: int, acp: bool, scenarios: bool, base: Path) -> Verdict:
+def measure(patch: Path, seed: int, acp: bool, scenarios: bool, base: Path, rev: str) -> Verdict:
     verdict = Verdict(patch.stem)
     with tempfile.TemporaryDirectory(prefix=f"blind-{patch.stem[:2]}-", dir=base) as folder:
-        tree = copy_tree(Path(folder))
+        tree = copy_tree(Path(folder), rev)
         applied = subprocess.run(
             ["patch", "-p1", "-s", "-i", str(patch)], cwd=tree, capture_output=True, text=True
         )
@@ -121,8 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="defects measured at once")
     parser.add_argument("--acp", action="store_true", help="also run the ACP machine")
     parser.add_argument("--scenarios", action="store_true", help="check each proof first")
+    parser.add_argument("--rev", default="HEAD", help="the commit whose suite is measured")
+    parser.add_argument("--start", default="", help="skip the patches named before this")
     args = parser.parse_args(argv)
-    patches = sorted(args.batch.glob("*.patch"))
+    patches = [p for p in sorted(args.batch.glob("*.patch")) if p.name >= args.start]
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", args.rev], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     if not patches:
         print(f"no *.patch in {args.batch}", file=sys.stderr)
         return 2
@@ -132,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         ThreadPoolExecutor(max_workers=args.jobs) as pool,
     ):
         futures = [
-            pool.submit(measure, p, args.seed, args.acp, args.scenarios, Path(base))
+            pool.submit(measure, p, args.seed, args.acp, args.scenarios, Path(base), rev)
             for p in patches
         ]
         verdicts: list[Verdict] = []
@@ -147,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{verdict.name}{extra}: {cells}", flush=True)
     total = len(verdicts)
     main_caught = sum(v.columns["main"][0] for v in verdicts)
-    print(f"\nbatch {args.batch}, seed {args.seed}, {time.monotonic() - started:.0f}s")
+    print(
+        f"\nbatch {args.batch}, suite at {rev}, seed {args.seed}, {time.monotonic() - started:.0f}s"
+    )
     print(f"the main job caught {main_caught} of {total} ({main_caught / total:.0%})")
     if args.acp:
         either = sum(any(c for c, _ in v.columns.values()) for v in verdicts)

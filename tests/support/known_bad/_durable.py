@@ -164,6 +164,27 @@ class _LazyCommitStore(SqliteStore):
             conn.execute("COMMIT")
 
 
+class _ClaimsCommittedStore(SqliteStore):
+    """Says a session's records are committed once they are queued for the writer: the
+    agent's commit before its tools (and before it settles IDLE) returns at once, and the
+    records wait for the writer's next trigger."""
+
+    def _committed_all(self, session: Session) -> bool:
+        return True
+
+
+class _QueuedPromptLingersStore(SqliteStore):
+    """Commits at turn boundaries only: a prompt/queued or prompt/dropped record waits in
+    memory for the turn it queues behind to reach its next boundary."""
+
+    def _appended(self, session: Session, record: Record) -> None:
+        if record.type in ("prompt/queued", "prompt/dropped"):
+            with self._guarded():
+                self._pending.append((session, len(session) - 1, record))
+            return
+        super()._appended(session, record)
+
+
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value))
 
@@ -181,8 +202,18 @@ repair_forgets_dangling_calls = store_factory_for(_ForgetfulRepairStore)
 repair_turn_end_first = store_factory_for(_TurnEndFirstStore)
 repair_of_closed_turn = store_factory_for(_ClosedTurnRepairStore)
 last_batch_uncommitted = store_factory_for(_LazyCommitStore)
+claims_committed = store_factory_for(_ClaimsCommittedStore)
+queued_prompt_lingers = store_factory_for(_QueuedPromptLingersStore)
 
 SEEDED: tuple[Seeded, ...] = (
+    Seeded(
+        "claims-committed",
+        claims_committed,
+        "durable",
+        "tool-call-durable-before-tool",
+        also=("idle-after-commit",),
+    ),
+    Seeded("queued-prompt-lingers", queued_prompt_lingers, "durable", "queued-prompt-committed"),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
     Seeded(
         "repair-forgets-dangling-calls",
