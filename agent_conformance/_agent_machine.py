@@ -57,8 +57,8 @@ from ._agent_properties import (
     STATUS_AFTER_SEND,
     WAIT_IDLE_RETURNS,
 )
+from ._agent_streams import AgentStreams
 from ._agent_verify import summarize_turns
-from ._agent_windows import AgentWindows
 from ._approval_window import STEP_TIMEOUT, takes_approval
 from ._approver import HeldApprover
 from ._features import Features, features_of
@@ -99,7 +99,7 @@ def builtin_agent_factory(
     return open_agent(model, tools=tools, events=events, options=options, approval=approval)
 
 
-class AgentMachine(AgentWindows):
+class AgentMachine(AgentStreams):
     """Subclass and set `factory` to check another implementation, and `features` to say
     what it has (default: what the factory's `conformance_features` attribute declares).
 
@@ -238,6 +238,7 @@ class AgentMachine(AgentWindows):
         if self.ref.status != "closed":
             self._close(None)
         self._check_closed()
+        self._check_streams_at_close()
         HISTORY_VALID.check(
             not (problems := history_problems(self.records, allow_open_turn=False)),
             lambda: f"after the close the history is invalid: {'; '.join(problems)}",
@@ -255,6 +256,9 @@ class AgentMachine(AgentWindows):
             return
         mid = self._deliver(self.agent.send, self._content("prompt"), "send")
         self.host.settle()
+        self._accepted(mid)
+
+    def _accepted(self, mid: str) -> None:
         self.ref.send(mid)
         if self._idle_cancelled:
             self._idle_cancelled = False

@@ -1,5 +1,5 @@
-"""The agent machine's properties: one named check per thing rules A1-A19 of the contract
-say, each quoting the rule in its words. A pure module: no trio, no Hypothesis."""
+"""The agent machine's properties: one named check per thing rules A1-A19 and V1-V4 of the
+contract say, each quoting the rule in its words. A pure module: no trio, no Hypothesis."""
 
 from __future__ import annotations
 
@@ -221,6 +221,34 @@ APPROVAL_WAIT_UNTIMED = _agent(
     "waiting for a decision does not count against `step_timeout`; the step's own time "
     "before and after the wait does",
 )
+STREAM_FOLLOWS_ITS_TURN = _agent(
+    "V1",
+    "stream-follows-its-turn",
+    "`agent.stream(prompt)` sends `prompt` as `send` does and yields the events of that "
+    "prompt's turn only, in the order of its records: a step's `TurnText`s joined are its "
+    "`assistant/message` content, each `TurnToolCall` is followed by exactly one "
+    "`TurnToolResult` for its call id",
+)
+STREAM_ENDS_WITH_TURN_END = _agent(
+    "V2",
+    "stream-ends-with-turn-end",
+    "the last event of a turn's stream is its `TurnEnd`, with the reason its `turn/end` "
+    "records, and iteration ends after it; a prompt dropped before its turn gives one "
+    "`TurnDropped` and no turn",
+)
+STREAM_SLOW_READER_LOSES_NOTHING = _agent(
+    "V3",
+    "stream-slow-reader-loses-nothing",
+    "the agent never waits for a stream: a reader that reads nothing while the turn runs "
+    "holds back neither the model nor the tools nor the turn's end, and still gets every "
+    "event of the turn when it reads",
+)
+STREAM_RESULT_FROM_RECORDS = _agent(
+    "V4",
+    "stream-result-from-records",
+    "`await stream.result()` returns the same `TurnResult` as `turn_result(records, "
+    "prompt_id)`, and raises `TurnNotFoundError` for a prompt dropped before its turn",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     STATUS_AFTER_SEND,
@@ -258,5 +286,9 @@ PROPERTIES: tuple[Property, ...] = (
     CANCEL_DECISION_ABORTS,
     ALWAYS_REMEMBERED,
     APPROVAL_WAIT_UNTIMED,
+    STREAM_FOLLOWS_ITS_TURN,
+    STREAM_ENDS_WITH_TURN_END,
+    STREAM_SLOW_READER_LOSES_NOTHING,
+    STREAM_RESULT_FROM_RECORDS,
 )
 """Every property of the agent machine, by rule."""

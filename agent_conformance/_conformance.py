@@ -254,7 +254,9 @@ def _run(
         features = machine.features or Features()
         # An agent without `pending` (a factory without `approval`) is checked without it,
         # as if it declared none.
-        absent = [name for name in ("pending", "approval") if stats.get(f"without {name}")]
+        absent = [
+            name for name in ("pending", "approval", "stream") if stats.get(f"without {name}")
+        ]
         checked, skipped, narrowed = coverage(own, features, absent=absent)
     else:
         checked, skipped, narrowed = tuple(own), (), ()

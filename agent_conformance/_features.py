@@ -36,6 +36,10 @@ from ._agent_properties import (
     SEND_AFTER_CANCEL_RUNS,
     STEERING_DELIVERED,
     STEERING_NEVER_LOST,
+    STREAM_ENDS_WITH_TURN_END,
+    STREAM_FOLLOWS_ITS_TURN,
+    STREAM_RESULT_FROM_RECORDS,
+    STREAM_SLOW_READER_LOSES_NOTHING,
     TURN_END_REASON,
     WAIT_IDLE_CLOSED,
     WAIT_IDLE_RETURNS,
@@ -85,6 +89,9 @@ class Features:
     steering_at_step_limit: steering left when `max_steps` ends a turn is `requeue`d as the
         next prompt (A3), or `answer`ed by one more model step beyond the limit, after which
         the turn ends `max_steps` (steering that arrives during that step is re-queued).
+    stream: the agent has `stream(prompt)`, whose readers get the events of that prompt's
+        turn (V1-V4). An agent without a `stream` attribute is checked without it, as if it
+        declared none.
     cancel_after_final_answer: a cancel landing after the model's final answer (a StepEnded
         listener's) ends the turn `aborted`, or the answer stands and it ends `completed`;
         either way the cancel is effective and drops the queue.
@@ -102,6 +109,7 @@ class Features:
     same_batch_races: bool = True
     close_while_cancelling: bool = True
     approval: bool = True
+    stream: bool = True
     steering_at_step_limit: SteeringAtStepLimit = "requeue"
     cancel_after_final_answer: CancelAfterFinalAnswer = "aborted"
 
@@ -201,6 +209,15 @@ GATES: dict[str, Gate] = {
             CANCEL_DECISION_ABORTS,
             ALWAYS_REMEMBERED,
             APPROVAL_WAIT_UNTIMED,
+        ),
+    ),
+    "stream": Gate(
+        ("send_streamed (a plain send instead)", "read_streams"),
+        (
+            STREAM_FOLLOWS_ITS_TURN,
+            STREAM_ENDS_WITH_TURN_END,
+            STREAM_SLOW_READER_LOSES_NOTHING,
+            STREAM_RESULT_FROM_RECORDS,
         ),
     ),
 }

@@ -256,13 +256,17 @@ _STEERING = {"one-send-one-turn", "steering-delivered", "steering-never-lost"}
 def test_a_design_other_than_the_declared_one_fails(
     factory: object, features: Features | None, caught_by: set[str]
 ) -> None:
-    # A fixed seed rather than derandomised: the same examples every run either way, and
-    # the derandomised sample of this budget misses the window of a cancel after the final
-    # answer since the approval window joined the machine (D185; seed 1 finds it, as 6 of 8
-    # seeds do).
-    machine = agent_machine_for(factory, features)  # type: ignore[arg-type]
+    # Fixed seeds rather than derandomised: the derandomised sample of this budget misses
+    # the window of a cancel after the final answer since the approval window joined the
+    # machine (D185). A seed's programs also shift with the rules the machine has and with
+    # what the process imported (D385), so the first of a few seeds that finds a violation
+    # is judged: 4 to 8 of 8 seeds find each of these.
     budget = agent_settings(settings(FOUND_IS_CAUGHT, derandomize=False))
-    report = _run("agent", machine, budget, 1, None, features)
+    for seed in (1, 2, 3, 4, 5):
+        machine = agent_machine_for(factory, features)  # type: ignore[arg-type]
+        report = _run("agent", machine, budget, seed, None, features)
+        if report.failure is not None:
+            break
     assert isinstance(report.failure, ContractViolation), describe_failure(report.failure)
     assert report.failure.property.name in caught_by, report.failure
 

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import _agent, _approval, _durable, _lifecycle, _mcp, _shell
+from . import _agent, _approval, _durable, _lifecycle, _mcp, _shell, _streams
 from ._seeded import Seeded
 
 __all__ = ["SEEDED", "Seeded"]
 
-_MODULES: tuple[ModuleType, ...] = (_agent, _approval, _lifecycle, _durable, _shell, _mcp)
+_MODULES: tuple[ModuleType, ...] = (
+    _agent,
+    _streams,
+    _approval,
+    _lifecycle,
+    _durable,
+    _shell,
+    _mcp,
+)
 
 SEEDED: tuple[Seeded, ...] = tuple(s for module in _MODULES for s in module.SEEDED)
 """Every seeded defect, with the machine and the property that must catch it."""
