@@ -55,6 +55,7 @@ from ._agent_properties import (
     INJECT_NEVER_WAKES,
     PROPERTIES,
     STATUS_AFTER_SEND,
+    WAIT_IDLE_CHECKPOINTS,
     WAIT_IDLE_RETURNS,
 )
 from ._agent_streams import AgentStreams
@@ -279,6 +280,9 @@ class AgentMachine(AgentStreams):
         mid = self._deliver(self.agent.steer, self._content("steering"), "steer")
         self.host.settle()
         self.ref.steer(mid)
+        if self._idle_cancelled:  # with no turn, steering is a prompt: stranded by it?
+            self._idle_cancelled = False
+            self._check_not_stranded(mid)
 
     @precondition(lambda self: self.has.inject)
     @rule(role=st.sampled_from(["str", "user", "system"]))
@@ -421,7 +425,8 @@ class AgentMachine(AgentStreams):
 
     @rule()
     def wait_idle(self) -> None:
-        """`wait_idle()` must return exactly when the reference is idle (or closed)."""
+        """`wait_idle()` must return exactly when the reference is idle (or closed), and
+        always after a checkpoint."""
         returned = self.host.call(self._wait_idle_if_it_returns)
         expected = self.ref.status != "running"
         WAIT_IDLE_RETURNS.check(
@@ -431,6 +436,20 @@ class AgentMachine(AgentStreams):
                 f"should be {self._describe()}"
             ),
         )
+        checkpointed = self.host.call(self._wait_idle_checkpoints)
+        WAIT_IDLE_CHECKPOINTS.check(
+            checkpointed,
+            lambda: (
+                f"wait_idle() in a cancelled scope returned without raising Cancelled, "
+                f"the agent {self._describe()}"
+            ),
+        )
+
+    async def _wait_idle_checkpoints(self) -> bool:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await self.agent.wait_idle()
+        return scope.cancelled_caught
 
     @precondition(lambda self: self.ref.status != "closed" and self._steps >= CLOSE_AFTER)
     @rule()

@@ -136,6 +136,12 @@ WAIT_IDLE_RETURNS = _agent(
     "`wait_idle()` returns at once when the agent is IDLE with nothing queued, and otherwise "
     "when it settles out of RUNNING with nothing queued; never before",
 )
+WAIT_IDLE_CHECKPOINTS = _agent(
+    "A9",
+    "wait-idle-checkpoints",
+    "`wait_idle()` returns after a checkpoint: awaited in a cancelled scope it raises "
+    "Cancelled, whatever the agent's state, an IDLE agent's included",
+)
 WAIT_IDLE_CLOSED = _agent(
     "A9",
     "wait-idle-closed",
@@ -272,6 +278,7 @@ PROPERTIES: tuple[Property, ...] = (
     HISTORY_VALID,
     PARTIAL_REPLY_KEPT,
     WAIT_IDLE_RETURNS,
+    WAIT_IDLE_CHECKPOINTS,
     WAIT_IDLE_CLOSED,
     CLOSED_REFUSES,
     LISTENER_ERRORS_CONTAINED,

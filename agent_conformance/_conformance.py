@@ -12,7 +12,7 @@ import random
 import re
 import time
 import traceback
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -239,7 +239,7 @@ def _run(
         with watching_threads() as threads:
             run()
     except Exception as exc:
-        failure = found_in(exc)
+        failure = found_in(exc, getattr(machine, "violations", ()))
     finally:
         hypothesis.core.global_force_seed = previous
     if failure is not None and threads:
@@ -364,10 +364,15 @@ NOT_REPLAYED = (
 )
 
 
-def found_in(failure: Exception) -> Exception:
+def found_in(failure: Exception, seen: Sequence[ContractViolation] = ()) -> Exception:
     """What a run found, as a report shows it. A failure Hypothesis could not replay comes
     wrapped in its `FlakyFailure` group; the finding is the violation (else the first
-    exception that is not Hypothesis's own) inside, noted as not replayed."""
+    exception that is not Hypothesis's own) inside, noted as not replayed. When the replay
+    went further than the failing run (`FlakyStrategyDefinition`: it passed the failing step
+    and drew more), the finding is the first violation `seen` in the run, if any."""
+    if isinstance(failure, hypothesis.errors.FlakyStrategyDefinition) and seen:
+        seen[0].add_note(NOT_REPLAYED)
+        return seen[0]
     if not isinstance(failure, hypothesis.errors.FlakyFailure):
         return failure
     leaves = [leaf for leaf in _leaves(failure) if isinstance(leaf, Exception)]

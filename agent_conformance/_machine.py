@@ -85,6 +85,9 @@ class ConformanceMachine(RuleBasedStateMachine):
     """Counts examples and checked steps."""
     histories: ClassVar[set[int]]
     """Fingerprints of the distinct histories the examples produced."""
+    violations: ClassVar[list[ContractViolation]] = []
+    """The first violation a step raised in this run, kept for the report when Hypothesis
+    cannot replay it (`machine_for` gives each run its own list)."""
 
     def __init__(self, host: TrioHost) -> None:
         super().__init__()
@@ -109,6 +112,8 @@ class ConformanceMachine(RuleBasedStateMachine):
             if not any(note.startswith(PROGRAM_NOTE) for note in notes):
                 steps = "\n".join(f"  {step}" for step in self.program) or "  (no step yet)"
                 violation.add_note(f"{PROGRAM_NOTE}\n{steps}")
+            if not type(self).violations:
+                type(self).violations.append(violation)
             raise
 
     def step_begins(self) -> None:
@@ -195,7 +200,11 @@ class ConformanceMachine(RuleBasedStateMachine):
 def machine_for(base: type[M], factory: Callable[..., Any] | None) -> type[M]:
     """A fresh subclass of `base` for one run: its own counters, and `factory` (when given)
     as its target."""
-    namespace: dict[str, Any] = {"stats": {"examples": 0, "checks": 0}, "histories": set[int]()}
+    namespace: dict[str, Any] = {
+        "stats": {"examples": 0, "checks": 0},
+        "histories": set[int](),
+        "violations": list[ContractViolation](),
+    }
     name = base.__name__
     if factory is not None:
         namespace["factory"] = staticmethod(factory)

@@ -5,10 +5,18 @@ what it sees), opened by the opener under test and closed by every path a caller
     initialize: open a server (plain, or one that ignores SIGTERM; both start a child),
                 and choose how its block will be left (it ends, raises, or an outer
                 cancel ends it)
-    rules: call echo / call slow and cancel it / call crash
+    rules: call echo / call slow and cancel it / call crash / add a tool / call picture
+           or fail / read the server's environment
     teardown: leave the block as chosen, then look in /proc
 
 Each check is a named property of a rule of the contract (`_mcp_properties`):
+
+- M1: a tool the server adds, announcing it before it answers, is in the tool set when the
+  call returns, named and described as the server says;
+- M2: an image is described on a line, an error the server reports is an error result
+  with its text, and a call of a dead server is an error result saying it failed;
+- M6: the server runs in the cwd it was given, with the scrubbed environment plus its
+  configured `env`: no credential of this process's environment reaches it;
 
 - M7: once the tool set's `async with` is left, by any path, no process the server started
   is alive (the server's own pid and its child's, from its record file, read in /proc);
@@ -45,8 +53,17 @@ from trio_agents import McpServer, Tool, ToolContext, ToolResult
 from trio_agents.testing import TrioHost, WallClock
 
 from ._machine import ConformanceMachine, rule
-from ._mcp_properties import CANCEL_REACHES_SERVER, CLOSE_REAPS, CONNECTION_USABLE
+from ._mcp_properties import (
+    CANCEL_REACHES_SERVER,
+    CLOSE_REAPS,
+    CONNECTION_USABLE,
+    RESULT_TEXT,
+    SERVER_ENVIRONMENT,
+    TOOLS_RELISTED,
+)
 from ._mcp_properties import PROPERTIES as PROPERTIES
+from ._mcp_server import PNG_BYTES
+from ._shell_probes import CREDENTIAL, INNOCENT, OUTSIDER, PASSED, SECRETS, secret_environment
 from ._targets import McpOpener
 from ._vocabulary import mcp_tool_name
 
@@ -59,6 +76,8 @@ SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
 TEXTS = ("hi", "two words", "ünïcödé")
+# What every stdio server's environment holds, whatever this process's has (M6).
+FIXED_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 
 ClosePath = Literal["end", "raise", "outer-cancel"]
 CLOSE_PATHS: tuple[ClosePath, ...] = ("end", "raise", "outer-cancel")
@@ -150,6 +169,8 @@ class McpMachine(ConformanceMachine):
         self._calls = 0
         self._path: ClosePath = "end"
         self._leave_by: ClosePath = "end"
+        self._added = 0
+        self._configured: dict[str, str] = {}
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -159,8 +180,11 @@ class McpMachine(ConformanceMachine):
         left by `path` at the end of the example."""
         self.record = os.path.join(self.dir, "record.jsonl")
         server = reference_server(self.record, ignore_term=ignore_term)
+        self._configured = dict(server.env or {})
         self._leave_by = path
-        self.tools = self.host.call(self.host.nursery.start, self._hold, server)
+        # Credentials in this process's environment while the server starts (M6).
+        with secret_environment():
+            self.tools = self.host.call(self.host.nursery.start, self._hold, server)
         self.pids |= self._recorded_pids()
         self.trace.append(f"open {'deaf' if ignore_term else 'plain'}, leave by {path}")
 
@@ -290,6 +314,7 @@ class McpMachine(ConformanceMachine):
         context = self._context()
         result = self.host.call(lambda: tool({"text": text}, context))
         if self.crashed:
+            self._check_failed("echo", result)
             self.trace.append("echo after crash")
             return
         answer = ToolResult(result) if isinstance(result, str) else result
@@ -350,9 +375,122 @@ class McpMachine(ConformanceMachine):
         group, until the tool set closes). What the call answers is rule M2's business."""
         tool = self._tool("crash")
         context = self._context()
-        self.host.call(lambda: tool({}, context))
+        result = self.host.call(lambda: tool({}, context))
         self.crashed = True
+        self._check_failed("crash", result)
         self.trace.append("crash")
+
+    def _check_failed(self, name: str, result: ToolResult | str) -> None:
+        answer = ToolResult(result) if isinstance(result, str) else result
+        prefix = f"MCP server {SERVER!r}: tool {name!r} failed: "
+        RESULT_TEXT.check(
+            answer.is_error and answer.content.startswith(prefix),
+            lambda: (
+                f"a call of {name} to a server that died answered {result!r}, not an "
+                f"error result starting {prefix!r}"
+            ),
+        )
+
+    @precondition(_usable)
+    @rule()
+    def add_tool(self) -> None:
+        """Have the server add a tool, announcing the change before it answers: the new tool
+        is in the tool set when the call returns, and answers (M1)."""
+        name = f"added_{self._added}"
+        self._added += 1
+        tool = self._tool("add_tool")
+        context = self._context()
+        result = self.host.call(lambda: tool({"name": name}, context))
+        assert self.tools is not None
+        wanted = mcp_tool_name(SERVER, name)
+        found = [t for t in self.tools if t.name == wanted]
+        TOOLS_RELISTED.check(
+            len(found) == 1,
+            lambda: (
+                f"add_tool({name!r}) answered {result!r}; then the tool set held "
+                f"{[t.name for t in self.tools or ()]}, not one {wanted!r}"
+            ),
+        )
+        description = f"Added at run time as {name}."
+        TOOLS_RELISTED.check(
+            found[0].description == description,
+            lambda: (
+                f"{wanted} has the description {found[0].description!r}, not the "
+                f"server's {description!r}"
+            ),
+        )
+        added = found[0]
+        answer = self.host.call(lambda: added({}, self._context()))
+        answer = ToolResult(answer) if isinstance(answer, str) else answer
+        CONNECTION_USABLE.check(
+            not answer.is_error and answer.content == f"{name} called",
+            lambda: f"the added tool {wanted} answered {answer!r}",
+        )
+        self.trace.append("add tool")
+
+    @precondition(_usable)
+    @rule(kind=st.sampled_from(["picture", "fail"]))
+    def call_result_kind(self, kind: str) -> None:
+        """A result that is not text: an image, or an error the server reports (M2)."""
+        tool = self._tool(kind)
+        context = self._context()
+        arguments = {"text": "the reference fails on purpose"} if kind == "fail" else {}
+        result = self.host.call(lambda: tool(arguments, context))
+        answer = ToolResult(result) if isinstance(result, str) else result
+        if kind == "picture":
+            expected = f"[image: image/png, {PNG_BYTES} bytes]"
+            RESULT_TEXT.check(
+                not answer.is_error and answer.content == expected,
+                lambda: f"picture() answered {result!r}, not the text {expected!r}",
+            )
+        else:
+            prefix = f"MCP server {SERVER!r}: tool 'fail' reported an error: "
+            RESULT_TEXT.check(
+                answer.is_error
+                and answer.content.startswith(prefix)
+                and "the reference fails on purpose" in answer.content,
+                lambda: (
+                    f"fail() answered {result!r}, not an error result starting {prefix!r} "
+                    "with the server's text"
+                ),
+            )
+        self.trace.append(kind)
+
+    @precondition(_usable)
+    @rule()
+    def read_environment(self) -> None:
+        """The server's working directory and environment: what M6 lets through, and
+        nothing of the credentials this process held when it started."""
+        tool = self._tool("environment")
+        context = self._context()
+        result = self.host.call(lambda: tool({}, context))
+        answer = ToolResult(result) if isinstance(result, str) else result
+        seen = json.loads(answer.content)
+        env: dict[str, str] = seen["env"]
+        leaked = sorted(
+            name
+            for name in env
+            if CREDENTIAL.search(name) or name in SECRETS or name in (OUTSIDER[0], PASSED[0])
+        )
+        SERVER_ENVIRONMENT.check(not leaked, lambda: f"the server's environment held {leaked}")
+        values = sorted(n for n, v in SECRETS.items() if v in answer.content)
+        SERVER_ENVIRONMENT.check(
+            not values, lambda: f"the server's environment held the values of {values}"
+        )
+        wanted = {**FIXED_ENV, INNOCENT[0]: INNOCENT[1], **self._configured}
+        wrong = sorted(name for name, value in wanted.items() if env.get(name) != value)
+        SERVER_ENVIRONMENT.check(
+            not wrong,
+            lambda: (
+                "the server's environment has "
+                + ", ".join(f"{n}={env.get(n)!r} (expected {wanted[n]!r})" for n in wrong)
+            ),
+        )
+        SERVER_ENVIRONMENT.check(
+            os.path.realpath(seen["cwd"]) == os.path.realpath(self.dir),
+            lambda: f"the server runs in {seen['cwd']}, not the cwd it was given, {self.dir}",
+        )
+        self.trace.append("environment")
 
     # -- invariants ---------------------------------------------------------------------------
 

@@ -1,11 +1,19 @@
-"""The properties the MCP machine checks, rule by rule (M7-M8 of docs/contract.md). Each says,
-in the contract's words, what a violation quotes. Pure: no trio, no Hypothesis."""
+"""The properties the MCP machine checks, rule by rule (M1, M2, M6-M8 of docs/contract.md).
+Each says, in the contract's words, what a violation quotes. Pure: no trio, no Hypothesis."""
 
 from __future__ import annotations
 
 from ._properties import Property
 
-__all__ = ["CANCEL_REACHES_SERVER", "CLOSE_REAPS", "CONNECTION_USABLE", "PROPERTIES"]
+__all__ = [
+    "CANCEL_REACHES_SERVER",
+    "CLOSE_REAPS",
+    "CONNECTION_USABLE",
+    "PROPERTIES",
+    "RESULT_TEXT",
+    "SERVER_ENVIRONMENT",
+    "TOOLS_RELISTED",
+]
 
 
 def _mcp(rule: str, name: str, says: str) -> Property:
@@ -32,5 +40,35 @@ CONNECTION_USABLE = _mcp(
     "follow, each with its own answer",
 )
 
-PROPERTIES: tuple[Property, ...] = (CLOSE_REAPS, CANCEL_REACHES_SERVER, CONNECTION_USABLE)
+TOOLS_RELISTED = _mcp(
+    "M1",
+    "mcp-tools-relisted",
+    "each tool of a server is a Tool named mcp__<server>__<tool> with the server's "
+    "description; a change the server announces (notifications/tools/list_changed) before "
+    "it answers a call is listed before that call's result is returned",
+)
+RESULT_TEXT = _mcp(
+    "M2",
+    "mcp-result-text",
+    "a call's result is its text, each block other than text described on a line of its "
+    "own ([image: image/png, 70 bytes]); a result the server marks as an error is an error "
+    "result `MCP server 'S': tool 'T' reported an error: TEXT`; a server that died during "
+    "the call, or before it, gives an error result `MCP server 'S': tool 'T' failed: REASON`",
+)
+SERVER_ENVIRONMENT = _mcp(
+    "M6",
+    "mcp-server-environment",
+    "a stdio server runs in `cwd` with the scrubbed environment bash commands get (the "
+    "allowed names of this process's environment, then NO_COLOR=1, TERM=dumb, PAGER=cat, "
+    "GIT_PAGER=cat) plus its configured `env`: no other variable of this process reaches it",
+)
+
+PROPERTIES: tuple[Property, ...] = (
+    TOOLS_RELISTED,
+    RESULT_TEXT,
+    SERVER_ENVIRONMENT,
+    CLOSE_REAPS,
+    CANCEL_REACHES_SERVER,
+    CONNECTION_USABLE,
+)
 """Every property of the MCP machine."""

@@ -11,6 +11,9 @@ the server listens; at `/mcp`), or the older HTTP+SSE transport with ``--http PO
 - ``add_tool(name)``: adds a tool ``name`` (it returns ``"<name> called"``) and sends
   ``notifications/tools/list_changed``.
 - ``picture()``: an image result (a 1x1 PNG).
+- ``fail(text)``: raises an error whose message is ``text`` (an error result).
+- ``environment()``: a JSON object of the server's working directory (``cwd``) and its
+  environment (``env``).
 
 Options that make it misbehave on purpose, for the tests of the client's ownership:
 
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 _PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
+PNG_BYTES = len(_PNG)  # what the client's description of the image says
 
 
 class _Recorder:
@@ -80,6 +84,7 @@ def _build(recorder: _Recorder) -> "MCPServer":
     # (--crash-on-start, --no-initialize) should fail at once. Without `from __future__
     # import annotations`, the tools' annotations are objects, so the SDK needs no globals.
     from mcp.server.mcpserver import Context, Image, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer(name="reference", version="1")
 
@@ -114,6 +119,16 @@ def _build(recorder: _Recorder) -> "MCPServer":
     @server.tool(description="Return a 1x1 PNG image.")
     def picture() -> Image:
         return Image(data=_PNG, format="png")
+
+    @server.tool(description="Fail with TEXT.")
+    def fail(text: str) -> str:
+        # ToolError: the SDK sends its message as the error result's text (any other
+        # exception becomes "Error executing tool fail", without it).
+        raise ToolError(text)
+
+    @server.tool(description="Return the server's working directory and environment.")
+    def environment() -> str:
+        return json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)})
 
     return server
 

@@ -372,8 +372,10 @@ async def _past_timeout_once(
     )
     if outcome in expected:
         return None
-    if outcome == killed and trap_set:
-        # Killed before its trap ended: right if SIGTERM came first and the grace passed.
+    if outcome == killed:
+        # Killed before its trap ended (or before bash, starved, even set it or wrote its
+        # pid: SIGKILL pending beats SIGTERM pending): right if SIGTERM came first and the
+        # grace passed.
         if seconds < spec.timeout + grace:
             OUTCOME_FIELDS.fail(
                 f"{wrong}: SIGKILLed {seconds:.2f}s after it started, before its timeout "

@@ -8,12 +8,14 @@ has not read the suite: `NN-name.patch` (a unified diff against this checkout, a
 and 1 on the variant (the proof that the defect changes what a user sees). Batches live
 outside the repository: a batch the suite was improved with is no longer blind.
 
-For each patch the script copies this checkout's two packages into a temporary tree,
-applies the patch and runs the main job there (`trio-agents conformance --seed S`, ci
-profile); with `--acp`, also the ACP machine against the variant's `trio-agents acp`. A
-defect is caught when a run exits 1. `--scenarios` first checks each scenario on the clean
-tree and on its variant. The last lines give the rate per column. Not a test: a batch of 30
-takes about half an hour on two cores.
+For each patch the script copies the suite and the runtime as they are at a commit
+(`--rev`, default HEAD) into a temporary tree, applies the patch and runs the main job
+there (`trio-agents conformance --seed S`, ci profile); with `--acp always` (or `missed`:
+only where the main job missed), also the ACP machine against the variant's
+`trio-agents acp`. A defect is caught when a run exits 1. `--scenarios` first checks each
+scenario on the clean tree and on its variant. The last lines give the rate per column. Not
+a test: a batch of 30 takes about half an hour on two cores (twice that with the ACP
+machine).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def judge(command: list[str], tree: Path) -> tuple[bool, str]:
     return True, f"{machine}: {finding}"[:300]
 
 
-def measure(patch: Path, seed: int, acp: bool, scenarios: bool, base: Path, rev: str) -> Verdict:
+def measure(patch: Path, seed: int, acp: str, scenarios: bool, base: Path, rev: str) -> Verdict:
     verdict = Verdict(patch.stem)
     with tempfile.TemporaryDirectory(prefix=f"blind-{patch.stem[:2]}-", dir=base) as folder:
         tree = copy_tree(Path(folder), rev)
@@ -114,7 +116,7 @@ def measure(patch: Path, seed: int, acp: bool, scenarios: bool, base: Path, rev:
             verdict.scenario = f"variant exit {ran.returncode}"
         main = [PYTHON, "-m", "trio_agents._cli", "conformance", "--seed", str(seed)]
         verdict.columns["main"] = judge(main, tree)
-        if acp:
+        if acp == "always" or (acp == "missed" and not verdict.columns["main"][0]):
             command = [
                 PYTHON, "-m", "agent_conformance._cli", "--acp", "--seed", str(seed),
                 "--no-shrink", "--", PYTHON, "-m", "trio_agents._cli", "acp", "--model", "openai",
@@ -128,7 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("batch", type=Path, help="the folder of NN-name.patch files")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2, help="defects measured at once")
-    parser.add_argument("--acp", action="store_true", help="also run the ACP machine")
+    parser.add_argument(
+        "--acp",
+        choices=["never", "missed", "always"],
+        default="never",
+        help="also run the ACP machine: never, only where the main job missed, or always",
+    )
     parser.add_argument("--scenarios", action="store_true", help="check each proof first")
     parser.add_argument("--rev", default="HEAD", help="the commit whose suite is measured")
     parser.add_argument("--start", default="", help="skip the patches named before this")
@@ -165,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\nbatch {args.batch}, suite at {rev}, seed {args.seed}, {time.monotonic() - started:.0f}s"
     )
     print(f"the main job caught {main_caught} of {total} ({main_caught / total:.0%})")
-    if args.acp:
+    if args.acp != "never":
         either = sum(any(c for c, _ in v.columns.values()) for v in verdicts)
         print(f"the main job or the ACP machine caught {either} of {total} ({either / total:.0%})")
     return 0

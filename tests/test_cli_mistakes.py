@@ -128,7 +128,7 @@ def test_the_output_ends_by_saying_what_was_checked_and_where_it_is_explained(
     target = "agent_conformance._agent_machine:builtin_agent_factory"
     assert main(["conformance", "--target", target, "--max-examples", "5"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("checked 35 properties on 1 machine: agent (35); all held.")
+    assert last.startswith("checked 40 properties on 1 machine: agent (40); all held.")
     assert last.endswith("docs/conformance.md")
 
 

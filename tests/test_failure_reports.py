@@ -9,6 +9,7 @@ import itertools
 import tempfile
 from collections.abc import Hashable
 
+import hypothesis.errors
 import trio
 from hypothesis import settings
 
@@ -17,8 +18,10 @@ from agent_conformance._conformance import (  # the report's own pieces
     NOT_REPLAYED,
     _run,  # pyright: ignore[reportPrivateUsage]
     describe_failure,
+    found_in,
 )
 from agent_conformance._machine import ConformanceMachine, machine_for, rule
+from agent_conformance._properties import violation as make_violation
 from agent_conformance._threads import watching_threads
 from trio_agents import SqliteStore
 from trio_agents.testing import TrioHost
@@ -128,3 +131,14 @@ def test_the_runtimes_own_threads_are_not_reported() -> None:
     with watching_threads() as started, tempfile.TemporaryDirectory() as directory:
         trio.run(main, f"{directory}/s.sqlite3")
     assert started == []
+
+
+def test_a_replay_that_drew_more_than_the_failing_run_reports_the_runs_violation() -> None:
+    # The failing run stopped at its violation; Hypothesis's replay passed that step and drew
+    # more, which it reports as inconsistent data generation. The finding is the violation.
+    violation = make_violation(CANCEL_ORDER, "a second CancelRequested")
+    flaky = hypothesis.errors.FlakyStrategyDefinition("the second run drew more data")
+    found = found_in(flaky, [violation])
+    assert found is violation
+    assert NOT_REPLAYED in getattr(found, "__notes__", [])
+    assert found_in(flaky, []) is flaky  # nothing seen: Hypothesis's own error, as it is

@@ -25,7 +25,7 @@ from .support.mcp import environment, http_server, reference, wait_for_event
 
 pytestmark = pytest.mark.subprocess
 
-REFERENCE_TOOLS = ["echo", "slow", "crash", "add_tool", "picture"]
+REFERENCE_TOOLS = ["echo", "slow", "crash", "add_tool", "picture", "fail", "environment"]
 
 
 def results(records: list[Mapping[str, Any]]) -> list[tuple[str, bool]]:
@@ -69,7 +69,7 @@ async def exercise(tools: McpTools, server: str, record: pathlib.Path) -> None:
         offered = [[spec.name for spec in request.tools] for request in model.requests]
         assert name + "zap" not in offered[1]
         assert offered[2][-1] == name + "zap"  # the step after the change has it
-        assert len(tools) == 7
+        assert len(tools) == 1 + len(REFERENCE_TOOLS) + 1  # the base tool, and zap
 
         agent.send("second")
         await wait_for_event(record, "started")

@@ -28,9 +28,12 @@ CI = settings(
 def test_a_minimal_correct_asyncio_agent_passes_every_property() -> None:
     report = check_agent_conformance(factory, settings=CI, seed=34)
     assert report.passed
-    # Only what approval gates goes unchecked: the loop has no approver (nor a step timeout,
-    # which skips nothing approval does not).
-    assert {prop for prop, _ in report.skipped} == set(GATES["approval"].skips)
+    # Only what approval and streams gate goes unchecked: the loop has no approver (nor a
+    # step timeout, which skips nothing approval does not) and no `stream`.
+    assert {prop for prop, _ in report.skipped} == {
+        *GATES["approval"].skips,
+        *GATES["stream"].skips,
+    }
 
 
 def test_A12_a_turn_cancelled_as_it_starts_keeps_its_prompt() -> None:

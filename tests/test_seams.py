@@ -40,6 +40,8 @@ SEAMS = frozenset(
         "trio_agents.ShellExecutor._environment",
         "trio_agents.ShellExecutor._spill_for",
         "trio_agents.SqliteStore._append_sync",
+        "trio_agents.SqliteStore._appended",
+        "trio_agents.SqliteStore._committed_all",
         "trio_agents.SqliteStore._drain",
         "trio_agents.SqliteStore._write_batch",
         # replaced by assignment in the server's process (tests/support/acp_defects.py)

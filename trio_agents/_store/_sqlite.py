@@ -297,6 +297,10 @@ class SqliteStore(SessionStore):
                 self._committed.pop(session.id, None)
 
     def _appended(self, session: Session, record: Record) -> None:
+        """Queue `record` for the writer, and kick it for a commit trigger (or a full
+        batch). Never blocks.
+
+        Seam: a store double may queue a record without the kick (one whose commit waits)."""
         thread = self._thread
         with self._guarded():
             self._pending.append((session, len(session) - 1, record))
@@ -306,6 +310,9 @@ class SqliteStore(SessionStore):
                 thread.kick(waited=False)
 
     def _committed_all(self, session: Session) -> bool:
+        """Whether the writer has committed every record of `session`. Never blocks.
+
+        Seam: a store double may answer True early (one that says queued is committed)."""
         with self._guarded():
             return self._committed.get(session.id, len(session)) >= len(session)
 

@@ -440,6 +440,19 @@ class _ToolCallsNotRecorded(_LossySession):
         return type in ("tool/call", "tool/result")
 
 
+class WaitIdleWithoutCheckpoint(Agent):
+    """(A9) A fast path: `wait_idle` on an IDLE agent with nothing queued returns at once,
+    without a checkpoint."""
+
+    __slots__ = ()
+
+    async def wait_idle(self) -> None:
+        if self.status is AgentStatus.IDLE and not self.pending:
+            return  # the seeded defect: no checkpoint
+        await super().wait_idle()
+
+
+wait_idle_without_checkpoint = factory_for(WaitIdleWithoutCheckpoint)
 send_leaves_status_idle = factory_for(SendLeavesStatusIdle)
 prompts_run_newest_first = factory_for(PromptsRunNewestFirst)
 inject_wakes_idle_agent = factory_for(InjectWakesIdleAgent)
@@ -533,6 +546,12 @@ SEEDED = (
         "send-after-cancel-runs",
     ),
     Seeded("send-leaves-status-idle", send_leaves_status_idle, "agent", "status-after-send"),
+    Seeded(
+        "wait-idle-without-checkpoint",
+        wait_idle_without_checkpoint,
+        "agent",
+        "wait-idle-checkpoints",
+    ),
     Seeded("prompts-run-newest-first", prompts_run_newest_first, "agent", "one-send-one-turn"),
     Seeded("inject-wakes-idle-agent", inject_wakes_idle_agent, "agent", "inject-never-wakes"),
     Seeded(

@@ -3,6 +3,8 @@ a developer could make."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, overload
@@ -89,7 +91,82 @@ async def cancel_abandons_the_request(
         nursery.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def tools_listed_once(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """The tool set handed out is a list made when the servers started: a tool a server
+    adds later (notifications/tools/list_changed) never shows."""
+    async with open_mcp_tools(servers, **options) as tools:
+        yield list(tools)
+
+
+class _ErrorAsText:
+    """A tool whose error results come back as plain text (`is_error` dropped)."""
+
+    def __init__(self, tool: Tool) -> None:
+        self._tool = tool
+        self.name = tool.name
+        self.description = tool.description
+        self.parameters = tool.parameters
+
+    async def __call__(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> ToolResult | str:
+        answer = await self._tool(arguments, context)
+        return answer.content if isinstance(answer, ToolResult) else answer
+
+
+class _Wrapped(Sequence[Tool]):
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self._tools = tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        if isinstance(index, slice):
+            return [_ErrorAsText(t) for t in self._tools[index]]
+        return _ErrorAsText(self._tools[index])
+
+
+@asynccontextmanager
+async def error_results_as_text(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """A call's result is its text, and only its text: a result the server marks as an
+    error (or a failed call) reaches the model as an ordinary one."""
+    async with open_mcp_tools(servers, **options) as tools:
+        yield _Wrapped(tools)
+
+
+@asynccontextmanager
+async def servers_inherit_environment(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """Each stdio server gets this process's whole environment under its configured `env`
+    (so a server that needs PYTHONPATH or a token just works)."""
+    widened = [
+        dataclasses.replace(s, env={**os.environ, **(s.env or {})}) if s.command else s
+        for s in servers
+    ]
+    async with open_mcp_tools(widened, **options) as tools:
+        yield tools
+
+
 SEEDED = (
+    Seeded("mcp-tools-listed-once", tools_listed_once, "mcp", "mcp-tools-relisted"),
+    Seeded("mcp-error-results-as-text", error_results_as_text, "mcp", "mcp-result-text"),
+    Seeded(
+        "mcp-servers-inherit-environment",
+        servers_inherit_environment,
+        "mcp",
+        "mcp-server-environment",
+    ),
     Seeded("mcp-close-left-to-the-end", close_left_to_the_end, "mcp", "mcp-close-reaps"),
     Seeded(
         "mcp-cancel-abandons-the-request",

@@ -3,7 +3,9 @@ seeded defect (rules V1-V4)."""
 
 from __future__ import annotations
 
-from trio_agents import Agent, Record, TurnEnd, TurnEvent, TurnResult, TurnText, turn_result
+import trio
+
+from trio_agents import Agent, EventBus, TurnEnd, TurnEvent, TurnResult, TurnText, turn_result
 from trio_agents._agent._turn_stream import TurnStream
 
 from ._agent import factory_for
@@ -13,39 +15,59 @@ from ._seeded import Seeded
 
 
 class _TextTwice(TurnStream):
-    """A step's recorded text is handed out whole, also when its streamed pieces were."""
+    """A text event is handed out again before the next one: the buffer of the last piece
+    taken is not cleared."""
 
-    __slots__ = ()
+    __slots__ = ("_again",)
 
-    def _read_record(self, record: Record) -> TurnEvent | None:
-        if record.type == "assistant/message":
-            self._read = 0
-        return super()._read_record(record)
+    def __init__(self, agent: Agent, bus: EventBus, prompt: str) -> None:
+        super().__init__(agent, bus, prompt)
+        self._again: TurnEvent | None = None
+
+    async def __anext__(self) -> TurnEvent:
+        again, self._again = self._again, None
+        if again is not None:
+            await trio.lowlevel.checkpoint()
+            return again
+        event = await super().__anext__()
+        if isinstance(event, TurnText):
+            self._again = event
+        return event
 
 
 class _NoTurnEnd(TurnStream):
-    """Iteration stops at the turn's last `TurnStepEnd`: the `TurnEnd` is never handed out
-    (the turn is over anyway)."""
+    """Iteration stops when the turn ends: its `TurnEnd` is never handed out (the turn is
+    over anyway)."""
 
     __slots__ = ()
 
-    def _take(self) -> TurnEvent | None:
-        event = super()._take()
-        return None if isinstance(event, TurnEnd) else event
+    async def __anext__(self) -> TurnEvent:
+        event = await super().__anext__()
+        if isinstance(event, TurnEnd):
+            raise StopAsyncIteration
+        return event
 
 
 class _CatchUpWindow(TurnStream):
-    """A reader far behind catches up from the last few records only (a bounded copy, so
-    a slow reader never copies much): what came before them is skipped."""
+    """A reader far behind catches up from the newest events only (a bounded backlog): an
+    event taken when more than a few records were appended since the last one is skipped."""
 
-    __slots__ = ()
+    __slots__ = ("_seen",)
 
-    def _next_record(self) -> Record | None:
-        if not 0 <= self._cursor - self._batch_at < len(self._batch):
-            behind = len(self._agent.session) - self._cursor
-            if behind > WINDOW:
-                self._cursor += behind - WINDOW
-        return super()._next_record()
+    def __init__(self, agent: Agent, bus: EventBus, prompt: str) -> None:
+        super().__init__(agent, bus, prompt)
+        self._seen = -1
+
+    async def __anext__(self) -> TurnEvent:
+        session = self._agent.session
+        if self._seen < 0:
+            self._seen = len(session)
+        behind = len(session) - self._seen
+        self._seen = len(session)
+        event = await super().__anext__()
+        if behind > WINDOW and not isinstance(event, TurnEnd):
+            event = await super().__anext__()  # the oldest one is dropped
+        return event
 
 
 WINDOW = 4
@@ -78,8 +100,6 @@ stream_text_twice = factory_for(_agent_with(_TextTwice))
 stream_without_turn_end = factory_for(_agent_with(_NoTurnEnd))
 stream_catch_up_window = factory_for(_agent_with(_CatchUpWindow))
 stream_result_of_latest_turn = factory_for(_agent_with(_ResultOfLatestTurn))
-
-_ = TurnText  # the event the first two defects change
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded("stream-text-twice", stream_text_twice, "agent", "stream-follows-its-turn"),
