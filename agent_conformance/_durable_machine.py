@@ -63,6 +63,7 @@ from ._durable_properties import (
     CRASH_KEEPS_FLUSHED,
     CRASH_NO_TORN_RECORD,
     IDLE_AFTER_COMMIT,
+    LISTED_OLDEST_FIRST,
     PROPERTIES,
     QUEUED_PROMPT_COMMITTED,
     RESUME_OF_LIVE_REFUSED,
@@ -73,7 +74,7 @@ from ._durable_properties import (
 from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
-from ._vocabulary import PROMPT_RECORD_TYPES, TOOL_CALL, TURN_END
+from ._vocabulary import PROMPT_RECORD_TYPES, TOOL_CALL, TURN_END, TURN_START
 
 __all__ = [
     "PROPERTIES",
@@ -152,6 +153,7 @@ class DurableMachine(ConformanceMachine):
         self.expected: dict[str, tuple[Record, ...]] = {}
         self.cleanly_closed: set[str] = set()
         self.trace: list[str] = []
+        self.created: dict[str, int] = {}  # when each id was last created, in creations
         self._calls = 0
         self._closed_here: set[str] = set()  # closed in the current runtime
         # A connection the machine holds open on the file, as a reader of it would: the
@@ -277,8 +279,9 @@ class DurableMachine(ConformanceMachine):
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def _close_runtime(self) -> None:
-        """Close the runtime cleanly, then read every session it closed back from the
-        file."""
+        """Check the runtime's listing of its sessions, close it cleanly, then read every
+        session it closed back from the file."""
+        self._check_listing()
         sessions = {sid: handle.agent.session for sid, handle in self.handles.items()}
         self._stop_service()
         # Closing waits for worker threads, which settling does not: wait for the close.
@@ -365,6 +368,7 @@ class DurableMachine(ConformanceMachine):
         model, gate = ScriptedModel(hold_all=True), GateTool()
         handle = await self.rt.agents.create(model=model, tools=[gate], session_id=sid)
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
+        self.created[sid] = max(self.created.values(), default=-1) + 1
 
     @precondition(lambda self: bool(self.handles) or bool(self.expected))
     @rule(data=st.data())
@@ -516,9 +520,41 @@ class DurableMachine(ConformanceMachine):
         files = self.host.call(self._read_file, sorted(self.expected))
         for sid in sorted(self.expected):
             self._check_crashed(sid, files[sid])
+        self._check_listing()
         for sid in cut:
             if self.expected.get(sid):
                 self._resume_stored(sid)
+
+    def _check_listing(self) -> None:
+        """At rest (every live session flushed), the runtime's store lists every stored
+        session, oldest first, with its counts (L13)."""
+        listed = self.host.call(self.store.list_sessions)
+        held = {sid: tuple(h.agent.session.records) for sid, h in self.handles.items()}
+        held = {**self.expected, **held}
+        order = self.created
+        stored = sorted((sid for sid in order if held.get(sid)), key=order.__getitem__)
+        ids = [info.id for info in listed]
+        LISTED_OLDEST_FIRST.check(
+            ids == stored,
+            lambda: (
+                f"list_sessions() listed {ids}; the stored sessions, oldest first, are {stored}"
+            ),
+        )
+        for info in listed:
+            records = held[info.id]
+            ends = [r for r in records if r.type == TURN_END]
+            wanted = (
+                len(records),
+                sum(1 for r in records if r.type == TURN_START),
+                str(dict(ends[-1].data["reason"]).get("kind")) if ends else None,
+                None,
+            )
+            got = (info.records, info.turns, info.last_end, info.damage)
+            if got != wanted:
+                LISTED_OLDEST_FIRST.fail(
+                    f"list_sessions() gives {info.id!r} (records, turns, last_end, damage) = "
+                    f"{got}; the file holds {wanted}"
+                )
 
     def _check_crashed(self, sid: str, found: Sequence[Record] | str | None) -> None:
         appended = self.expected[sid]

@@ -110,6 +110,14 @@ QUEUED_PROMPT_COMMITTED = Property(
     "every record before them, without waiting for the turn they wait behind",
 )
 
+LISTED_OLDEST_FIRST = Property(
+    "L13",
+    "list-sessions-oldest-first",
+    "durable",
+    "`list_sessions` lists every stored session once, oldest first, each with the number of "
+    "its records, of its turns, and the kind of its last turn/end, as the store holds them",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     CRASH_NO_TORN_RECORD,
     CRASH_KEEPS_FLUSHED,
@@ -124,6 +132,7 @@ PROPERTIES: tuple[Property, ...] = (
     WRITE_AHEAD,
     IDLE_AFTER_COMMIT,
     QUEUED_PROMPT_COMMITTED,
+    LISTED_OLDEST_FIRST,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

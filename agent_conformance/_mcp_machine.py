@@ -76,6 +76,7 @@ SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
 TEXTS = ("hi", "two words", "ünïcödé")
+CONFIGURED_TERM = "trio-agents-configured-term"
 # What every stdio server's environment holds, whatever this process's has (M6).
 FIXED_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 
@@ -112,9 +113,9 @@ def reference_server(record: str, *, ignore_term: bool) -> McpServer:
     args = ["-m", "agent_conformance._mcp_server", "--record", record, "--spawn-child"]
     if ignore_term:
         args.append("--ignore-term")
-    return McpServer(
-        SERVER, command=sys.executable, args=tuple(args), env={"PYTHONPATH": _checkout()}
-    )
+    # TERM too, which the scrubbed environment sets: the configured value must win (M6).
+    env = {"PYTHONPATH": _checkout(), "TERM": CONFIGURED_TERM}
+    return McpServer(SERVER, command=sys.executable, args=tuple(args), env=env)
 
 
 def builtin_opener(

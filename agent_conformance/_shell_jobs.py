@@ -164,6 +164,11 @@ class JobChecks:
                     groups = live_groups()
                 pgid = self.shell.pgid(job_id)
                 survivors = groups.get(pgid, [])
+                if survivors:
+                    # SIGKILLed processes die once the kernel runs them, which a loaded
+                    # machine may not do before the executor's bounded wait ends (D399).
+                    survivors = _still_alive(pgid)
+                    groups = None
                 job.reaped = not survivors
                 if survivors:
                     cause = (
@@ -253,3 +258,18 @@ def open_gate(fifo: str, timeout: float = 30.0) -> None:
         finally:
             os.close(fd)
         return
+
+
+# Real seconds a killed group's members may take to leave the process table after the check
+# first sees them (a SIGKILLed process needs the CPU once more to die).
+GONE_WITHIN = 5.0
+
+
+def _still_alive(pgid: int) -> list[int]:
+    """The members of group `pgid` still alive after up to GONE_WITHIN seconds."""
+    deadline = time.monotonic() + GONE_WITHIN
+    survivors = live_groups().get(pgid, [])
+    while survivors and time.monotonic() < deadline:
+        time.sleep(0.01)
+        survivors = live_groups().get(pgid, [])
+    return survivors

@@ -18,6 +18,7 @@ from trio_agents import (
     Record,
     Runtime,
     Session,
+    SessionInfo,
     SessionStore,
     SqliteStore,
     StoredSession,
@@ -185,6 +186,14 @@ class _QueuedPromptLingersStore(SqliteStore):
         super()._appended(session, record)
 
 
+class _ListedNewestFirstStore(SqliteStore):
+    """Lists sessions newest first (what a listing shown to a person usually wants, but not
+    the contract's oldest first)."""
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return list(reversed(await super().list_sessions()))
+
+
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value))
 
@@ -204,6 +213,7 @@ repair_of_closed_turn = store_factory_for(_ClosedTurnRepairStore)
 last_batch_uncommitted = store_factory_for(_LazyCommitStore)
 claims_committed = store_factory_for(_ClaimsCommittedStore)
 queued_prompt_lingers = store_factory_for(_QueuedPromptLingersStore)
+sessions_listed_newest_first = store_factory_for(_ListedNewestFirstStore)
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded(
@@ -214,6 +224,12 @@ SEEDED: tuple[Seeded, ...] = (
         also=("idle-after-commit",),
     ),
     Seeded("queued-prompt-lingers", queued_prompt_lingers, "durable", "queued-prompt-committed"),
+    Seeded(
+        "sessions-listed-newest-first",
+        sessions_listed_newest_first,
+        "durable",
+        "list-sessions-oldest-first",
+    ),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
     Seeded(
         "repair-forgets-dangling-calls",

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import trio
 
-from trio_agents import Agent, EventBus, TurnEnd, TurnEvent, TurnResult, TurnText, turn_result
+from trio_agents import (
+    Agent,
+    EventBus,
+    TurnDropped,
+    TurnEnd,
+    TurnEvent,
+    TurnResult,
+    TurnText,
+    turn_result,
+)
 from trio_agents._agent._turn_stream import TurnStream
 
 from ._agent import factory_for
@@ -48,29 +57,28 @@ class _NoTurnEnd(TurnStream):
         return event
 
 
-class _CatchUpWindow(TurnStream):
-    """A reader far behind catches up from the newest events only (a bounded backlog): an
-    event taken when more than a few records were appended since the last one is skipped."""
+class _FollowsFromFirstRead(TurnStream):
+    """Subscribes lazily: a reader that first reads after the turn has begun to record
+    misses what came before its first read (the first event is lost)."""
 
-    __slots__ = ("_seen",)
+    __slots__ = ("_entered", "_first")
 
     def __init__(self, agent: Agent, bus: EventBus, prompt: str) -> None:
         super().__init__(agent, bus, prompt)
-        self._seen = -1
+        self._entered = 0
+        self._first = True
+
+    async def __aenter__(self) -> TurnStream:
+        self._entered = len(self._agent.session)
+        return await super().__aenter__()
 
     async def __anext__(self) -> TurnEvent:
-        session = self._agent.session
-        if self._seen < 0:
-            self._seen = len(session)
-        behind = len(session) - self._seen
-        self._seen = len(session)
+        late = self._first and len(self._agent.session) > self._entered
+        self._first = False
         event = await super().__anext__()
-        if behind > WINDOW and not isinstance(event, TurnEnd):
-            event = await super().__anext__()  # the oldest one is dropped
+        if late and not isinstance(event, TurnEnd | TurnDropped):
+            event = await super().__anext__()  # what came before the first read is gone
         return event
-
-
-WINDOW = 4
 
 
 class _ResultOfLatestTurn(TurnStream):
@@ -98,7 +106,7 @@ def _agent_with(stream: type[TurnStream]) -> type[Agent]:
 
 stream_text_twice = factory_for(_agent_with(_TextTwice))
 stream_without_turn_end = factory_for(_agent_with(_NoTurnEnd))
-stream_catch_up_window = factory_for(_agent_with(_CatchUpWindow))
+stream_follows_from_first_read = factory_for(_agent_with(_FollowsFromFirstRead))
 stream_result_of_latest_turn = factory_for(_agent_with(_ResultOfLatestTurn))
 
 SEEDED: tuple[Seeded, ...] = (
@@ -107,8 +115,8 @@ SEEDED: tuple[Seeded, ...] = (
         "stream-without-turn-end", stream_without_turn_end, "agent", "stream-ends-with-turn-end"
     ),
     Seeded(
-        "stream-catch-up-window",
-        stream_catch_up_window,
+        "stream-follows-from-first-read",
+        stream_follows_from_first_read,
         "agent",
         "stream-slow-reader-loses-nothing",
     ),
