@@ -284,6 +284,16 @@ class AgentStreams(AgentWindows):
     def _verify(self) -> None:
         super()._verify()
         for reader in self.readers:
+            ended = reader.drain.is_set() and any(
+                isinstance(e, TurnEnd | TurnDropped) for e in reader.events
+            )
+            if ended and not reader.iterated and reader.raised is None:
+                # Every task is blocked: a reader that got its turn's end and still waits
+                # for a next event was not told the iteration ended (V2).
+                STREAM_ENDS_WITH_TURN_END.fail(
+                    f"the stream of {reader.prompt_id} gave {seen_events(reader.events)} and "
+                    "its iteration did not end after its turn's end: the reader waits for more"
+                )
             if reader.resulted and not reader.checked:
                 self._check_reader(reader)
             elif reader.raised is not None:

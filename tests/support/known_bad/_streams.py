@@ -57,6 +57,23 @@ class _NoTurnEnd(TurnStream):
         return event
 
 
+class _GoesOnAfterTurnEnd(TurnStream):
+    """After handing out `TurnEnd` the iteration goes on waiting for more, for good."""
+
+    __slots__ = ("_ended",)
+
+    def __init__(self, agent: Agent, bus: EventBus, prompt: str) -> None:
+        super().__init__(agent, bus, prompt)
+        self._ended = False
+
+    async def __anext__(self) -> TurnEvent:
+        if self._ended:
+            await trio.sleep_forever()
+        event = await super().__anext__()
+        self._ended = isinstance(event, TurnEnd)
+        return event
+
+
 class _FollowsFromFirstRead(TurnStream):
     """Subscribes lazily: a reader that first reads after the turn has begun to record
     misses what came before its first read (the first event is lost)."""
@@ -106,6 +123,7 @@ def _agent_with(stream: type[TurnStream]) -> type[Agent]:
 
 stream_text_twice = factory_for(_agent_with(_TextTwice))
 stream_without_turn_end = factory_for(_agent_with(_NoTurnEnd))
+stream_goes_on_after_turn_end = factory_for(_agent_with(_GoesOnAfterTurnEnd))
 stream_follows_from_first_read = factory_for(_agent_with(_FollowsFromFirstRead))
 stream_result_of_latest_turn = factory_for(_agent_with(_ResultOfLatestTurn))
 
@@ -113,6 +131,12 @@ SEEDED: tuple[Seeded, ...] = (
     Seeded("stream-text-twice", stream_text_twice, "agent", "stream-follows-its-turn"),
     Seeded(
         "stream-without-turn-end", stream_without_turn_end, "agent", "stream-ends-with-turn-end"
+    ),
+    Seeded(
+        "stream-goes-on-after-turn-end",
+        stream_goes_on_after_turn_end,
+        "agent",
+        "stream-ends-with-turn-end",
     ),
     Seeded(
         "stream-follows-from-first-read",
