@@ -21,6 +21,7 @@ machine).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -60,8 +61,6 @@ def copy_tree(into: Path, rev: str) -> Path:
 
 
 def env_for(tree: Path) -> dict[str, str]:
-    import os
-
     # The tree's packages first, for every process the suite starts (the ACP agent too),
     # ahead of the editable install of this checkout.
     return {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}

@@ -28,6 +28,7 @@ import argparse
 import importlib
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -232,7 +233,7 @@ def run_group(group: Group, tree: Path, seed: int) -> None:
         timeout = max(MIN_TIMEOUT, TIMEOUT_FACTOR * first)
         print(f"{group.name}: {len(pending)} mutants to run; unmutated {first:.0f}s")
         os.environ.update(_env(tree))
-        command = " ".join(_quote(part) for part in command_for(group, seed))
+        command = shlex.join(command_for(group, seed))
         cwd = os.getcwd()
         os.chdir(tree)
         try:
@@ -250,12 +251,6 @@ def run_group(group: Group, tree: Path, seed: int) -> None:
                 )
         finally:
             os.chdir(cwd)
-
-
-def _quote(part: str) -> str:
-    import shlex
-
-    return shlex.quote(part)
 
 
 # -- the report ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, overload
 
@@ -35,13 +35,12 @@ async def close_left_to_the_end(
     yield await receive.receive()
 
 
-class _Abandoning(Sequence[Tool]):
-    """The tools, each call run in a task of the opener's: a cancelled caller stops waiting,
-    the request goes on."""
+class _Mapped(Sequence[Tool]):
+    """The tools of a live tool set, each handed out through `wrap` (a seeded defect's)."""
 
-    def __init__(self, tools: Sequence[Tool], nursery: trio.Nursery) -> None:
+    def __init__(self, tools: Sequence[Tool], wrap: Callable[[Tool], Tool]) -> None:
         self._tools = tools
-        self._nursery = nursery
+        self._wrap = wrap
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -52,8 +51,8 @@ class _Abandoning(Sequence[Tool]):
     def __getitem__(self, index: slice) -> Sequence[Tool]: ...
     def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
         if isinstance(index, slice):
-            return [_AbandonedCall(t, self._nursery) for t in self._tools[index]]
-        return _AbandonedCall(self._tools[index], self._nursery)
+            return [self._wrap(t) for t in self._tools[index]]
+        return self._wrap(self._tools[index])
 
 
 class _AbandonedCall:
@@ -87,7 +86,7 @@ async def cancel_abandons_the_request(
     server goes on running it (the pydantic-ai shape: the call runs in a task of the
     connection's, which the caller's cancel does not reach)."""
     async with open_mcp_tools(servers, **options) as tools, trio.open_nursery() as nursery:
-        yield _Abandoning(tools, nursery)
+        yield _Mapped(tools, lambda tool: _AbandonedCall(tool, nursery))
         nursery.cancel_scope.cancel()
 
 
@@ -117,23 +116,6 @@ class _ErrorAsText:
         return answer.content if isinstance(answer, ToolResult) else answer
 
 
-class _Wrapped(Sequence[Tool]):
-    def __init__(self, tools: Sequence[Tool]) -> None:
-        self._tools = tools
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    @overload
-    def __getitem__(self, index: int) -> Tool: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
-    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
-        if isinstance(index, slice):
-            return [_ErrorAsText(t) for t in self._tools[index]]
-        return _ErrorAsText(self._tools[index])
-
-
 @asynccontextmanager
 async def error_results_as_text(
     servers: Sequence[McpServer], **options: Any
@@ -141,7 +123,7 @@ async def error_results_as_text(
     """A call's result is its text, and only its text: a result the server marks as an
     error (or a failed call) reaches the model as an ordinary one."""
     async with open_mcp_tools(servers, **options) as tools:
-        yield _Wrapped(tools)
+        yield _Mapped(tools, _ErrorAsText)
 
 
 @asynccontextmanager
