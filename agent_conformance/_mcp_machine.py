@@ -6,7 +6,8 @@ what it sees), opened by the opener under test and closed by every path a caller
                 and choose how its block will be left (it ends, raises, or an outer
                 cancel ends it)
     rules: call echo / call slow and cancel it / call crash / add a tool / call picture
-           or fail / read the server's environment
+           or fail / read the server's environment / open a second block beside a server
+           that cannot start
     teardown: leave the block as chosen, then look in /proc
 
 Each check is a named property of a rule of the contract (`_mcp_properties`):
@@ -15,6 +16,9 @@ Each check is a named property of a rule of the contract (`_mcp_properties`):
   call returns, named and described as the server says;
 - M2: an image is described on a line, an error the server reports is an error result
   with its text, and a call of a dead server is an error result saying it failed;
+- M5: a block beside a server that cannot start (no such command, exits at once, never
+  answers `initialize`, or a second server of one name) raises the error its rule names,
+  in one line naming the server and why, and leaves no process of any of its servers;
 - M6: the server runs in the cwd it was given, with the scrubbed environment plus its
   configured `env`: no credential of this process's environment reaches it;
 
@@ -31,17 +35,16 @@ programs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Hashable, Sequence
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import trio
 from hypothesis import Phase
@@ -49,11 +52,27 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition
 
-from trio_agents import McpServer, Tool, ToolContext, ToolResult
+from trio_agents import McpConfigError, McpServer, McpServerError, Tool, ToolContext, ToolResult
 from trio_agents.testing import TrioHost, WallClock
 
 from ._machine import ConformanceMachine, rule
+from ._mcp_launch import (
+    BAD_REASONS,
+    BAD_SAYS,
+    BAD_STARTS,
+    BESIDE,
+    BROKEN,
+    SERVER,
+    SILENT_TIMEOUT,
+    BadStart,
+    broken_server,
+    builtin_opener,
+    gone,
+    marked,
+    reference_server,
+)
 from ._mcp_properties import (
+    BAD_START,
     CANCEL_REACHES_SERVER,
     CLOSE_REAPS,
     CONNECTION_USABLE,
@@ -69,14 +88,15 @@ from ._vocabulary import mcp_tool_name
 
 __all__ = ["PROPERTIES", "McpMachine", "mcp_settings"]
 
-SERVER = "ref"
 GRACE = 0.2  # the close grace given to the opener: a SIGTERM-ignoring server costs it
 START_TIMEOUT = 20.0  # a loaded machine starts Python slowly; failing starts are not checked
 SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
+# After a bad start, the good server's orphaned child is reaped by init, not by the opener:
+# a loaded machine's init can take seconds (D399's margin, for the shell's groups).
+ORPHAN_GONE_WITHIN = 5.0
 TEXTS = ("hi", "two words", "ünïcödé")
-CONFIGURED_TERM = "trio-agents-configured-term"
 # What every stdio server's environment holds, whatever this process's has (M6).
 FIXED_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 
@@ -90,52 +110,15 @@ class _Leaving(Exception):
 
 def mcp_settings(base: Settings) -> Settings:
     """Each example starts one or two real servers (a second and a half each on a loaded
-    machine): a seventy-fifth of the examples of `base` (at least 3), programs of at most 6
+    machine): a seventy-fifth of the examples of `base` (at least 3), programs of at most 10
     steps, and no shrinking: a failing program is short already, and each attempt to shrink
     it would start another server (D278)."""
     return Settings(
         base,
         max_examples=max(3, base.max_examples // 75),
-        stateful_step_count=min(base.stateful_step_count, 6),
+        stateful_step_count=min(base.stateful_step_count, 10),
         phases=[phase for phase in base.phases if phase is not Phase.shrink],
     )
-
-
-def _checkout() -> str:
-    """The directory this `agent_conformance` (and the `trio_agents` beside it) is imported
-    from, for the server's PYTHONPATH (its environment is scrubbed: it gets only what its
-    configuration says)."""
-    return str(Path(__file__).resolve().parent.parent)
-
-
-def reference_server(record: str, *, ignore_term: bool) -> McpServer:
-    """The reference server, recording to `record`, with a child in its group."""
-    args = ["-m", "agent_conformance._mcp_server", "--record", record, "--spawn-child"]
-    if ignore_term:
-        args.append("--ignore-term")
-    # TERM too, which the scrubbed environment sets: the configured value must win (M6).
-    env = {"PYTHONPATH": _checkout(), "TERM": CONFIGURED_TERM}
-    return McpServer(SERVER, command=sys.executable, args=tuple(args), env=env)
-
-
-def builtin_opener(
-    servers: Sequence[McpServer], **options: Any
-) -> AbstractAsyncContextManager[Sequence[Tool]]:
-    """`open_mcp_tools`, imported when called: `agent-conformance` imports this module
-    for every run, and the SDK only the MCP machine needs takes a second to import."""
-    # Imported here: the SDK takes a second to import, which only the MCP machine needs.
-    from trio_agents import open_mcp_tools
-
-    return open_mcp_tools(servers, **options)
-
-
-def _gone(pid: int) -> bool:
-    """Dead: absent from /proc, or a zombie waiting to be reaped."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 class McpMachine(ConformanceMachine):
@@ -172,6 +155,7 @@ class McpMachine(ConformanceMachine):
         self._leave_by: ClosePath = "end"
         self._added = 0
         self._configured: dict[str, str] = {}
+        self._bad_starts = 0
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -228,10 +212,10 @@ class McpMachine(ConformanceMachine):
         self.host.call(self._stopped.wait)
         self.tools = None
         deadline = time.monotonic() + GONE_WITHIN
-        alive = sorted(p for p in pids if not _gone(p))
+        alive = sorted(p for p in pids if not gone(p))
         while alive and time.monotonic() < deadline:
             time.sleep(0.01)
-            alive = sorted(p for p in pids if not _gone(p))
+            alive = sorted(p for p in pids if not gone(p))
         CLOSE_REAPS.check(
             not alive,
             lambda: (
@@ -492,6 +476,73 @@ class McpMachine(ConformanceMachine):
             lambda: f"the server runs in {seen['cwd']}, not the cwd it was given, {self.dir}",
         )
         self.trace.append("environment")
+
+    # Once an example: each costs a server start or two (a second each on a loaded machine).
+    @precondition(lambda self: self.tools is not None and not self._bad_starts)
+    @rule(kind=st.sampled_from(BAD_STARTS), broken_first=st.booleans())
+    def start_bad(self, kind: BadStart, broken_first: bool) -> None:
+        """Open a second block: a good reference server and one that cannot start, in
+        either order (M5). Entering it raises the rule's error, naming the broken server
+        and why in one line, and no process of either server is left running."""
+        self._bad_starts += 1
+        marks = [os.path.join(self.dir, f"beside-{self._bad_starts}-{n}.jsonl") for n in "gb"]
+        good = dataclasses.replace(reference_server(marks[0], ignore_term=False), name=BESIDE)
+        broken = broken_server(kind, marks[1], good, self.dir)
+        # A server that never answers is listed first: the good one may miss the short
+        # timeout too on a loaded machine, and the first failing in order is raised.
+        first = broken_first or kind == "silent"
+        servers = [broken, good] if first else [good, broken]
+        timeout = SILENT_TIMEOUT if kind == "silent" else START_TIMEOUT
+        with secret_environment():
+            error = self.host.call(self._open_bad, servers, timeout)
+        told = f"entering a block of {[s.name for s in servers]} where {BAD_SAYS[kind]}"
+        BAD_START.check(error is not None, f"{told} gave a tool set")
+        assert error is not None
+        wanted = McpConfigError if kind == "same-name" else McpServerError
+        BAD_START.check(
+            isinstance(error, wanted),
+            lambda: f"{told} raised {type(error).__name__}: {error}, not {wanted.__name__}",
+        )
+        text = str(error)
+        reason = BAD_REASONS[kind]
+        named = BROKEN if kind != "same-name" else BESIDE
+        BAD_START.check(
+            "\n" not in text.strip() and repr(named) in text and reason in text,
+            lambda: f"{told} raised {text!r}: not one line naming {named!r} and {reason!r}",
+        )
+        if kind != "same-name":
+            BAD_START.check(
+                getattr(error, "server", None) == BROKEN,
+                lambda: (
+                    f"{told} raised an error whose server is "
+                    f"{getattr(error, 'server', None)!r}, not {BROKEN!r}"
+                ),
+            )
+        deadline = time.monotonic() + ORPHAN_GONE_WITHIN
+        left = [pid for mark in marks for pid in marked(mark)]
+        self.pids |= set(left)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.01)
+            left = [pid for mark in marks for pid in marked(mark)]
+        BAD_START.check(
+            not left,
+            lambda: (
+                f"{ORPHAN_GONE_WITHIN:g}s after {told} raised, its servers' processes "
+                f"{left} still ran"
+            ),
+        )
+        self.trace.append(f"bad start {kind}{' first' if first else ''}")
+
+    async def _open_bad(self, servers: list[McpServer], start_timeout: float) -> Exception | None:
+        """What entering a block of `servers` raised (None if it gave a tool set)."""
+        opener = type(self).factory
+        try:
+            async with opener(
+                servers, base=(), cwd=self.dir, start_timeout=start_timeout, close_grace=GRACE
+            ):
+                return None
+        except Exception as exc:  # what it raised is what is checked
+            return exc
 
     # -- invariants ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The properties the MCP machine checks, rule by rule (M1, M2, M6-M8 of docs/contract.md).
+"""The properties the MCP machine checks, rule by rule (M1, M2, M5-M8 of docs/contract.md).
 Each says, in the contract's words, what a violation quotes. Pure: no trio, no Hypothesis."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._properties import Property
 
 __all__ = [
+    "BAD_START",
     "CANCEL_REACHES_SERVER",
     "CLOSE_REAPS",
     "CONNECTION_USABLE",
@@ -63,9 +64,20 @@ SERVER_ENVIRONMENT = _mcp(
     "GIT_PAGER=cat) plus its configured `env`: no other variable of this process reaches it",
 )
 
+BAD_START = _mcp(
+    "M5",
+    "mcp-bad-start-leaves-nothing",
+    "a server that cannot be started, exits before it answers `initialize` or does not "
+    "answer within `start_timeout` makes entering the block raise `McpServerError`: one "
+    "line naming the server and the reason, `server` set to its name; two servers with one "
+    "name raise `McpConfigError`; and no process of any server of the block (one that "
+    "started, one still starting, the children they started) is left running",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     TOOLS_RELISTED,
     RESULT_TEXT,
+    BAD_START,
     SERVER_ENVIRONMENT,
     CLOSE_REAPS,
     CANCEL_REACHES_SERVER,

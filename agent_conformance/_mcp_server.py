@@ -133,10 +133,12 @@ def _build(recorder: _Recorder) -> "MCPServer":
     return server
 
 
-def _spawn_child(recorder: _Recorder) -> None:
-    # Same process group (no new session): the client's group kill must reach it.
+def _spawn_child(recorder: _Recorder, record: str | None) -> None:
+    # Same process group (no new session): the client's group kill must reach it. The record
+    # file's path in its argv marks it as this server's in /proc, even if the server dies
+    # before it records the child's pid (M5).
     child = subprocess.Popen(
-        [sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"],
+        [sys.executable, "-c", "import time\nwhile True: time.sleep(3600)", record or ""],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
     )
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.spawn_child:
-        _spawn_child(recorder)
+        _spawn_child(recorder, args.record)
     recorder.event("ready", pid=os.getpid())
     if args.no_initialize:
         _read_forever()

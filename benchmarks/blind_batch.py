@@ -12,7 +12,8 @@ For each patch the script copies the suite and the runtime as they are at a comm
 (`--rev`, default HEAD) into a temporary tree, applies the patch and runs the main job
 there (`trio-agents conformance --seed S`, ci profile); with `--acp always` (or `missed`:
 only where the main job missed), also the ACP machine against the variant's
-`trio-agents acp`. A defect is caught when a run exits 1. `--scenarios` first checks each
+`trio-agents acp`. A defect is caught when a run exits 1 with a machine FAILED (exit 1
+without one is a broken run, not a catch). `--scenarios` first checks each
 scenario on the clean tree and on its variant. The last lines give the rate per column. Not
 a test: a batch of 30 takes about half an hour on two cores (twice that with the ACP
 machine).
@@ -67,7 +68,7 @@ def env_for(tree: Path) -> dict[str, str]:
 
 
 def judge(command: list[str], tree: Path) -> tuple[bool, str]:
-    """(caught, first line): exit 1 is caught, with the report's first failing line."""
+    """(caught, first line): exit 1 with a machine FAILED is caught, with its finding."""
     try:
         done = subprocess.run(
             command,
@@ -89,7 +90,9 @@ def judge(command: list[str], tree: Path) -> tuple[bool, str]:
     # rule, then what happened (D392): `A5 (idle-cancel-inert): cancel() ...`.
     at = next((i for i, line in enumerate(lines) if " machine: FAILED" in line), None)
     if at is None:
-        return True, lines[-1] if lines else ""
+        # Exit 1 with no machine failing is the run breaking (an import, a set-up), not a
+        # finding: counting it would flatter the suite.
+        return False, f"no machine failed: {lines[-1] if lines else ''}"[:300]
     machine = lines[at].split(":")[0]
     finding = next(
         (line for line in lines[at + 1 :] if FINDING.match(line) or "crashed" in line), ""

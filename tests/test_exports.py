@@ -480,9 +480,9 @@ def test_the_mcp_machines_server_path_holds_both_packages() -> None:
     """The reference MCP server runs with a scrubbed environment whose PYTHONPATH is the
     directory the suite is imported from; a checkout that is not installed needs both
     packages there (the move to agent_conformance changed the depth once)."""
-    from agent_conformance._mcp_machine import _checkout  # pyright: ignore[reportPrivateUsage]
+    from agent_conformance._mcp_launch import checkout
 
-    root = pathlib.Path(_checkout())
+    root = pathlib.Path(checkout())
     assert (root / SUITE / "_mcp_server.py").is_file()
     assert (root / RUNTIME / "__init__.py").is_file()
 

@@ -55,6 +55,26 @@ class _Mapped(Sequence[Tool]):
         return self._wrap(self._tools[index])
 
 
+class _Joined(Sequence[Tool]):
+    """Live tool sets, one after the other."""
+
+    def __init__(self, sets: Sequence[Sequence[Tool]]) -> None:
+        self._sets = sets
+
+    def _all(self) -> list[Tool]:
+        return [tool for tools in self._sets for tool in tools]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        return self._all()[index]
+
+
 class _AbandonedCall:
     def __init__(self, tool: Tool, nursery: trio.Nursery) -> None:
         self._tool = tool
@@ -140,7 +160,55 @@ async def servers_inherit_environment(
         yield tools
 
 
+@asynccontextmanager
+async def failed_start_leaves_servers(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """Each server is connected by a task of its own that the runtime owns, so that one
+    slow server does not hold up the others; when one fails, its error is raised at once
+    and the servers already started are left to their tasks (the shape of a connection
+    pool whose failed warm-up forgets the connections it made)."""
+    results = [trio.Event() for _ in servers]
+    held: list[Sequence[Tool] | BaseException] = [() for _ in servers]
+    release = trio.Event()
+    closed = [trio.Event() for _ in servers]
+
+    async def hold(index: int, server: McpServer) -> None:
+        try:
+            async with open_mcp_tools([server], **options) as tools:
+                held[index] = tools
+                results[index].set()
+                await release.wait()
+        except Exception as exc:
+            held[index] = exc
+            results[index].set()
+        finally:
+            closed[index].set()
+
+    for index, server in enumerate(servers):
+        trio.lowlevel.spawn_system_task(hold, index, server)
+    for event in results:
+        await event.wait()
+    for outcome in held:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    sets = [tools for tools in held if not isinstance(tools, BaseException)]
+    try:
+        yield _Mapped(_Joined(sets), lambda tool: tool)
+    finally:
+        release.set()
+        with trio.CancelScope(shield=True):
+            for event in closed:
+                await event.wait()
+
+
 SEEDED = (
+    Seeded(
+        "mcp-failed-start-leaves-servers",
+        failed_start_leaves_servers,
+        "mcp",
+        "mcp-bad-start-leaves-nothing",
+    ),
     Seeded("mcp-tools-listed-once", tools_listed_once, "mcp", "mcp-tools-relisted"),
     Seeded("mcp-error-results-as-text", error_results_as_text, "mcp", "mcp-result-text"),
     Seeded(
