@@ -15,6 +15,8 @@ Checked, in the contract's words (rule L6, and L1 and L3 where the file shows th
 - before the machine flushes anything (rules L7, L8): while a tool runs, its step's
   `tool/call` records and all before them are in the file; an IDLE agent's whole session is
   there; a `prompt/queued` or `prompt/dropped` record gets there on its own.
+- at rest, the runtime lists its stored sessions oldest first (L13), and a copy of the file
+  with one session damaged is read as L12 says (`_durable_damage`).
 
 A crash, honestly and deterministically: after every rule the machine flushes each live
 session (so no write is in flight and "flushed" means everything appended so far); a crash
@@ -58,6 +60,7 @@ from trio_agents import (
 from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, reply, tool_step
 
 from ._durable_checks import check_repair_durable, check_resumed
+from ._durable_damage import DamagedCopies
 from ._durable_properties import (
     CLOSED_SESSION_IN_FILE,
     CRASH_KEEPS_FLUSHED,
@@ -114,7 +117,7 @@ def _memory_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-class DurableMachine(ConformanceMachine):
+class DurableMachine(DamagedCopies, ConformanceMachine):
     """Subclass and set `factory` to check another runtime over the real `SqliteStore`
     (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
 

@@ -117,6 +117,15 @@ LISTED_OLDEST_FIRST = Property(
     "`list_sessions` lists every stored session once, oldest first, each with the number of "
     "its records, of its turns, and the kind of its last turn/end, as the store holds them",
 )
+DAMAGE_NAMED = Property(
+    "L12",
+    "damaged-session-named",
+    "durable",
+    "a store reads a session whole and checks it: a damaged record or header, or a gap in "
+    "the numbering, makes `exists`, `load` and a resume raise CorruptSessionError naming "
+    "the session and the record; `list_sessions` lists it with its `damage`, so one damaged "
+    "session hides no other; a restore that fails leaves no claim file in `<store>.live/`",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     CRASH_NO_TORN_RECORD,
@@ -133,6 +142,7 @@ PROPERTIES: tuple[Property, ...] = (
     IDLE_AFTER_COMMIT,
     QUEUED_PROMPT_COMMITTED,
     LISTED_OLDEST_FIRST,
+    DAMAGE_NAMED,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

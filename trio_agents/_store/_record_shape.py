@@ -17,6 +17,7 @@ from typing import Any, Final
 from ._records import (
     ASSISTANT_MESSAGE,
     MESSAGE_RECORD_TYPES,
+    PROMPT_QUEUED,
     STEP_END,
     STEP_START,
     TOOL_APPROVAL,
@@ -67,7 +68,10 @@ _FIELDS: Final[dict[str, tuple[tuple[str, _Kind], ...]]] = {
     TOOL_RESULT: (("call_id", _TEXT), ("content", _TEXT), ("is_error", _FLAG)),
     # A resumed agent takes up its "always" answers from these (rule A17).
     TOOL_APPROVAL: (("call_id", _TEXT), ("tool", _TEXT), ("decision", _TEXT), ("by", _TEXT)),
-    **{kind: (("id", _TEXT), ("content", _TEXT)) for kind in MESSAGE_RECORD_TYPES},
+    # A resumed agent restores its queued prompts, parked, from these (rule L8).
+    **{
+        kind: (("id", _TEXT), ("content", _TEXT)) for kind in (*MESSAGE_RECORD_TYPES, PROMPT_QUEUED)
+    },
 }
 
 

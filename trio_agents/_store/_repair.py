@@ -97,5 +97,7 @@ def validate(session_id: str, seqs: Sequence[int]) -> None:
         if seq != expected:
             raise CorruptSessionError(
                 f"session {session_id!r} is corrupt: record {expected} is missing "
-                f"(found seq {seq}); restore the store file from a backup"
+                f"(found seq {seq}); restore the store file from a backup",
+                session_id=session_id,
+                seq=expected,
             )

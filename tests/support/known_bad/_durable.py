@@ -194,6 +194,14 @@ class _ListedNewestFirstStore(SqliteStore):
         return list(reversed(await super().list_sessions()))
 
 
+class _DamageHiddenStore(SqliteStore):
+    """Lists only the sessions that can be read (a listing of what can be resumed, so a
+    person is never offered a session that fails): a damaged one disappears."""
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return [info for info in await super().list_sessions() if info.damage is None]
+
+
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value))
 
@@ -214,6 +222,7 @@ last_batch_uncommitted = store_factory_for(_LazyCommitStore)
 claims_committed = store_factory_for(_ClaimsCommittedStore)
 queued_prompt_lingers = store_factory_for(_QueuedPromptLingersStore)
 sessions_listed_newest_first = store_factory_for(_ListedNewestFirstStore)
+damaged_sessions_unlisted = store_factory_for(_DamageHiddenStore)
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded(
@@ -229,6 +238,12 @@ SEEDED: tuple[Seeded, ...] = (
         sessions_listed_newest_first,
         "durable",
         "list-sessions-oldest-first",
+    ),
+    Seeded(
+        "damaged-sessions-unlisted",
+        damaged_sessions_unlisted,
+        "durable",
+        "damaged-session-named",
     ),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
     Seeded(
@@ -247,7 +262,8 @@ SEEDED: tuple[Seeded, ...] = (
         "durable",
         "crash-keeps-flushed-records",
         # A lost batch can also be a session's first: then the file lacks the whole session,
-        # which the torn-record check sees first, depending on when the writer thread ran.
-        also=("crash-leaves-no-torn-record",),
+        # which the torn-record check sees first, depending on when the writer thread ran;
+        # or it holds a step's tool calls, which write-ahead (L7) wants before the tool.
+        also=("crash-leaves-no-torn-record", "tool-call-durable-before-tool"),
     ),
 )

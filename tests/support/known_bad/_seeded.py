@@ -12,8 +12,10 @@ class Seeded:
     """A seeded defect: `target` is the factory handed to `machine` (`agent`, `lifecycle`,
     `durable`, `shell`), which must fail with a `ContractViolation` of `property`.
     `name` is its id in docs/conformance.md (`a-queued-prompt-batched`). `also`: other
-    properties of the same rule the one defect may trip first, when which one comes first
-    depends on real time (real files, real processes); the catalogue lists `property`."""
+    properties of the same machine that the one defect also breaks and may trip first, when
+    which one comes first depends on real time (real files, real processes), usually of the
+    same rule (a store that loses its last batch breaks L6 and, when the batch holds a
+    step's tool calls, L7's write-ahead); the catalogue lists `property`."""
 
     name: str
     target: Callable[..., Any]
