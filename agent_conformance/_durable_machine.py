@@ -30,13 +30,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import trio
 import trio.testing
@@ -62,6 +63,7 @@ from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, re
 from ._durable_checks import check_repair_durable, check_resumed
 from ._durable_damage import DamagedCopies
 from ._durable_properties import (
+    CALL_IDS_UNIQUE,
     CLOSED_SESSION_IN_FILE,
     CRASH_KEEPS_FLUSHED,
     CRASH_NO_TORN_RECORD,
@@ -93,6 +95,10 @@ CRASH_CLOSE_TIMEOUT = 1.0  # real seconds the crashed run may take to end
 QUEUED_WITHIN = 10.0
 
 IDS = ("a", "b")
+# The ids a model gives its tool calls: fresh, one id twice in a reply, or one the session
+# already holds.
+CallIds = Literal["fresh", "twice-in-reply", "held-before"]
+CALL_IDS: tuple[CallIds, ...] = ("fresh", "twice-in-reply", "held-before")
 
 
 def builtin_runtime_factory(store: SessionStore) -> contextlib.AbstractAsyncContextManager[Runtime]:
@@ -441,21 +447,49 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self._settle()
 
     @precondition(lambda self: bool(self._held_models()))
-    @rule(calls=st.integers(0, 2), data=st.data())
-    def release_model(self, calls: int, data: st.DataObject) -> None:
+    @rule(calls=st.integers(0, 2), ids=st.sampled_from(CALL_IDS), data=st.data())
+    def release_model(self, calls: int, ids: CallIds, data: st.DataObject) -> None:
         """Let a held model call answer: text (`calls` 0), or `calls` gate tool calls,
-        which are held in turn."""
+        which are held in turn. Their ids are fresh, or, as some models and servers send
+        them, one id twice in the reply, or an id the session already holds (a model's
+        ids restart after a reload): each must be recorded unique (A13)."""
         sid = data.draw(st.sampled_from(self._held_models()), label="sid")
         model = self.models[sid]
+        session = self.handles[sid].agent.session
+        before = {str(r.data["call_id"]) for r in session.records if r.type == TOOL_CALL}
+        asked: list[str] = []
         if calls:
-            ids = [f"{sid}-call-{self._calls + n}" for n in range(calls)]
+            asked = [f"{sid}-call-{self._calls + n}" for n in range(calls)]
             self._calls += calls
-            step = tool_step(*(ToolCall(c, "gate", {}) for c in ids))
+            if ids == "twice-in-reply" and calls == 2:
+                asked[1] = asked[0]
+            elif ids == "held-before" and before:
+                asked[0] = sorted(before)[0]
+            step = tool_step(*(ToolCall(c, "gate", {}) for c in asked))
         else:
             step = reply("a reply")
+        known = len(session)
         self.host.run_sync(model.release, step)
-        self.trace.append(f"release {sid} {calls}")
+        self.trace.append(f"release {sid} {calls} {ids if calls else ''}")
         self._settle()
+        if asked:
+            self._check_call_ids(sid, asked, before, session.records[known:])
+
+    def _check_call_ids(
+        self, sid: str, asked: Sequence[str], before: set[str], new: Sequence[Record]
+    ) -> None:
+        recorded = [str(r.data["call_id"]) for r in new if r.type == TOOL_CALL]
+        held = set(before)
+        for model_id, call_id in zip(asked, recorded, strict=False):
+            fine = call_id == model_id if model_id not in held else _suffixed(call_id, model_id)
+            CALL_IDS_UNIQUE.check(
+                fine and call_id not in held,
+                lambda: (
+                    f"the model of {sid!r} asked for the calls {list(asked)} while the session "
+                    f"held the ids {sorted(before)}; the step recorded tool/call {recorded}"
+                ),
+            )
+            held.add(call_id)
 
     @precondition(lambda self: bool(self._held_gates()))
     @rule(data=st.data())
@@ -600,6 +634,11 @@ def committed_points(
         calls = [i + 1 for i, r in enumerate(records) if r.type == TOOL_CALL]
         return (calls[-1] if calls else 0), queued, "tool"
     return 0, queued, "tool"
+
+
+def _suffixed(call_id: str, model_id: str) -> bool:
+    """A repeated model id made unique: `ID#N` (the Records table)."""
+    return re.fullmatch(re.escape(model_id) + r"#\d+", call_id) is not None
 
 
 def _held(found: Sequence[Record] | str | None) -> tuple[Record, ...]:

@@ -117,6 +117,15 @@ LISTED_OLDEST_FIRST = Property(
     "`list_sessions` lists every stored session once, oldest first, each with the number of "
     "its records, of its turns, and the kind of its last turn/end, as the store holds them",
 )
+CALL_IDS_UNIQUE = Property(
+    "A13",
+    "call-ids-unique-in-session",
+    "durable",
+    "every tool call a reply asks for is recorded as a tool/call whose call_id is unique "
+    "within the session: the model's id when the session does not hold it yet, else that id "
+    "with a #N suffix (one id twice in a reply, or an id of an earlier turn or before a "
+    "resume)",
+)
 DAMAGE_NAMED = Property(
     "L12",
     "damaged-session-named",
@@ -143,6 +152,7 @@ PROPERTIES: tuple[Property, ...] = (
     QUEUED_PROMPT_COMMITTED,
     LISTED_OLDEST_FIRST,
     DAMAGE_NAMED,
+    CALL_IDS_UNIQUE,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

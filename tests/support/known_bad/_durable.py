@@ -4,9 +4,10 @@ resumes): each is the real one with one seeded defect."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
+from unittest import mock
 
 from trio_agents import (
     AgentHandle,
@@ -25,6 +26,7 @@ from trio_agents import (
     Tool,
     open_runtime,
 )
+from trio_agents._agent import _step
 from trio_agents._fiber import require_open
 from trio_agents._store._repair import closers
 
@@ -65,6 +67,19 @@ class _LoadingRuntime(Runtime):
 
 def resume_skips_repair(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
     return open_runtime(store, runtime_class=_LoadingRuntime)
+
+
+def _none_held(session: Session) -> set[str]:
+    return set()  # the mistake: the ids the session holds are taken as none
+
+
+@asynccontextmanager
+async def call_ids_of_this_process(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """An agent makes its tool-call ids unique among the ones it gave out itself, and
+    starts from none: the ids its session held when it was resumed are not looked at."""
+    with mock.patch.object(_step, "session_call_ids", _none_held):
+        async with open_runtime(store) as rt:
+            yield rt
 
 
 # -- stores with one defect in their repair or their commits -------------------------------
@@ -244,6 +259,12 @@ SEEDED: tuple[Seeded, ...] = (
         damaged_sessions_unlisted,
         "durable",
         "damaged-session-named",
+    ),
+    Seeded(
+        "call-ids-of-this-process",
+        call_ids_of_this_process,
+        "durable",
+        "call-ids-unique-in-session",
     ),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
     Seeded(
