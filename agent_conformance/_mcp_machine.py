@@ -156,22 +156,30 @@ class McpMachine(ConformanceMachine):
         self._added = 0
         self._configured: dict[str, str] = {}
         self._bad_starts = 0
+        self._cwd = self.dir  # where the open server must run: the block's cwd, or its own
 
     # -- opening and closing ------------------------------------------------------------------
 
-    @initialize(ignore_term=st.booleans(), path=st.sampled_from(CLOSE_PATHS))
-    def start(self, ignore_term: bool, path: ClosePath) -> None:
-        """Open the tools of a reference server (one that ignores SIGTERM, or not), to be
-        left by `path` at the end of the example."""
+    @initialize(ignore_term=st.booleans(), path=st.sampled_from(CLOSE_PATHS), own_cwd=st.booleans())
+    def start(self, ignore_term: bool, path: ClosePath, own_cwd: bool) -> None:
+        """Open the tools of a reference server (one that ignores SIGTERM, or not; with a
+        `cwd` of its own, or the block's), to be left by `path` at the end of the example."""
         self.record = os.path.join(self.dir, "record.jsonl")
         server = reference_server(self.record, ignore_term=ignore_term)
+        if own_cwd:
+            self._cwd = os.path.join(self.dir, "own cwd")
+            os.mkdir(self._cwd)
+            server = dataclasses.replace(server, cwd=self._cwd)
         self._configured = dict(server.env or {})
         self._leave_by = path
         # Credentials in this process's environment while the server starts (M6).
         with secret_environment():
             self.tools = self.host.call(self.host.nursery.start, self._hold, server)
         self.pids |= self._recorded_pids()
-        self.trace.append(f"open {'deaf' if ignore_term else 'plain'}, leave by {path}")
+        self.trace.append(
+            f"open {'deaf' if ignore_term else 'plain'}{' own cwd' if own_cwd else ''}, "
+            f"leave by {path}"
+        )
 
     async def _hold(
         self,
@@ -472,8 +480,15 @@ class McpMachine(ConformanceMachine):
             ),
         )
         SERVER_ENVIRONMENT.check(
-            os.path.realpath(seen["cwd"]) == os.path.realpath(self.dir),
-            lambda: f"the server runs in {seen['cwd']}, not the cwd it was given, {self.dir}",
+            os.path.realpath(seen["cwd"]) == os.path.realpath(self._cwd),
+            lambda: (
+                f"the server runs in {seen['cwd']}, not "
+                + (
+                    f"its own cwd {self._cwd}"
+                    if self._cwd != self.dir
+                    else f"the block's {self.dir}"
+                )
+            ),
         )
         self.trace.append("environment")
 
@@ -543,6 +558,10 @@ class McpMachine(ConformanceMachine):
                 return None
         except Exception as exc:  # what it raised is what is checked
             return exc
+
+    def _cwd_said(self) -> str:
+        own = self._cwd != self.dir
+        return f"its own cwd {self._cwd}" if own else f"the block's cwd {self.dir}"
 
     # -- invariants ---------------------------------------------------------------------------
 
