@@ -371,6 +371,12 @@ class McpMachine(ConformanceMachine):
         result = self.host.call(lambda: tool({}, context))
         self.crashed = True
         self._check_failed("crash", result)
+        # The reference server exits with status 1 mid-call: the reason says so (M2).
+        content = result.content if isinstance(result, ToolResult) else result
+        RESULT_TEXT.check(
+            "exited with status 1" in content,
+            lambda: f"the call of crash, whose server exited with status 1, answered {result!r}",
+        )
         self.trace.append("crash")
 
     def _check_failed(self, name: str, result: ToolResult | str) -> None:

@@ -54,7 +54,8 @@ RESULT_TEXT = _mcp(
     "a call's result is its text, each block other than text described on a line of its "
     "own ([image: image/png, 70 bytes]); a result the server marks as an error is an error "
     "result `MCP server 'S': tool 'T' reported an error: TEXT`; a server that died during "
-    "the call, or before it, gives an error result `MCP server 'S': tool 'T' failed: REASON`",
+    "the call, or before it, gives an error result `MCP server 'S': tool 'T' failed: REASON`, "
+    "whose REASON gives the exit status of a stdio server that exited during the call",
 )
 SERVER_ENVIRONMENT = _mcp(
     "M6",
