@@ -72,6 +72,7 @@ from ._durable_properties import (
     PROPERTIES,
     QUEUED_PROMPT_COMMITTED,
     RESUME_OF_LIVE_REFUSED,
+    RESUMED_IDS_CONTINUE,
     WRITE_AHEAD,
     show,
     shown,
@@ -170,6 +171,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         # WAL into the file (an fsync each time), as a killed process's would not either.
         self._keeper: sqlite3.Connection | None = None
         self._reader: SqliteStore | None = None
+        self._resumed_id = ""  # what the first send after the last resume returned
 
     @staticmethod
     def _new_host() -> TrioHost:
@@ -398,6 +400,15 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self.trace.append(f"resume {sid}")
         self._settle()
         records = self.handles[sid].agent.session.records
+        wanted = f"m{highest_message_id(before) + 1}"
+        RESUMED_IDS_CONTINUE.check(
+            self._resumed_id == wanted,
+            lambda: (
+                f"session {sid!r} held {show(before)} (its highest id "
+                f"m{highest_message_id(before)}); the first send after its resume returned "
+                f"{self._resumed_id!r}, not {wanted!r}"
+            ),
+        )
         check_resumed(sid, before, records, clean=clean)
         files = self.host.call(self._read_file, [sid])
         check_repair_durable(sid, before, records, files[sid])
@@ -408,7 +419,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         handle = await self.rt.agents.resume(sid, model=model, tools=[gate])
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
         # Before any other task runs: the repair must already be there.
-        handle.agent.send("after the resume")
+        self._resumed_id = str(handle.agent.send("after the resume"))
 
     def _resume_live(self, sid: str) -> None:
         session = self.handles[sid].agent.session
@@ -634,6 +645,18 @@ def committed_points(
         calls = [i + 1 for i, r in enumerate(records) if r.type == TOOL_CALL]
         return (calls[-1] if calls else 0), queued, "tool"
     return 0, queued, "tool"
+
+
+def highest_message_id(records: Sequence[Record]) -> int:
+    """N of the highest `mN` id the records hold (0 for none): of prompts, steering and
+    context, queued and dropped prompts included."""
+    ids: list[str] = []
+    for record in records:
+        if "id" in record.data:
+            ids.append(str(record.data["id"]))
+        elif record.type == "prompt/dropped":
+            ids.extend(str(i) for i in record.data.get("ids", ()))
+    return max((int(i[1:]) for i in ids if i[:1] == "m" and i[1:].isdigit()), default=0)
 
 
 def _suffixed(call_id: str, model_id: str) -> bool:

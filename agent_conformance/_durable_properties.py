@@ -126,6 +126,14 @@ CALL_IDS_UNIQUE = Property(
     "with a #N suffix (one id twice in a reply, or an id of an earlier turn or before a "
     "resume)",
 )
+RESUMED_IDS_CONTINUE = Property(
+    "L8",
+    "resumed-ids-continue",
+    "durable",
+    "a resumed agent's message ids continue after the highest id its session holds (`m1`, "
+    "`m2`, ... per agent), queued and dropped prompts included: a prompt sent after a resume "
+    "never takes the id of one the session holds, nor of one restored parked",
+)
 DAMAGE_NAMED = Property(
     "L12",
     "damaged-session-named",
@@ -153,6 +161,7 @@ PROPERTIES: tuple[Property, ...] = (
     LISTED_OLDEST_FIRST,
     DAMAGE_NAMED,
     CALL_IDS_UNIQUE,
+    RESUMED_IDS_CONTINUE,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

@@ -26,7 +26,8 @@ from trio_agents import (
     Tool,
     open_runtime,
 )
-from trio_agents._agent import _step
+from trio_agents._agent import _agent as _agent_module
+from trio_agents._agent import _step, _turn
 from trio_agents._fiber import require_open
 from trio_agents._store._repair import closers
 
@@ -67,6 +68,20 @@ class _LoadingRuntime(Runtime):
 
 def resume_skips_repair(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
     return open_runtime(store, runtime_class=_LoadingRuntime)
+
+
+def _ids_from_one(session: Session) -> tuple[int, int]:
+    turns, _ = _turn.resume_counters(session)
+    return turns, 0  # the mistake: message ids start again at m1
+
+
+@asynccontextmanager
+async def message_ids_restart(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """A resumed agent numbers its turns on from the session's, but its message ids start
+    again at `m1` (the counter lives in the agent, not in the session)."""
+    with mock.patch.object(_agent_module, "resume_counters", _ids_from_one):
+        async with open_runtime(store) as rt:
+            yield rt
 
 
 def _none_held(session: Session) -> set[str]:
@@ -266,6 +281,7 @@ SEEDED: tuple[Seeded, ...] = (
         "durable",
         "call-ids-unique-in-session",
     ),
+    Seeded("message-ids-restart", message_ids_restart, "durable", "resumed-ids-continue"),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
     Seeded(
         "repair-forgets-dangling-calls",
