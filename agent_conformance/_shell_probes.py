@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 # The first ones contain KEY, SECRET, TOKEN or PASSWORD somewhere, in some case; the rest
-# are real credentials' names that contain none of them; the last is an allowed name (LC_*)
-# whose value carries a credential (a URL with a password).
+# are real credentials' names that contain none of them; the last are allowed names (LC_*)
+# whose values carry a credential (a URL with a user name or a password).
 SECRETS: Mapping[str, str] = {
     name: f"trio-agents-probe-value-{index}"
     for index, name in enumerate(
@@ -68,6 +68,10 @@ SECRETS: Mapping[str, str] = {
     "DATABASE_URL": "postgres://probe:trio-agents-probe-db@db.invalid/x",
     "HTTPS_PROXY": "http://probe:trio-agents-probe-proxy@proxy.invalid:3128",
     "LC_TRIO_AGENTS_PROBE_URL": "https://probe:trio-agents-probe-lc@host.invalid/",
+    # A token alone as the user name, under a scheme with a +; and a user:password URL with
+    # an upper-case scheme inside a longer value: S1's `scheme://user@` forms, anywhere.
+    "LC_TRIO_AGENTS_PROBE_USER": "git+https://trio-agents-probe-user@host.invalid/r.git",
+    "LC_TRIO_AGENTS_PROBE_MIXED": "see HTTPS://probe:trio-agents-probe-mixed@host.invalid/ too",
 }
 INNOCENT = ("LC_TRIO_AGENTS_PLAIN", "trio-agents-plain-visible")  # allowed: LC_*
 # Named in the built-in target's pass_env: a credential URL, passed all the same (S8).
