@@ -42,9 +42,13 @@ CALLERS = (*AGENTS, "")
 # Owners of jobs started on the executor directly: nobody, the empty string, and a token
 # no caller has, which must come back exactly as given (S2).
 TOKENS: tuple[str | None, ...] = (None, "", "Tok en/Ü")
-Probe = Literal["environment", "output", "output-at-cap", "past-timeout", "exit-0-on-term", "deaf"]
+Probe = Literal[
+    "environment", "output", "output-at-cap", "past-timeout", "exit-0-on-term", "deaf",
+    "bash-results",
+]  # fmt: skip
 PROBES: tuple[Probe, ...] = (
     "environment",
+    "bash-results",
     "output",
     "output-at-cap",
     "past-timeout",

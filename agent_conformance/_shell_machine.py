@@ -76,6 +76,7 @@ from ._shell_jobs import (
 from ._shell_probes import (
     PASSED,
     PROBE_SET,
+    probe_bash_results,
     probe_environment,
     probe_output,
     probe_past_timeout,
@@ -530,10 +531,11 @@ class ShellMachine(JobChecks, ConformanceMachine):
     @rule(probe=st.sampled_from(PROBES))
     def run_foreground(self, probe: Probe) -> None:
         """A foreground command probes the executor: it prints its environment and reads
-        its stdin (`environment`), prints past the in-memory cap (`output`) or exactly up to
-        it (`output-at-cap`), or outlives its timeout, trapping SIGTERM to exit 3
-        (`past-timeout`) or 0 (`exit-0-on-term`: timed_out all the same) or ignoring it
-        (`deaf`).
+        its stdin (`environment`), runs through the `bash` tool exiting 0, non-zero, by a
+        signal and past its timeout (`bash-results`), prints past the in-memory cap
+        (`output`) or exactly up to it (`output-at-cap`), or outlives its timeout,
+        trapping SIGTERM to exit 3 (`past-timeout`) or 0 (`exit-0-on-term`: timed_out all
+        the same) or ignoring it (`deaf`).
 
         What a probe asks does not change within an example: each runs once per example,
         the two past the timeout (which cost the timeout and the grace) once between them.
@@ -543,6 +545,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
             return
         if probe == "environment":
             self.host.call(probe_environment, self.shell)
+        elif probe == "bash-results":
+            self._probe_bash_results()
         elif probe in ("output", "output-at-cap"):
             at_cap = probe == "output-at-cap"
             self.host.call(lambda: probe_output(self.shell, at_cap=at_cap))
@@ -555,6 +559,17 @@ class ShellMachine(JobChecks, ConformanceMachine):
                 lambda: probe_past_timeout(self.shell, self.dir, deaf=deaf, exit_code=exit_code)
             )
         self.trace.append(f"probe {probe}")
+
+    def _probe_bash_results(self) -> None:
+        tool = next(t for t in self.bash.tools if t.name == "bash")
+        context = ToolContext("", f"call-{len(self.trace)}", 1, 1)
+
+        async def call(arguments: dict[str, object]) -> ToolResult:
+            result = await tool(arguments, context)
+            assert isinstance(result, ToolResult)
+            return result
+
+        self.host.call(probe_bash_results, call)
 
     def _observe_end(self, job_id: str) -> None:
         """Record the job's terminal outcome the first time; it may never change after."""

@@ -13,16 +13,17 @@ import re
 import signal
 import stat
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import Protocol
 
 import trio
 
-from trio_agents import RunResult, ShellExecutor, ShellRequest, ShellSpec
+from trio_agents import RunResult, ShellExecutor, ShellRequest, ShellSpec, ToolResult
 
 from ._properties import Property
 from ._shell_properties import (
+    BASH_RESULT_ERROR,
     ENV_PASSED_EXPLICITLY,
     ENV_SCRUBBED,
     GROUP_KILLED,
@@ -444,3 +445,31 @@ def _read_pid(path: str) -> int | None:
             return int(file.read().strip())
     except (OSError, ValueError):
         return None
+
+
+# Foreground `bash` commands and whether each result must be an error: it exits 0, exits
+# non-zero, dies of a signal, or outlives its timeout (a short one: it costs that long).
+BASH_OUTCOMES: tuple[tuple[str, int | None, bool], ...] = (
+    ("printf 'fine'", None, False),
+    ("printf 'partial'; exit 3", None, True),
+    ("printf 'dying'; kill -KILL $$", None, True),
+    ("printf 'slow'; exec sleep 30", 300, True),
+)
+
+
+async def probe_bash_results(
+    call: Callable[[dict[str, object]], Awaitable[ToolResult]],
+) -> None:
+    """Each command of BASH_OUTCOMES through the `bash` tool: its result is an error result
+    exactly when the command did not exit 0."""
+    for command, timeout_ms, error in BASH_OUTCOMES:
+        arguments: dict[str, object] = {"command": command, "description": "a probe"}
+        if timeout_ms is not None:
+            arguments["timeout_ms"] = timeout_ms
+        result = await call(arguments)
+        if result.is_error != error:
+            limit = f" (timeout_ms {timeout_ms})" if timeout_ms is not None else ""
+            BASH_RESULT_ERROR.fail(
+                f"bash {command!r}{limit} answered {result!r}, "
+                f"{'not ' if error else ''}an error result"
+            )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._properties import Property
 
 __all__ = [
+    "BASH_RESULT_ERROR",
     "ENV_PASSED_EXPLICITLY",
     "ENV_SCRUBBED",
     "EXECUTOR_CLOSE_REAPS",
@@ -135,8 +136,16 @@ SPILL_DIRECTORY_PER_OWNER = _shell(
     "hands out no path, nothing lands in the impostor); kill_owned(owner) removes it",
 )
 
+BASH_RESULT_ERROR = _shell(
+    "S1",
+    "bash-result-is-error",
+    "a foreground `bash` result is an error result (`is_error`) when the command exits "
+    "non-zero, dies of a signal or times out, and not when it exits 0",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     ENV_SCRUBBED,
+    BASH_RESULT_ERROR,
     STDIN_CLOSED,
     GROUP_KILLED,
     OUTCOME_FIELDS,

@@ -312,6 +312,30 @@ class _EmptyOwnerIsNobody(BashTools):
         self.tools = (bash, _LooseOutput(self._bound), _LooseKill(self._bound))  # pyright: ignore[reportPrivateUsage]
 
 
+class _ExitCodeOnly:
+    """The `bash` tool, whose result is an error only when the command's exit code is not
+    0: a command that a signal ended has no exit code, so it reads as a success."""
+
+    def __init__(self, tool: Any) -> None:
+        self._tool = tool
+        self.name = tool.name
+        self.description = tool.description
+        self.parameters = tool.parameters
+
+    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+        result = await self._tool(arguments, context)
+        assert isinstance(result, ToolResult)
+        signalled = "\n[killed by signal: " in result.content
+        return ToolResult(result.content, is_error=result.is_error and not signalled)
+
+
+class _ErrorByExitCode(BashTools):
+    def __init__(self) -> None:
+        super().__init__()
+        bash, output, kill = self.tools
+        self.tools = (_ExitCodeOnly(bash), output, kill)  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def shell_factory_for(
     executor: type[ShellExecutor],
     bash_tools: Callable[[], BashTools] | None = None,
@@ -358,6 +382,7 @@ spill_world_readable = shell_factory_for(_SpillWorldReadable)
 close_kills_before_silencing = shell_factory_for(_CloseKillsBeforeSilencing)
 owner_close_does_not_wait = shell_factory_for(_OwnerCloseDoesNotWait)
 empty_owner_is_nobody = shell_factory_for(ShellExecutor, _EmptyOwnerIsNobody)
+error_by_exit_code = shell_factory_for(ShellExecutor, _ErrorByExitCode)
 
 
 SEEDED = (
@@ -386,4 +411,5 @@ SEEDED = (
     ),
     Seeded("owner-close-does-not-wait", owner_close_does_not_wait, "shell", "owner-close-reaps"),
     Seeded("empty-owner-is-nobody", empty_owner_is_nobody, "shell", "non-owner-refused"),
+    Seeded("error-by-exit-code", error_by_exit_code, "shell", "bash-result-is-error"),
 )
