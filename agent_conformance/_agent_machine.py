@@ -28,7 +28,6 @@ from trio_agents import (
     AgentOptions,
     AgentStatus,
     Approval,
-    ApprovalPolicy,
     Event,
     EventBus,
     Message,
@@ -60,13 +59,13 @@ from ._agent_properties import (
 )
 from ._agent_streams import AgentStreams
 from ._agent_verify import summarize_turns
-from ._approval_window import STEP_TIMEOUT, takes_approval
+from ._approval_window import STEP_TIMEOUT, policy_for, takes_approval
 from ._approver import HeldApprover
 from ._features import Features, features_of
 from ._history import history_problems
 from ._machine import machine_for, rule
 from ._properties import Property
-from ._reference import AgentReference
+from ._reference import POLICY_KINDS, AgentReference, PolicyKind
 from ._target import check_agent_shape, check_factory_call
 from ._targets import AgentFactory
 
@@ -182,15 +181,21 @@ class AgentMachine(AgentStreams):
         step_timeout=st.sampled_from([None, STEP_TIMEOUT]),
         scheduler=st.random_module(),
         ask=st.booleans(),
+        policy=st.sampled_from(POLICY_KINDS),
     )
     def open_agent(
-        self, max_steps: int | None, step_timeout: float | None, scheduler: Any, ask: bool = False
+        self,
+        max_steps: int | None,
+        step_timeout: float | None,
+        scheduler: Any,
+        ask: bool = False,
+        policy: PolicyKind = "ask",
     ) -> None:
         """`scheduler` reseeds trio's scheduler randomness (registered with Hypothesis), so
         the order of tasks in a batch is part of the example: explored, shrunk, replayed.
         A printed reproduction passes our `RandomSeeder` to do the same outside Hypothesis.
-        With `ask`, the agent is given an Approval that asks the machine's approver before
-        every tool call (A14-A18)."""
+        With `ask`, the agent is given an Approval whose policy (`policy`) asks the machine's
+        approver before every tool call, or decides every call itself (A14-A18)."""
         if isinstance(scheduler, RandomSeeder):
             scheduler.apply()
         has = self.has
@@ -204,13 +209,14 @@ class AgentMachine(AgentStreams):
             type(self).stats["without approval"] = 1  # checked without it, as if declared
         elif ask and has.approval:
             self.approver = HeldApprover()
-            approval["approval"] = Approval(ApprovalPolicy(), self.approver)
+            approval["approval"] = Approval(policy_for(policy, self.gate.name), self.approver)
         self.ref = AgentReference(
             max_steps=max_steps,
             step_timeout=step_timeout,
             steering_at_step_limit=has.steering_at_step_limit,
             cancel_after_final_answer=has.cancel_after_final_answer,
             asks=bool(approval),
+            policy=policy,
         )
         options = AgentOptions(max_steps=max_steps, step_timeout=step_timeout)
         check_factory_call(factory, self.model, [self.gate], self.bus, options, **approval)

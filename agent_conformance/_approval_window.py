@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition
 
-from trio_agents import Decision, Record
+from trio_agents import ApprovalPolicy, ApprovalRequest, Decision, Policy, Record
 
 from ._agent_harness import MachineGate
 from ._agent_properties import (
@@ -29,14 +30,42 @@ from ._agent_verify import AgentChecks
 from ._approval_checks import Expected, approval_problem
 from ._approver import HeldApprover
 from ._machine import rule
-from ._reference import Outcome
+from ._reference import POLICY_REJECTS, Outcome, PolicyKind
 
-__all__ = ["APPROVER_FAILURE", "ApprovalWindow", "takes_approval"]
+__all__ = ["APPROVER_FAILURE", "POLICY_FAILURE", "ApprovalWindow", "policy_for", "takes_approval"]
 
 # What the machine's approver may answer; `fail` makes it raise (the call is rejected).
 ANSWERS = ("allow_always", "cancel", "reject_once", "allow_once", "reject_always", "fail")
 APPROVER_FAILURE = "the machine's approver failed on purpose"
 STEP_TIMEOUT = 100.0  # the agent machine's `step_timeout`, when it is set
+
+
+POLICY_FAILURE = "the machine's policy failed on purpose"
+
+
+@dataclass(frozen=True)
+class _BrokenPolicy:
+    """A policy that raises, or answers a verdict that is none of allow, ask, reject: the
+    agent must reject every call it is asked about (fail closed, A14)."""
+
+    how: Literal["raises", "unknown"]
+    remembers: bool = True
+
+    def verdict(self, request: ApprovalRequest) -> Any:
+        if self.how == "raises":
+            raise RuntimeError(POLICY_FAILURE)
+        return "maybe"
+
+
+def policy_for(kind: PolicyKind, tool: str) -> Policy:
+    """The machine's policy of `kind` (see `AgentReference.policy`) for its tool `tool`."""
+    if kind == "ask-forgetful":
+        return ApprovalPolicy(remembers=False)
+    if kind == "reject":
+        return ApprovalPolicy(reject=frozenset({tool}))
+    if kind in ("raises", "unknown"):
+        return _BrokenPolicy(kind)
+    return ApprovalPolicy()
 
 
 def takes_approval(factory: Callable[..., Any]) -> bool:
@@ -74,7 +103,9 @@ class ApprovalWindow(AgentChecks):
         if not self.ref.asks:
             return
         remembered = self.ref.remembered
-        if remembered is not None:
+        if self.ref.policy in POLICY_REJECTS:
+            self.expected_approvals[call_id] = ("reject_once", "policy")
+        elif remembered is not None:
             decision = "allow_always" if remembered == "allow" else "reject_always"
             self.expected_approvals[call_id] = (decision, "remembered")
         else:

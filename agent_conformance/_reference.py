@@ -13,9 +13,20 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["AgentReference", "StepSummary", "TurnSummary"]
+__all__ = [
+    "POLICY_KINDS",
+    "POLICY_REJECTS",
+    "AgentReference",
+    "PolicyKind",
+    "StepSummary",
+    "TurnSummary",
+]
 
 Phase = Literal["model", "tool", "approval"]
+PolicyKind = Literal["ask", "ask-forgetful", "reject", "raises", "unknown"]
+POLICY_KINDS: tuple[PolicyKind, ...] = ("ask", "ask-forgetful", "reject", "raises", "unknown")
+POLICY_REJECTS: frozenset[PolicyKind] = frozenset({"reject", "raises", "unknown"})
+"""The policies that decide every call without asking: a rejection by the policy."""
 Outcome = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancel"]
 Fate = Literal["pending", "delivered", "discarded"]
 
@@ -47,7 +58,10 @@ class AgentReference:
         next prompt, or `answer`ed by one more step beyond the limit (D91).
     cancel_after_final_answer: a cancel after the model's final answer (a StepEnded
         listener's) ends the turn `aborted`, or the answer stands: `completed` (D92).
-    asks: the agent asks an approver before every tool call (A14-A18).
+    asks: the agent has an Approval (A14-A18), whose policy is `policy`: `ask` before
+        every call, remembering "always" answers; `ask-forgetful` (remembers=False);
+        `reject` every call; or a policy that `raises` or answers an `unknown` verdict
+        (the call is rejected without asking: fail closed).
     remembered: the session's "always" answer for the tool (`allow`, `reject`), or None.
     clock: trio time; it only moves in `time_passes`.
     step_started_at: the clock when the current step called the model, moved on by the
@@ -77,12 +91,14 @@ class AgentReference:
         steering_at_step_limit: Literal["requeue", "answer"] = "requeue",
         cancel_after_final_answer: Literal["aborted", "completed"] = "aborted",
         asks: bool = False,
+        policy: PolicyKind = "ask",
     ) -> None:
         self.max_steps = max_steps
         self.step_timeout = step_timeout
         self.steering_at_step_limit = steering_at_step_limit
         self.cancel_after_final_answer = cancel_after_final_answer
         self.asks = asks
+        self.policy: PolicyKind = policy
         self.remembered: Literal["allow", "reject"] | None = None
         self.clock = 0.0  # trio time; it only moves in `time_passes`
         self.step_started_at = 0.0
@@ -188,7 +204,7 @@ class AgentReference:
         assert self.phase == "model", "the model is not held"
         if reply == "tool":
             self.phase = "tool"
-            if self.asks and self.remembered == "reject":
+            if self.asks and (self.remembered == "reject" or self.policy in POLICY_REJECTS):
                 self.finish_tool()  # rejected without asking: the step ends (A17)
             elif self.asks and self.remembered is None:
                 self.phase = "approval"
@@ -223,7 +239,7 @@ class AgentReference:
             self.cancel("approval cancelled", "user")
             return
         self.step_started_at += self.clock - self.asked_at
-        if outcome.endswith("_always"):
+        if outcome.endswith("_always") and self.policy != "ask-forgetful":
             self.remembered = "allow" if outcome == "allow_always" else "reject"
         self.phase = "tool"
         if outcome.startswith("reject"):

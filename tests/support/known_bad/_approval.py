@@ -42,6 +42,7 @@ class _Gate(Agent):
     cancel_decision_rejects: ClassVar[bool] = False
     remembers: ClassVar[bool] = True
     stops_clock: ClassVar[bool] = True
+    policy_failure_asks: ClassVar[bool] = False
 
     def _gate(self) -> Gate:
         return _FlawedGate(type(self))
@@ -81,9 +82,13 @@ class _FlawedGate:
         try:
             verdict = approval.policy.verdict(request)
         except Exception as exc:
-            return Decision("reject_once", by="policy", note=f"the policy failed: {exc!r}")
+            if not self.flags.policy_failure_asks:
+                return Decision("reject_once", by="policy", note=f"the policy failed: {exc!r}")
+            verdict = "ask"
         if verdict == "allow":
             return None
+        if verdict not in ("ask", "reject"):
+            return Decision("reject_once", by="policy", note=f"the policy answered {verdict!r}")
         decision = approval.settled(request, verdict)
         if decision is None:
             decision = await self._ask(approval, request, turn)
@@ -168,6 +173,14 @@ class ApprovalWaitTimed(_Gate):
     stops_clock = False
 
 
+class PolicyFailureAsks(_Gate):
+    """(A14) A policy that raises is taken as having nothing to say: the approver is asked,
+    as if the verdict were `ask`, instead of the call being rejected by the policy."""
+
+    __slots__ = ()
+    policy_failure_asks = True
+
+
 def asking_factory(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ignore
     def factory(
         model: Model,
@@ -196,6 +209,7 @@ late_decision_recorded = asking_factory(LateDecisionRecorded)
 cancel_decision_rejects = asking_factory(CancelDecisionRejects)
 always_forgotten = asking_factory(AlwaysForgotten)
 approval_wait_timed = asking_factory(ApprovalWaitTimed)
+policy_failure_asks = asking_factory(PolicyFailureAsks)
 
 SEEDED = (
     Seeded("rejected-call-runs", rejected_call_runs, "agent", "approval-before-run"),
@@ -214,4 +228,5 @@ SEEDED = (
     Seeded("cancel-decision-rejects", cancel_decision_rejects, "agent", "cancel-decision-aborts"),
     Seeded("always-forgotten", always_forgotten, "agent", "always-remembered"),
     Seeded("approval-wait-timed", approval_wait_timed, "agent", "approval-wait-untimed"),
+    Seeded("policy-failure-asks", policy_failure_asks, "agent", "one-approval-record"),
 )
