@@ -30,12 +30,14 @@ from trio_agents import (
     Approval,
     Event,
     EventBus,
+    Finish,
     Message,
     Model,
     StatusChanged,
     TextDelta,
     Tool,
     ToolCall,
+    Usage,
     open_agent,
 )
 from trio_agents.testing import HOLD, GateTool, ScriptedStep, reply, tool_step
@@ -339,10 +341,10 @@ class AgentMachine(AgentStreams):
         self._idle_cancelled = not expected
 
     @precondition(lambda self: self.ref.phase == "model")
-    @rule(answer=st.sampled_from(["text", "tool"]))
-    def release_model(self, answer: Literal["text", "tool"]) -> None:
+    @rule(answer=st.sampled_from(["text", "tool"]), usage=st.booleans())
+    def release_model(self, answer: Literal["text", "tool"], usage: bool = False) -> None:
         """Let the held model call answer (the rest of) its reply: text, or a call of the
-        gate tool."""
+        gate tool; with `usage`, its finish reports tokens, as most providers' do."""
         n = self._next()
         streamed = self._current_reply()
         if answer == "text":
@@ -353,6 +355,8 @@ class AgentMachine(AgentStreams):
             streamed.calls.append(f"call-{n}")
             self._note_call(f"call-{n}")
         streamed.finished = True
+        if usage:
+            step = _reporting_usage(step, Usage(input_tokens=10 * n, output_tokens=n))
         self.host.run_sync(self.model.release, step)
         self.host.settle()
         self.ref.release_model(answer)
@@ -579,3 +583,12 @@ def agent_machine_for(
     machine = machine_for(AgentMachine, factory)
     machine.features = features if features is not None else features_of(machine.factory)
     return machine
+
+
+def _reporting_usage(step: ScriptedStep, usage: Usage) -> ScriptedStep:
+    """`step` whose Finish reports `usage`."""
+    items = tuple(
+        Finish(item.reason, usage=usage) if isinstance(item, Finish) else item
+        for item in step.items
+    )
+    return ScriptedStep(items)

@@ -167,7 +167,21 @@ def result_from(turn: Sequence[Record], prompt_id: str) -> dict[str, object]:
         ],
         "end": dict(turn[-1].data["reason"]),
         "steps": sum(1 for r in turn if r.type == STEP_START),
+        "usage": _summed_usage(turn),
     }
+
+
+def _summed_usage(turn: Sequence[Record]) -> tuple[int, int] | None:
+    """(input, output) tokens summed over the replies that reported usage; None if none."""
+    reported = [
+        r.data["usage"] for r in turn if r.type == ASSISTANT_MESSAGE and r.data.get("usage")
+    ]
+    if not reported:
+        return None
+    return (
+        sum(int(u.get("input_tokens", 0)) for u in reported),
+        sum(int(u.get("output_tokens", 0)) for u in reported),
+    )
 
 
 def result_seen(result: object) -> dict[str, object]:
@@ -181,6 +195,7 @@ def result_seen(result: object) -> dict[str, object]:
         "calls": [(c.call_id, c.content, c.is_error) for c in got.tool_calls],
         "end": dict(got.end),
         "steps": got.steps,
+        "usage": None if got.usage is None else (got.usage.input_tokens, got.usage.output_tokens),
     }
 
 

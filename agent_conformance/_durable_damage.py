@@ -6,7 +6,8 @@ A store reads a session whole and checks it. So on the copy, `exists` and `load`
 damaged session, and a `resume` of it through the runtime, must raise
 `CorruptSessionError` naming the session and the record (or its header); the listing must
 give it with its `damage` and every other session without; and a failed resume must leave
-no claim file in `<store>.live/`, so a second one fails for the same reason.
+no claim file in `<store>.live/`, so a second one fails for the same reason; so must a
+resume of a session the store does not hold (SessionNotFoundError).
 
 The damage is drawn from what the contract's Records table and L12 name: a record that is
 not JSON, one that is not an object, a key the table gives its type that is missing or of
@@ -24,7 +25,7 @@ from typing import Any, ClassVar, Literal
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition
 
-from trio_agents import CorruptSessionError, Record, SqliteStore
+from trio_agents import CorruptSessionError, Record, SessionNotFoundError, SqliteStore
 from trio_agents.testing import ScriptedModel
 
 from ._durable_properties import DAMAGE_NAMED
@@ -42,6 +43,8 @@ DAMAGES: tuple[Damage, ...] = (
     "gap",
     "header",
 )
+
+MISSING = "never-stored"  # an id no session of the machine has (its ids are "a" and "b")
 
 # The keys rule L12 names, by the kind it gives them, and the record types that carry each
 # (the contract's Records table). Only these: a key the table lists that L12 does not name
@@ -122,7 +125,10 @@ class DamagedCopies(ConformanceMachine):
         left = sorted(p.name for p in live.iterdir()) if live.is_dir() else []
         DAMAGE_NAMED.check(
             not left,
-            lambda: f"{told}, after the failed resumes {live} still holds claim files {left}",
+            lambda: (
+                f"{told}, after the failed resumes (and one of {MISSING!r}, which it does not "
+                f"hold) {live} still holds claim files {left}"
+            ),
         )
         self.trace.append(f"damaged copy {damage}")
 
@@ -147,6 +153,23 @@ class DamagedCopies(ConformanceMachine):
             )
             for attempt in ("a resume", "a second resume"):
                 await self._resume_damaged(rt, sid, seq, f"{told}, {attempt}")
+            await self._resume_missing(rt, told)
+
+    @staticmethod
+    async def _resume_missing(rt: RuntimeSurface, told: str) -> None:
+        """A restore of a session the store does not hold ends without it going live too:
+        SessionNotFoundError, and its claim released (checked with the rest, after)."""
+        try:
+            handle = await rt.agents.resume(MISSING, model=ScriptedModel(hold_all=True))
+        except SessionNotFoundError:
+            return
+        except Exception as exc:  # what it raised instead is the finding
+            DAMAGE_NAMED.fail(
+                f"{told}, a resume of {MISSING!r}, which it does not hold, raised "
+                f"{type(exc).__name__}: {exc}, not SessionNotFoundError"
+            )
+        await handle.aclose()
+        DAMAGE_NAMED.fail(f"{told}, a resume of {MISSING!r}, which it does not hold, succeeded")
 
     @staticmethod
     async def _resume_damaged(rt: RuntimeSurface, sid: str, seq: int | None, told: str) -> None:

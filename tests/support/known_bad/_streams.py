@@ -3,6 +3,8 @@ seeded defect (rules V1-V4)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import trio
 
 from trio_agents import (
@@ -13,6 +15,7 @@ from trio_agents import (
     TurnEvent,
     TurnResult,
     TurnText,
+    Usage,
     turn_result,
 )
 from trio_agents._agent._turn_stream import TurnStream
@@ -110,6 +113,17 @@ class _ResultOfLatestTurn(TurnStream):
         return turn_result(records, last)
 
 
+class _UsageZeroByDefault(TurnStream):
+    """`result()` gives a zero `Usage` for a turn no reply of which reported one (a default
+    that reads as "nothing was used"), where the contract says None."""
+
+    __slots__ = ()
+
+    async def result(self) -> TurnResult:
+        got = await super().result()
+        return got if got.usage is not None else dataclasses.replace(got, usage=Usage())
+
+
 def _agent_with(stream: type[TurnStream]) -> type[Agent]:
     class _Streaming(Agent):
         __slots__ = ()
@@ -126,8 +140,15 @@ stream_without_turn_end = factory_for(_agent_with(_NoTurnEnd))
 stream_goes_on_after_turn_end = factory_for(_agent_with(_GoesOnAfterTurnEnd))
 stream_follows_from_first_read = factory_for(_agent_with(_FollowsFromFirstRead))
 stream_result_of_latest_turn = factory_for(_agent_with(_ResultOfLatestTurn))
+stream_usage_zero_by_default = factory_for(_agent_with(_UsageZeroByDefault))
 
 SEEDED: tuple[Seeded, ...] = (
+    Seeded(
+        "stream-usage-zero-by-default",
+        stream_usage_zero_by_default,
+        "agent",
+        "stream-result-from-records",
+    ),
     Seeded("stream-text-twice", stream_text_twice, "agent", "stream-follows-its-turn"),
     Seeded(
         "stream-without-turn-end", stream_without_turn_end, "agent", "stream-ends-with-turn-end"
