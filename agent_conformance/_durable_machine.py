@@ -459,7 +459,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
 
     @precondition(lambda self: bool(self._held_models()))
     @rule(calls=st.integers(0, 2), ids=st.sampled_from(CALL_IDS), data=st.data())
-    def release_model(self, calls: int, ids: CallIds, data: st.DataObject) -> None:
+    def release_model(self, calls: int, data: st.DataObject, ids: CallIds = "fresh") -> None:
         """Let a held model call answer: text (`calls` 0), or `calls` gate tool calls,
         which are held in turn. Their ids are fresh, or, as some models and servers send
         them, one id twice in the reply, or an id the session already holds (a model's
