@@ -1,5 +1,5 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P9 and P14 (docs/contract.md, ACP section).
+checks rules P1-P9, P11 and P14 (docs/contract.md, ACP section).
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
@@ -29,11 +29,12 @@ from hypothesis.stateful import precondition
 
 from trio_agents.testing import TrioHost, WallClock
 
-from .._machine import ConformanceMachine, rule
+from .._machine import rule
 from .._properties import Property
 from . import _wire as wire
 from ._client import AcpTarget, AgentProcess, AgentSetupError, Answer, PermissionAsk, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
+from ._listing import SessionListing
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
 from ._properties import (
     CANCEL_ANSWERS_CANCELLED,
@@ -83,7 +84,7 @@ class _World:
         self.nursery = nursery
 
 
-class AcpMachine(ConformanceMachine):
+class AcpMachine(SessionListing):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
     host: the TrioHost, on a WallClock (the agent is a real process).
@@ -93,7 +94,8 @@ class AcpMachine(ConformanceMachine):
 
     target: ClassVar[AcpTarget]
     advertised: ClassVar[dict[str, Any]] = {}
-    """What the last `initialize` answered: `agentInfo` and `loadSession`."""
+    """What the last `initialize` answered: `agentInfo`, `loadSession` and `listSessions`
+    (`sessionCapabilities.list`)."""
 
     def __init__(self) -> None:
         target = type(self).target
@@ -109,6 +111,10 @@ class AcpMachine(ConformanceMachine):
         # counts, and a `tool_call` (a load replays them) starts the call's statuses anew.
         self.tool_status: dict[tuple[str, str], str] = {}
         self.can_load = False
+        self.can_list = False
+        self.extra_ids: list[str] = []
+        self.elsewhere: list[str] = []
+        self.bulked = False
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
         try:
@@ -178,9 +184,12 @@ class AcpMachine(ConformanceMachine):
         if answer.error is not None:
             raise AgentSetupError(f"the agent refused initialize: {answer.error}")
         self.can_load = bool(wire.dig(answer.result, "agentCapabilities", "loadSession"))
+        listing = wire.dig(answer.result, "agentCapabilities", "sessionCapabilities", "list")
+        self.can_list = listing is not None and listing is not False
         type(self).advertised = {
             "agentInfo": wire.dig(answer.result, "agentInfo"),
             "loadSession": self.can_load,
+            "listSessions": self.can_list,
         }
 
     def _ask(

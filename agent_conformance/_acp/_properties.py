@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9 and P14 of docs/contract.md's
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11 and P14 of docs/contract.md's
 ACP section). Pure: no trio."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "REQUEST_ANSWERED",
     "SCHEMA_VALID",
     "SESSIONS_ISOLATED",
+    "SESSIONS_LISTED",
     "TOOL_STATUS_FORWARD",
 ]
 
@@ -130,6 +131,17 @@ TOOL_STATUS_FORWARD = Property(
     "status only moves forward: pending, in_progress, then completed or failed, which is final",
 )
 
+SESSIONS_LISTED = Property(
+    "P11",
+    "sessions-listed-once",
+    _M,
+    "an agent that advertises sessionCapabilities.list lists every session it created, in "
+    "this process or an earlier one, exactly once across the pages of one listing "
+    "(following each nextCursor), with the cwd it was created in; with cwd given, only the "
+    "sessions of that directory; a session created between two pages makes the later page "
+    "neither repeat nor skip one",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
     ANSWER_UNIQUE,
@@ -146,5 +158,6 @@ PROPERTIES: tuple[Property, ...] = (
     PERMISSION_REFUSED_NOT_RUN,
     PERMISSION_SKIPPED_BY_CANCEL,
     TOOL_STATUS_FORWARD,
+    SESSIONS_LISTED,
 )
 """Every property of the ACP machine."""

@@ -194,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
         "session/load checked"
         if run_.advertised.get("loadSession")
         else "session/load not advertised: not checked"
+    ) + (
+        ", session/list checked"
+        if run_.advertised.get("listSessions")
+        else ", session/list not advertised: not checked"
     )
     if run_.landed:
         where = ", ".join(f"{point} {n}" for point, n in sorted(run_.landed.items()))

@@ -17,7 +17,7 @@ import trio
 
 from trio_agents._agent._events import TextStreamed
 from trio_agents.acp import _jsonrpc as rpc
-from trio_agents.acp import _mapping, _permissions
+from trio_agents.acp import _listing, _mapping, _permissions
 from trio_agents.acp._server import AcpServer
 from trio_agents.acp._stdio import serve_stdio
 
@@ -55,6 +55,16 @@ def _in_progress_after_the_result() -> None:
             self._update(session_id, _mapping.tool_started_update(str(record.data["call_id"])))
 
     AcpServer._on_record = late  # type: ignore[method-assign]
+
+
+def _list_ignores_cwd() -> None:
+    page = _listing.page
+
+    def every_directory(sessions: Any, params: Any, size: int = _listing.PAGE_SIZE) -> Any:
+        # The filter is read, checked, and then left out of the query.
+        return page(sessions, {k: v for k, v in params.items() if k != "cwd"}, size)
+
+    _listing.page = every_directory
 
 
 def _cancel_answers_end_turn() -> None:
@@ -260,6 +270,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "prompt-waits-for-permission-after-cancel": (
         _permission_outlives_cancel,
         AcpSeeded("prompt-waits-for-permission-after-cancel", "permission-skipped-by-cancel"),
+    ),
+    "list-ignores-cwd": (
+        _list_ignores_cwd,
+        AcpSeeded("list-ignores-cwd", "sessions-listed-once"),
     ),
     "in-progress-after-the-result": (
         _in_progress_after_the_result,

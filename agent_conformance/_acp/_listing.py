@@ -1,0 +1,144 @@
+"""The ACP machine's listing of sessions (rule P11): an agent that advertises
+`sessionCapabilities.list` lists every session it created, in this process or an earlier
+one, exactly once across the pages of one listing, with the `cwd` it was created in; with
+`cwd` given, only that directory's sessions; and a session created between two pages makes
+the later pages neither repeat nor skip one.
+
+Once an example, the rule may first create enough sessions to need pages (`BULK`, past the
+page sizes agents use), and one in another directory, which a listing of the example's
+directory must leave out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition
+
+from .._machine import ConformanceMachine, rule
+from . import _wire as wire
+from ._client import AgentProcess, Answer
+from ._properties import SESSIONS_LISTED
+
+__all__ = ["BULK", "SessionListing"]
+
+BULK = 60  # sessions made at once: past a page of 50, the size the agents we know use
+MAX_PAGES = 40  # a listing that goes on past this many pages does not end
+
+
+class SessionListing(ConformanceMachine):
+    """The P11 rule of `AcpMachine`, whose state it uses: `agent`, `sessions`, `log`."""
+
+    can_list: bool
+    extra_ids: list[str]
+    """The sessions this rule made in the work directory (`new_session` makes the rest)."""
+    elsewhere: list[str]
+    """Every session this example created in another directory."""
+    bulked: bool
+
+    if TYPE_CHECKING:  # of `AcpMachine`
+        agent: AgentProcess
+        sessions: list[Any]
+        log: list[str]
+
+        def _ask(
+            self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
+        ) -> Answer: ...
+
+    def _create(self, cwd: str) -> str | None:
+        answer = self._ask(self.agent, "session/new", {"cwd": cwd, "mcpServers": []})
+        if answer.error is not None:
+            return None
+        return str(answer.result["sessionId"])
+
+    @precondition(lambda self: self.can_list)
+    @rule(bulk=st.booleans(), between=st.booleans(), filtered=st.booleans())
+    def list_sessions(self, bulk: bool, between: bool, filtered: bool) -> None:
+        """session/list, following each `nextCursor` to the end: of the example's work
+        directory (`filtered`) or of every directory. With `bulk` (once an example), first
+        make enough sessions to need pages, and one in another directory; with `between`,
+        make one more after the first page."""
+        workdir = str(self.agent.workdir)
+        if bulk and not self.bulked:
+            self.bulked = True
+            for _ in range(BULK):
+                made = self._create(workdir)
+                SESSIONS_LISTED.check(made is not None, "session/new failed while making many")
+                self.extra_ids.append(str(made))
+            other = os.path.join(os.path.dirname(workdir), "elsewhere")
+            os.makedirs(other, exist_ok=True)
+            made = self._create(other)
+            if made is not None:
+                self.elsewhere.append(made)
+        made_here = [str(session.id) for session in self.sessions] + self.extra_ids
+        expected = made_here + ([] if filtered else list(self.elsewhere))
+        params: dict[str, Any] = {"cwd": workdir} if filtered else {}
+        seen: list[tuple[str, object]] = []
+        late: list[str] = []
+        cursor: object = None
+        for number in range(MAX_PAGES):
+            asked = dict(params) if cursor is None else {**params, "cursor": cursor}
+            what = f" (page {number + 1}{', filtered' if filtered else ''})"
+            answer = self._ask(self.agent, "session/list", asked, what)
+            SESSIONS_LISTED.check(
+                answer.error is None,
+                lambda: f"session/list {asked} was answered {answer.error}",  # noqa: B023
+            )
+            items: list[Any] = wire.dig(answer.result, "sessions") or []
+            for item in items:
+                seen.append((str(wire.dig(item, "sessionId")), wire.dig(item, "cwd")))
+            cursor = wire.dig(answer.result, "nextCursor")
+            if number == 0 and between:
+                made = self._create(workdir)
+                if made is not None:
+                    self.extra_ids.append(made)
+                    late.append(made)
+            if cursor is None:
+                break
+        else:
+            SESSIONS_LISTED.fail(f"session/list still gave a nextCursor after {MAX_PAGES} pages")
+        self._check_listing(expected, late, seen, filtered)
+        self.log.append(f"list{' bulk' if bulk else ''}{' between' if between else ''}")
+
+    def _check_listing(
+        self,
+        expected: list[str],
+        late: list[str],
+        seen: list[tuple[str, object]],
+        filtered: bool,
+    ) -> None:
+        counts = Counter(sid for sid, _ in seen)
+        twice = sorted(sid for sid, n in counts.items() if n > 1)
+        missing = [sid for sid in expected if sid not in counts]
+        where = "of the work directory" if filtered else "of every directory"
+        SESSIONS_LISTED.check(
+            not twice and not missing,
+            lambda: (
+                f"a listing {where}, followed to its last page, gave {len(seen)} sessions: "
+                + (f"{twice} more than once" if twice else "")
+                + ("; " if twice and missing else "")
+                + (f"not {missing} of the {len(expected)} created" if missing else "")
+            ),
+        )
+        if not filtered:
+            return
+        workdir = os.path.realpath(self.agent.workdir)
+        stray = [sid for sid, _ in seen if sid in self.elsewhere]
+        others = [
+            (sid, cwd)
+            for sid, cwd in seen
+            if not isinstance(cwd, str) or os.path.realpath(cwd) != workdir
+        ]
+        SESSIONS_LISTED.check(
+            not stray and not others,
+            lambda: f"a listing of {workdir} gave sessions of other directories: {stray or others}",
+        )
+        unknown = [sid for sid, _ in seen if sid not in expected and sid not in late]
+        SESSIONS_LISTED.check(
+            not unknown,
+            lambda: f"a listing of {workdir} gave sessions nobody created there: {unknown}",
+        )
