@@ -26,6 +26,7 @@ def test_conformance_passes_on_the_builtin_runtime(capsys: pytest.CaptureFixture
     assert "lifecycle machine: passed, " in out
     assert "shell machine: passed, " in out
     assert "mcp machine: passed, " in out
+    assert "acp machine: passed, " in out  # the built-in runtime's ACP server (D409)
     assert "commands ran in the bubblewrap sandbox" in out  # bwrap works here (D134)
 
 
@@ -39,6 +40,24 @@ def test_conformance_fails_on_a_known_bad_shell_executor(
     assert "shell machine: FAILED" in out
     assert "agent machine" not in out  # only the machine whose target is given runs
     assert "S1 (group-killed)" in out  # a process of a killed group survived
+
+
+def test_the_acp_machine_is_named_acp_and_only_for_the_builtin_runtime(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "conformance",
+        "--machine",
+        "acp",
+        "--shell-target",
+        "tests.support.known_bad:leader_only_kill",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "trio-agents conformance: --machine: the acp machine checks the built-in runtime's "
+        "ACP server; check another ACP agent with trio-agents conformance --acp -- CMD"
+    )
 
 
 def test_machine_runs_only_the_machines_named(capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,6 +114,10 @@ def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) 
             if "shell machine" not in line
             and "mcp machine" not in line
             and not line.startswith("  ... ")
+            # The ACP machine's agent is a real process too, on the real clock (D409).
+            and "acp machine" not in line
+            and not line.startswith(("  the agent says", "  permission requests", "  cancels "))
+            and not line.startswith("checked ")
         ]
         outs.append(re.sub(r"\(\d+\.\d+s\)", "", "\n".join(lines)))
     assert outs[0] == outs[1]

@@ -4,6 +4,7 @@ CMD [ARGS...]`: the ACP machine against any ACP agent command."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import shutil
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Imported here: the suite needs Hypothesis and the ACP schema, the rest of the
         # command neither.
-        from .._acp._client import AcpTarget, AgentSetupError
+        from .._acp._client import AcpTarget
         from .._acp._run import run_acp_conformance
     except ImportError as exc:  # acp.schema: the agent-client-protocol package
         print(
@@ -181,6 +182,14 @@ def run(args: argparse.Namespace) -> int:
         shrink=not args.no_shrink,
         progress=_progress,
     )
+    return _print_acp_run(run_, f"{args.prog} --acp ... --seed {{seed}} -- {shown}")
+
+
+def _print_acp_run(run_: Any, replay: str) -> int:
+    """Print what an ACP run found, as `--acp` does; 0 if it passed, else 1. `replay`: the
+    command that replays it, with `{seed}` for the run's seed."""
+    from .._acp._client import AgentSetupError  # the ACP schema, only when run
+
     report = run_.report
     counts = (
         f"{report.examples} examples, {report.checks} checked steps, "
@@ -214,8 +223,40 @@ def run(args: argparse.Namespace) -> int:
         print(f"  acp machine: NOT CHECKED: {report.failure}")
         return 1
     print(f"  acp machine: FAILED, {counts}; {loads}")
-    print_failure(report, f"{args.prog} --acp ... --seed {report.seed} -- {shown}")
+    print_failure(report, replay.replace("{seed}", str(report.seed)))
     return 1
+
+
+def run_builtin(prog: str, profile: str | None, max_examples: int | None, seed: int) -> Any:
+    """The main job's ACP machine: the built-in runtime's ACP server (`trio-agents acp
+    --model openai`, this Python) checked as any ACP agent is (D409). Its report, printed;
+    None, after one line saying why, when the ACP schema is not installed."""
+    try:
+        from .._acp._client import AcpTarget
+        from .._acp._run import run_acp_conformance
+    except ImportError as exc:  # acp.schema: the agent-client-protocol package
+        print(
+            f"  acp machine: not run: it needs the ACP schema package ({exc.name} is "
+            "missing): pip install 'trio-agents[acp-conformance]'",
+            flush=True,
+        )
+        return None
+    command = (sys.executable, "-m", "trio_agents._cli", "acp", "--model", "openai")
+    target = AcpTarget(command, timeout=DEFAULT_TIMEOUT, grace=DEFAULT_GRACE)
+    run_ = run_acp_conformance(
+        target, profile_name=profile, max_examples=max_examples, seed=seed, progress=_progress
+    )
+    _print_acp_run(run_, f"{prog} --machine acp --seed {{seed}}")
+    from .._acp._properties import LOAD_REPLAYS, PROPERTIES, SESSIONS_LISTED
+
+    advertised = run_.advertised
+    unchecked: set[str] = set()
+    if not advertised.get("loadSession"):
+        unchecked.add(LOAD_REPLAYS.name)
+    if not advertised.get("listSessions"):
+        unchecked.add(SESSIONS_LISTED.name)
+    checked = tuple(p for p in PROPERTIES if p.name not in unchecked)
+    return dataclasses.replace(run_.report, checked=checked)
 
 
 def _progress(machine: str, examples: int, seconds: float) -> None:

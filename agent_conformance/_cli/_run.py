@@ -23,6 +23,8 @@ DOCS = "docs/conformance.md"
 # The machines' names, in the order they run (`_conformance.MACHINES`, which imports
 # Hypothesis: too slow to import for `--help`; a test keeps the two equal).
 MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp")
+# With no target, the main job also checks the built-in runtime's ACP server (D409).
+BUILTIN_ACP = "acp"
 # The typical wall time of each profile's full run of every machine on two cores: what
 # `--help` tells a user to expect before they start one.
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
@@ -65,11 +67,12 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
     conformance.add_argument(
         "--machine",
         action="append",
-        choices=list(MACHINE_NAMES),
+        choices=[*MACHINE_NAMES, BUILTIN_ACP],
         default=None,
         metavar="NAME",
-        help=f"run only this machine ({', '.join(MACHINE_NAMES)}); repeat it for more "
-        "(default: every machine with a target, all of them without one)",
+        help=f"run only this machine ({', '.join(MACHINE_NAMES)}, and {BUILTIN_ACP} for the "
+        "built-in runtime's ACP server); repeat it for more (default: every machine with a "
+        "target, all of them without one)",
     )
     conformance.add_argument(
         "--seed",
@@ -147,10 +150,19 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"{args.prog}: --target {args.target}: {exc}", file=sys.stderr)
         return 2
+    chosen: list[str] | None = args.machine
+    with_acp = chosen is None or BUILTIN_ACP in chosen
+    others = None if chosen is None else [m for m in chosen if m != BUILTIN_ACP]
     try:
         kinds = {"--target": "agent", "--runtime-target": "runtime", "--shell-target": "shell"}
         given_kinds = [kinds.get(flag, "mcp") for flag, spec in given.items() if spec]
-        check_machine_choice(args.machine or (), given_kinds)
+        if given_kinds and chosen is not None and BUILTIN_ACP in chosen:
+            raise ValueError(
+                "the acp machine checks the built-in runtime's ACP server; check another "
+                f"ACP agent with {args.prog} --acp -- CMD"
+            )
+        with_acp = with_acp and not given_kinds
+        check_machine_choice(others or (), given_kinds)
     except ValueError as exc:
         print(f"{args.prog}: --machine: {exc}", file=sys.stderr)
         return 2
@@ -169,23 +181,30 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        run_conformance(
-            loaded.get("--target"),
-            runtime_factory=loaded.get("--runtime-target"),
-            shell_factory=loaded.get("--shell-target"),
-            mcp_opener=loaded.get("--mcp-target"),
-            factory_spec=args.target,
-            runtime_spec=args.runtime_target,
-            shell_spec=args.shell_target,
-            mcp_spec=args.mcp_target,
-            profile_name=args.profile,
-            max_examples=args.max_examples,
-            seed=seed,
-            progress=_progress,
-            on_report=lambda report: _keep_and_print(finished, report, args.prog),
-            interrupted=lambda: bool(stop),
-            machines=args.machine,
-        )
+        if others != []:  # [] when only the acp machine was chosen
+            run_conformance(
+                loaded.get("--target"),
+                runtime_factory=loaded.get("--runtime-target"),
+                shell_factory=loaded.get("--shell-target"),
+                mcp_opener=loaded.get("--mcp-target"),
+                factory_spec=args.target,
+                runtime_spec=args.runtime_target,
+                shell_spec=args.shell_target,
+                mcp_spec=args.mcp_target,
+                profile_name=args.profile,
+                max_examples=args.max_examples,
+                seed=seed,
+                progress=_progress,
+                on_report=lambda report: _keep_and_print(finished, report, args.prog),
+                interrupted=lambda: bool(stop),
+                machines=others,
+            )
+        if with_acp and not stop:
+            from ._acp import run_builtin  # the ACP schema, only when run
+
+            report = run_builtin(args.prog, args.profile, args.max_examples, seed)
+            if report is not None:
+                finished.append(report)
     except KeyboardInterrupt:
         passed = ", ".join(r.machine for r in finished if r.passed) or "none"
         print(
