@@ -82,7 +82,15 @@ from ._mcp_properties import (
 )
 from ._mcp_properties import PROPERTIES as PROPERTIES
 from ._mcp_server import PNG_BYTES
-from ._shell_probes import CREDENTIAL, INNOCENT, OUTSIDER, PASSED, SECRETS, secret_environment
+from ._shell_probes import (
+    CREDENTIAL,
+    FIXED_ENV,
+    INNOCENT,
+    OUTSIDER,
+    PASSED,
+    SECRETS,
+    secret_environment,
+)
 from ._targets import McpOpener
 from ._vocabulary import mcp_tool_name
 
@@ -97,8 +105,6 @@ GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
 # a loaded machine's init can take seconds (D399's margin, for the shell's groups).
 ORPHAN_GONE_WITHIN = 5.0
 TEXTS = ("hi", "two words", "ünïcödé")
-# What every stdio server's environment holds, whatever this process's has (M6).
-FIXED_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 
 ClosePath = Literal["end", "raise", "outer-cancel"]
 CLOSE_PATHS: tuple[ClosePath, ...] = ("end", "raise", "outer-cancel")

@@ -79,6 +79,11 @@ INNOCENT = ("LC_TRIO_AGENTS_PLAIN", "trio-agents-plain-visible")  # allowed: LC_
 PASSED = ("TRIO_AGENTS_PROBE_PASSED", "https://probe:trio-agents-probe-passed@host.invalid/")
 PROBE_SET = ("TRIO_AGENTS_PROBE_SET", "probe-set-value")  # in the built-in target's env
 OUTSIDER = ("PLAIN_VALUE", "trio-agents-plain-outside")  # no credential, not allowed either
+# An allowed name this process sets that S1 then sets itself: the fixed values must win.
+INHERITED_TERM = ("TERM", "xterm-trio-agents-probe")
+# What every command's environment holds after the allowed names, unless the user passed
+# another value (S8).
+FIXED_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 CREDENTIAL = re.compile(r"KEY|SECRET|TOKEN|PASSWORD", re.IGNORECASE)
 STDIN_WAIT = 2  # seconds a job's read of stdin may block before it counts as open
 PAST_TIMEOUT = 0.05  # seconds: the foreground timeout of the commands that outlive it
@@ -88,7 +93,13 @@ PAST_TIMEOUT = 0.05  # seconds: the foreground timeout of the commands that outl
 def secret_environment() -> Generator[None]:
     """This process's environment (which the executor's commands get an allowlist of) holds
     credentials, an innocent allowed name and an innocent other one, until the block ends."""
-    added = {**SECRETS, INNOCENT[0]: INNOCENT[1], OUTSIDER[0]: OUTSIDER[1], PASSED[0]: PASSED[1]}
+    added = {
+        **SECRETS,
+        INNOCENT[0]: INNOCENT[1],
+        OUTSIDER[0]: OUTSIDER[1],
+        PASSED[0]: PASSED[1],
+        INHERITED_TERM[0]: INHERITED_TERM[1],
+    }
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:
@@ -139,6 +150,18 @@ async def probe_environment(shell: ShellExecutor) -> None:
     ENV_SCRUBBED.check(
         names.get(INNOCENT[0]) == INNOCENT[1],
         f"a command's environment lost {INNOCENT[0]}, an allowed name (LC_*) with a plain value",
+    )
+    passed: set[str] = {*getattr(shell, "pass_env", ())}
+    passed.update(getattr(shell, "env", None) or {})
+    fixed = {n: v for n, v in FIXED_ENV.items() if n not in passed}
+    wrong = sorted(n for n, v in fixed.items() if names.get(n) != v)
+    ENV_SCRUBBED.check(
+        not wrong,
+        lambda: (
+            "a command's environment has "
+            + ", ".join(f"{n}={names.get(n)!r} (expected {fixed[n]!r})" for n in wrong)
+            + f", with {INHERITED_TERM[0]}={INHERITED_TERM[1]!r} in this process's"
+        ),
     )
 
 

@@ -37,7 +37,8 @@ ENV_SCRUBBED = _shell(
     "env-scrubbed",
     "run(spec) runs bash -c with only the allowed names of the environment (PATH, HOME, LANG, "
     "LC_*, TERM, USER, SHELL, TMPDIR, TZ, ...), none whose value carries a credential URL, "
-    "and what the user passed explicitly",
+    "then NO_COLOR=1, TERM=dumb, PAGER=cat, GIT_PAGER=cat, then what the user passed "
+    "explicitly",
 )
 ENV_PASSED_EXPLICITLY = _shell(
     "S8",

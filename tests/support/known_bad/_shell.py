@@ -143,6 +143,16 @@ class _SecretsByNameOnly(ShellExecutor):
         return {**env, **QUIET_TOOLS}
 
 
+class _InheritedBeatsQuiet(ShellExecutor):
+    """The quiet defaults are set first and the allowed names of the server's environment
+    over them, so a terminal's TERM (or PAGER) reaches commands that then page or colour."""
+
+    def _environment(self) -> dict[str, str]:
+        allowed = command_environment(os.environ, pass_env=self.pass_env, env=self.env)
+        inherited = {n: os.environ[n] for n in QUIET_TOOLS if n in os.environ}
+        return {**allowed, **inherited, **(self.env or {})}
+
+
 class _ExplicitPassFiltered(ShellExecutor):
     """A name passed explicitly (`pass_env`) is dropped when its value looks like a
     credential, as the allowed names are: the user's explicit permission is second-guessed."""
@@ -373,6 +383,7 @@ kill_without_term = shell_factory_for(_KillWithoutTerm, sandboxed=False)
 kill_without_grace = shell_factory_for(_KillWithoutGrace, sandboxed=False)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
+inherited_beats_quiet = shell_factory_for(_InheritedBeatsQuiet)
 secrets_by_suffix_only = shell_factory_for(_SecretsBySuffixOnly)
 secrets_by_name_only = shell_factory_for(_SecretsByNameOnly)
 explicit_pass_filtered = shell_factory_for(_ExplicitPassFiltered)
@@ -397,6 +408,7 @@ SEEDED = (
         "timeout-reported-as-cancelled", timeout_reported_as_cancelled, "shell", "outcome-fields"
     ),
     Seeded("secrets-upper-case-only", secrets_upper_case_only, "shell", "env-scrubbed"),
+    Seeded("inherited-beats-quiet", inherited_beats_quiet, "shell", "env-scrubbed"),
     Seeded("secrets-by-suffix-only", secrets_by_suffix_only, "shell", "env-scrubbed"),
     Seeded("secrets-by-name-only", secrets_by_name_only, "shell", "env-scrubbed"),
     Seeded("output-head-kept", output_head_kept, "shell", "output-tail-kept"),
