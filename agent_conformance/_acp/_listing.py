@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition
@@ -24,9 +24,13 @@ from . import _wire as wire
 from ._client import AgentProcess, Answer
 from ._properties import SESSIONS_LISTED
 
-__all__ = ["BULK", "SessionListing"]
+__all__ = ["BETWEEN", "BULK", "Between", "SessionListing"]
 
 BULK = 60  # sessions made at once: past a page of 50, the size the agents we know use
+# What happens between the first page and the next: nothing, a session made, or a session
+# written to (a prompt): neither may make a later page repeat or skip one.
+Between = Literal["nothing", "create", "write"]
+BETWEEN: tuple[Between, ...] = ("nothing", "create", "write")
 MAX_PAGES = 40  # a listing that goes on past this many pages does not end
 
 
@@ -44,6 +48,9 @@ class SessionListing(ConformanceMachine):
         agent: AgentProcess
         sessions: list[Any]
         log: list[str]
+
+        def _live(self) -> list[Any]: ...
+        def prompt(self, session: int, tool: bool) -> None: ...
 
         def _ask(
             self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
@@ -68,12 +75,13 @@ class SessionListing(ConformanceMachine):
         return made
 
     @precondition(lambda self: self.can_list)
-    @rule(bulk=st.booleans(), between=st.booleans(), filtered=st.booleans())
-    def list_sessions(self, bulk: bool, between: bool, filtered: bool) -> None:
+    @rule(bulk=st.booleans(), between=st.sampled_from(BETWEEN), filtered=st.booleans())
+    def list_sessions(self, bulk: bool, between: Between, filtered: bool) -> None:
         """session/list, following each `nextCursor` to the end: of the example's work
         directory (`filtered`) or of every directory. With `bulk` (once an example), first
-        make enough sessions to need pages, and one in another directory; with `between`,
-        make one more after the first page."""
+        make enough sessions to need pages, and one in another directory; after the first
+        page, `between` makes one more session (`create`), or prompts a live one, which
+        writes to it (`write`)."""
         workdir = str(self.agent.workdir)
         if bulk and not self.bulked:
             self.bulked = True
@@ -106,17 +114,19 @@ class SessionListing(ConformanceMachine):
             for item in items:
                 seen.append((str(wire.dig(item, "sessionId")), wire.dig(item, "cwd")))
             cursor = wire.dig(answer.result, "nextCursor")
-            if number == 0 and between:
+            if number == 0 and between == "create":
                 made = self._create(workdir)
                 if made is not None:
                     self.extra_ids.append(made)
                     late.append(made)
+            elif number == 0 and between == "write" and self._live():
+                self.prompt(0, False)
             if cursor is None:
                 break
         else:
             SESSIONS_LISTED.fail(f"session/list still gave a nextCursor after {MAX_PAGES} pages")
         self._check_listing(expected, late, seen, filtered)
-        self.log.append(f"list{' bulk' if bulk else ''}{' between' if between else ''}")
+        self.log.append(f"list{' bulk' if bulk else ''} {between}")
 
     def _check_listing(
         self,

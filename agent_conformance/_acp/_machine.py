@@ -84,6 +84,13 @@ class _World:
         self.nursery = nursery
 
 
+def _witness(agent: AgentProcess, token: str) -> Path:
+    """The file a mid-tool cancel's command writes once it runs: in the agent's work
+    directory, which a sandboxed command may write (elsewhere it may not, and the wait for
+    the file would run out its whole timeout)."""
+    return agent.workdir / f".tool-{token}"
+
+
 class AcpMachine(SessionListing):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
@@ -311,7 +318,7 @@ class AcpMachine(SessionListing):
     async def _cancel_at(self, session: _Session, token: str, point: CancelPoint) -> None:
         held = Hold(f"partial {token} streaming")
         if point == "mid-tool":
-            witness = self.dir / f"tool-{token}"
+            witness = _witness(self.agent, token)
             self.endpoint.scripts[token] = (Shell(f"echo started > {witness}; sleep 30"), held)
         else:
             self.endpoint.scripts[token] = (held,)
@@ -333,7 +340,7 @@ class AcpMachine(SessionListing):
         there (an agent that offers no shell tool never runs one)."""
         agent, endpoint = self.agent, self.endpoint
         if point == "mid-tool":
-            witness = self.dir / f"tool-{token}"
+            witness = _witness(agent, token)
             with trio.move_on_after(agent.target.timeout):
                 # The file a real process writes: no event to wait for. A tool that failed
                 # at once leads to the held step instead.
