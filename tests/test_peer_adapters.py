@@ -112,7 +112,8 @@ def _prompt_lost(program: str) -> bool:
 # leaves only the user message in its session, so the next request never learns of the call.
 def _tool_call_lost(program: str) -> bool:
     """Whether the shrunk program is that one: a tool reply, then a cancel, then a prompt."""
-    after = program.partition("state.release_model(answer='tool')")[2]
+    # `release_model(answer='tool')`, or with its usage drawn too: `..., usage=False)`.
+    after = program.partition("state.release_model(answer='tool'")[2]
     return bool(after) and ("race_cancel_and_send(" in after or "state.cancel(" in after)
 
 

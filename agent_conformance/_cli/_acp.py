@@ -232,8 +232,10 @@ def run_builtin(prog: str, profile: str | None, max_examples: int | None, seed: 
     --model openai`, this Python) checked as any ACP agent is (D409). Its report, printed;
     None, after one line saying why, when the ACP schema is not installed."""
     try:
-        from .._acp._client import AcpTarget
-        from .._acp._run import run_acp_conformance
+        # Imported here: the ACP schema, which only this machine needs and a plain install
+        # leaves out.
+        from .._acp._client import AcpTarget  # the ACP schema, only when run
+        from .._acp._run import run_acp_conformance  # the ACP schema, only when run
     except ImportError as exc:  # acp.schema: the agent-client-protocol package
         print(
             f"  acp machine: not run: it needs the ACP schema package ({exc.name} is "
@@ -241,13 +243,23 @@ def run_builtin(prog: str, profile: str | None, max_examples: int | None, seed: 
             flush=True,
         )
         return None
-    command = (sys.executable, "-m", "trio_agents._cli", "acp", "--model", "openai")
+    # The command beside this Python (its install's), else the one on PATH.
+    beside = os.path.join(os.path.dirname(sys.executable), "trio-agents")
+    found = beside if os.access(beside, os.X_OK) else shutil.which("trio-agents")
+    if found is None:
+        print("  acp machine: not run: no trio-agents command here to start", flush=True)
+        return None
+    command = (found, "acp", "--model", "openai")
     target = AcpTarget(command, timeout=DEFAULT_TIMEOUT, grace=DEFAULT_GRACE)
     run_ = run_acp_conformance(
         target, profile_name=profile, max_examples=max_examples, seed=seed, progress=_progress
     )
     _print_acp_run(run_, f"{prog} --machine acp --seed {{seed}}")
-    from .._acp._properties import LOAD_REPLAYS, PROPERTIES, SESSIONS_LISTED
+    from .._acp._properties import (  # the ACP schema, only when run
+        LOAD_REPLAYS,
+        PROPERTIES,
+        SESSIONS_LISTED,
+    )
 
     advertised = run_.advertised
     unchecked: set[str] = set()
