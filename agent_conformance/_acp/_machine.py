@@ -122,6 +122,7 @@ class AcpMachine(SessionListing):
         self.extra_ids: list[str] = []
         self.elsewhere: list[str] = []
         self.bulked = False
+        self.listings = 0
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
         try:

@@ -224,7 +224,13 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     ),
     "cancel-answered-end-turn": (
         _cancel_answers_end_turn,
-        AcpSeeded("cancel-answered-end-turn", "cancel-answers-cancelled"),
+        # A permission request answered `cancelled` ends its prompt as a cancel must (P8):
+        # the same mistake, seen first there when such a request comes first.
+        AcpSeeded(
+            "cancel-answered-end-turn",
+            "cancel-answers-cancelled",
+            also=("permission-refused-not-run",),
+        ),
     ),
     "session-new-answered-twice": (
         _second_answer,
