@@ -89,6 +89,7 @@ from ._shell_probes import (
     OUTSIDER,
     PASSED,
     SECRETS,
+    env_differences,
     secret_environment,
 )
 from ._targets import McpOpener
@@ -483,14 +484,8 @@ class McpMachine(ConformanceMachine):
             not values, lambda: f"the server's environment held the values of {values}"
         )
         wanted = {**FIXED_ENV, INNOCENT[0]: INNOCENT[1], **self._configured}
-        wrong = sorted(name for name, value in wanted.items() if env.get(name) != value)
-        SERVER_ENVIRONMENT.check(
-            not wrong,
-            lambda: (
-                "the server's environment has "
-                + ", ".join(f"{n}={env.get(n)!r} (expected {wanted[n]!r})" for n in wrong)
-            ),
-        )
+        wrong = env_differences(wanted, env)
+        SERVER_ENVIRONMENT.check(not wrong, lambda: f"the server's environment has {wrong}")
         SERVER_ENVIRONMENT.check(
             os.path.realpath(seen["cwd"]) == os.path.realpath(self._cwd),
             lambda: (

@@ -37,6 +37,7 @@ __all__ = [
     "PASSED",
     "PROBE_SET",
     "big_output",
+    "env_differences",
     "probe_environment",
     "probe_output",
     "probe_past_timeout",
@@ -154,14 +155,23 @@ async def probe_environment(shell: ShellExecutor) -> None:
     passed: set[str] = {*getattr(shell, "pass_env", ())}
     passed.update(getattr(shell, "env", None) or {})
     fixed = {n: v for n, v in FIXED_ENV.items() if n not in passed}
-    wrong = sorted(n for n, v in fixed.items() if names.get(n) != v)
+    wrong = env_differences(fixed, names)
     ENV_SCRUBBED.check(
         not wrong,
         lambda: (
-            "a command's environment has "
-            + ", ".join(f"{n}={names.get(n)!r} (expected {fixed[n]!r})" for n in wrong)
-            + f", with {INHERITED_TERM[0]}={INHERITED_TERM[1]!r} in this process's"
+            f"a command's environment has {wrong}, with "
+            f"{INHERITED_TERM[0]}={INHERITED_TERM[1]!r} in this process's"
         ),
+    )
+
+
+def env_differences(wanted: Mapping[str, str], seen: Mapping[str, str]) -> str:
+    """Each name of `wanted` that `seen` lacks or holds otherwise, as `NAME='value' (expected
+    'other')`, joined by commas; "" when none."""
+    return ", ".join(
+        f"{n}={seen.get(n)!r} (expected {v!r})"
+        for n, v in sorted(wanted.items())
+        if seen.get(n) != v
     )
 
 

@@ -194,7 +194,7 @@ async def failed_start_leaves_servers(
             raise outcome
     sets = [tools for tools in held if not isinstance(tools, BaseException)]
     try:
-        yield _Mapped(_Joined(sets), lambda tool: tool)
+        yield _Joined(sets)
     finally:
         release.set()
         with trio.CancelScope(shield=True):
