@@ -166,3 +166,25 @@ def test_an_agent_that_refuses_session_new_is_not_checked_and_says_why(tmp_path:
     assert done.returncode == 1
     assert "acp machine: NOT CHECKED: the agent refused session/new" in done.stdout
     assert "Authentication required" in done.stdout
+
+
+def test_a_violation_that_does_not_replay_is_reported_as_that_violation(tmp_path: Any) -> None:
+    """D392 for the ACP runner: an agent whose defect shows in one process only (the
+    second started: the first is the preflight's) fails an example, and Hypothesis's replay
+    passes. The report names the violation and says it did not replay, not a crash."""
+    counter = tmp_path / "started"
+    script = tmp_path / "once.py"
+    script.write_text(
+        "import os, sys\n"
+        f"with open({str(counter)!r}, 'a+') as f:\n"
+        "    f.write('x'); f.seek(0); n = len(f.read())\n"
+        "defect = ['-m', 'tests.support.acp_defects', 'session-new-answered-twice']\n"
+        "plain = ['-m', 'trio_agents._cli', 'acp', '--model', 'openai']\n"
+        "os.execv(sys.executable, [sys.executable, *(defect if n == 2 else plain)])\n"
+    )
+    done = conformance("--seed", "1", "--max-examples", "8", "--", sys.executable, str(script))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert VIOLATION.search(done.stdout) is not None, done.stdout
+    assert "(answer-unique): " in done.stdout
+    assert "it did not replay" in done.stdout
+    assert "the implementation crashed" not in done.stdout

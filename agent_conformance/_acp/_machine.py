@@ -30,7 +30,7 @@ from hypothesis.stateful import precondition
 from trio_agents.testing import TrioHost, WallClock
 
 from .._machine import rule
-from .._properties import Property
+from .._properties import ContractViolation, Property
 from . import _wire as wire
 from ._client import AcpTarget, AgentProcess, AgentSetupError, Answer, PermissionAsk, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
@@ -788,6 +788,7 @@ def acp_machine(target: AcpTarget) -> type[AcpMachine]:
         "stats": {"examples": 0, "checks": 0},
         "histories": set[int](),
         "advertised": {},
+        "violations": list[ContractViolation](),
     }
     machine: Callable[..., Any] = type("AcpMachine", (AcpMachine,), namespace)
     return machine  # type: ignore[return-value]

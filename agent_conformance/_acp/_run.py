@@ -14,7 +14,7 @@ from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from .._conformance import MachineReport
+from .._conformance import MachineReport, found_in
 from .._profiles import profile
 from ._client import AcpTarget
 from ._machine import AcpMachine, acp_machine
@@ -102,7 +102,8 @@ def run_acp_conformance(
     try:
         run_state_machine_as_test(machine, settings=budget)
     except Exception as exc:
-        failure = exc
+        # A violation Hypothesis could not replay is reported as that violation (D392).
+        failure = found_in(exc, machine.violations)
     finally:
         hypothesis.core.global_force_seed = previous
     stats = machine.stats
