@@ -20,9 +20,13 @@ __all__ = [
     "BESIDE",
     "BROKEN",
     "CONFIGURED_TERM",
+    "DEAF",
+    "DEAF_SHOWN",
     "SERVER",
+    "SILENT",
     "SILENT_TIMEOUT",
     "BadStart",
+    "Deaf",
     "broken_server",
     "builtin_opener",
     "gone",
@@ -35,19 +39,27 @@ CONFIGURED_TERM = "trio-agents-configured-term"
 SILENT_TIMEOUT = 2.0  # the start_timeout of a block with a server that never answers
 BROKEN = "broken"  # the name of the server that cannot start (M5)
 BESIDE = "beside"  # the name of the good server opened with it
-BadStart = Literal["missing", "exits", "silent", "same-name"]
-BAD_STARTS: tuple[BadStart, ...] = ("missing", "exits", "silent", "same-name")
+BadStart = Literal["missing", "exits", "silent", "list-silent", "same-name"]
+BAD_STARTS: tuple[BadStart, ...] = ("missing", "exits", "silent", "list-silent", "same-name")
+SILENT: tuple[BadStart, ...] = ("silent", "list-silent")  # wait out SILENT_TIMEOUT
+Deaf = Literal["nobody", "server", "child"]
+DEAF: tuple[Deaf, ...] = ("nobody", "server", "child")
+DEAF_SHOWN: dict[Deaf, str] = {"nobody": "plain", "server": "deaf", "child": "deaf child"}
 # What the one line of each bad start says of the reason (M5's examples).
 BAD_SAYS: dict[BadStart, str] = {
     "missing": f"{BROKEN!r}'s command does not exist",
     "exits": f"{BROKEN!r} exits with status 3 at once",
     "silent": f"{BROKEN!r} never answers initialize (start_timeout {SILENT_TIMEOUT:g}s)",
+    "list-silent": (
+        f"{BROKEN!r} answers initialize, never tools/list (start_timeout {SILENT_TIMEOUT:g}s)"
+    ),
     "same-name": f"two servers are named {BESIDE!r}",
 }
 BAD_REASONS: dict[BadStart, str] = {
     "missing": "cannot start",
     "exits": "status 3",
     "silent": "no answer to initialize within",
+    "list-silent": "no answer to tools/list within",
     "same-name": "",
 }
 
@@ -59,11 +71,14 @@ def checkout() -> str:
     return str(Path(__file__).resolve().parent.parent)
 
 
-def reference_server(record: str, *, ignore_term: bool) -> McpServer:
-    """The reference server, recording to `record`, with a child in its group."""
+def reference_server(record: str, *, deaf: Deaf) -> McpServer:
+    """The reference server, recording to `record`, with a child in its group; `deaf`: who
+    of the two ignores SIGTERM ("server": both, as the child inherits it)."""
     args = ["-m", "agent_conformance._mcp_server", "--record", record, "--spawn-child"]
-    if ignore_term:
+    if deaf == "server":
         args.append("--ignore-term")
+    elif deaf == "child":
+        args.append("--child-ignores-term")
     # TERM too, which the scrubbed environment sets: the configured value must win (M6).
     env = {"PYTHONPATH": checkout(), "TERM": CONFIGURED_TERM}
     return McpServer(SERVER, command=sys.executable, args=tuple(args), env=env)
@@ -112,6 +127,11 @@ def broken_server(kind: BadStart, mark: str, good: McpServer, folder: str) -> Mc
         return good
     if kind == "missing":
         return McpServer(BROKEN, command=os.path.join(folder, "no-such-server"))
-    flag = "--crash-on-start" if kind == "exits" else "--no-initialize"
+    flags: dict[BadStart, str] = {
+        "exits": "--crash-on-start",
+        "silent": "--no-initialize",
+        "list-silent": "--no-tools-list",
+    }
+    flag = flags[kind]
     args = ("-m", "agent_conformance._mcp_server", flag, "--record", mark)
     return McpServer(BROKEN, command=sys.executable, args=args, env={"PYTHONPATH": checkout()})

@@ -62,9 +62,13 @@ from ._mcp_launch import (
     BAD_STARTS,
     BESIDE,
     BROKEN,
+    DEAF,
+    DEAF_SHOWN,
     SERVER,
+    SILENT,
     SILENT_TIMEOUT,
     BadStart,
+    Deaf,
     broken_server,
     builtin_opener,
     gone,
@@ -99,6 +103,7 @@ __all__ = ["PROPERTIES", "McpMachine", "mcp_settings"]
 
 GRACE = 0.2  # the close grace given to the opener: a SIGTERM-ignoring server costs it
 START_TIMEOUT = 20.0  # a loaded machine starts Python slowly; failing starts are not checked
+START_BOUND = 30.0  # past start_timeout, a block that neither raised nor opened hangs (M5)
 SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
@@ -117,12 +122,12 @@ class _Leaving(Exception):
 
 def mcp_settings(base: Settings) -> Settings:
     """Each example starts one or two real servers (a second and a half each on a loaded
-    machine): a seventy-fifth of the examples of `base` (at least 3), programs of at most 10
+    machine): a twenty-fifth of the examples of `base` (at least 3), programs of at most 10
     steps, and no shrinking: a failing program is short already, and each attempt to shrink
     it would start another server (D278)."""
     return Settings(
         base,
-        max_examples=max(3, base.max_examples // 75),
+        max_examples=max(3, base.max_examples // 25),
         stateful_step_count=min(base.stateful_step_count, 10),
         phases=[phase for phase in base.phases if phase is not Phase.shrink],
     )
@@ -167,12 +172,15 @@ class McpMachine(ConformanceMachine):
 
     # -- opening and closing ------------------------------------------------------------------
 
-    @initialize(ignore_term=st.booleans(), path=st.sampled_from(CLOSE_PATHS), own_cwd=st.booleans())
-    def start(self, ignore_term: bool, path: ClosePath, own_cwd: bool) -> None:
-        """Open the tools of a reference server (one that ignores SIGTERM, or not; with a
-        `cwd` of its own, or the block's), to be left by `path` at the end of the example."""
+    @initialize(
+        deaf=st.sampled_from(DEAF), path=st.sampled_from(CLOSE_PATHS), own_cwd=st.booleans()
+    )
+    def start(self, deaf: Deaf, path: ClosePath, own_cwd: bool) -> None:
+        """Open the tools of a reference server (one that ignores SIGTERM with its child, one
+        whose child alone ignores it, or neither; with a `cwd` of its own, or the block's),
+        to be left by `path` at the end of the example."""
         self.record = os.path.join(self.dir, "record.jsonl")
-        server = reference_server(self.record, ignore_term=ignore_term)
+        server = reference_server(self.record, deaf=deaf)
         if own_cwd:
             self._cwd = os.path.join(self.dir, "own cwd")
             os.mkdir(self._cwd)
@@ -184,8 +192,7 @@ class McpMachine(ConformanceMachine):
             self.tools = self.host.call(self.host.nursery.start, self._hold, server)
         self.pids |= self._recorded_pids()
         self.trace.append(
-            f"open {'deaf' if ignore_term else 'plain'}{' own cwd' if own_cwd else ''}, "
-            f"leave by {path}"
+            f"open {DEAF_SHOWN[deaf]}{' own cwd' if own_cwd else ''}, leave by {path}"
         )
 
     async def _hold(
@@ -499,8 +506,9 @@ class McpMachine(ConformanceMachine):
         )
         self.trace.append("environment")
 
-    # Once an example: each costs a server start or two (a second each on a loaded machine).
-    @precondition(lambda self: self.tools is not None and not self._bad_starts)
+    # Twice an example at most: each costs a server start or two (a second each on a loaded
+    # machine).
+    @precondition(lambda self: self.tools is not None and self._bad_starts < 2)
     @rule(kind=st.sampled_from(BAD_STARTS), broken_first=st.booleans())
     def start_bad(self, kind: BadStart, broken_first: bool) -> None:
         """Open a second block: a good reference server and one that cannot start, in
@@ -508,16 +516,24 @@ class McpMachine(ConformanceMachine):
         and why in one line, and no process of either server is left running."""
         self._bad_starts += 1
         marks = [os.path.join(self.dir, f"beside-{self._bad_starts}-{n}.jsonl") for n in "gb"]
-        good = dataclasses.replace(reference_server(marks[0], ignore_term=False), name=BESIDE)
+        good = dataclasses.replace(reference_server(marks[0], deaf="nobody"), name=BESIDE)
         broken = broken_server(kind, marks[1], good, self.dir)
         # A server that never answers is listed first: the good one may miss the short
         # timeout too on a loaded machine, and the first failing in order is raised.
-        first = broken_first or kind == "silent"
+        first = broken_first or kind in SILENT
         servers = [broken, good] if first else [good, broken]
-        timeout = SILENT_TIMEOUT if kind == "silent" else START_TIMEOUT
+        timeout = SILENT_TIMEOUT if kind in SILENT else START_TIMEOUT
         with secret_environment():
             error = self.host.call(self._open_bad, servers, timeout)
         told = f"entering a block of {[s.name for s in servers]} where {BAD_SAYS[kind]}"
+        BAD_START.check(
+            error != "hung",
+            lambda: (
+                f"{told} neither raised nor gave a tool set within {START_BOUND:g}s past "
+                f"its start_timeout ({timeout:g}s)"
+            ),
+        )
+        assert error != "hung"
         BAD_START.check(error is not None, f"{told} gave a tool set")
         assert error is not None
         wanted = McpConfigError if kind == "same-name" else McpServerError
@@ -555,16 +571,21 @@ class McpMachine(ConformanceMachine):
         )
         self.trace.append(f"bad start {kind}{' first' if first else ''}")
 
-    async def _open_bad(self, servers: list[McpServer], start_timeout: float) -> Exception | None:
-        """What entering a block of `servers` raised (None if it gave a tool set)."""
+    async def _open_bad(
+        self, servers: list[McpServer], start_timeout: float
+    ) -> Exception | Literal["hung"] | None:
+        """What entering a block of `servers` raised (None if it gave a tool set; "hung" if
+        it did neither within START_BOUND seconds past `start_timeout`)."""
         opener = type(self).factory
-        try:
-            async with opener(
-                servers, base=(), cwd=self.dir, start_timeout=start_timeout, close_grace=GRACE
-            ):
-                return None
-        except Exception as exc:  # what it raised is what is checked
-            return exc
+        with trio.move_on_after(start_timeout + START_BOUND):
+            try:
+                async with opener(
+                    servers, base=(), cwd=self.dir, start_timeout=start_timeout, close_grace=GRACE
+                ):
+                    return None
+            except Exception as exc:  # what it raised is what is checked
+                return exc
+        return "hung"
 
     def _cwd_said(self) -> str:
         own = self._cwd != self.dir

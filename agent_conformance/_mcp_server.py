@@ -20,10 +20,13 @@ Options that make it misbehave on purpose, for the tests of the client's ownersh
 - ``--record FILE``: appends one JSON line per event to FILE: ``ready`` (with the pid),
   ``child`` (with the child's pid), ``started`` and ``cancelled`` (the slow tool).
 - ``--ignore-term``: ignores SIGTERM (so does the child of ``--spawn-child``).
+- ``--child-ignores-term``: the child of ``--spawn-child`` ignores SIGTERM, the server does
+  not (it exits on SIGTERM and leaves its child to the client's group kill).
 - ``--spawn-child``: starts a long-lived child process in the same process group; its pid goes
   to stderr (``child-pid N``) and to the record file.
 - ``--crash-on-start``: exits 3 before reading anything.
 - ``--no-initialize``: reads stdin and never answers.
+- ``--no-tools-list``: answers ``initialize`` and never answers ``tools/list``.
 
 It runs on asyncio (the SDK's HTTP server needs it); the client side under test runs on trio.
 """
@@ -72,10 +75,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--http", metavar="PORT_FILE", default=None)
     parser.add_argument("--sse", action="store_true", help="with --http: the HTTP+SSE transport")
     parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--child-ignores-term", action="store_true")
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--record", metavar="FILE", default=None)
     parser.add_argument("--crash-on-start", action="store_true")
     parser.add_argument("--no-initialize", action="store_true")
+    parser.add_argument("--no-tools-list", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -133,12 +138,13 @@ def _build(recorder: _Recorder) -> "MCPServer":
     return server
 
 
-def _spawn_child(recorder: _Recorder, record: str | None) -> None:
+def _spawn_child(recorder: _Recorder, record: str | None, deaf: bool) -> None:
     # Same process group (no new session): the client's group kill must reach it. The record
     # file's path in its argv marks it as this server's in /proc, even if the server dies
     # before it records the child's pid (M5).
+    ignore = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if deaf else ""
     child = subprocess.Popen(
-        [sys.executable, "-c", "import time\nwhile True: time.sleep(3600)", record or ""],
+        [sys.executable, "-c", f"{ignore}import time\nwhile True: time.sleep(3600)", record or ""],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
     )
@@ -169,6 +175,20 @@ def _read_forever() -> None:
         pass
 
 
+def _initialize_only() -> None:
+    """Answer `initialize` as a server with tools would, then nothing: not `tools/list`."""
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("method") == "initialize":
+            result: dict[str, object] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "reference", "version": "1"},
+            }
+            answer: dict[str, object] = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+            print(json.dumps(answer), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args.crash_on_start:
@@ -178,10 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.spawn_child:
-        _spawn_child(recorder, args.record)
+        _spawn_child(recorder, args.record, args.child_ignores_term)
     recorder.event("ready", pid=os.getpid())
     if args.no_initialize:
         _read_forever()
+        return 0
+    if args.no_tools_list:
+        _initialize_only()
         return 0
     # The SDK logs every session at INFO on stderr; the tests read stderr for the child's pid.
     logging.getLogger("mcp").setLevel(logging.WARNING)

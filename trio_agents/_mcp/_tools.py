@@ -187,13 +187,15 @@ class _Connection:
             yield streams
 
     async def _start(self, session: ClientSession) -> bool:
+        waiting_for = "initialize"
         try:
             with trio.fail_after(self._timeout):
                 await session.initialize()
+                waiting_for = "tools/list"
                 self.tools = await self._list(session)
         except trio.TooSlowError:
             self.failure = McpServerError(
-                f"MCP server {self.server.name!r}: no answer to initialize within "
+                f"MCP server {self.server.name!r}: no answer to {waiting_for} within "
                 f"{self._timeout:g} s",
                 server=self.server.name,
             )

@@ -3,14 +3,18 @@ a developer could make."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+import signal
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, overload
 
 import trio
 
+from trio_agents._errors import McpServerError
+from trio_agents._mcp import _process, _tools
 from trio_agents._mcp._config import McpServer
 from trio_agents._mcp._tools import open_mcp_tools
 from trio_agents._tool._seam import Tool, ToolContext, ToolResult
@@ -202,6 +206,72 @@ async def failed_start_leaves_servers(
                 await event.wait()
 
 
+@contextlib.contextmanager
+def _patched(owner: object, name: str, value: object) -> Generator[None]:
+    """`owner.name` is `value` inside the block (the opener's own code, with one mistake)."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+async def _end_leader(process: trio.Process, grace: float) -> None:
+    if process.stdin is not None:
+        with trio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await process.stdin.aclose()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with trio.move_on_after(grace):
+        await process.wait()
+    if process.returncode is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+
+
+@asynccontextmanager
+async def group_kill_after_the_leader_only(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """Closing a server TERMs its group but waits for the leader alone, and KILLs the group
+    only when the leader outlived the grace: a child that ignores SIGTERM, of a server that
+    obeys it, lives on."""
+    with _patched(_process, "end_group", _end_leader):
+        async with open_mcp_tools(servers, **options) as tools:
+            yield tools
+
+
+async def _start_bounding_initialize(self: Any, session: Any) -> bool:
+    try:
+        with trio.fail_after(self._timeout):
+            await session.initialize()
+    except trio.TooSlowError:
+        self.failure = McpServerError(
+            f"MCP server {self.server.name!r}: no answer to initialize within {self._timeout:g} s",
+            server=self.server.name,
+        )
+        return False
+    except Exception as exc:
+        self.failure = await self._start_error(exc)
+        return False
+    self.tools = await self._list(session)
+    self._session = session
+    return True
+
+
+@asynccontextmanager
+async def start_timeout_bounds_initialize_only(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """`start_timeout` bounds the server's answer to `initialize`, not the first
+    `tools/list` after it: a server that never lists its tools holds the block's entry."""
+    connection = _tools._Connection  # pyright: ignore[reportPrivateUsage]
+    with _patched(connection, "_start", _start_bounding_initialize):
+        async with open_mcp_tools(servers, **options) as tools:
+            yield tools
+
+
 SEEDED = (
     Seeded(
         "mcp-failed-start-leaves-servers",
@@ -218,6 +288,18 @@ SEEDED = (
         "mcp-server-environment",
     ),
     Seeded("mcp-close-left-to-the-end", close_left_to_the_end, "mcp", "mcp-close-reaps"),
+    Seeded(
+        "mcp-group-kill-after-the-leader-only",
+        group_kill_after_the_leader_only,
+        "mcp",
+        "mcp-close-reaps",
+    ),
+    Seeded(
+        "mcp-start-timeout-bounds-initialize-only",
+        start_timeout_bounds_initialize_only,
+        "mcp",
+        "mcp-bad-start-leaves-nothing",
+    ),
     Seeded(
         "mcp-cancel-abandons-the-request",
         cancel_abandons_the_request,
