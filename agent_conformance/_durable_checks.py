@@ -6,10 +6,12 @@ records; the machine calls them with what it saw and what the file holds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from trio_agents import Record
 
 from ._durable_properties import (
+    PARKED_RESTORED,
     RESUME_AFTER_CLOSE_ADDS_NOTHING,
     RESUME_ANSWERS_DANGLING_CALLS,
     RESUME_ENDS_OPEN_TURN,
@@ -21,9 +23,82 @@ from ._durable_properties import (
     shown,
 )
 from ._history import history_problems
-from ._vocabulary import PROMPT_RECORD_TYPES, TOOL_RESULT, TURN_END, TURN_START
+from ._vocabulary import (
+    PROMPT_DROPPED,
+    PROMPT_QUEUED,
+    PROMPT_RECORD_TYPES,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 
-__all__ = ["check_repair_durable", "check_resumed"]
+__all__ = ["Restored", "check_parked", "check_repair_durable", "check_resumed", "parked_of"]
+
+
+@dataclass
+class Restored:
+    """What a resumed agent showed before anything else ran: `parked`, the ids `pending`,
+    its status; with a cancel at once, what `cancel` returned and the ids `left` after."""
+
+    parked: bool
+    pending: list[str]
+    status: str
+    cancelled: bool | None = None
+    left: list[str] = field(default_factory=list[str])
+
+
+def parked_of(records: Sequence[Record]) -> list[str]:
+    """The ids of the queued prompts a session holds that neither started (no
+    `user/message` of that id) nor were dropped, in their order (L8)."""
+    started = {str(r.data.get("id")) for r in records if r.type == USER_MESSAGE}
+    dropped = {
+        str(mid) for r in records if r.type == PROMPT_DROPPED for mid in r.data.get("ids", ())
+    }
+    queued = [str(r.data.get("id")) for r in records if r.type == PROMPT_QUEUED]
+    return [mid for mid in queued if mid not in started and mid not in dropped]
+
+
+def check_parked(
+    sid: str,
+    before: Sequence[Record],
+    added: Sequence[Record],
+    restored: Restored,
+    cancelled: bool,
+) -> None:
+    """L8 on a resume of `sid`, which held `before`: `restored` shows its unstarted queued
+    prompts parked, in order; a cancel at once (`cancelled`) dropped them, recorded in
+    `added`. Raises ContractViolation."""
+    wanted = parked_of(before)
+    where = f"session {sid!r} held queued prompts {wanted} that never started"
+    if not wanted:
+        where = f"session {sid!r} held no queued prompt left to run"
+    PARKED_RESTORED.check(
+        restored.pending == wanted and restored.parked == bool(wanted),
+        lambda: (
+            f"{where}; resumed, its agent had pending {restored.pending} with parked "
+            f"{restored.parked} (status {restored.status})"
+        ),
+    )
+    if not cancelled:
+        return
+    drops = [r for r in added if r.type == PROMPT_DROPPED]
+    dropped = [str(mid) for r in drops for mid in r.data.get("ids", ())]
+    reasons = {str(r.data.get("reason")) for r in drops}
+    PARKED_RESTORED.check(
+        restored.cancelled == bool(wanted) and not restored.left,
+        lambda: (
+            f"{where}; cancel() right after its resume returned {restored.cancelled} and "
+            f"left pending {restored.left}"
+        ),
+    )
+    PARKED_RESTORED.check(
+        dropped == wanted and reasons <= {"cancelled"},
+        lambda: (
+            f"{where}; cancel() right after its resume recorded {show(drops)}, not one "
+            f"prompt/dropped of {wanted}, reason cancelled"
+        ),
+    )
 
 
 def check_resumed(

@@ -60,7 +60,7 @@ from trio_agents import (
 )
 from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, reply, tool_step
 
-from ._durable_checks import check_repair_durable, check_resumed
+from ._durable_checks import Restored, check_parked, check_repair_durable, check_resumed
 from ._durable_damage import DamagedCopies
 from ._durable_properties import (
     CALL_IDS_UNIQUE,
@@ -172,6 +172,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self._keeper: sqlite3.Connection | None = None
         self._reader: SqliteStore | None = None
         self._resumed_id = ""  # what the first send after the last resume returned
+        self._restored = Restored(False, [], "")  # what the last resume gave
 
     @staticmethod
     def _new_host() -> TrioHost:
@@ -390,14 +391,16 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         if sid in self.handles:
             self._resume_live(sid)
         else:
-            self._resume_stored(sid)
+            self._resume_stored(sid, data.draw(st.booleans(), label="cancel first"))
 
-    def _resume_stored(self, sid: str) -> None:
+    def _resume_stored(self, sid: str, cancel_first: bool) -> None:
         before = self.expected.pop(sid)
         clean = sid in self.cleanly_closed
         self.cleanly_closed.discard(sid)
-        self.host.call(self._resume, sid)
-        self.trace.append(f"resume {sid}")
+        self.host.call(self._resume, sid, cancel_first)
+        self.trace.append(f"resume {sid}{' cancel' if cancel_first else ''}")
+        records = self.handles[sid].agent.session.records
+        check_parked(sid, before, records[len(before) :], self._restored, cancel_first)
         self._settle()
         records = self.handles[sid].agent.session.records
         wanted = f"m{highest_message_id(before) + 1}"
@@ -413,13 +416,20 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         files = self.host.call(self._read_file, [sid])
         check_repair_durable(sid, before, records, files[sid])
 
-    async def _resume(self, sid: str) -> None:
+    async def _resume(self, sid: str, cancel_first: bool) -> None:
         assert self.rt is not None
         model, gate = ScriptedModel(hold_all=True), GateTool()
         handle = await self.rt.agents.resume(sid, model=model, tools=[gate])
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
-        # Before any other task runs: the repair must already be there.
-        self._resumed_id = str(handle.agent.send("after the resume"))
+        agent = handle.agent
+        # Before any other task runs: the repair must already be there, and the queued
+        # prompts restored parked (L8).
+        restored = Restored(agent.parked, [str(m) for m, _ in agent.pending], agent.status.value)
+        if cancel_first:
+            restored.cancelled = agent.cancel()
+            restored.left = [str(m) for m, _ in agent.pending]
+        self._restored = restored
+        self._resumed_id = str(agent.send("after the resume"))
 
     def _resume_live(self, sid: str) -> None:
         session = self.handles[sid].agent.session
@@ -542,11 +552,12 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self._open_runtime()
 
     @precondition(lambda self: self._any_stored_live())
-    @rule()
-    def crash(self) -> None:
+    @rule(cancel_first=st.booleans())
+    def crash(self, cancel_first: bool = False) -> None:
         """Kill the runtime as kill -9 would, at rest (everything appended has been flushed),
         then open a new runtime over a new SqliteStore on the same file, read every stored
-        session back from it, and resume the sessions the crash cut."""
+        session back from it, and resume the sessions the crash cut (cancelling each at
+        once, when `cancel_first`: the prompts it restored parked must be dropped)."""
         cut = sorted(self.handles)
         for sid in cut:
             self._forget(sid, self.handles[sid].agent.session.records, clean=False)
@@ -571,7 +582,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self._check_listing()
         for sid in cut:
             if self.expected.get(sid):
-                self._resume_stored(sid)
+                self._resume_stored(sid, cancel_first)
 
     def _check_listing(self) -> None:
         """At rest (every live session flushed), the runtime's store lists every stored

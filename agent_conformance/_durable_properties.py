@@ -134,6 +134,15 @@ RESUMED_IDS_CONTINUE = Property(
     "`m2`, ... per agent), queued and dropped prompts included: a prompt sent after a resume "
     "never takes the id of one the session holds, nor of one restored parked",
 )
+PARKED_RESTORED = Property(
+    "L8",
+    "parked-prompts-restored",
+    "durable",
+    "an agent resumed over a session whose queued prompts neither started nor were dropped "
+    "restores them, in their order, parked: it is IDLE with exactly them in `pending` and "
+    "`parked` True (and False with none); `cancel` then drops them: it returns True and "
+    "records one `prompt/dropped` naming them, reason `cancelled`",
+)
 DAMAGE_NAMED = Property(
     "L12",
     "damaged-session-named",
@@ -162,6 +171,7 @@ PROPERTIES: tuple[Property, ...] = (
     DAMAGE_NAMED,
     CALL_IDS_UNIQUE,
     RESUMED_IDS_CONTINUE,
+    PARKED_RESTORED,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

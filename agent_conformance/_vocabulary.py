@@ -16,6 +16,8 @@ __all__ = [
     "ASSISTANT_MESSAGE",
     "CONTEXT_MESSAGE",
     "MESSAGE_RECORD_TYPES",
+    "PROMPT_DROPPED",
+    "PROMPT_QUEUED",
     "PROMPT_RECORD_TYPES",
     "STEERING_MESSAGE",
     "STEP_END",
@@ -44,7 +46,9 @@ TOOL_RESULT: Final = "tool/result"
 TOOL_APPROVAL: Final = "tool/approval"
 
 # The prompt queue's records stand outside turns (rule L8).
-PROMPT_RECORD_TYPES: Final = frozenset({"prompt/queued", "prompt/dropped"})
+PROMPT_QUEUED: Final = "prompt/queued"
+PROMPT_DROPPED: Final = "prompt/dropped"
+PROMPT_RECORD_TYPES: Final = frozenset({PROMPT_QUEUED, PROMPT_DROPPED})
 # The records that deliver an inbox message (data keys `id` and `content`).
 MESSAGE_RECORD_TYPES: Final = frozenset({USER_MESSAGE, STEERING_MESSAGE, CONTEXT_MESSAGE})
 

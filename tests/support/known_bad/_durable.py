@@ -84,6 +84,24 @@ async def message_ids_restart(store: SessionStore) -> AsyncGenerator[Runtime]:
             yield rt
 
 
+_cancel = _agent_module.Agent.cancel
+
+
+def _cancel_skipping_parked(agent: Any, reason: str = "cancelled", *, cause: Any = "user") -> bool:
+    if agent.parked and agent.status.value == "idle":
+        return False  # the mistake: prompts waiting for a wake are taken as nothing queued
+    return _cancel(agent, reason, cause=cause)
+
+
+@asynccontextmanager
+async def cancel_skips_parked_prompts(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """`cancel` on a resumed agent that holds parked prompts and runs no turn finds
+    nothing to cancel: the prompts stay, to run at the next wake."""
+    with mock.patch.object(_agent_module.Agent, "cancel", _cancel_skipping_parked):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
 def _none_held(session: Session) -> set[str]:
     return set()  # the mistake: the ids the session holds are taken as none
 
@@ -282,6 +300,12 @@ SEEDED: tuple[Seeded, ...] = (
         "call-ids-unique-in-session",
     ),
     Seeded("message-ids-restart", message_ids_restart, "durable", "resumed-ids-continue"),
+    Seeded(
+        "cancel-skips-parked-prompts",
+        cancel_skips_parked_prompts,
+        "durable",
+        "parked-prompts-restored",
+    ),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
     Seeded(
         "repair-forgets-dangling-calls",
