@@ -21,6 +21,8 @@ from ._vocabulary import TURN_END, TURN_START
 
 __all__ = [
     "LISTENER_FAILURE",
+    "NEIGHBOUR",
+    "NEIGHBOUR_TEXT",
     "MachineGate",
     "MachineHost",
     "MachineModel",
@@ -28,10 +30,22 @@ __all__ = [
     "RandomSeeder",
     "describe_end",
     "is_listener_failure",
+    "is_neighbours",
     "open_turn",
 ]
 
 T = TypeVar("T")
+
+# Another agent on the machine's bus (V1): its events are emitted by a rule, never the
+# agent's, and the machine's own listeners pass them by.
+NEIGHBOUR = "neighbour-agent"
+NEIGHBOUR_TEXT = "the neighbour's text"
+
+
+def is_neighbours(event: object) -> bool:
+    """Whether `event` is the neighbour agent's, not the agent under test's."""
+    return getattr(event, "agent_id", None) == NEIGHBOUR
+
 
 # How many checkpoints a cancelled model or tool call takes to stop: more than the few
 # scheduler batches a close, a waiter or a second cancel needs to land meanwhile.

@@ -49,6 +49,7 @@ from ._agent_harness import (
     MachineModel,
     QuietListenerFailures,
     RandomSeeder,
+    is_neighbours,
 )
 from ._agent_properties import (
     CLOSED_REFUSES,
@@ -145,9 +146,11 @@ class AgentMachine(AgentStreams):
         self.gate: GateTool = MachineGate()
         self.bus = EventBus()
         self.events: list[Event] = []
-        self.bus.connect(self.events.append)
+        # The machine's own record of the agent's events: a neighbour's (V1) are not its.
+        self.bus.connect(lambda e: None if is_neighbours(e) else self.events.append(e))
         # Connected first: it sees each event before any armed listener acts on it.
         self.bus.connect(self._observe)
+        self.bus.connect(self._neighbour_echoes)
         self.waiters: list[bool] = []  # one flag per background wait_idle: has it returned?
         self.ref = AgentReference()
         self.agent: Any = None

@@ -23,6 +23,7 @@ from trio_agents import (
     AgentClosedError,
     AgentStatus,
     Record,
+    TextStreamed,
     TurnDropped,
     TurnEnd,
     TurnNotFoundError,
@@ -33,6 +34,7 @@ from trio_agents import (
     turn_result,
 )
 
+from ._agent_harness import NEIGHBOUR, NEIGHBOUR_TEXT, is_neighbours
 from ._agent_properties import (
     STATUS_AFTER_SEND,
     STREAM_ENDS_WITH_TURN_END,
@@ -263,6 +265,13 @@ class AgentStreams(AgentWindows):
         self.readers.append(reader)
         self.host.settle()
         self._accepted(mid)
+
+    def _neighbour_echoes(self, event: object) -> None:
+        """A listener of the machine's bus: another agent on it streams a piece of text in
+        every turn and step this agent streams in, right after each of its pieces (V1: a
+        stream yields the events of its prompt's turn only, not of a turn of that number)."""
+        if isinstance(event, TextStreamed) and not is_neighbours(event):
+            self.bus.emit(TextStreamed(NEIGHBOUR, event.turn, event.step, NEIGHBOUR_TEXT))
 
     @precondition(lambda self: any(not r.drain.is_set() for r in self.readers))
     @rule()

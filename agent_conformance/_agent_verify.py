@@ -22,7 +22,7 @@ from trio_agents import (
 from trio_agents.testing import GateTool
 
 from ._agent_checks import Reply, records_problem, request_problem
-from ._agent_harness import LISTENER_FAILURE, MachineModel, describe_end, open_turn
+from ._agent_harness import LISTENER_FAILURE, MachineModel, describe_end, is_neighbours, open_turn
 from ._agent_properties import (
     CANCEL_EFFECTIVE,
     CANCEL_ORDER,
@@ -243,7 +243,7 @@ class AgentChecks(ConformanceMachine):
         """The first listener: the state each event finds. It never raises (the agent would
         contain it): what it finds wrong is raised by the next check."""
         agent = self.agent
-        if agent is None:
+        if agent is None or is_neighbours(event):
             return
         if isinstance(event, StatusChanged) and agent.status is not event.status:
             self._observed.append(

@@ -27,7 +27,7 @@ from trio_agents import (
     TurnStarted,
 )
 
-from ._agent_harness import LISTENER_FAILURE
+from ._agent_harness import LISTENER_FAILURE, is_neighbours
 from ._agent_properties import STATUS_AFTER_SEND
 from ._approval_window import ApprovalWindow
 from ._machine import rule
@@ -144,7 +144,7 @@ class AgentWindows(ApprovalWindow):
         fired: list[bool] = []
 
         def listener(e: Event) -> None:
-            if fired or not isinstance(e, kinds[event]):
+            if fired or not isinstance(e, kinds[event]) or is_neighbours(e):
                 return
             if event == "Idle" and not (
                 isinstance(e, StatusChanged) and e.status is AgentStatus.IDLE
@@ -170,7 +170,7 @@ class AgentWindows(ApprovalWindow):
         fired: list[bool] = []
 
         def listener(e: Event) -> None:
-            if fired or not isinstance(e, RAISING_AT[event]):
+            if fired or not isinstance(e, RAISING_AT[event]) or is_neighbours(e):
                 return
             fired.append(True)
             disconnect()

@@ -9,7 +9,9 @@ import trio
 
 from trio_agents import (
     Agent,
+    Event,
     EventBus,
+    TextStreamed,
     TurnDropped,
     TurnEnd,
     TurnEvent,
@@ -124,6 +126,18 @@ class _UsageZeroByDefault(TurnStream):
         return got if got.usage is not None else dataclasses.replace(got, usage=Usage())
 
 
+class _AnyAgentsText(TurnStream):
+    """Streamed text is taken by its turn number alone: the bus is the runtime's, and
+    another agent's turn of the same number streams into this one."""
+
+    __slots__ = ()
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, TextStreamed) and event.agent_id != self._agent.id:
+            event = dataclasses.replace(event, agent_id=self._agent.id)
+        super()._on_event(event)
+
+
 def _agent_with(stream: type[TurnStream]) -> type[Agent]:
     class _Streaming(Agent):
         __slots__ = ()
@@ -141,6 +155,7 @@ stream_goes_on_after_turn_end = factory_for(_agent_with(_GoesOnAfterTurnEnd))
 stream_follows_from_first_read = factory_for(_agent_with(_FollowsFromFirstRead))
 stream_result_of_latest_turn = factory_for(_agent_with(_ResultOfLatestTurn))
 stream_usage_zero_by_default = factory_for(_agent_with(_UsageZeroByDefault))
+stream_takes_any_agents_text = factory_for(_agent_with(_AnyAgentsText))
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded(
@@ -150,6 +165,12 @@ SEEDED: tuple[Seeded, ...] = (
         "stream-result-from-records",
     ),
     Seeded("stream-text-twice", stream_text_twice, "agent", "stream-follows-its-turn"),
+    Seeded(
+        "stream-takes-any-agents-text",
+        stream_takes_any_agents_text,
+        "agent",
+        "stream-follows-its-turn",
+    ),
     Seeded(
         "stream-without-turn-end", stream_without_turn_end, "agent", "stream-ends-with-turn-end"
     ),
