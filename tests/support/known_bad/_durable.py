@@ -324,7 +324,8 @@ SEEDED: tuple[Seeded, ...] = (
         "crash-keeps-flushed-records",
         # A lost batch can also be a session's first: then the file lacks the whole session,
         # which the torn-record check sees first, depending on when the writer thread ran;
-        # or it holds a step's tool calls, which write-ahead (L7) wants before the tool.
-        also=("crash-leaves-no-torn-record", "tool-call-durable-before-tool"),
+        # or it holds a step's tool calls, which write-ahead (L7) wants before the tool; or
+        # it holds a finished turn, which L7 wants committed before the agent settles IDLE.
+        also=("crash-leaves-no-torn-record", "tool-call-durable-before-tool", "idle-after-commit"),
     ),
 )

@@ -4,6 +4,7 @@ seeded defect (rules V1-V4)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import trio
 
@@ -126,16 +127,31 @@ class _UsageZeroByDefault(TurnStream):
         return got if got.usage is not None else dataclasses.replace(got, usage=Usage())
 
 
+class _AnyAgentsBus(EventBus):
+    """The bus a stream follows, as the stream sees it: streamed text is taken by its turn
+    number alone, so another agent's turn of the same number streams into this one."""
+
+    def __init__(self, bus: EventBus, agent_id: str) -> None:
+        super().__init__()
+        self._bus = bus
+        self._agent_id = agent_id
+
+    def connect(self, listener: Callable[[Event], object]) -> Callable[[], None]:
+        def relabelled(event: Event) -> object:
+            if isinstance(event, TextStreamed):
+                event = dataclasses.replace(event, agent_id=self._agent_id)
+            return listener(event)
+
+        return self._bus.connect(relabelled)
+
+
 class _AnyAgentsText(TurnStream):
-    """Streamed text is taken by its turn number alone: the bus is the runtime's, and
-    another agent's turn of the same number streams into this one."""
+    """A stream of the agent's turn over `_AnyAgentsBus`."""
 
     __slots__ = ()
 
-    def _on_event(self, event: Event) -> None:
-        if isinstance(event, TextStreamed) and event.agent_id != self._agent.id:
-            event = dataclasses.replace(event, agent_id=self._agent.id)
-        super()._on_event(event)
+    def __init__(self, agent: Agent, bus: EventBus, prompt: str) -> None:
+        super().__init__(agent, _AnyAgentsBus(bus, agent.id), prompt)
 
 
 def _agent_with(stream: type[TurnStream]) -> type[Agent]:
