@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -188,3 +189,22 @@ def test_a_violation_that_does_not_replay_is_reported_as_that_violation(tmp_path
     assert "(answer-unique): " in done.stdout
     assert "it did not replay" in done.stdout
     assert "the implementation crashed" not in done.stdout
+
+
+def test_ctrl_c_stops_the_run_before_its_next_example() -> None:
+    command = [sys.executable, "-m", "trio_agents._cli", "conformance", "--acp", "--seed", "3"]
+    with subprocess.Popen(
+        [*command, "--", *OUR_SERVER],
+        env=CHECKOUT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as run:
+        assert run.stdout is not None
+        assert "profile ci" in run.stdout.readline()  # printed once Ctrl-C is handled
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, out + err
+    assert "interrupted; replay this run with --seed 3" in err
+    assert "Traceback" not in err
+    assert "acp machine: passed" not in out

@@ -175,6 +175,29 @@ def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
     assert "; replay this run with --seed 7" in text
 
 
+@pytest.mark.subprocess
+def test_ctrl_c_stops_the_main_jobs_acp_machine_too() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child: pexpect.spawn[str] = pexpect.spawn(
+        sys.executable,
+        ["-m", "trio_agents._cli", "conformance", "--seed", "7", "--machine", "acp"],
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+    )
+    try:
+        child.expect("profile ci")
+        child.sendintr()  # to the whole foreground group, as a terminal's Ctrl-C
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    text: str = child.before or ""
+    assert child.exitstatus == 130, text
+    assert "Traceback" not in text
+    assert "acp machine: passed" not in text
+    assert "interrupted; machines passed so far: none; replay this run with --seed 7" in text
+
+
 def test_a_check_function_returns_a_report_and_takes_any_settings() -> None:
     from hypothesis import settings
 

@@ -76,8 +76,10 @@ def run_acp_conformance(
     seed: int | None = None,
     shrink: bool = True,
     progress: Callable[[str, int, float], object] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> AcpRun:
-    """Run the ACP machine against `target`."""
+    """Run the ACP machine against `target`. Once `interrupted()` is true, the run stops
+    with KeyboardInterrupt before its next example (the command line's first Ctrl-C)."""
     chosen_seed = seed if seed is not None else random.randrange(2**32)
     started = time.monotonic()
     probe, failure = preflight(target)
@@ -94,8 +96,8 @@ def run_acp_conformance(
     if not shrink:
         budget = Settings(budget, phases=[Phase.explicit, Phase.reuse, Phase.generate])
     machine = acp_machine(target)
-    if progress is not None:
-        _report_progress(machine, progress, started)
+    if progress is not None or interrupted is not None:
+        _report_progress(machine, progress, started, interrupted)
     previous = hypothesis.core.global_force_seed
     hypothesis.core.global_force_seed = chosen_seed  # type: ignore[assignment]
     failure = None
@@ -124,15 +126,20 @@ def run_acp_conformance(
 
 
 def _report_progress(
-    machine: type[AcpMachine], progress: Callable[[str, int, float], object], started: float
+    machine: type[AcpMachine],
+    progress: Callable[[str, int, float], object] | None,
+    started: float,
+    interrupted: Callable[[], bool] | None,
 ) -> None:
     last = [started]
     original = machine.__init__
 
     def __init__(self: AcpMachine) -> None:
+        if interrupted is not None and interrupted():
+            raise KeyboardInterrupt  # before the example starts anything
         original(self)
         now = time.monotonic()
-        if now - last[0] >= 5.0:
+        if progress is not None and now - last[0] >= 5.0:
             last[0] = now
             progress("acp", machine.stats["examples"], now - started)
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import random
 import shlex
 import shutil
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ._failure import print_failure
@@ -173,15 +175,37 @@ def run(args: argparse.Namespace) -> int:
         grace=grace,
     )
     shown = shlex.join(command)
+    # Chosen here, not by the run, so an interrupted run can still say how to replay it.
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    stop: list[bool] = []
+
+    def on_sigint(signum: int, frame: object) -> None:
+        # The first Ctrl-C stops the run before its next example (the agent processes of
+        # the example under way are closed as usual); a second one is an ordinary interrupt.
+        stop.append(True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    # Printed once Ctrl-C is handled: from this line on, it stops the run cleanly.
     print(f"{args.prog} --acp: {shown}, profile {args.profile or 'ci'}", flush=True)
-    run_ = run_acp_conformance(
-        target,
-        profile_name=args.profile,
-        max_examples=args.max_examples,
-        seed=args.seed,
-        shrink=not args.no_shrink,
-        progress=_progress,
-    )
+    try:
+        run_ = run_acp_conformance(
+            target,
+            profile_name=args.profile,
+            max_examples=args.max_examples,
+            seed=seed,
+            shrink=not args.no_shrink,
+            progress=_progress,
+            interrupted=lambda: bool(stop),
+        )
+    except KeyboardInterrupt:
+        print(
+            f"{args.prog} --acp: interrupted; replay this run with --seed {seed}",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return _print_acp_run(run_, f"{args.prog} --acp ... --seed {{seed}} -- {shown}")
 
 
@@ -227,7 +251,13 @@ def _print_acp_run(run_: Any, replay: str) -> int:
     return 1
 
 
-def run_builtin(prog: str, profile: str | None, max_examples: int | None, seed: int) -> Any:
+def run_builtin(
+    prog: str,
+    profile: str | None,
+    max_examples: int | None,
+    seed: int,
+    interrupted: Callable[[], bool] | None = None,
+) -> Any:
     """The main job's ACP machine: the built-in runtime's ACP server (`trio-agents acp
     --model openai`, this Python) checked as any ACP agent is (D409). Its report, printed;
     None, after one line saying why, when the ACP schema is not installed."""
@@ -252,7 +282,12 @@ def run_builtin(prog: str, profile: str | None, max_examples: int | None, seed: 
     command = (found, "acp", "--model", "openai")
     target = AcpTarget(command, timeout=DEFAULT_TIMEOUT, grace=DEFAULT_GRACE)
     run_ = run_acp_conformance(
-        target, profile_name=profile, max_examples=max_examples, seed=seed, progress=_progress
+        target,
+        profile_name=profile,
+        max_examples=max_examples,
+        seed=seed,
+        progress=_progress,
+        interrupted=interrupted,
     )
     _print_acp_run(run_, f"{prog} --machine acp --seed {{seed}}")
     from .._acp._properties import (  # the ACP schema, only when run

@@ -167,7 +167,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.prog}: --machine: {exc}", file=sys.stderr)
         return 2
     targets = [spec for spec in given.values() if spec] or ["built-in runtime"]
-    print(f"{args.prog}: {', '.join(targets)}, profile {args.profile or 'ci'}")
     finished: list[Any] = []
     stop: list[bool] = []
     # Chosen here, not by the run, so an interrupted run can still say how to replay it.
@@ -180,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     previous = signal.signal(signal.SIGINT, on_sigint)
+    # Printed once Ctrl-C is handled: from this line on, it stops the run cleanly.
+    print(f"{args.prog}: {', '.join(targets)}, profile {args.profile or 'ci'}", flush=True)
     try:
         if others != []:  # [] when only the acp machine was chosen
             run_conformance(
@@ -202,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
         if with_acp and not stop:
             from ._acp import run_builtin  # the ACP schema, only when run
 
-            report = run_builtin(args.prog, args.profile, args.max_examples, seed)
+            report = run_builtin(
+                args.prog, args.profile, args.max_examples, seed, lambda: bool(stop)
+            )
             if report is not None:
                 finished.append(report)
     except KeyboardInterrupt:
