@@ -1,15 +1,38 @@
-"""An approver a test or a machine answers by hand: each request waits until `answer` gives
-its decision (or `fail` makes the approver raise), and a cancel while it waits is noted."""
+"""Approvers a test or a machine answers: `HeldApprover`, whose requests each wait until
+`answer` gives its decision (or `fail` makes it raise), a cancel while one waits noted; and
+`QueuedApprover`, which answers each request at once with the next outcome queued."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import trio
 
-from trio_agents import ApprovalRequest, Decision
+from trio_agents import ApprovalRequest, Decision, DecisionOutcome
 
-__all__ = ["HeldApprover"]
+__all__ = ["QUEUED_BY", "HeldApprover", "QueuedApprover"]
+
+QUEUED_BY = "queued-approver"  # the `by` of a QueuedApprover's decisions
+
+
+@dataclass
+class QueuedApprover:
+    """An `Approver` that answers each request at once (after a checkpoint) with the next
+    outcome in `answers`, or `allow_once` when none is queued.
+
+    answers: the outcomes still to give, oldest first.
+    asked: every request it was asked, oldest first.
+    """
+
+    answers: deque[DecisionOutcome] = field(default_factory=deque[DecisionOutcome])
+    asked: list[ApprovalRequest] = field(default_factory=list[ApprovalRequest])
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        await trio.lowlevel.checkpoint()
+        self.asked.append(request)
+        outcome = self.answers.popleft() if self.answers else "allow_once"
+        return Decision(outcome, by=QUEUED_BY)
 
 
 @dataclass

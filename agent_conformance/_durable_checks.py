@@ -12,6 +12,7 @@ from trio_agents import Record
 
 from ._durable_properties import (
     PARKED_RESTORED,
+    REMEMBERED_ACROSS_RESUME,
     RESUME_AFTER_CLOSE_ADDS_NOTHING,
     RESUME_ANSWERS_DANGLING_CALLS,
     RESUME_ENDS_OPEN_TURN,
@@ -27,13 +28,22 @@ from ._vocabulary import (
     PROMPT_DROPPED,
     PROMPT_QUEUED,
     PROMPT_RECORD_TYPES,
+    STEP_START,
+    TOOL_APPROVAL,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
 )
 
-__all__ = ["Restored", "check_parked", "check_repair_durable", "check_resumed", "parked_of"]
+__all__ = [
+    "Restored",
+    "check_parked",
+    "check_remembered",
+    "check_repair_durable",
+    "check_resumed",
+    "parked_of",
+]
 
 
 @dataclass
@@ -189,3 +199,37 @@ def check_repair_durable(
             f"holds {shown(found)}"
         ),
     )
+
+
+def check_remembered(sid: str, records: Sequence[Record]) -> None:
+    """A17 over a whole session, resumes included: each `tool/approval` decided by
+    `remembered` holds the latest "always" answer for its tool before it; and a call asked
+    in a step that began after such an answer was recorded is decided by `remembered`.
+    Raises ContractViolation."""
+    latest: dict[str, tuple[int, str]] = {}  # tool -> (index of the answer, its outcome)
+    step_began = 0
+    for index, record in enumerate(records):
+        if record.type == STEP_START:
+            step_began = index
+        if record.type != TOOL_APPROVAL:
+            continue
+        tool, by = str(record.data.get("tool")), record.data.get("by")
+        decision = record.data.get("decision")
+        kept = latest.get(tool)
+        said = f"session {sid!r}: call {record.data.get('call_id')!r} of {tool!r} was decided "
+        if by == "remembered":
+            if kept is None or kept[1] != decision:
+                REMEMBERED_ACROSS_RESUME.fail(
+                    f"{said}{decision} by remembered, but the latest always-answer for "
+                    f"{tool!r} before it is {kept[1] if kept else 'none'}: "
+                    f"{show(records[: index + 1])}"
+                )
+            continue
+        if kept is not None and kept[0] < step_began:
+            REMEMBERED_ACROSS_RESUME.fail(
+                f"{said}{decision} by {by}, asked in a step that began after the session "
+                f"recorded {kept[1]} for {tool!r}: it should have been decided by "
+                f"remembered, without asking: {show(records[: index + 1])}"
+            )
+        if decision in ("allow_always", "reject_always"):
+            latest[tool] = (index, str(decision))

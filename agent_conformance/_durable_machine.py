@@ -48,7 +48,10 @@ from hypothesis.stateful import initialize, precondition
 from trio_agents import (
     AgentHandle,
     AgentStatus,
+    Approval,
+    ApprovalPolicy,
     CorruptSessionError,
+    DecisionOutcome,
     DuplicateSessionError,
     Record,
     Runtime,
@@ -60,9 +63,17 @@ from trio_agents import (
 )
 from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, reply, tool_step
 
-from ._durable_checks import Restored, check_parked, check_repair_durable, check_resumed
+from ._approver import QueuedApprover
+from ._durable_checks import (
+    Restored,
+    check_parked,
+    check_remembered,
+    check_repair_durable,
+    check_resumed,
+)
 from ._durable_damage import DamagedCopies
 from ._durable_properties import (
+    APPROVAL_DURABLE,
     CALL_IDS_UNIQUE,
     CLOSED_SESSION_IN_FILE,
     CRASH_KEEPS_FLUSHED,
@@ -80,7 +91,14 @@ from ._durable_properties import (
 from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
-from ._vocabulary import PROMPT_RECORD_TYPES, TOOL_CALL, TURN_END, TURN_START
+from ._vocabulary import (
+    PROMPT_RECORD_TYPES,
+    TOOL_APPROVAL,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
 
 __all__ = [
     "PROPERTIES",
@@ -100,6 +118,13 @@ IDS = ("a", "b")
 # already holds.
 CallIds = Literal["fresh", "twice-in-reply", "held-before"]
 CALL_IDS: tuple[CallIds, ...] = ("fresh", "twice-in-reply", "held-before")
+# What an asking agent's approver answers, call by call (A14, A17).
+ANSWERS: tuple[DecisionOutcome, ...] = (
+    "allow_always",
+    "reject_always",
+    "allow_once",
+    "reject_once",
+)
 
 
 def builtin_runtime_factory(store: SessionStore) -> contextlib.AbstractAsyncContextManager[Runtime]:
@@ -160,6 +185,8 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self.handles: dict[str, AgentHandle] = {}
         self.models: dict[str, ScriptedModel] = {}
         self.gates: dict[str, GateTool] = {}
+        self.approvers: dict[str, QueuedApprover] = {}  # of the agents that ask (A14, A17)
+        self.asking: set[str] = set()  # the sessions whose agents ask, created and resumed
         self.expected: dict[str, tuple[Record, ...]] = {}
         self.cleanly_closed: set[str] = set()
         self.trace: list[str] = []
@@ -224,6 +251,8 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         # own flush, next, commits everything.
         self.host.call(self._check_committed)
         self.host.call(self._quiesce)
+        for sid, handle in self.handles.items():
+            check_remembered(sid, handle.agent.session.records)
 
     async def _check_committed(self) -> None:
         """Once every task is blocked, read the file (no flush): an agent with a tool
@@ -237,7 +266,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
             records = handle.agent.session.records
             needs[sid] = committed_points(
                 records,
-                tool_running=bool(self.gates[sid].held),
+                tool_running=self.gates[sid].held,
                 idle=handle.agent.status == AgentStatus.IDLE and not handle.agent.parked,
             )
         if not any(must or queued for must, queued, _ in needs.values()):
@@ -245,10 +274,12 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         files = await self._read_file(sorted(needs))
         for sid, (must, _, why) in needs.items():
             held = _held(files[sid])
-            prop = WRITE_AHEAD if why == "tool" else IDLE_AFTER_COMMIT
+            prop = {"tool": WRITE_AHEAD, "approval": APPROVAL_DURABLE}.get(why, IDLE_AFTER_COMMIT)
             records = self.handles[sid].agent.session.records
             if len(held) < must:
-                state = "with a tool running" if why == "tool" else "its agent IDLE"
+                state = "its agent IDLE" if why == "idle" else "with a tool running"
+                if why == "approval":
+                    state += ", allowed by the last tool/approval"
                 prop.fail(
                     f"session {sid!r} holds {show(records)}, {state}; before any flush, "
                     f"the store's file holds only {show(held)}"
@@ -309,6 +340,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
 
     def _forget(self, sid: str, records: Sequence[Record], *, clean: bool) -> None:
         del self.handles[sid], self.models[sid], self.gates[sid]
+        self.approvers.pop(sid, None)
         if records:
             self.expected[sid] = tuple(records)
             if clean:
@@ -371,14 +403,30 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         """Create an id that is neither live nor stored, with a held model and a gate
         tool."""
         sid = data.draw(st.sampled_from(self._free()), label="sid")
-        self.host.call(self._create, sid)
-        self.trace.append(f"create {sid}")
+        asks = data.draw(st.booleans(), label="asks")
+        if asks:
+            self.asking.add(sid)
+        else:
+            self.asking.discard(sid)
+        self.host.call(self._create, sid, asks)
+        self.trace.append(f"create {sid}{' asking' if asks else ''}")
         self._settle()
 
-    async def _create(self, sid: str) -> None:
+    def _approval(self, sid: str, asks: bool) -> Approval | None:
+        """An agent that asks before each call, remembering "always" answers (A14, A17),
+        answered from the queue `release_model` fills; None for one that does not ask."""
+        if not asks:
+            return None
+        approver = self.approvers[sid] = QueuedApprover()
+        return Approval(ApprovalPolicy(), approver)
+
+    async def _create(self, sid: str, asks: bool) -> None:
         assert self.rt is not None
         model, gate = ScriptedModel(hold_all=True), GateTool()
-        handle = await self.rt.agents.create(model=model, tools=[gate], session_id=sid)
+        approval = self._approval(sid, asks)
+        handle = await self.rt.agents.create(
+            model=model, tools=[gate], session_id=sid, approval=approval
+        )
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
         self.created[sid] = max(self.created.values(), default=-1) + 1
 
@@ -394,11 +442,14 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
             self._resume_stored(sid, data.draw(st.booleans(), label="cancel first"))
 
     def _resume_stored(self, sid: str, cancel_first: bool) -> None:
+        asks = sid in self.asking
         before = self.expected.pop(sid)
         clean = sid in self.cleanly_closed
         self.cleanly_closed.discard(sid)
-        self.host.call(self._resume, sid, cancel_first)
-        self.trace.append(f"resume {sid}{' cancel' if cancel_first else ''}")
+        self.host.call(self._resume, sid, cancel_first, asks)
+        self.trace.append(
+            f"resume {sid}{' cancel' if cancel_first else ''}{' asking' if asks else ''}"
+        )
         records = self.handles[sid].agent.session.records
         check_parked(sid, before, records[len(before) :], self._restored, cancel_first)
         self._settle()
@@ -416,10 +467,11 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         files = self.host.call(self._read_file, [sid])
         check_repair_durable(sid, before, records, files[sid])
 
-    async def _resume(self, sid: str, cancel_first: bool) -> None:
+    async def _resume(self, sid: str, cancel_first: bool, asks: bool) -> None:
         assert self.rt is not None
         model, gate = ScriptedModel(hold_all=True), GateTool()
-        handle = await self.rt.agents.resume(sid, model=model, tools=[gate])
+        approval = self._approval(sid, asks)
+        handle = await self.rt.agents.resume(sid, model=model, tools=[gate], approval=approval)
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
         agent = handle.agent
         # Before any other task runs: the repair must already be there, and the queued
@@ -476,6 +528,10 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         ids restart after a reload): each must be recorded unique (A13)."""
         sid = data.draw(st.sampled_from(self._held_models()), label="sid")
         model = self.models[sid]
+        approver = self.approvers.get(sid)
+        if approver is not None and calls:
+            answers = st.lists(st.sampled_from(ANSWERS), min_size=calls, max_size=calls)
+            approver.answers.extend(data.draw(answers, label="answers"))
         session = self.handles[sid].agent.session
         before = {str(r.data["call_id"]) for r in session.records if r.type == TOOL_CALL}
         asked: list[str] = []
@@ -511,6 +567,51 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
                 ),
             )
             held.add(call_id)
+
+    def _idle_asking(self) -> list[str]:
+        return sorted(
+            sid
+            for sid, handle in self.handles.items()
+            if sid in self.asking
+            and handle.agent.status == AgentStatus.IDLE
+            and not handle.agent.parked
+        )
+
+    @precondition(lambda self: bool(self._idle_asking()))
+    @rule(data=st.data(), outcome=st.sampled_from(["allow_always", "reject_always"]))
+    def always_then_resume(self, data: st.DataObject, outcome: DecisionOutcome) -> None:
+        """An idle asking agent's turn calls the gate once and its approver answers
+        `outcome`; the agent is closed, resumed (asking) and its next step calls the gate
+        again: that call must be decided by remembered, with `outcome` (A17, checked by
+        `check_remembered` on every settle)."""
+        sid = data.draw(st.sampled_from(self._idle_asking()), label="sid")
+        self.approvers[sid].answers.appendleft(outcome)
+        self.host.run_sync(self.handles[sid].agent.send, "call the gate once")
+        self._settle()
+        call_id = f"{sid}-always-{self._calls}"
+        self._calls += 1
+        for step in (tool_step(ToolCall(call_id, "gate", {})), None):
+            if self.gates[sid].held:
+                self.host.run_sync(self.gates[sid].release, "done")
+                self._settle()
+            if self.models[sid].held:
+                self.host.run_sync(self.models[sid].release, step or reply("done"))
+                self._settle()
+        handle = self.handles[sid]
+        self.host.call(handle.aclose)
+        self._forget(sid, handle.agent.session.records, clean=True)
+        self.trace.append(f"always {outcome} {sid}, closed")
+        self._settle()
+        self._resume_stored(sid, cancel_first=False)
+        if self.models[sid].held:
+            # The same id as before the close, as a model whose ids restart after a reload
+            # sends it: recorded with a suffix (A13).
+            session = self.handles[sid].agent.session
+            before = {str(r.data["call_id"]) for r in session.records if r.type == TOOL_CALL}
+            known = len(session)
+            self.host.run_sync(self.models[sid].release, tool_step(ToolCall(call_id, "gate", {})))
+            self._settle()
+            self._check_call_ids(sid, [call_id], before, session.records[known:])
 
     @precondition(lambda self: bool(self._held_gates()))
     @rule(data=st.data())
@@ -552,13 +653,21 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self._open_runtime()
 
     @precondition(lambda self: self._any_stored_live())
-    @rule(cancel_first=st.booleans())
-    def crash(self, cancel_first: bool = False) -> None:
+    @rule(queue_first=st.booleans(), cancel_first=st.booleans())
+    def crash(self, queue_first: bool = False, cancel_first: bool = False) -> None:
         """Kill the runtime as kill -9 would, at rest (everything appended has been flushed),
         then open a new runtime over a new SqliteStore on the same file, read every stored
         session back from it, and resume the sessions the crash cut (cancelling each at
         once, when `cancel_first`: the prompts it restored parked must be dropped)."""
         cut = sorted(self.handles)
+        if queue_first:
+            # A prompt queued behind each running turn, committed at once (L8): the crash
+            # leaves it for the resume to restore parked.
+            for sid in cut:
+                agent = self.handles[sid].agent
+                if agent.status == AgentStatus.RUNNING:
+                    self.host.run_sync(agent.send, "queued before the crash")
+            self.host.call(self._check_committed)
         for sid in cut:
             self._forget(sid, self.handles[sid].agent.session.records, clean=False)
         self._closed_here.clear()  # already checked: the crash check covers them
@@ -644,17 +753,29 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
 
 
 def committed_points(
-    records: Sequence[Record], *, tool_running: bool, idle: bool
+    records: Sequence[Record], *, tool_running: int, idle: bool
 ) -> tuple[int, int, str]:
-    """(how many of `records` must be in the store already, and why: `idle` or `tool`; how
-    many must get there without a flush: through the last prompt/queued or prompt/dropped
-    record)."""
+    """(how many of `records` must be in the store already, and why: `idle`, `tool` (the
+    step's tool calls, L7) or `approval` (the allowing tool/approval of each of the
+    `tool_running` calls that run, oldest first, A14); how many must get there without a
+    flush: through the last prompt/queued or prompt/dropped record)."""
     queued = max((i + 1 for i, r in enumerate(records) if r.type in PROMPT_RECORD_TYPES), default=0)
     if idle:
         return len(records), queued, "idle"
     if tool_running:
         calls = [i + 1 for i, r in enumerate(records) if r.type == TOOL_CALL]
-        return (calls[-1] if calls else 0), queued, "tool"
+        must = calls[-1] if calls else 0
+        answered = {str(r.data.get("call_id")) for r in records if r.type == TOOL_RESULT}
+        allowing = [
+            i + 1
+            for i, r in enumerate(records)
+            if r.type == TOOL_APPROVAL
+            and r.data.get("decision") in ("allow_once", "allow_always")
+            and str(r.data.get("call_id")) not in answered
+        ]
+        if allowing and allowing[min(tool_running, len(allowing)) - 1] > must:
+            return allowing[min(tool_running, len(allowing)) - 1], queued, "approval"
+        return must, queued, "tool"
     return 0, queued, "tool"
 
 

@@ -143,6 +143,22 @@ PARKED_RESTORED = Property(
     "`parked` True (and False with none); `cancel` then drops them: it returns True and "
     "records one `prompt/dropped` naming them, reason `cancelled`",
 )
+APPROVAL_DURABLE = Property(
+    "A14",
+    "approval-durable-before-tool",
+    "durable",
+    "an allowing tool/approval is committed to the session's store before its call starts: "
+    "with the call running, the store's file holds it, without a flush",
+)
+REMEMBERED_ACROSS_RESUME = Property(
+    "A17",
+    "always-answers-resumed",
+    "durable",
+    "an allow_always or reject_always answer holds for its tool for the rest of the session, "
+    "across resumes: a call of that tool asked in a later step is decided without asking, "
+    "`by: remembered`, with the latest such answer the session holds; and `remembered` "
+    "never decides a call the session holds no such answer for",
+)
 DAMAGE_NAMED = Property(
     "L12",
     "damaged-session-named",
@@ -172,6 +188,8 @@ PROPERTIES: tuple[Property, ...] = (
     CALL_IDS_UNIQUE,
     RESUMED_IDS_CONTINUE,
     PARKED_RESTORED,
+    APPROVAL_DURABLE,
+    REMEMBERED_ACROSS_RESUME,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

@@ -9,6 +9,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 from unittest import mock
 
+import trio
+
 from trio_agents import (
     AgentHandle,
     AgentOptions,
@@ -27,7 +29,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._agent import _agent as _agent_module
-from trio_agents._agent import _step, _turn
+from trio_agents._agent import _approval_gate, _step, _turn
 from trio_agents._fiber import require_open
 from trio_agents._store._repair import closers
 
@@ -98,6 +100,29 @@ async def cancel_skips_parked_prompts(store: SessionStore) -> AsyncGenerator[Run
     """`cancel` on a resumed agent that holds parked prompts and runs no turn finds
     nothing to cancel: the prompts stay, to run at the next wake."""
     with mock.patch.object(_agent_module.Agent, "cancel", _cancel_skipping_parked):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
+async def _checkpoint_only(session: Session, why: str) -> None:
+    await trio.lowlevel.checkpoint()  # the mistake: the decision waits for the next commit
+
+
+@asynccontextmanager
+async def approval_left_to_the_next_commit(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """An allowing decision is appended and left for the step's next commit (the tool's
+    result, or the turn's end) instead of being committed before the tool starts: the
+    tool/call records were committed already, so it looked covered."""
+    with mock.patch.object(_approval_gate, "commit", _checkpoint_only):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
+@asynccontextmanager
+async def remembered_answers_not_restored(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """A resumed agent starts with no "always" answers: they were kept in memory by the
+    agent that got them, and nothing reads them back from the session's records."""
+    with mock.patch.object(Approval, "restore", return_value=None):
         async with open_runtime(store) as rt:
             yield rt
 
@@ -300,6 +325,18 @@ SEEDED: tuple[Seeded, ...] = (
         "call-ids-unique-in-session",
     ),
     Seeded("message-ids-restart", message_ids_restart, "durable", "resumed-ids-continue"),
+    Seeded(
+        "approval-left-to-the-next-commit",
+        approval_left_to_the_next_commit,
+        "durable",
+        "approval-durable-before-tool",
+    ),
+    Seeded(
+        "remembered-answers-not-restored",
+        remembered_answers_not_restored,
+        "durable",
+        "always-answers-resumed",
+    ),
     Seeded(
         "cancel-skips-parked-prompts",
         cancel_skips_parked_prompts,
