@@ -5,6 +5,7 @@ records; the machine calls them with what it saw and what the file holds."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from ._vocabulary import (
     PROMPT_RECORD_TYPES,
     STEP_START,
     TOOL_APPROVAL,
+    TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
@@ -42,7 +44,10 @@ __all__ = [
     "check_remembered",
     "check_repair_durable",
     "check_resumed",
+    "committed_points",
+    "highest_message_id",
     "parked_of",
+    "suffixed",
 ]
 
 
@@ -233,3 +238,47 @@ def check_remembered(sid: str, records: Sequence[Record]) -> None:
             )
         if decision in ("allow_always", "reject_always"):
             latest[tool] = (index, str(decision))
+
+
+def committed_points(
+    records: Sequence[Record], *, tool_running: int, idle: bool
+) -> tuple[int, int, str]:
+    """(how many of `records` must be in the store already, and why: `idle`, `tool` (the
+    step's tool calls, L7) or `approval` (the allowing tool/approval of each of the
+    `tool_running` calls that run, oldest first, A14); how many must get there without a
+    flush: through the last prompt/queued or prompt/dropped record)."""
+    queued = max((i + 1 for i, r in enumerate(records) if r.type in PROMPT_RECORD_TYPES), default=0)
+    if idle:
+        return len(records), queued, "idle"
+    if tool_running:
+        calls = [i + 1 for i, r in enumerate(records) if r.type == TOOL_CALL]
+        must = calls[-1] if calls else 0
+        answered = {str(r.data.get("call_id")) for r in records if r.type == TOOL_RESULT}
+        allowing = [
+            i + 1
+            for i, r in enumerate(records)
+            if r.type == TOOL_APPROVAL
+            and r.data.get("decision") in ("allow_once", "allow_always")
+            and str(r.data.get("call_id")) not in answered
+        ]
+        if allowing and allowing[min(tool_running, len(allowing)) - 1] > must:
+            return allowing[min(tool_running, len(allowing)) - 1], queued, "approval"
+        return must, queued, "tool"
+    return 0, queued, "tool"
+
+
+def highest_message_id(records: Sequence[Record]) -> int:
+    """N of the highest `mN` id the records hold (0 for none): of prompts, steering and
+    context, queued and dropped prompts included."""
+    ids: list[str] = []
+    for record in records:
+        if "id" in record.data:
+            ids.append(str(record.data["id"]))
+        elif record.type == "prompt/dropped":
+            ids.extend(str(i) for i in record.data.get("ids", ()))
+    return max((int(i[1:]) for i in ids if i[:1] == "m" and i[1:].isdigit()), default=0)
+
+
+def suffixed(call_id: str, model_id: str) -> bool:
+    """A repeated model id made unique: `ID#N` (the Records table)."""
+    return re.fullmatch(re.escape(model_id) + r"#\d+", call_id) is not None

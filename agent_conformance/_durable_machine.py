@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -48,10 +47,7 @@ from hypothesis.stateful import initialize, precondition
 from trio_agents import (
     AgentHandle,
     AgentStatus,
-    Approval,
-    ApprovalPolicy,
     CorruptSessionError,
-    DecisionOutcome,
     DuplicateSessionError,
     Record,
     Runtime,
@@ -63,13 +59,16 @@ from trio_agents import (
 )
 from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, reply, tool_step
 
-from ._approver import QueuedApprover
+from ._durable_asking import ANSWERS, AskingSessions
 from ._durable_checks import (
     Restored,
     check_parked,
     check_remembered,
     check_repair_durable,
     check_resumed,
+    committed_points,
+    highest_message_id,
+    suffixed,
 )
 from ._durable_damage import DamagedCopies
 from ._durable_properties import (
@@ -92,10 +91,7 @@ from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
 from ._vocabulary import (
-    PROMPT_RECORD_TYPES,
-    TOOL_APPROVAL,
     TOOL_CALL,
-    TOOL_RESULT,
     TURN_END,
     TURN_START,
 )
@@ -118,13 +114,6 @@ IDS = ("a", "b")
 # already holds.
 CallIds = Literal["fresh", "twice-in-reply", "held-before"]
 CALL_IDS: tuple[CallIds, ...] = ("fresh", "twice-in-reply", "held-before")
-# What an asking agent's approver answers, call by call (A14, A17).
-ANSWERS: tuple[DecisionOutcome, ...] = (
-    "allow_always",
-    "reject_always",
-    "allow_once",
-    "reject_once",
-)
 
 
 def builtin_runtime_factory(store: SessionStore) -> contextlib.AbstractAsyncContextManager[Runtime]:
@@ -149,7 +138,7 @@ def _memory_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-class DurableMachine(DamagedCopies, ConformanceMachine):
+class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
     """Subclass and set `factory` to check another runtime over the real `SqliteStore`
     (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
 
@@ -185,8 +174,6 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self.handles: dict[str, AgentHandle] = {}
         self.models: dict[str, ScriptedModel] = {}
         self.gates: dict[str, GateTool] = {}
-        self.approvers: dict[str, QueuedApprover] = {}  # of the agents that ask (A14, A17)
-        self.asking: set[str] = set()  # the sessions whose agents ask, created and resumed
         self.expected: dict[str, tuple[Record, ...]] = {}
         self.cleanly_closed: set[str] = set()
         self.trace: list[str] = []
@@ -412,14 +399,6 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         self.trace.append(f"create {sid}{' asking' if asks else ''}")
         self._settle()
 
-    def _approval(self, sid: str, asks: bool) -> Approval | None:
-        """An agent that asks before each call, remembering "always" answers (A14, A17),
-        answered from the queue `release_model` fills; None for one that does not ask."""
-        if not asks:
-            return None
-        approver = self.approvers[sid] = QueuedApprover()
-        return Approval(ApprovalPolicy(), approver)
-
     async def _create(self, sid: str, asks: bool) -> None:
         assert self.rt is not None
         model, gate = ScriptedModel(hold_all=True), GateTool()
@@ -558,7 +537,7 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
         recorded = [str(r.data["call_id"]) for r in new if r.type == TOOL_CALL]
         held = set(before)
         for model_id, call_id in zip(asked, recorded, strict=False):
-            fine = call_id == model_id if model_id not in held else _suffixed(call_id, model_id)
+            fine = call_id == model_id if model_id not in held else suffixed(call_id, model_id)
             CALL_IDS_UNIQUE.check(
                 fine and call_id not in held,
                 lambda: (
@@ -567,51 +546,6 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
                 ),
             )
             held.add(call_id)
-
-    def _idle_asking(self) -> list[str]:
-        return sorted(
-            sid
-            for sid, handle in self.handles.items()
-            if sid in self.asking
-            and handle.agent.status == AgentStatus.IDLE
-            and not handle.agent.parked
-        )
-
-    @precondition(lambda self: bool(self._idle_asking()))
-    @rule(data=st.data(), outcome=st.sampled_from(["allow_always", "reject_always"]))
-    def always_then_resume(self, data: st.DataObject, outcome: DecisionOutcome) -> None:
-        """An idle asking agent's turn calls the gate once and its approver answers
-        `outcome`; the agent is closed, resumed (asking) and its next step calls the gate
-        again: that call must be decided by remembered, with `outcome` (A17, checked by
-        `check_remembered` on every settle)."""
-        sid = data.draw(st.sampled_from(self._idle_asking()), label="sid")
-        self.approvers[sid].answers.appendleft(outcome)
-        self.host.run_sync(self.handles[sid].agent.send, "call the gate once")
-        self._settle()
-        call_id = f"{sid}-always-{self._calls}"
-        self._calls += 1
-        for step in (tool_step(ToolCall(call_id, "gate", {})), None):
-            if self.gates[sid].held:
-                self.host.run_sync(self.gates[sid].release, "done")
-                self._settle()
-            if self.models[sid].held:
-                self.host.run_sync(self.models[sid].release, step or reply("done"))
-                self._settle()
-        handle = self.handles[sid]
-        self.host.call(handle.aclose)
-        self._forget(sid, handle.agent.session.records, clean=True)
-        self.trace.append(f"always {outcome} {sid}, closed")
-        self._settle()
-        self._resume_stored(sid, cancel_first=False)
-        if self.models[sid].held:
-            # The same id as before the close, as a model whose ids restart after a reload
-            # sends it: recorded with a suffix (A13).
-            session = self.handles[sid].agent.session
-            before = {str(r.data["call_id"]) for r in session.records if r.type == TOOL_CALL}
-            known = len(session)
-            self.host.run_sync(self.models[sid].release, tool_step(ToolCall(call_id, "gate", {})))
-            self._settle()
-            self._check_call_ids(sid, [call_id], before, session.records[known:])
 
     @precondition(lambda self: bool(self._held_gates()))
     @rule(data=st.data())
@@ -750,50 +684,6 @@ class DurableMachine(DamagedCopies, ConformanceMachine):
     def _verify(self) -> None:
         """Nothing between rules: every check reads the file, and the rules that change
         what it must hold (a crash, a resume, a clean close) make them."""
-
-
-def committed_points(
-    records: Sequence[Record], *, tool_running: int, idle: bool
-) -> tuple[int, int, str]:
-    """(how many of `records` must be in the store already, and why: `idle`, `tool` (the
-    step's tool calls, L7) or `approval` (the allowing tool/approval of each of the
-    `tool_running` calls that run, oldest first, A14); how many must get there without a
-    flush: through the last prompt/queued or prompt/dropped record)."""
-    queued = max((i + 1 for i, r in enumerate(records) if r.type in PROMPT_RECORD_TYPES), default=0)
-    if idle:
-        return len(records), queued, "idle"
-    if tool_running:
-        calls = [i + 1 for i, r in enumerate(records) if r.type == TOOL_CALL]
-        must = calls[-1] if calls else 0
-        answered = {str(r.data.get("call_id")) for r in records if r.type == TOOL_RESULT}
-        allowing = [
-            i + 1
-            for i, r in enumerate(records)
-            if r.type == TOOL_APPROVAL
-            and r.data.get("decision") in ("allow_once", "allow_always")
-            and str(r.data.get("call_id")) not in answered
-        ]
-        if allowing and allowing[min(tool_running, len(allowing)) - 1] > must:
-            return allowing[min(tool_running, len(allowing)) - 1], queued, "approval"
-        return must, queued, "tool"
-    return 0, queued, "tool"
-
-
-def highest_message_id(records: Sequence[Record]) -> int:
-    """N of the highest `mN` id the records hold (0 for none): of prompts, steering and
-    context, queued and dropped prompts included."""
-    ids: list[str] = []
-    for record in records:
-        if "id" in record.data:
-            ids.append(str(record.data["id"]))
-        elif record.type == "prompt/dropped":
-            ids.extend(str(i) for i in record.data.get("ids", ()))
-    return max((int(i[1:]) for i in ids if i[:1] == "m" and i[1:].isdigit()), default=0)
-
-
-def _suffixed(call_id: str, model_id: str) -> bool:
-    """A repeated model id made unique: `ID#N` (the Records table)."""
-    return re.fullmatch(re.escape(model_id) + r"#\d+", call_id) is not None
 
 
 def _held(found: Sequence[Record] | str | None) -> tuple[Record, ...]:
