@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import trio
 import trio.testing
@@ -79,6 +79,7 @@ from ._durable_properties import (
     CRASH_NO_TORN_RECORD,
     IDLE_AFTER_COMMIT,
     LISTED_OLDEST_FIRST,
+    NOTHING_STRANDED,
     PROPERTIES,
     QUEUED_PROMPT_COMMITTED,
     RESUME_OF_LIVE_REFUSED,
@@ -506,7 +507,6 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         them, one id twice in the reply, or an id the session already holds (a model's
         ids restart after a reload): each must be recorded unique (A13)."""
         sid = data.draw(st.sampled_from(self._held_models()), label="sid")
-        model = self.models[sid]
         approver = self.approvers.get(sid)
         if approver is not None and calls:
             answers = st.lists(st.sampled_from(ANSWERS), min_size=calls, max_size=calls)
@@ -525,11 +525,34 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         else:
             step = reply("a reply")
         known = len(session)
-        self.host.run_sync(model.release, step)
+        # A reply of text ends the turn: a prompt may then arrive while the agent commits
+        # before it settles IDLE (its store works in a thread), and must start its turn.
+        then_send = not calls and data.draw(st.booleans(), label="send while committing")
+        self.host.call(self._release, sid, step, then_send)
         self.trace.append(f"release {sid} {calls} {ids if calls else ''}")
         self._settle()
+        self._check_at_rest()
         if asked:
             self._check_call_ids(sid, asked, before, session.records[known:])
+
+    async def _release(self, sid: str, step: Any, then_send: bool) -> None:
+        self.models[sid].release(step)
+        if then_send:
+            # Every task blocked: the agent, if it is committing, waits for its thread.
+            await trio.testing.wait_all_tasks_blocked()
+            self.handles[sid].agent.send("sent while the turn commits")
+
+    def _check_at_rest(self) -> None:
+        """Every task at rest, every write flushed: an IDLE agent holds nothing queued but
+        prompts restored parked (A1: a prompt it accepted has started its turn)."""
+        for sid, handle in self.handles.items():
+            agent = handle.agent
+            queued = [str(mid) for mid, _ in agent.pending]
+            if agent.status == AgentStatus.IDLE and queued and not agent.parked:
+                NOTHING_STRANDED.fail(
+                    f"agent {sid!r} is IDLE at rest with {queued} pending and not parked; "
+                    f"its session holds {show(agent.session.records)}"
+                )
 
     def _check_call_ids(
         self, sid: str, asked: Sequence[str], before: set[str], new: Sequence[Record]

@@ -159,6 +159,14 @@ REMEMBERED_ACROSS_RESUME = Property(
     "`by: remembered`, with the latest such answer the session holds; and `remembered` "
     "never decides a call the session holds no such answer for",
 )
+NOTHING_STRANDED = Property(
+    "A1",
+    "no-prompt-stranded",
+    "durable",
+    "at rest, with its store committing in worker threads, an agent is IDLE only with "
+    "nothing pending but the prompts restored parked: a prompt sent while the agent "
+    "commits the end of a turn before settling IDLE starts its turn",
+)
 DAMAGE_NAMED = Property(
     "L12",
     "damaged-session-named",
@@ -190,6 +198,7 @@ PROPERTIES: tuple[Property, ...] = (
     PARKED_RESTORED,
     APPROVAL_DURABLE,
     REMEMBERED_ACROSS_RESUME,
+    NOTHING_STRANDED,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

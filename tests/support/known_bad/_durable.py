@@ -29,7 +29,7 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._agent import _agent as _agent_module
-from trio_agents._agent import _approval_gate, _step, _turn
+from trio_agents._agent import _approval_gate, _inbox, _step, _turn
 from trio_agents._fiber import require_open
 from trio_agents._store._repair import closers
 
@@ -123,6 +123,16 @@ async def remembered_answers_not_restored(store: SessionStore) -> AsyncGenerator
     """A resumed agent starts with no "always" answers: they were kept in memory by the
     agent that got them, and nothing reads them back from the session's records."""
     with mock.patch.object(Approval, "restore", return_value=None):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
+@asynccontextmanager
+async def prompts_after_commit_unseen(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """The agent asks its inbox for prompts through a property that reads the queue as it
+    was when the turn ended: a prompt sent while the turn's end commits is not seen, and
+    the agent settles IDLE with it queued."""
+    with mock.patch.object(_inbox.Inbox, "has_prompts", property(lambda self: False)):
         async with open_runtime(store) as rt:
             yield rt
 
@@ -336,6 +346,14 @@ SEEDED: tuple[Seeded, ...] = (
         remembered_answers_not_restored,
         "durable",
         "always-answers-resumed",
+    ),
+    Seeded(
+        "prompts-after-commit-unseen",
+        prompts_after_commit_unseen,
+        "durable",
+        "no-prompt-stranded",
+        # The same property read on resume: restored prompts are not parked.
+        also=("parked-prompts-restored",),
     ),
     Seeded(
         "cancel-skips-parked-prompts",
