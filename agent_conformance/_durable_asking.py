@@ -58,6 +58,10 @@ class AskingSessions(ConformanceMachine):
         super().__init__(host)
         self.approvers: dict[str, QueuedApprover] = {}  # of the agents that ask (A14, A17)
         self.asking: set[str] = set()  # the sessions whose agents ask, created and resumed
+        # Per session, from which record on its agents remembered "always" answers: a
+        # created agent may not (its always-answers are recorded all the same), a resumed
+        # one does, and must take up the latest per tool (A17).
+        self.policies: dict[str, list[tuple[int, bool]]] = {}
 
     if TYPE_CHECKING:
 
@@ -68,13 +72,14 @@ class AskingSessions(ConformanceMachine):
             self, sid: str, asked: Sequence[str], before: set[str], new: Sequence[Record]
         ) -> None: ...
 
-    def _approval(self, sid: str, asks: bool) -> Approval | None:
-        """An agent that asks before each call, remembering "always" answers (A14, A17),
-        answered from the queue `release_model` fills; None for one that does not ask."""
+    def _approval(self, sid: str, asks: bool, remembers: bool = True) -> Approval | None:
+        """An agent that asks before each call (A14), remembering "always" answers or not
+        (A17), answered from the queue `release_model` fills; None for one that does not
+        ask."""
         if not asks:
             return None
         approver = self.approvers[sid] = QueuedApprover()
-        return Approval(ApprovalPolicy(), approver)
+        return Approval(ApprovalPolicy(remembers=remembers), approver)
 
     def _idle_asking(self) -> list[str]:
         return sorted(

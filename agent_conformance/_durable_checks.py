@@ -206,11 +206,15 @@ def check_repair_durable(
     )
 
 
-def check_remembered(sid: str, records: Sequence[Record]) -> None:
-    """A17 over a whole session, resumes included: each `tool/approval` decided by
-    `remembered` holds the latest "always" answer for its tool before it; and a call asked
-    in a step that began after such an answer was recorded is decided by `remembered`.
-    Raises ContractViolation."""
+def check_remembered(
+    sid: str, records: Sequence[Record], policies: Sequence[tuple[int, bool]] = ()
+) -> None:
+    """A17 over a whole session, resumes included: with a policy that remembers, each
+    `tool/approval` decided by `remembered` holds the latest "always" answer for its tool
+    before it (whoever recorded it), and a call asked in a step that began after such an
+    answer was recorded is decided by `remembered`; with one that does not, nothing is
+    decided by `remembered`. `policies`: from which record on the session's agents
+    remembered, or not (default: always). Raises ContractViolation."""
     latest: dict[str, tuple[int, str]] = {}  # tool -> (index of the answer, its outcome)
     step_began = 0
     for index, record in enumerate(records):
@@ -218,11 +222,17 @@ def check_remembered(sid: str, records: Sequence[Record]) -> None:
             step_began = index
         if record.type != TOOL_APPROVAL:
             continue
+        remembers = next((r for start, r in reversed(policies) if start <= index), True)
         tool, by = str(record.data.get("tool")), record.data.get("by")
         decision = record.data.get("decision")
         kept = latest.get(tool)
         said = f"session {sid!r}: call {record.data.get('call_id')!r} of {tool!r} was decided "
         if by == "remembered":
+            if not remembers:
+                REMEMBERED_ACROSS_RESUME.fail(
+                    f"{said}{decision} by remembered, by an agent whose policy does not "
+                    f"remember: it should have asked: {show(records[: index + 1])}"
+                )
             if kept is None or kept[1] != decision:
                 REMEMBERED_ACROSS_RESUME.fail(
                     f"{said}{decision} by remembered, but the latest always-answer for "
@@ -230,7 +240,7 @@ def check_remembered(sid: str, records: Sequence[Record]) -> None:
                     f"{show(records[: index + 1])}"
                 )
             continue
-        if kept is not None and kept[0] < step_began:
+        if remembers and kept is not None and kept[0] < step_began:
             REMEMBERED_ACROSS_RESUME.fail(
                 f"{said}{decision} by {by}, asked in a step that began after the session "
                 f"recorded {kept[1]} for {tool!r}: it should have been decided by "

@@ -240,7 +240,7 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         self.host.call(self._check_committed)
         self.host.call(self._quiesce)
         for sid, handle in self.handles.items():
-            check_remembered(sid, handle.agent.session.records)
+            check_remembered(sid, handle.agent.session.records, self.policies.get(sid, []))
 
     async def _check_committed(self) -> None:
         """Once every task is blocked, read the file (no flush): an agent with a tool
@@ -392,18 +392,21 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         tool."""
         sid = data.draw(st.sampled_from(self._free()), label="sid")
         asks = data.draw(st.booleans(), label="asks")
+        remembers = asks and data.draw(st.booleans(), label="remembers")
         if asks:
             self.asking.add(sid)
         else:
             self.asking.discard(sid)
-        self.host.call(self._create, sid, asks)
-        self.trace.append(f"create {sid}{' asking' if asks else ''}")
+        self.host.call(self._create, sid, asks, remembers)
+        said = f"{' asking' if asks else ''}{' remembering' if remembers else ''}"
+        self.trace.append(f"create {sid}{said}")
         self._settle()
 
-    async def _create(self, sid: str, asks: bool) -> None:
+    async def _create(self, sid: str, asks: bool, remembers: bool) -> None:
         assert self.rt is not None
         model, gate = ScriptedModel(hold_all=True), GateTool()
-        approval = self._approval(sid, asks)
+        self.policies[sid] = [(0, remembers)]  # a new session
+        approval = self._approval(sid, asks, remembers)
         handle = await self.rt.agents.create(
             model=model, tools=[gate], session_id=sid, approval=approval
         )
@@ -452,6 +455,8 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         model, gate = ScriptedModel(hold_all=True), GateTool()
         approval = self._approval(sid, asks)
         handle = await self.rt.agents.resume(sid, model=model, tools=[gate], approval=approval)
+        # From here on (after the repair a resume appends), the agent remembers (A17).
+        self.policies.setdefault(sid, []).append((len(handle.agent.session.records), True))
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
         agent = handle.agent
         # Before any other task runs: the repair must already be there, and the queued
