@@ -30,7 +30,9 @@ from ._approver import QueuedApprover
 from ._machine import ConformanceMachine, rule
 from ._vocabulary import TOOL_CALL
 
-__all__ = ["ANSWERS", "AskingSessions"]
+__all__ = ["ALWAYS", "ANSWERS", "AskingSessions"]
+
+ALWAYS: tuple[DecisionOutcome, ...] = ("allow_always", "reject_always")
 
 # What an asking agent's approver answers, call by call (A14, A17).
 ANSWERS: tuple[DecisionOutcome, ...] = (
@@ -91,29 +93,34 @@ class AskingSessions(ConformanceMachine):
         )
 
     @precondition(lambda self: bool(self._idle_asking()))
-    @rule(data=st.data(), outcome=st.sampled_from(["allow_always", "reject_always"]))
-    def always_then_resume(self, data: st.DataObject, outcome: DecisionOutcome) -> None:
-        """An idle asking agent's turn calls the gate once and its approver answers
-        `outcome`; the agent is closed, resumed (asking) and its next step calls the gate
-        again: that call must be decided by remembered, with `outcome` (A17, checked by
-        `check_remembered` on every settle)."""
+    @rule(data=st.data(), first=st.sampled_from(ALWAYS), then=st.sampled_from(ALWAYS))
+    def always_then_resume(
+        self, data: st.DataObject, first: DecisionOutcome, then: DecisionOutcome
+    ) -> None:
+        """An idle asking agent's turn calls the gate in two steps; its approver answers
+        `first`, then `then` (asked only if the agent's policy does not remember); the agent
+        is closed, resumed (remembering) and its next step calls the gate again: that call
+        must be decided by remembered, with the latest always-answer the session holds
+        (A17, checked by `check_remembered` on every settle)."""
         sid = data.draw(st.sampled_from(self._idle_asking()), label="sid")
-        self.approvers[sid].answers.appendleft(outcome)
-        self.host.run_sync(self.handles[sid].agent.send, "call the gate once")
+        self.approvers[sid].answers.extendleft([then, first])
+        self.host.run_sync(self.handles[sid].agent.send, "call the gate twice")
         self._settle()
         call_id = f"{sid}-always-{self._calls}"
-        self._calls += 1
-        for step in (tool_step(ToolCall(call_id, "gate", {})), None):
+        self._calls += 2
+        steps = [tool_step(ToolCall(f"{call_id}-{n}", "gate", {})) for n in (1, 2)]
+        for step in (*steps, None):
             if self.gates[sid].held:
                 self.host.run_sync(self.gates[sid].release, "done")
                 self._settle()
             if self.models[sid].held:
                 self.host.run_sync(self.models[sid].release, step or reply("done"))
                 self._settle()
+        call_id += "-1"
         handle = self.handles[sid]
         self.host.call(handle.aclose)
         self._forget(sid, handle.agent.session.records, clean=True)
-        self.trace.append(f"always {outcome} {sid}, closed")
+        self.trace.append(f"always {first} {then} {sid}, closed")
         self._settle()
         self._resume_stored(sid, cancel_first=False)
         if self.models[sid].held:
