@@ -151,24 +151,33 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("trio-agents ")
 
 
-@pytest.mark.subprocess
-def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
+def interrupted_run(*args: str, after: str) -> tuple[int | None, str]:
+    """`trio-agents conformance ARGS` in a terminal, sent Ctrl-C (to its whole foreground
+    group, as a terminal does) once it printed `after`: its exit status and its output."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child: pexpect.spawn[str] = pexpect.spawn(
         sys.executable,
-        ["-m", "trio_agents._cli", "conformance", "--seed", "7", "--max-examples", "40"],
+        ["-m", "trio_agents._cli", "conformance", *args],
         env=env,
         encoding="utf-8",
         timeout=120,
     )
     try:
-        child.expect("agent machine: passed")  # one machine done, the next one running
+        child.expect(after)
         child.sendintr()
         child.expect(pexpect.EOF)
     finally:
         child.close()
-    assert child.exitstatus == 130
-    text: str = child.before or ""
+    return child.exitstatus, child.before or ""
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
+    # One machine done, the next one running.
+    status, text = interrupted_run(
+        "--seed", "7", "--max-examples", "40", after="agent machine: passed"
+    )
+    assert status == 130
     assert "Traceback" not in text
     # The next machine may finish before the interrupt reaches it: "agent" comes first.
     assert "trio-agents conformance: interrupted; machines passed so far: agent" in text
@@ -177,22 +186,8 @@ def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
 
 @pytest.mark.subprocess
 def test_ctrl_c_stops_the_main_jobs_acp_machine_too() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child: pexpect.spawn[str] = pexpect.spawn(
-        sys.executable,
-        ["-m", "trio_agents._cli", "conformance", "--seed", "7", "--machine", "acp"],
-        env=env,
-        encoding="utf-8",
-        timeout=120,
-    )
-    try:
-        child.expect("profile ci")
-        child.sendintr()  # to the whole foreground group, as a terminal's Ctrl-C
-        child.expect(pexpect.EOF)
-    finally:
-        child.close()
-    text: str = child.before or ""
-    assert child.exitstatus == 130, text
+    status, text = interrupted_run("--seed", "7", "--machine", "acp", after="profile ci")
+    assert status == 130, text
     assert "Traceback" not in text
     assert "acp machine: passed" not in text
     assert "interrupted; machines passed so far: none; replay this run with --seed 7" in text
