@@ -103,7 +103,7 @@ __all__ = ["PROPERTIES", "McpMachine", "mcp_settings"]
 
 GRACE = 0.2  # the close grace given to the opener: a SIGTERM-ignoring server costs it
 START_TIMEOUT = 20.0  # a loaded machine starts Python slowly; failing starts are not checked
-START_BOUND = 30.0  # past start_timeout, a block that neither raised nor opened hangs (M5)
+START_BOUND = 15.0  # past start_timeout, a block that neither raised nor opened hangs (M5)
 SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table
