@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import trio
 import trio.testing
@@ -57,7 +57,15 @@ from trio_agents import (
     ToolCall,
     open_runtime,
 )
-from trio_agents.testing import GateTool, ScriptedModel, TrioHost, WallClock, reply, tool_step
+from trio_agents.testing import (
+    GateTool,
+    ScriptedModel,
+    ScriptedStep,
+    TrioHost,
+    WallClock,
+    reply,
+    tool_step,
+)
 
 from ._durable_asking import ANSWERS, AskingSessions
 from ._durable_checks import (
@@ -540,7 +548,7 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         if asked:
             self._check_call_ids(sid, asked, before, session.records[known:])
 
-    async def _release(self, sid: str, step: Any, then_send: bool) -> None:
+    async def _release(self, sid: str, step: ScriptedStep, then_send: bool) -> None:
         self.models[sid].release(step)
         if then_send:
             # Every task blocked: the agent, if it is committing, waits for its thread.

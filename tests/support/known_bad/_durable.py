@@ -129,9 +129,9 @@ async def remembered_answers_not_restored(store: SessionStore) -> AsyncGenerator
 
 @asynccontextmanager
 async def prompts_after_commit_unseen(store: SessionStore) -> AsyncGenerator[Runtime]:
-    """The agent asks its inbox for prompts through a property that reads the queue as it
-    was when the turn ended: a prompt sent while the turn's end commits is not seen, and
-    the agent settles IDLE with it queued."""
+    """The inbox's `has_prompts` reads an empty queue (it looks at the wrong list): the loop
+    does not look again after the commit that ends a turn, so a prompt sent during that
+    commit is not seen, and the agent settles IDLE with it queued."""
     with mock.patch.object(_inbox.Inbox, "has_prompts", property(lambda self: False)):
         async with open_runtime(store) as rt:
             yield rt
