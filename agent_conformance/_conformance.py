@@ -16,7 +16,6 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-import hypothesis.core
 import hypothesis.errors
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
@@ -30,6 +29,7 @@ from ._machine import PROGRAM_NOTE, ConformanceMachine, machine_for
 from ._mcp_machine import McpMachine, mcp_settings
 from ._profiles import profile
 from ._properties import ContractViolation, Property
+from ._seed import forcing_seed
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
 from ._targets import McpOpener
 from ._threads import THREADS_NOTE, threads_note, watching_threads
@@ -228,20 +228,13 @@ def _run(
 
     started = time.monotonic()
     failure: BaseException | None = None
-    # run_state_machine_as_test builds its own @given test, which a seed() decorator on
-    # `run` does not reach; force the seed the way Hypothesis's pytest plugin does for
-    # --hypothesis-seed, for this run only.
-    previous = hypothesis.core.global_force_seed
-    if seed is not None:  # None: as the settings say (derandomised: the same every run)
-        hypothesis.core.global_force_seed = seed  # type: ignore[assignment]
     threads: list[str] = []
     try:
-        with watching_threads() as threads:
+        # seed None: as the settings say (derandomised: the same every run).
+        with forcing_seed(seed), watching_threads() as threads:
             run()
     except Exception as exc:
         failure = found_in(exc, getattr(machine, "violations", ()))
-    finally:
-        hypothesis.core.global_force_seed = previous
     if failure is not None and threads:
         failure.add_note(threads_note(threads))
     elapsed = time.monotonic() - started

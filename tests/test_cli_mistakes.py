@@ -175,13 +175,27 @@ def interrupted_run(*args: str, after: str) -> tuple[int | None, str]:
 def test_ctrl_c_prints_the_seed_and_what_passed_and_exits_130() -> None:
     # One machine done, the next one running.
     status, text = interrupted_run(
-        "--seed", "7", "--max-examples", "40", after="agent machine: passed"
+        "--seed", "7", "--max-examples", "40", "--jobs", "1", after="agent machine: passed"
     )
     assert status == 130
     assert "Traceback" not in text
     # The next machine may finish before the interrupt reaches it: "agent" comes first.
     assert "trio-agents conformance: interrupted; machines passed so far: agent" in text
     assert "; replay this run with --seed 7" in text
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_stops_every_lane_once_and_says_so_once() -> None:
+    # Two machines at a time, each in a process of its own (D417): the terminal's Ctrl-C
+    # reaches the command, which passes it on; each machine stops before its next example.
+    status, text = interrupted_run(
+        "--seed", "7", "--max-examples", "40", "--jobs", "2", after="machine: passed"
+    )
+    assert status == 130, text
+    assert "Traceback" not in text
+    assert text.count("interrupted; machines passed so far: ") == 1, text
+    assert "; replay this run with --seed 7" in text
+    assert " properties on " not in text  # no summary of a run that did not end
 
 
 @pytest.mark.subprocess

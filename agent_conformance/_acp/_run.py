@@ -9,13 +9,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import hypothesis.core
 from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from .._conformance import MachineReport, found_in
 from .._profiles import profile
+from .._seed import forcing_seed
 from ._client import AcpTarget
 from ._machine import AcpMachine, acp_machine
 
@@ -98,16 +98,13 @@ def run_acp_conformance(
     machine = acp_machine(target)
     if progress is not None or interrupted is not None:
         _report_progress(machine, progress, started, interrupted)
-    previous = hypothesis.core.global_force_seed
-    hypothesis.core.global_force_seed = chosen_seed  # type: ignore[assignment]
     failure = None
     try:
-        run_state_machine_as_test(machine, settings=budget)
+        with forcing_seed(chosen_seed):
+            run_state_machine_as_test(machine, settings=budget)
     except Exception as exc:
         # A violation Hypothesis could not replay is reported as that violation (D392).
         failure = found_in(exc, machine.violations)
-    finally:
-        hypothesis.core.global_force_seed = previous
     stats = machine.stats
     program = reproduction(target, failure) if failure is not None else None
     report = MachineReport(

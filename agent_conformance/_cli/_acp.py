@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ._failure import print_failure
+from ._lanes import OUTPUT, installed, progress, say
 
 __all__ = ["add_arguments", "run"]
 
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
             max_examples=args.max_examples,
             seed=seed,
             shrink=not args.no_shrink,
-            progress=_progress,
+            progress=progress,
             interrupted=lambda: bool(stop),
         )
     except KeyboardInterrupt:
@@ -267,17 +268,14 @@ def run_builtin(
         from .._acp._client import AcpTarget  # the ACP schema, only when run
         from .._acp._run import run_acp_conformance  # the ACP schema, only when run
     except ImportError as exc:  # acp.schema: the agent-client-protocol package
-        print(
+        say(
             f"  acp machine: not run: it needs the ACP schema package ({exc.name} is "
-            "missing): pip install 'trio-agents[acp-conformance]'",
-            flush=True,
+            "missing): pip install 'trio-agents[acp-conformance]'"
         )
         return None
-    # The command beside this Python (its install's), else the one on PATH.
-    beside = os.path.join(os.path.dirname(sys.executable), "trio-agents")
-    found = beside if os.access(beside, os.X_OK) else shutil.which("trio-agents")
+    found = installed("trio-agents")
     if found is None:
-        print("  acp machine: not run: no trio-agents command here to start", flush=True)
+        say("  acp machine: not run: no trio-agents command here to start")
         return None
     command = (found, "acp", "--model", "openai")
     target = AcpTarget(command, timeout=DEFAULT_TIMEOUT, grace=DEFAULT_GRACE)
@@ -286,10 +284,11 @@ def run_builtin(
         profile_name=profile,
         max_examples=max_examples,
         seed=seed,
-        progress=_progress,
+        progress=progress,
         interrupted=interrupted,
     )
-    _print_acp_run(run_, f"{prog} --machine acp --seed {{seed}}")
+    with OUTPUT:  # one block, between the other lanes' (D417)
+        _print_acp_run(run_, f"{prog} --machine acp --seed {{seed}}")
     from .._acp._properties import (  # the ACP schema, only when run
         LOAD_REPLAYS,
         PROPERTIES,
@@ -304,7 +303,3 @@ def run_builtin(
         unchecked.add(SESSIONS_LISTED.name)
     checked = tuple(p for p in PROPERTIES if p.name not in unchecked)
     return dataclasses.replace(run_.report, checked=checked)
-
-
-def _progress(machine: str, examples: int, seconds: float) -> None:
-    print(f"  ... {machine} machine: {examples} examples so far ({seconds:.0f}s)", flush=True)

@@ -8,6 +8,7 @@ the value, exit 2; Ctrl-C stops the run with the seed and what passed so far, ex
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import random
@@ -16,6 +17,16 @@ import sys
 from typing import Any
 
 from ._failure import print_failure
+from ._lanes import (
+    OUTPUT,
+    READY,
+    LaneReport,
+    Lanes,
+    child_command,
+    lane_line,
+    progress,
+    run_lanes,
+)
 
 __all__ = ["add_arguments", "run"]
 
@@ -23,8 +34,12 @@ DOCS = "docs/conformance.md"
 # The machines' names, in the order they run (`_conformance.MACHINES`, which imports
 # Hypothesis: too slow to import for `--help`; a test keeps the two equal).
 MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp")
+MACHINE_KINDS = ("agent", "runtime", "runtime", "shell", "mcp")  # each one's target
 # With no target, the main job also checks the built-in runtime's ACP server (D409).
 BUILTIN_ACP = "acp"
+# With more than one lane, the order the machines start in: the longest first, so the
+# lanes end together (typical times of the ci profile on two cores: 30, 20, 17, 10, 9, 8 s).
+LONGEST_FIRST = ("mcp", "shell", BUILTIN_ACP, "lifecycle", "durable", "agent")
 # The typical wall time of each profile's full run of every machine on two cores: what
 # `--help` tells a user to expect before they start one.
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
@@ -75,6 +90,15 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
         "target, all of them without one)",
     )
     conformance.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="run N machines at a time, each in a thread of its own (default: 2 where there "
+        "are two cores or more, else 1); the seed replays the run whatever N is",
+    )
+    conformance.add_argument("--lane-of", default=None, help=argparse.SUPPRESS)  # D417
+    conformance.add_argument(
         "--seed",
         type=int,
         default=None,
@@ -115,10 +139,6 @@ def load_target(flag: str, spec: str) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise LookupError(f"{flag} {spec}: module {module_name!r} has no {attr!r}") from None
-
-
-def _progress(machine: str, examples: int, seconds: float) -> None:
-    print(f"  ... {machine} machine: {examples} examples so far ({seconds:.0f}s)", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,10 +187,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.prog}: --machine: {exc}", file=sys.stderr)
         return 2
     targets = [spec for spec in given.values() if spec] or ["built-in runtime"]
-    finished: list[Any] = []
-    stop: list[bool] = []
+    kind_of = dict(zip(MACHINE_NAMES, MACHINE_KINDS, strict=True))
+    names = (
+        others
+        if others is not None
+        else [name for name in MACHINE_NAMES if not given_kinds or kind_of[name] in given_kinds]
+    )
+    order = [*names, *([BUILTIN_ACP] if with_acp else [])]
     # Chosen here, not by the run, so an interrupted run can still say how to replay it.
     seed = args.seed if args.seed is not None else random.randrange(2**32)
+    lanes = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
+    if args.lane_of is None and lanes > 1 and len(order) > 1:
+        # The longest machines start first, so the lanes end together (D417).
+        order.sort(key=LONGEST_FIRST.index)
+        return _in_lanes(args, order, lanes, seed, targets)
+    prog = args.lane_of or args.prog
+    finished: list[Any] = []
+    stop: list[bool] = []
 
     def on_sigint(signum: int, frame: object) -> None:
         # The first Ctrl-C stops the run before its next example (the trio runs of the
@@ -180,9 +213,21 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     # Printed once Ctrl-C is handled: from this line on, it stops the run cleanly.
-    print(f"{args.prog}: {', '.join(targets)}, profile {args.profile or 'ci'}", flush=True)
+    if args.lane_of is None:
+        print(f"{prog}: {', '.join(targets)}, profile {args.profile or 'ci'}", flush=True)
+    else:
+        print(READY, flush=True)
     try:
-        if others != []:  # [] when only the acp machine was chosen
+        for name in order:
+            if name == BUILTIN_ACP:
+                from ._acp import run_builtin  # the ACP schema, only when run
+
+                report = run_builtin(
+                    prog, args.profile, args.max_examples, seed, lambda: bool(stop)
+                )
+                if report is not None:
+                    finished.append(report)
+                continue
             run_conformance(
                 loaded.get("--target"),
                 runtime_factory=loaded.get("--runtime-target"),
@@ -195,40 +240,91 @@ def run(args: argparse.Namespace) -> int:
                 profile_name=args.profile,
                 max_examples=args.max_examples,
                 seed=seed,
-                progress=_progress,
-                on_report=lambda report: _keep_and_print(finished, report, args.prog),
+                progress=progress,
+                on_report=lambda report: _keep_and_print(finished, report, prog),
                 interrupted=lambda: bool(stop),
-                machines=others,
+                machines=[name],
             )
-        if with_acp and not stop:
-            from ._acp import run_builtin  # the ACP schema, only when run
-
-            report = run_builtin(
-                args.prog, args.profile, args.max_examples, seed, lambda: bool(stop)
-            )
-            if report is not None:
-                finished.append(report)
     except KeyboardInterrupt:
-        passed = ", ".join(r.machine for r in finished if r.passed) or "none"
-        print(
-            f"{args.prog}: interrupted; machines passed so far: {passed}; "
-            f"replay this run with --seed {seed}",
-            file=sys.stderr,
-        )
+        if args.lane_of is None:
+            _print_interrupted(prog, [r for r in finished if r.passed], seed)
         return 130
     finally:
         signal.signal(signal.SIGINT, previous)
     shape = [r for r in finished if isinstance(r.failure, TargetShapeError)]
     if shape:
-        print(f"{args.prog}: --target {args.target}: {shape[0].failure}", file=sys.stderr)
+        print(f"{prog}: --target {args.target}: {shape[0].failure}", file=sys.stderr)
         return 2
-    _print_summary(finished)
+    if args.lane_of is not None:
+        for report in finished:
+            print(lane_line(report.machine, [p.name for p in report.checked], report.passed))
+    else:
+        _print_summary(finished)
     return 0 if all(report.passed for report in finished) else 1
 
 
+def _in_lanes(
+    args: argparse.Namespace, order: list[str], lanes: int, seed: int, targets: list[str]
+) -> int:
+    """Run each machine of `order` in a child process of its own, `lanes` at a time."""
+    common: list[str] = ["--seed", str(seed), "--jobs", "1", "--lane-of", args.prog]
+    for flag, value in (
+        ("--target", args.target),
+        ("--runtime-target", args.runtime_target),
+        ("--shell-target", args.shell_target),
+        ("--mcp-target", args.mcp_target),
+        ("--profile", args.profile),
+        ("--max-examples", args.max_examples),
+    ):
+        if value is not None:
+            common += [flag, str(value)]
+    children = Lanes()
+    statuses: list[int] = []
+    reports: list[LaneReport] = []
+
+    def machine(name: str) -> None:
+        status, said = children.run(child_command(args.prog, "--machine", name, *common))
+        statuses.append(status)
+        reports.extend(said)
+
+    def on_sigint(signum: int, frame: object) -> None:
+        children.interrupt()  # the first stops each machine cleanly, the second at once
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    print(f"{args.prog}: {', '.join(targets)}, profile {args.profile or 'ci'}", flush=True)
+    try:
+        run_lanes([functools.partial(machine, name) for name in order], lanes)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if 2 in statuses:  # the child said why, on stderr
+        return 2
+    if children.stopping or 130 in statuses:
+        _print_interrupted(args.prog, [r for r in reports if r.passed], seed)
+        return 130
+    if len(reports) < len(order) or any(status not in (0, 1) for status in statuses):
+        print(
+            f"{args.prog}: a machine's process ended without a report (exit statuses "
+            f"{sorted(set(statuses))}); its output is above",
+            file=sys.stderr,
+        )
+        return 1
+    reports.sort(key=lambda report: [*MACHINE_NAMES, BUILTIN_ACP].index(report.machine))
+    _print_summary(reports)
+    return 0 if all(report.passed for report in reports) else 1
+
+
+def _print_interrupted(prog: str, passed: list[Any], seed: int) -> None:
+    names = ", ".join(report.machine for report in passed) or "none"
+    print(
+        f"{prog}: interrupted; machines passed so far: {names}; replay this run with --seed {seed}",
+        file=sys.stderr,
+    )
+
+
 def _keep_and_print(finished: list[Any], report: Any, prog: str) -> None:
-    finished.append(report)
-    _print_report(report, prog)
+    with OUTPUT:
+        finished.append(report)
+        _print_report(report, prog)
 
 
 def _print_report(report: Any, prog: str) -> None:
