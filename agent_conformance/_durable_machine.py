@@ -96,6 +96,7 @@ from ._durable_properties import (
     show,
     shown,
 )
+from ._durable_restores import RestoresApart
 from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
@@ -147,7 +148,7 @@ def _memory_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
+class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMachine):
     """Subclass and set `factory` to check another runtime over the real `SqliteStore`
     (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
 
@@ -623,12 +624,15 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         self._open_runtime()
 
     @precondition(lambda self: self._any_stored_live())
-    @rule(queue_first=st.booleans(), cancel_first=st.booleans())
-    def crash(self, queue_first: bool = False, cancel_first: bool = False) -> None:
+    @rule(queue_first=st.booleans(), cancel_first=st.booleans(), leave=st.booleans())
+    def crash(
+        self, queue_first: bool = False, cancel_first: bool = False, leave: bool = False
+    ) -> None:
         """Kill the runtime as kill -9 would, at rest (everything appended has been flushed),
         then open a new runtime over a new SqliteStore on the same file, read every stored
         session back from it, and resume the sessions the crash cut (cancelling each at
-        once, when `cancel_first`: the prompts it restored parked must be dropped)."""
+        once, when `cancel_first`: the prompts it restored parked must be dropped), unless
+        `leave`: they stay stored with their turns open, for a later resume or restore."""
         cut = sorted(self.handles)
         if queue_first:
             # A prompt queued behind each running turn, committed at once (L8): the crash
@@ -659,7 +663,7 @@ class DurableMachine(AskingSessions, DamagedCopies, ConformanceMachine):
         for sid in sorted(self.expected):
             self._check_crashed(sid, files[sid])
         self._check_listing()
-        for sid in cut:
+        for sid in [] if leave else cut:
             if self.expected.get(sid):
                 self._resume_stored(sid, cancel_first)
 

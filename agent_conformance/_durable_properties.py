@@ -167,6 +167,22 @@ NOTHING_STRANDED = Property(
     "nothing pending but the prompts restored parked: a prompt sent while the agent "
     "commits the end of a turn before settling IDLE starts its turn",
 )
+RESTORE_REPAIRS_ONCE = Property(
+    "L6",
+    "restore-repairs-once",
+    "durable",
+    "a store's `restore` of a session whose last turn is open appends the closers of L6 "
+    "(an interrupted result for each call without one, then turn/end interrupted) durably "
+    "and once, even for two restores of it at once (L13), and returns what the file then "
+    "holds; of a session whose turns are closed it appends nothing",
+)
+RESTORE_FREES_CLAIM = Property(
+    "L14",
+    "restore-frees-its-claim",
+    "durable",
+    "a `restore` that ends without the session going live releases its claim: another "
+    "open of the store (as another process would) can restore the session at once",
+)
 DAMAGE_NAMED = Property(
     "L12",
     "damaged-session-named",
@@ -193,6 +209,8 @@ PROPERTIES: tuple[Property, ...] = (
     QUEUED_PROMPT_COMMITTED,
     LISTED_OLDEST_FIRST,
     DAMAGE_NAMED,
+    RESTORE_REPAIRS_ONCE,
+    RESTORE_FREES_CLAIM,
     CALL_IDS_UNIQUE,
     RESUMED_IDS_CONTINUE,
     PARKED_RESTORED,

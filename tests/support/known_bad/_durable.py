@@ -156,20 +156,26 @@ Repair = Callable[[Sequence[Record]], list[Record]]
 
 
 class _RepairingStore(SqliteStore):
-    """`restore` with its own repair function (what `SessionStore.restore` does, minus the
-    serialisation of concurrent restores, which the machine never makes)."""
+    """`restore` with its own repair function (what `SessionStore.restore` does, concurrent
+    restores of one id serialized, without claims: the machine never restores a session
+    that another open of the store holds)."""
 
     repair: Repair = staticmethod(closers)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._repair_locks: dict[str, trio.Lock] = {}
 
     async def restore(self, session_id: str) -> StoredSession:
         if session_id in self.live_ids:
             raise AssertionError("the machine resumes a live session only through the registry")
-        stored = await self.load(session_id)
-        repair = type(self).repair(stored.records)
-        if repair:
-            await self._append_durably(stored, repair)
-            stored = StoredSession(stored.id, stored.header, [*stored.records, *repair])
-        return stored
+        async with self._repair_locks.setdefault(session_id, trio.Lock()):
+            stored = await self.load(session_id)
+            repair = type(self).repair(stored.records)
+            if repair:
+                await self._append_durably(stored, repair)
+                stored = StoredSession(stored.id, stored.header, [*stored.records, *repair])
+            return stored
 
 
 def _closers_without_results(records: Sequence[Record]) -> list[Record]:
@@ -285,6 +291,32 @@ class _DamageHiddenStore(SqliteStore):
         return [info for info in await super().list_sessions() if info.damage is None]
 
 
+class _OwnLocks(dict[str, trio.Lock]):
+    def setdefault(self, key: str, default: trio.Lock | None = None) -> trio.Lock:
+        return trio.Lock()  # a lock of its own for every restore: none waits for another
+
+
+class _UnserializedRestoreStore(SqliteStore):
+    """Gives each restore a lock of its own instead of one per session id (a dict of locks
+    that forgets them): two restores of one crashed session at once both append the
+    closers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._restoring = _OwnLocks()
+
+
+class _RestoreKeepsClaimStore(SqliteStore):
+    """Keeps the claim a restore took (the session is about to go live anyway, its author
+    thought): a restore that does not resume, a reader's, leaves the session claimed
+    against every other process."""
+
+    async def restore(self, session_id: str) -> StoredSession:
+        stored = await super().restore(session_id)
+        self._claim(session_id)
+        return stored
+
+
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value))
 
@@ -306,8 +338,14 @@ claims_committed = store_factory_for(_ClaimsCommittedStore)
 queued_prompt_lingers = store_factory_for(_QueuedPromptLingersStore)
 sessions_listed_newest_first = store_factory_for(_ListedNewestFirstStore)
 damaged_sessions_unlisted = store_factory_for(_DamageHiddenStore)
+restores_repair_twice = store_factory_for(_UnserializedRestoreStore)
+restore_keeps_its_claim = store_factory_for(_RestoreKeepsClaimStore)
 
 SEEDED: tuple[Seeded, ...] = (
+    Seeded("restores-repair-twice", restores_repair_twice, "durable", "restore-repairs-once"),
+    Seeded(
+        "restore-keeps-its-claim", restore_keeps_its_claim, "durable", "restore-frees-its-claim"
+    ),
     Seeded(
         "claims-committed",
         claims_committed,
@@ -367,10 +405,21 @@ SEEDED: tuple[Seeded, ...] = (
         repair_forgets_dangling_calls,
         "durable",
         "resume-answers-dangling-calls",
+        also=("restore-repairs-once",),  # the same repair, read by a restore alone
     ),
-    Seeded("repair-turn-end-first", repair_turn_end_first, "durable", "resume-repair-comes-first"),
     Seeded(
-        "repair-of-closed-turn", repair_of_closed_turn, "durable", "resume-after-close-adds-nothing"
+        "repair-turn-end-first",
+        repair_turn_end_first,
+        "durable",
+        "resume-repair-comes-first",
+        also=("restore-repairs-once",),
+    ),
+    Seeded(
+        "repair-of-closed-turn",
+        repair_of_closed_turn,
+        "durable",
+        "resume-after-close-adds-nothing",
+        also=("restore-repairs-once",),
     ),
     Seeded(
         "last-batch-uncommitted",
@@ -381,6 +430,11 @@ SEEDED: tuple[Seeded, ...] = (
         # which the torn-record check sees first, depending on when the writer thread ran;
         # or it holds a step's tool calls, which write-ahead (L7) wants before the tool; or
         # it holds a finished turn, which L7 wants committed before the agent settles IDLE.
-        also=("crash-leaves-no-torn-record", "tool-call-durable-before-tool", "idle-after-commit"),
+        also=(
+            "crash-leaves-no-torn-record",
+            "tool-call-durable-before-tool",
+            "idle-after-commit",
+            "approval-durable-before-tool",  # an allowing answer is in the uncommitted batch
+        ),
     ),
 )
