@@ -44,20 +44,23 @@ CALLERS = (*AGENTS, "")
 TOKENS: tuple[str | None, ...] = (None, "", "Tok en/Ü")
 Probe = Literal[
     "environment", "output", "output-at-cap", "past-timeout", "exit-0-on-term", "deaf",
-    "bash-results",
+    "bash-results", "cancelled",
 ]  # fmt: skip
 PROBES: tuple[Probe, ...] = (
     "environment",
     "bash-results",
     "output",
     "output-at-cap",
+    "cancelled",
     "past-timeout",
     "exit-0-on-term",
     "deaf",
 )
-PAST_TIMEOUT_PROBES: frozenset[Probe] = frozenset({"past-timeout", "exit-0-on-term", "deaf"})
-"""The probes that outlive their timeout: each costs the timeout and the grace, so an
-example runs one of them at most."""
+PAST_TIMEOUT_PROBES: frozenset[Probe] = frozenset(
+    {"past-timeout", "exit-0-on-term", "deaf", "cancelled"}
+)
+"""The probes that outlive their timeout or their caller's cancel: each costs the grace
+(and the timeout), so an example runs one of them at most."""
 Kind = Literal["quick", "gated", "stubborn"]
 KINDS: tuple[Kind, ...] = ("quick", "gated", "stubborn")
 NOTICE = re.compile(r"background job (\S+) finished")

@@ -77,6 +77,7 @@ from ._shell_probes import (
     PASSED,
     PROBE_SET,
     probe_bash_results,
+    probe_cancelled,
     probe_environment,
     probe_output,
     probe_past_timeout,
@@ -535,7 +536,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
         signal and past its timeout (`bash-results`), prints past the in-memory cap
         (`output`) or exactly up to it (`output-at-cap`), or outlives its timeout,
         trapping SIGTERM to exit 3 (`past-timeout`) or 0 (`exit-0-on-term`: timed_out all
-        the same) or ignoring it (`deaf`).
+        the same) or ignoring it (`deaf`), or ignores SIGTERM and is cancelled by its caller
+        (`cancelled`: the group is killed all the same).
 
         What a probe asks does not change within an example: each runs once per example,
         the two past the timeout (which cost the timeout and the grace) once between them.
@@ -552,6 +554,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
             self.host.call(lambda: probe_output(self.shell, at_cap=at_cap))
             if not at_cap:
                 self.host.call(probe_spill_directories, self.shell)
+        elif probe == "cancelled":
+            self.host.call(probe_cancelled, self.shell, self.dir)
         else:
             deaf = probe == "deaf"
             exit_code = 0 if probe == "exit-0-on-term" else 3

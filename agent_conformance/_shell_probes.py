@@ -38,6 +38,7 @@ __all__ = [
     "PROBE_SET",
     "big_output",
     "env_differences",
+    "probe_cancelled",
     "probe_environment",
     "probe_output",
     "probe_past_timeout",
@@ -423,6 +424,85 @@ async def _past_timeout_once(
             return None
         return OUTCOME_FIELDS, f"{wrong}, and it never ran its SIGTERM trap"
     OUTCOME_FIELDS.fail(wrong)
+
+
+async def probe_cancelled(shell: ShellExecutor, workdir: str) -> None:
+    """A foreground command, and a child of it, ignore SIGTERM; the caller cancels the run
+    once both run. The cancel kills the whole group (S1): SIGTERM, the grace, SIGKILL, even
+    though the caller is cancelled, so when `run` is left (Cancelled, or an outcome that
+    says `cancelled`) nothing of the group is alive. A run not left within the grace and a
+    margin is SIGKILLed from here and tried again; it is a violation only when every try
+    shows it."""
+    for tried in range(1, PAST_TIMEOUT_TRIES + 1):
+        hung = await _cancelled_once(shell, workdir)
+        if hung is None:
+            return
+        if tried == PAST_TIMEOUT_TRIES:
+            GROUP_KILLED.fail(f"{hung} (in {tried} of {tried} tries)")
+
+
+async def _cancelled_once(shell: ShellExecutor, workdir: str) -> str | None:
+    armed = os.path.join(workdir, f"cancelled-{time.monotonic_ns()}")
+    command = f"trap '' TERM; (exec -a {armed}-child sleep 30) & echo $$ > {armed}; wait; exit 7"
+    # A timeout far past the cancel: only the cancel may end this command.
+    spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=60.0))
+    grace = float(getattr(shell, "grace", 3.0))
+    result: RunResult | None = None
+    cancelled_at: list[float] = []
+    hung = False
+
+    async def cancel_when_running(scope: trio.CancelScope) -> None:
+        # Both processes are up once the leader wrote its pid (the child was started
+        # first). A real process's file, read every 10 ms (a FIFO would block a thread on a
+        # command that never writes); a start slower than 10 s is cancelled all the same.
+        for _ in range(1000):
+            if _read_pid(armed) is not None and len(_marked(armed)) >= 2:
+                break
+            await trio.sleep(0.01)
+        cancelled_at.append(trio.current_time())
+        scope.cancel()
+        nonlocal hung
+        await trio.sleep(grace + max(0.5, grace) + STDIN_WAIT)
+        hung = True
+        for pid in _marked(armed):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as scope:
+            nursery.start_soon(cancel_when_running, scope)
+            result = await shell.run(spec)
+        nursery.cancel_scope.cancel()
+    # A SIGKILLed process needs the CPU once more to leave the process table: on a loaded
+    # machine, up to five seconds (D399); one never SIGKILLed stays.
+    survivors = _marked(armed)
+    for _ in range(500):
+        if not survivors:
+            break
+        await trio.sleep(0.01)
+        survivors = _marked(armed)
+    if hung:
+        return (
+            f"a run cancelled by its caller, of a command that ignores SIGTERM, was not "
+            f"left {grace + max(0.5, grace) + STDIN_WAIT:.2f}s after the cancel (grace "
+            f"{grace}s; the machine SIGKILLed the group)"
+        )
+    for pid in survivors:  # the finding is that they were left; they go now
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    GROUP_KILLED.check(
+        not survivors,
+        f"run() of a command that ignores SIGTERM, cancelled by its caller, was left "
+        f"({'Cancelled' if result is None else 'returning an outcome'}) with processes "
+        f"{survivors} of its group alive: the kill stopped at the cancel",
+    )
+    if result is not None:
+        OUTCOME_FIELDS.check(
+            bool(cancelled_at) and result.cancelled,
+            f"run() of a command cancelled by its caller returned an outcome with "
+            f"cancelled={result.cancelled} (timed_out={result.timed_out})",
+        )
+    return None
 
 
 async def _run_bounded(

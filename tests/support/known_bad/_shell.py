@@ -26,6 +26,7 @@ from trio_agents._shell._bash_tools import (
 from trio_agents._shell._env import QUIET_TOOLS, carries_credentials, command_environment
 from trio_agents._shell._group import group_gone, group_has_live_members, signal_group
 from trio_agents._shell._output import OutputCollector, SpillSource
+from trio_agents._shell._process import outcome, pump
 from trio_agents._shell._sandbox_policy import SandboxPolicy
 from trio_agents._shell._spill import SpillDirectory
 
@@ -120,6 +121,44 @@ class _TimeoutReportedAsCancelled(ShellExecutor):
     async def run(self, spec: ShellSpec) -> RunResult:
         result = await super().run(spec)
         return dataclasses.replace(result, cancelled=result.timed_out)
+
+
+class _CancelledRunLeavesGroup(ShellExecutor):
+    """A foreground run cancelled by its caller kills its group without a shield: the
+    SIGTERM goes out, but the wait for the grace is cut at once by the very cancel, so the
+    SIGKILL never comes and a command that ignores SIGTERM outlives the call. (The rest is
+    `ShellExecutor.run` as it is.)"""
+
+    async def run(self, spec: ShellSpec) -> RunResult:
+        process = await self._spawn(spec)
+        spill = self._spill_source(spec.owner)
+        out, err = self._collector("stdout", spill), self._collector("stderr", spill)
+        timed_out = False
+        try:
+            async with trio.open_nursery() as nursery:
+                assert process.stdout is not None
+                assert process.stderr is not None
+                nursery.start_soon(pump, process.stdout, out)
+                nursery.start_soon(pump, process.stderr, err)
+                with trio.move_on_after(spec.timeout) as timer:
+                    await process.wait()
+                timed_out = timer.cancelled_caught
+                await self.kill_group(process)
+                nursery.cancel_scope.deadline = trio.current_time() + self.grace
+        except BaseException:
+            await self.kill_group(process)  # the defect: not shielded from the cancel
+            raise
+        finally:
+            stdout, stderr = out.finish(), err.finish()
+        return outcome(
+            process,
+            timed_out=timed_out,
+            cancelled=False,
+            timeout=spec.timeout,
+            stdout=stdout,
+            stderr=stderr,
+            sandboxed=False,
+        )
 
 
 class _SecretsUpperCaseOnly(ShellExecutor):
@@ -381,6 +420,7 @@ owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
 term_without_kill = shell_factory_for(_TermWithoutKill, sandboxed=False)
 kill_without_term = shell_factory_for(_KillWithoutTerm, sandboxed=False)
 kill_without_grace = shell_factory_for(_KillWithoutGrace, sandboxed=False)
+cancelled_run_leaves_group = shell_factory_for(_CancelledRunLeavesGroup, sandboxed=False)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
 inherited_beats_quiet = shell_factory_for(_InheritedBeatsQuiet)
@@ -404,6 +444,7 @@ SEEDED = (
     Seeded("term-without-kill", term_without_kill, "shell", "group-killed"),
     Seeded("kill-without-term", kill_without_term, "shell", "outcome-fields"),
     Seeded("kill-without-grace", kill_without_grace, "shell", "outcome-fields"),
+    Seeded("cancelled-run-leaves-group", cancelled_run_leaves_group, "shell", "group-killed"),
     Seeded(
         "timeout-reported-as-cancelled", timeout_reported_as_cancelled, "shell", "outcome-fields"
     ),
