@@ -251,12 +251,13 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMa
         for sid, handle in self.handles.items():
             check_remembered(sid, handle.agent.session.records, self.policies.get(sid, []))
 
-    async def _check_committed(self) -> None:
+    async def _check_committed(self, timely: bool = True) -> None:
         """Once every task is blocked, read the file (no flush): an agent with a tool
         running has its step's tool calls there (write-ahead), an IDLE agent with nothing
-        parked its whole session; a prompt/queued or prompt/dropped record gets there
-        without anyone flushing, within QUEUED_WITHIN seconds (a commit requested at once
-        has no bound of its own; a generous one costs a correct store nothing)."""
+        parked its whole session; and, if `timely` (no other connection holds the write
+        lock), a prompt/queued or prompt/dropped record gets there without anyone flushing,
+        within QUEUED_WITHIN seconds (a commit requested at once has no bound of its own; a
+        generous one costs a correct store nothing)."""
         await trio.testing.wait_all_tasks_blocked()
         needs: dict[str, tuple[int, int, str]] = {}
         for sid, handle in self.handles.items():
@@ -266,6 +267,8 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMa
                 tool_running=self.gates[sid].held,
                 idle=handle.agent.status == AgentStatus.IDLE and not handle.agent.parked,
             )
+        if not timely:
+            needs = {sid: (must, 0, why) for sid, (must, _, why) in needs.items()}
         if not any(must or queued for must, queued, _ in needs.values()):
             return
         files = await self._read_file(sorted(needs))
@@ -542,8 +545,25 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMa
         # A reply of text ends the turn: a prompt may then arrive while the agent commits
         # before it settles IDLE (its store works in a thread), and must start its turn.
         then_send = not calls and data.draw(st.booleans(), label="send while committing")
-        self.host.call(self._release, sid, step, then_send)
-        self.trace.append(f"release {sid} {calls} {ids if calls else ''}")
+        # Another connection may hold the file's write lock meanwhile (a reader's tool, a
+        # second process): the agent's commits wait for it, and so must what they guard (a
+        # tool's start, L7's write-ahead; IDLE, L7's commit before it).
+        locked = data.draw(st.booleans(), label="write lock held elsewhere")
+        if locked:
+            assert self._keeper is not None
+            self._keeper.execute("BEGIN IMMEDIATE")
+        try:
+            self.host.call(self._release, sid, step, then_send)
+            if locked:
+                # Nothing can commit: only what is already in the file counts.
+                self.host.call(self._check_committed, False)
+        finally:
+            if locked:
+                assert self._keeper is not None
+                self._keeper.execute("ROLLBACK")
+        self.trace.append(
+            f"release {sid} {calls} {ids if calls else ''}{' locked' if locked else ''}"
+        )
         self._settle()
         self._check_at_rest()
         if asked:

@@ -137,6 +137,26 @@ async def prompts_after_commit_unseen(store: SessionStore) -> AsyncGenerator[Run
             yield rt
 
 
+_run_turn = _agent_module.Agent._run_turn  # pyright: ignore[reportPrivateUsage]
+
+
+async def _run_turn_then_idle(agent: Any, prompt: Any) -> None:
+    await _run_turn(agent, prompt)
+    if not agent.pending and not agent.parked:
+        agent._settle()  # the mistake: IDLE as the turn ends, the commit after it
+
+
+@asynccontextmanager
+async def idle_before_commit(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """An agent turns IDLE as soon as a turn ends with nothing queued, and commits the
+    finished turn after (the commit is quick, its author thought): while another
+    connection holds the file's write lock, `wait_idle` returns before the turn is
+    durable."""
+    with mock.patch.object(_agent_module.Agent, "_run_turn", _run_turn_then_idle):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
 def _none_held(session: Session) -> set[str]:
     return set()  # the mistake: the ids the session holds are taken as none
 
@@ -342,6 +362,7 @@ restores_repair_twice = store_factory_for(_UnserializedRestoreStore)
 restore_keeps_its_claim = store_factory_for(_RestoreKeepsClaimStore)
 
 SEEDED: tuple[Seeded, ...] = (
+    Seeded("idle-before-commit", idle_before_commit, "durable", "idle-after-commit"),
     Seeded("restores-repair-twice", restores_repair_twice, "durable", "restore-repairs-once"),
     Seeded(
         "restore-keeps-its-claim", restore_keeps_its_claim, "durable", "restore-frees-its-claim"
