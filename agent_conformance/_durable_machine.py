@@ -47,11 +47,9 @@ from hypothesis.stateful import initialize, precondition
 from trio_agents import (
     AgentHandle,
     AgentStatus,
-    CorruptSessionError,
     DuplicateSessionError,
     Record,
     Runtime,
-    SessionNotFoundError,
     SessionStore,
     SqliteStore,
     ToolCall,
@@ -74,25 +72,21 @@ from ._durable_checks import (
     check_remembered,
     check_repair_durable,
     check_resumed,
-    committed_points,
     highest_message_id,
     suffixed,
 )
 from ._durable_damage import DamagedCopies
+from ._durable_file import FileReads
 from ._durable_properties import (
-    APPROVAL_DURABLE,
     CALL_IDS_UNIQUE,
     CLOSED_SESSION_IN_FILE,
     CRASH_KEEPS_FLUSHED,
     CRASH_NO_TORN_RECORD,
-    IDLE_AFTER_COMMIT,
     LISTED_OLDEST_FIRST,
     NOTHING_STRANDED,
     PROPERTIES,
-    QUEUED_PROMPT_COMMITTED,
     RESUME_OF_LIVE_REFUSED,
     RESUMED_IDS_CONTINUE,
-    WRITE_AHEAD,
     show,
     shown,
 )
@@ -114,10 +108,6 @@ __all__ = [
 ]
 
 CRASH_CLOSE_TIMEOUT = 1.0  # real seconds the crashed run may take to end
-# Real seconds a prompt/queued record may take to reach the file on its own: its commit is
-# requested at once (rule L8), and a store that forgets to request it holds the record
-# until the next commit, which a held tool or model call puts off for good.
-QUEUED_WITHIN = 10.0
 
 IDS = ("a", "b")
 # The ids a model gives its tool calls: fresh, one id twice in a reply, or one the session
@@ -148,7 +138,7 @@ def _memory_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMachine):
+class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, ConformanceMachine):
     """Subclass and set `factory` to check another runtime over the real `SqliteStore`
     (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
 
@@ -251,56 +241,6 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMa
         for sid, handle in self.handles.items():
             check_remembered(sid, handle.agent.session.records, self.policies.get(sid, []))
 
-    async def _check_committed(self, timely: bool = True) -> None:
-        """Once every task is blocked, read the file (no flush): an agent with a tool
-        running has its step's tool calls there (write-ahead), an IDLE agent with nothing
-        parked its whole session; and, if `timely` (no other connection holds the write
-        lock), a prompt/queued or prompt/dropped record gets there without anyone flushing,
-        within QUEUED_WITHIN seconds (a commit requested at once has no bound of its own; a
-        generous one costs a correct store nothing)."""
-        await trio.testing.wait_all_tasks_blocked()
-        needs: dict[str, tuple[int, int, str]] = {}
-        for sid, handle in self.handles.items():
-            records = handle.agent.session.records
-            needs[sid] = committed_points(
-                records,
-                tool_running=self.gates[sid].held,
-                idle=handle.agent.status == AgentStatus.IDLE and not handle.agent.parked,
-            )
-        if not timely:
-            needs = {sid: (must, 0, why) for sid, (must, _, why) in needs.items()}
-        if not any(must or queued for must, queued, _ in needs.values()):
-            return
-        files = await self._read_file(sorted(needs))
-        for sid, (must, _, why) in needs.items():
-            held = _held(files[sid])
-            prop = {"tool": WRITE_AHEAD, "approval": APPROVAL_DURABLE}.get(why, IDLE_AFTER_COMMIT)
-            records = self.handles[sid].agent.session.records
-            if len(held) < must:
-                state = "its agent IDLE" if why == "idle" else "with a tool running"
-                if why == "approval":
-                    state += ", allowed by the last tool/approval"
-                prop.fail(
-                    f"session {sid!r} holds {show(records)}, {state}; before any flush, "
-                    f"the store's file holds only {show(held)}"
-                )
-        late: dict[str, int] = {}
-        with trio.move_on_after(QUEUED_WITHIN):
-            while True:
-                late = {
-                    sid: need[1] for sid, need in needs.items() if len(_held(files[sid])) < need[1]
-                }
-                if not late:
-                    return
-                await trio.sleep(0.005)
-                files.update(await self._read_file(sorted(late)))
-        sid, queued = next(iter(late.items()))
-        records = self.handles[sid].agent.session.records
-        QUEUED_PROMPT_COMMITTED.fail(
-            f"session {sid!r} recorded {show(records[:queued])}; {QUEUED_WITHIN:.0f}s later, "
-            f"with nobody flushing, the store's file holds only {show(_held(files[sid]))}"
-        )
-
     async def _quiesce(self) -> None:
         # wait_all_tasks_blocked does not wait for worker threads: flushing every live
         # session does, so afterwards no write is in flight and everything appended so far
@@ -358,29 +298,6 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMa
                 f"the file it holds {shown(found)}"
             ),
         )
-
-    async def _read_file(self, ids: Sequence[str]) -> dict[str, tuple[Record, ...] | str | None]:
-        """Each session as a fresh read-only SqliteStore reads it from the file: its records,
-        None if it is not stored, or what made it unreadable."""
-        if self._reader is not None:
-            return await self._read_with(self._reader, ids)
-        reader = SqliteStore(self.path, readonly=True)
-        async with reader.running():
-            return await self._read_with(reader, ids)
-
-    @staticmethod
-    async def _read_with(
-        reader: SqliteStore, ids: Sequence[str]
-    ) -> dict[str, tuple[Record, ...] | str | None]:
-        found: dict[str, tuple[Record, ...] | str | None] = {}
-        for sid in ids:
-            try:
-                found[sid] = tuple((await reader.load(sid)).records)
-            except SessionNotFoundError:
-                found[sid] = None
-            except CorruptSessionError as exc:
-                found[sid] = f"a corrupt session ({exc})"
-        return found
 
     # -- rules -----------------------------------------------------------------------------
 
@@ -744,10 +661,6 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, ConformanceMa
     def _verify(self) -> None:
         """Nothing between rules: every check reads the file, and the rules that change
         what it must hold (a crash, a resume, a clean close) make them."""
-
-
-def _held(found: Sequence[Record] | str | None) -> tuple[Record, ...]:
-    return tuple(found) if isinstance(found, tuple) else ()
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ of the store restores it at once, without SessionLiveElsewhereError.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
@@ -19,27 +19,26 @@ from hypothesis.stateful import precondition
 
 from trio_agents import DuplicateSessionError, Record, SessionLiveElsewhereError, SqliteStore
 
+from ._durable_file import FileReads
 from ._durable_properties import RESTORE_FREES_CLAIM, RESTORE_REPAIRS_ONCE, OpenTurn, show, shown
-from ._machine import ConformanceMachine, rule
+from ._machine import rule
 from ._targets import RuntimeSurface
 
 __all__ = ["RestoresApart", "check_restored"]
 
 
-class RestoresApart(ConformanceMachine):
+class RestoresApart(FileReads):
     """The durable machine's rule that restores a stored session outside the runtime.
 
     What it uses of the machine: `host`, `path`, `rt` (and its store, `rt.sessions`),
     `expected` (what each stored session that is not live holds, updated here), `trace`,
-    and `_read_file`.
+    and the file's reads (`FileReads`).
     """
 
     path: Path
     expected: dict[str, tuple[Record, ...]]
     trace: list[str]
     rt: RuntimeSurface | None
-
-    _read_file: Callable[[Sequence[str]], Awaitable[dict[str, tuple[Record, ...] | str | None]]]
 
     @precondition(lambda self: any(self.expected.values()) and self.rt is not None)
     @rule(data=st.data())
