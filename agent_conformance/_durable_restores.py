@@ -30,7 +30,7 @@ __all__ = ["RestoresApart", "check_restored"]
 class RestoresApart(FileReads):
     """The durable machine's rule that restores a stored session outside the runtime.
 
-    What it uses of the machine: `host`, `path`, `rt` (and its store, `rt.sessions`),
+    What it uses of the machine: `host`, `path`, `rt` (its store's kind, `rt.sessions`),
     `expected` (what each stored session that is not live holds, updated here), `trace`,
     and the file's reads (`FileReads`).
     """
@@ -43,8 +43,9 @@ class RestoresApart(FileReads):
     @precondition(lambda self: any(self.expected.values()) and self.rt is not None)
     @rule(data=st.data())
     def restore_apart(self, data: st.DataObject) -> None:
-        """Restore a stored session on the runtime's store, once or twice at once, then
-        from another open of the store: L6's repair once, and the claim freed (L14)."""
+        """Restore a stored session on a store of the runtime's store's kind, once or twice
+        at once, then from another open of the store: L6's repair once, and the claim freed
+        (L14)."""
         sid = data.draw(
             st.sampled_from(sorted(s for s, records in self.expected.items() if records)),
             label="sid",
@@ -69,10 +70,16 @@ class RestoresApart(FileReads):
         returned: list[tuple[Record, ...]] = []
         errors: list[str] = []
 
+        assert self.rt is not None
+        # A store of the runtime's own kind on the same file, as a program that reads or
+        # repairs sessions opens it: the runtime's store instance is left to the runtime.
+        kind = type(self.rt.sessions)
+        assert issubclass(kind, SqliteStore)
+        apart = kind(self.path)
+
         async def restore() -> None:
-            assert self.rt is not None
             try:
-                stored = await self.rt.sessions.restore(sid)
+                stored = await apart.restore(sid)
             except DuplicateSessionError:
                 # A store may refuse the second of two restores at once rather than wait;
                 # the file must still hold the repair once.
@@ -84,7 +91,7 @@ class RestoresApart(FileReads):
                 return
             returned.append(tuple(stored.records))
 
-        async with trio.open_nursery() as nursery:
+        async with apart.running(), trio.open_nursery() as nursery:
             nursery.start_soon(restore)
             if twice:
                 nursery.start_soon(restore)

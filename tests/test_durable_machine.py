@@ -60,7 +60,7 @@ def test_a_crash_leaves_the_open_turn_in_the_file_and_the_resume_repairs_it() ->
         machine.start()
         machine.create(data=draws("a", False))  # not asking
         machine.send(data=draws("a"))
-        machine.release_model(calls=2, data=draws("a"))
+        machine.release_model(calls=2, data=draws("a", False))
         machine.finish_tool(data=draws("a"))
         machine.check()
         cut = ["turn/start", "user/message", "step/start", "assistant/message"]
