@@ -210,7 +210,9 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, Co
     def _open_runtime(self) -> None:
         self.rt = self._start_service(self._runtime)
         if self._keeper is None:
-            self._keeper = sqlite3.connect(self.path, check_same_thread=False)
+            # A short busy timeout: the lock it may take is tried at rest, when a store
+            # commits nothing (D420).
+            self._keeper = sqlite3.connect(self.path, check_same_thread=False, timeout=1.0)
             self._keeper.execute("SELECT count(*) FROM sqlite_master").fetchall()
         self._settle()
 
@@ -243,12 +245,17 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, Co
 
     async def _quiesce(self) -> None:
         # wait_all_tasks_blocked does not wait for worker threads: flushing every live
-        # session does, so afterwards no write is in flight and everything appended so far
-        # has been flushed.
+        # session does. An agent a flush lets go on (its commit done, it asks, records and
+        # commits again, in a thread) may append more: flush again until a round appends
+        # nothing, so afterwards no write is in flight and everything appended is flushed.
         await trio.testing.wait_all_tasks_blocked()
-        for handle in list(self.handles.values()):
-            await self.store.flush(handle.agent.session)
-        await trio.testing.wait_all_tasks_blocked()
+        while True:
+            sizes = {sid: len(handle.agent.session) for sid, handle in self.handles.items()}
+            for handle in list(self.handles.values()):
+                await self.store.flush(handle.agent.session)
+            await trio.testing.wait_all_tasks_blocked()
+            if sizes == {sid: len(h.agent.session) for sid, h in self.handles.items()}:
+                return
 
     def _history(self) -> Hashable:
         return tuple(self.trace)
@@ -465,10 +472,7 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, Co
         # Another connection may hold the file's write lock meanwhile (a reader's tool, a
         # second process): the agent's commits wait for it, and so must what they guard (a
         # tool's start, L7's write-ahead; IDLE, L7's commit before it).
-        locked = data.draw(st.booleans(), label="write lock held elsewhere")
-        if locked:
-            assert self._keeper is not None
-            self._keeper.execute("BEGIN IMMEDIATE")
+        locked = data.draw(st.booleans(), label="write lock held elsewhere") and self._lock()
         try:
             self.host.call(self._release, sid, step, then_send)
             if locked:
@@ -485,6 +489,17 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, Co
         self._check_at_rest()
         if asked:
             self._check_call_ids(sid, asked, before, session.records[known:])
+
+    def _lock(self) -> bool:
+        """Take the file's write lock on the machine's own connection; False if the store
+        holds a write transaction open at rest (a store that commits lazily: what it has not
+        committed is another property's finding), so the lock cannot be had."""
+        assert self._keeper is not None
+        try:
+            self._keeper.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # "database is locked", after the busy timeout
+            return False
+        return True
 
     async def _release(self, sid: str, step: ScriptedStep, then_send: bool) -> None:
         self.models[sid].release(step)
