@@ -94,7 +94,7 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="run N machines at a time, each in a thread of its own (default: 2 where there "
+        help="run N machines at a time, each in a process of its own (default: 2 where there "
         "are two cores or more, else 1); the seed replays the run whatever N is",
     )
     conformance.add_argument("--lane-of", default=None, help=argparse.SUPPRESS)  # D417
