@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from trio_agents import Message, Record
 
-from ._agent_properties import PARTIAL_REPLY_KEPT, RECORDS_COMPLETE
+from ._agent_properties import CUT_REPLY_CALLS_NOT_RUN, PARTIAL_REPLY_KEPT, RECORDS_COMPLETE
 from ._properties import Property
 from ._vocabulary import (
     ASSISTANT_MESSAGE,
@@ -42,6 +42,8 @@ class Reply:
     text: list[str] = field(default_factory=list[str])
     calls: list[str] = field(default_factory=list[str])
     finished: bool = False
+    cut_calls: list[str] = field(default_factory=list[str])
+    """The calls of a reply that finished `length`, which must never run (A13)."""
 
 
 class _Index:
@@ -109,6 +111,11 @@ def records_problem(
                     f"{said[0].data['content']!r}"
                 )
             called = [str(r.data["call_id"]) for r in step if r.type == TOOL_CALL]
+            if reply.cut_calls and called:
+                return CUT_REPLY_CALLS_NOT_RUN, (
+                    f"{what} was cut at the token limit (finish 'length') with the tool calls "
+                    f"{reply.cut_calls}, but its step records tool/call {called}"
+                )
             if called != reply.calls:
                 return RECORDS_COMPLETE, (
                     f"{what} asked for the tool calls {reply.calls}, but its step records "
@@ -121,7 +128,13 @@ def records_problem(
                     f"{what} had streamed {text!r} when its step was cut, but the step "
                     f"records {[dict(r.data) for r in said] or 'no assistant/message'}"
                 )
+    cut = {call_id for reply in replies for call_id in reply.cut_calls}
     for call_id in gate_calls:
+        if call_id in cut:
+            return CUT_REPLY_CALLS_NOT_RUN, (
+                f"the tool received call {call_id!r}, asked for by a reply cut at the token "
+                "limit (finish 'length'), which must never run"
+            )
         calls = index.calls.get(call_id, [])
         if len(calls) != 1:
             return RECORDS_COMPLETE, (

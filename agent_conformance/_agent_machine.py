@@ -53,6 +53,7 @@ from ._agent_harness import (
 )
 from ._agent_properties import (
     CLOSED_REFUSES,
+    CUT_REPLY_CALLS_NOT_RUN,
     HISTORY_VALID,
     INJECT_NEVER_WAKES,
     PROPERTIES,
@@ -346,15 +347,24 @@ class AgentMachine(AgentStreams):
         self._idle_cancelled = not expected
 
     @precondition(lambda self: self.ref.phase == "model")
-    @rule(answer=st.sampled_from(["text", "tool"]), usage=st.booleans())
-    def release_model(self, answer: Literal["text", "tool"], usage: bool = False) -> None:
-        """Let the held model call answer (the rest of) its reply: text, or a call of the
-        gate tool; with `usage`, its finish reports tokens, as most providers' do."""
+    @rule(answer=st.sampled_from(["text", "tool", "cut"]), usage=st.booleans())
+    def release_model(self, answer: Literal["text", "tool", "cut"], usage: bool = False) -> None:
+        """Let the held model call answer (the rest of) its reply: text, a call of the gate
+        tool, or text and a call cut at the token limit (finish `length`), whose call must
+        not run (A13): the step ends as after text; with `usage`, its finish reports tokens,
+        as most providers' do."""
         n = self._next()
         streamed = self._current_reply()
+        if answer == "cut" and not self.has.length_cut:
+            answer = "text"
         if answer == "text":
             step = reply(f"answer {n}")
             streamed.text.append(f"answer {n}")
+        elif answer == "cut":
+            cut = ToolCall(f"call-{n}", self.gate.name, {"cut": "at the tok"})
+            step = ScriptedStep((TextDelta(f"cut {n}"), cut, Finish("length")))
+            streamed.text.append(f"cut {n}")
+            streamed.cut_calls.append(cut.call_id)
         else:
             step = tool_step(ToolCall(f"call-{n}", self.gate.name, {}))
             streamed.calls.append(f"call-{n}")
@@ -364,7 +374,16 @@ class AgentMachine(AgentStreams):
             step = _reporting_usage(step, Usage(input_tokens=10 * n, output_tokens=n))
         self.host.run_sync(self.model.release, step)
         self.host.settle()
-        self.ref.release_model(answer)
+        if answer == "cut":
+            ran = [context.call_id for _, context in self.gate.calls]
+            CUT_REPLY_CALLS_NOT_RUN.check(
+                f"call-{n}" not in ran,
+                lambda: (
+                    f"a reply cut at the token limit (finish 'length') asked for call-{n}, "
+                    "and the tool received it"
+                ),
+            )
+        self.ref.release_model("tool" if answer == "tool" else "text")
 
     @precondition(lambda self: self.has.partial_replies and self.ref.phase == "model")
     @rule()

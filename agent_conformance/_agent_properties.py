@@ -184,6 +184,12 @@ TOOL_CALLS_RUN = _agent(
     "the tool calls a model reply asks for run in that step, and the turn waits for them "
     "before its next model call",
 )
+CUT_REPLY_CALLS_NOT_RUN = _agent(
+    "A13",
+    "cut-reply-calls-not-run",
+    "the tool calls of a reply cut at the token limit (finish `length`) are never run nor "
+    "recorded as `tool/call`: their arguments may be cut too",
+)
 APPROVAL_BEFORE_RUN = _agent(
     "A14",
     "approval-before-run",
@@ -286,6 +292,7 @@ PROPERTIES: tuple[Property, ...] = (
     REQUEST_UNCHANGED,
     RECORDS_COMPLETE,
     TOOL_CALLS_RUN,
+    CUT_REPLY_CALLS_NOT_RUN,
     APPROVAL_BEFORE_RUN,
     REJECTED_CALL_ANSWERED,
     ONE_APPROVAL_RECORD,

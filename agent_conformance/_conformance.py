@@ -273,9 +273,15 @@ def _run(
 def _notes(stats: Mapping[str, int]) -> tuple[str, ...]:
     """What a report says about how the target ran (the shell machine: sandboxed or not)."""
     notes: list[str] = []
-    if stats.get("sandboxed"):
+    sandboxed, unsandboxed = stats.get("sandboxed", 0), stats.get("unsandboxed", 0)
+    if sandboxed and unsandboxed:
+        notes.append(
+            "commands ran in the bubblewrap sandbox, and without one in the examples that "
+            "drew the target's configuration that has none"
+        )
+    elif sandboxed:
         notes.append("commands ran in the bubblewrap sandbox")
-    if stats.get("unsandboxed"):
+    elif unsandboxed:
         notes.append("commands ran WITHOUT a sandbox (bubblewrap is not available here)")
     return tuple(notes)
 

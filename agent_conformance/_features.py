@@ -24,6 +24,7 @@ from ._agent_properties import (
     CANCEL_ORDER,
     CLOSED_REFUSES,
     CONTEXT_NEXT_STEP,
+    CUT_REPLY_CALLS_NOT_RUN,
     DELIVERED_ONCE,
     INJECT_NEVER_WAKES,
     LISTENER_ERRORS_CONTAINED,
@@ -92,6 +93,8 @@ class Features:
     stream: the agent has `stream(prompt)`, whose readers get the events of that prompt's
         turn (V1-V4). An agent without a `stream` attribute is checked without it, as if it
         declared none.
+    length_cut: a reply that finished `length` (cut at the token limit) has its tool calls
+        never run (A13).
     cancel_after_final_answer: a cancel landing after the model's final answer (a StepEnded
         listener's) ends the turn `aborted`, or the answer stands and it ends `completed`;
         either way the cancel is effective and drops the queue.
@@ -110,6 +113,7 @@ class Features:
     close_while_cancelling: bool = True
     approval: bool = True
     stream: bool = True
+    length_cut: bool = True
     steering_at_step_limit: SteeringAtStepLimit = "requeue"
     cancel_after_final_answer: CancelAfterFinalAnswer = "aborted"
 
@@ -220,6 +224,7 @@ GATES: dict[str, Gate] = {
             STREAM_RESULT_FROM_RECORDS,
         ),
     ),
+    "length_cut": Gate(("release_model(answer='cut')",), (CUT_REPLY_CALLS_NOT_RUN,)),
 }
 """Feature -> what it gates; every feature of `Features` has an entry."""
 

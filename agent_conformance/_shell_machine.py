@@ -109,19 +109,40 @@ __all__ = [
 KILL_MARGIN = 1.0  # seconds a kill may take past the grace (scheduling, reaping)
 
 
+VARIANTS = "conformance_variants"
+"""The attribute of a shell factory naming other configurations of its executor, as a
+mapping of a name to a factory of the same signature: the machine draws the factory or one
+of them per example (D423)."""
+
+
 def builtin_shell_factory(cwd: str) -> ShellExecutor:
     # A short grace keeps the SIGKILL escalation of TERM-ignoring jobs cheap, a small cap
     # the output probe (D78). Sandboxed where the machine can, else not: the suite's main
     # command runs on fresh machines without bubblewrap, and its report says which (D134).
     # A credential passed explicitly, and a variable set, which must reach commands (S8).
+    return _builtin(cwd, SandboxPolicy(allow_unsandboxed=True))
+
+
+def builtin_unsandboxed(cwd: str) -> ShellExecutor:
+    # `sandbox=None`, a setting users pass: its processes outlive their leader, so the
+    # grace is the whole group's (S1), which a sandbox's namespace ends at once (D132).
+    return _builtin(cwd, None)
+
+
+def _builtin(cwd: str, sandbox: SandboxPolicy | None) -> ShellExecutor:
     return ShellExecutor(
         cwd=cwd,
         grace=0.1,
         max_output_bytes=16_000,
         pass_env=(PASSED[0],),
         env={PROBE_SET[0]: PROBE_SET[1]},
-        sandbox=SandboxPolicy(allow_unsandboxed=True),
+        sandbox=sandbox,
     )
+
+
+builtin_shell_factory.conformance_variants = {  # type: ignore[attr-defined]
+    "unsandboxed": builtin_unsandboxed
+}
 
 
 def shell_settings(base: Settings) -> Settings:
@@ -171,6 +192,7 @@ class ShellMachine(JobChecks, ConformanceMachine):
         super().__init__(TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0))
         self.dir = tempfile.mkdtemp(prefix="trio-agents-shell-machine-")
         self.bash = bash_tools_for(type(self).factory)
+        self._factory: ShellFactory = type(self).factory
         self.rt: Runtime | None = None
         self.handles: dict[str, AgentHandle] = {}
         self.incarnation: dict[str, int] = dict.fromkeys(AGENTS, 0)
@@ -182,10 +204,18 @@ class ShellMachine(JobChecks, ConformanceMachine):
 
     # -- runtime ----------------------------------------------------------------------------
 
-    @initialize()
-    def start(self) -> None:
+    @initialize(data=st.data())
+    def start(self, data: st.DataObject | None = None) -> None:
         """Put a secret-bearing environment in place, open the runtime with the executor
-        under test, and the agents `A` and `B`."""
+        under test (the factory, or one of the configurations it names in
+        `conformance_variants`, drawn), and the agents `A` and `B`."""
+        factory = type(self).factory
+        variants: dict[str, ShellFactory] = dict(getattr(factory, VARIANTS, {}))
+        if variants and data is not None:
+            # Drawn only where there is a choice: a target without variants meets the same
+            # programs as before they existed.
+            name = data.draw(st.sampled_from(["as given", *variants]), label="configuration")
+            self._factory = variants.get(name, factory)
         self._environment.enter_context(secret_environment())
         self.rt = self._start_service(self._runtime)
         for name in AGENTS:
@@ -193,7 +223,7 @@ class ShellMachine(JobChecks, ConformanceMachine):
 
     @asynccontextmanager
     async def _runtime(self) -> AsyncGenerator[Runtime, None]:
-        async with open_runtime(MemoryStore(), shell=type(self).factory(self.dir)) as rt:
+        async with open_runtime(MemoryStore(), shell=self._factory(self.dir)) as rt:
             # The report says whether the commands it checked ran sandboxed (D134), when the
             # executor says (`sandboxed`, read when present, after `check_sandbox`: the
             # built-in executor checks at its first command, D170).
@@ -202,7 +232,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
                 await check()
             sandboxed: object = getattr(rt.shell, "sandboxed", None)
             if isinstance(sandboxed, bool):
-                type(self).stats["sandboxed" if sandboxed else "unsandboxed"] = 1
+                key = "sandboxed" if sandboxed else "unsandboxed"
+                type(self).stats[key] = type(self).stats.get(key, 0) + 1
             rt.shell.on_job_done(self._count_done)
             await rt.load(self.bash)
             yield rt

@@ -370,12 +370,20 @@ async def _past_timeout_once(
     on_term = "''" if deaf else f"'echo > {termed}; exit {exit_code}'"
     # The leader writes its pid once the trap is set and the child runs. Its processes are
     # found by the `armed` path in their command lines, not by that pid: in a sandbox it is
-    # a number of the sandbox's own PID namespace.
-    command = (
-        f"trap {on_term} TERM; (exec -a {armed}-child sleep 30) & echo $$ > {armed}; wait; exit 7"
-    )
-    spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=PAST_TIMEOUT))
+    # a number of the sandbox's own PID namespace. A deaf leader's child inherits its deaf
+    # ear; a trapping leader's child cleans up on SIGTERM for a moment after the leader has
+    # gone, which the grace must cover too: it is the group's grace (S1).
     grace = float(getattr(shell, "grace", 3.0))
+    cleanup = round(min(0.2, grace / 3), 3)
+    child = f"(exec -a {armed}-child sleep 30)"
+    if not deaf:
+        on_child_term = f"'echo > {armed}.child-term; sleep {cleanup}; echo > {armed}.cleaned'"
+        child = f"(trap {on_child_term} TERM; echo > {armed}.child-ready; {child} & wait)"
+        # Which PID namespace it ran in: a sandbox of its own ends with its first process
+        # (the leftovers die with it, D132), so there the grace cannot be the group's.
+        child += f" & readlink /proc/self/ns/pid > {armed}.ns"
+    command = f"trap {on_term} TERM; {child} & echo $$ > {armed}; wait; exit 7"
+    spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=PAST_TIMEOUT))
     bound = spec.timeout + grace + max(0.5, grace)
     result, seconds, hung = await _run_bounded(shell, spec, armed, bound)
     trap_set = _read_pid(armed) is not None
@@ -409,8 +417,13 @@ async def _past_timeout_once(
         f"a command that {what}, past its timeout, reported (exit_code, signal, "
         f"timed_out, cancelled) = {outcome}, not {' or '.join(map(str, expected))}"
     )
+
+    def group_grace() -> tuple[Property, str] | None:
+        # Judged once the outcome is right: a wrong outcome is the finding to report.
+        return None if deaf else _check_group_grace(armed, seconds, spec.timeout, grace, cleanup)
+
     if outcome in expected:
-        return None
+        return group_grace()
     if outcome == killed:
         # Killed before its trap ended (or before bash, starved, even set it or wrote its
         # pid: SIGKILL pending beats SIGTERM pending): right if SIGTERM came first and the
@@ -421,9 +434,39 @@ async def _past_timeout_once(
                 f"({spec.timeout}s) and grace ({grace}s) had passed"
             )
         if got_term:
-            return None
+            return group_grace()
         return OUTCOME_FIELDS, f"{wrong}, and it never ran its SIGTERM trap"
     OUTCOME_FIELDS.fail(wrong)
+
+
+def _check_group_grace(
+    armed: str, seconds: float, timeout: float, grace: float, cleanup: float
+) -> tuple[Property, str] | None:
+    """The trapping leader's child set its own SIGTERM trap (it wrote `.child-ready`), and
+    its trap cleans up for a moment. Unless the run lasted the timeout and the whole grace,
+    that cleanup must have ended (`.cleaned`): a SIGKILL sooner cut the group's grace short,
+    which no machine's speed explains. A child whose trap never ran is a starved outcome
+    when the grace did pass (retried), a violation when the group was not even TERMed."""
+    if not _exists(f"{armed}.child-ready"):
+        return None  # SIGTERM came before the child set its trap: nothing to judge
+    if _namespace(f"{armed}.ns") != os.readlink("/proc/self/ns/pid"):
+        return None  # a PID namespace of its own (or unknown): it ends with its leader
+    if _exists(f"{armed}.cleaned"):
+        return None
+    if seconds < timeout + grace:
+        GROUP_KILLED.fail(
+            f"the leader of a command past its timeout exited on SIGTERM, and its child, "
+            f"which cleans up on SIGTERM for {cleanup}s, was SIGKILLed "
+            f"{'during' if _exists(f'{armed}.child-term') else 'before'} its cleanup, "
+            f"{seconds:.2f}s after the run started: before the timeout ({timeout}s) and the "
+            f"grace ({grace}s) had passed, so the grace covered the leader, not the group"
+        )
+    if _exists(f"{armed}.child-term"):
+        return None  # its cleanup outlasted the grace on a loaded machine: SIGKILL is right
+    return GROUP_KILLED, (
+        f"a child that traps SIGTERM, in the group of a command past its timeout, never ran "
+        f"its trap ({seconds:.2f}s; grace {grace}s): its group got no SIGTERM"
+    )
 
 
 async def probe_cancelled(shell: ShellExecutor, workdir: str) -> None:
@@ -546,6 +589,14 @@ def _marked(marker: str) -> list[int]:
         if marked and alive:
             found.append(int(entry))
     return found
+
+
+def _namespace(path: str) -> str | None:
+    try:
+        with open(path) as file:
+            return file.read().strip() or None
+    except OSError:
+        return None
 
 
 def _exists(path: str) -> bool:

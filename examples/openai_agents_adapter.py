@@ -143,7 +143,14 @@ async def open_adapter(
 
 factory = ta.observed(open_adapter)
 """What `--target examples.openai_agents_adapter:factory` names."""
-# No steering or injection into a run, and no partial reply kept: not checked (D95).
+# No steering or injection into a run, and no partial reply kept: not checked (D95). The
+# adapter hands the framework a reply's text and calls, not its finish reason: a reply cut
+# at the token limit looks whole to it, not checked (D421).
 factory.conformance_features = ta.Features(  # type: ignore[attr-defined]
-    steer=False, inject=False, system_context=False, partial_replies=False, step_timeout=False
+    steer=False,
+    inject=False,
+    system_context=False,
+    partial_replies=False,
+    step_timeout=False,
+    length_cut=False,
 )

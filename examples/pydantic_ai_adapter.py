@@ -128,6 +128,11 @@ async def open_adapter(
 factory = ta.observed(open_adapter)
 """What `--target examples.pydantic_ai_adapter:factory` names."""
 # pydantic-ai keeps no partial reply, and sends a system part mid-history as a user
-# `<system>` block (pydantic_ai/framing.py): design differences, not checked (D95).
-declared = ta.Features(partial_replies=False, system_context=False, step_timeout=False)
+# `<system>` block (pydantic_ai/framing.py): design differences, not checked (D95). This
+# adapter hands pydantic-ai a reply's text and calls, not its finish reason, so a reply cut
+# at the token limit looks whole to it (pydantic-ai itself raises IncompleteToolCall for
+# one): not checked (D421).
+declared = ta.Features(
+    partial_replies=False, system_context=False, step_timeout=False, length_cut=False
+)
 factory.conformance_features = declared  # type: ignore[attr-defined]

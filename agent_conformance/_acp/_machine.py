@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mappi
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NoReturn
+from typing import Any, ClassVar, Literal, NoReturn, get_args
 
 import trio
 from hypothesis import strategies as st
@@ -64,7 +65,11 @@ TURN_OUTPUT = frozenset(
      "tool_call_update", "plan"}
 )  # fmt: skip
 CancelPoint = Literal["before-model", "mid-stream", "mid-tool"]
-Malformed = Literal["not-json", "unknown-method", "bad-params", "unknown-session"]
+Malformed = Literal[
+    "not-json", "not-json-number", "method-not-string", "unknown-method", "bad-params",
+    "unknown-session",
+]  # fmt: skip
+MALFORMED: tuple[Malformed, ...] = get_args(Malformed)
 
 
 @dataclass
@@ -555,7 +560,7 @@ class AcpMachine(SessionListing):
         else:
             self._expect_end_turn(a, token_a, answer_a, f"reply {token_a}")
 
-    @rule(kind=st.sampled_from(["not-json", "unknown-method", "bad-params", "unknown-session"]))
+    @rule(kind=st.sampled_from(MALFORMED))
     def malformed(self, kind: Malformed) -> None:
         """A malformed frame: it gets a JSON-RPC error and the agent keeps serving."""
         self.host.call(self._malformed, kind)
@@ -564,13 +569,22 @@ class AcpMachine(SessionListing):
     async def _malformed(self, kind: Malformed) -> None:
         agent = self.agent
         request_id: int | str | None = None
-        if kind == "not-json":
+        answer: Answer | None
+        if kind in ("not-json", "method-not-string"):
+            # No id can be read (a cut line; a notification whose method is not a string,
+            # JSON-RPC 2.0's own example): the error has id null.
             before = len(agent.null_errors)
-            await agent.send(b'{"jsonrpc": "2.0", "id": "broken", "method": "session/new"\n')
+            await agent.send(
+                b'{"jsonrpc": "2.0", "id": "broken", "method": "session/new"\n'
+                if kind == "not-json"
+                else b'{"jsonrpc": "2.0", "method": 1, "params": "bar"}\n'
+            )
             got = await agent.wait_until(
                 min(agent.target.timeout, NULL_ERROR_WAIT), lambda: len(agent.null_errors) > before
             )
-            answer: Answer | None = agent.null_errors[-1] if got else None
+            answer = agent.null_errors[-1] if got else None
+        elif kind == "not-json-number":
+            answer = await self._not_json_number(agent)
         else:
             request_id = f"malformed-{next(self.tokens)}"
             if kind == "unknown-method":
@@ -594,9 +608,33 @@ class AcpMachine(SessionListing):
             )
         MALFORMED_ANSWERED.check(
             answer.error is not None,
-            lambda: f"a malformed frame ({kind}) was answered with a result: {answer.result}",
+            lambda: (
+                f"a malformed frame ({kind}) was answered with a result: "
+                + wire.cut_value(answer.result)
+            ),
         )
         await self._still_serving(agent, kind)
+
+    async def _not_json_number(self, agent: AgentProcess) -> Answer | None:
+        """A session/new whose params hold `NaN`, which JSON (RFC 8259) does not have: the
+        line is not JSON, so it gets an error, with id null (or its id, read leniently),
+        never a session."""
+        request_id = f"malformed-{next(self.tokens)}"
+        agent.expect(request_id, "a line holding NaN")
+        before = len(agent.null_errors)
+        params = json.dumps({"cwd": str(agent.workdir), "mcpServers": []})
+        line = (
+            f'{{"jsonrpc": "2.0", "id": "{request_id}", "method": "session/new", '
+            f'"params": {params[:-1]}, "_meta": {{"n": NaN}}}}}}\n'
+        )
+        await agent.send(line.encode())
+        await agent.wait_until(
+            min(agent.target.timeout, NULL_ERROR_WAIT),
+            lambda: len(agent.null_errors) > before or agent.answered(request_id),
+        )
+        if agent.answered(request_id):
+            return await agent.answer(request_id)
+        return agent.null_errors[-1] if len(agent.null_errors) > before else None
 
     async def _still_serving(self, agent: AgentProcess, kind: Malformed) -> None:
         ping = await agent.start_request("_trio_agents/ping", {})

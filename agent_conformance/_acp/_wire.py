@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import pydantic
 from acp import schema
@@ -83,10 +83,15 @@ def frame(**fields: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", **fields}, separators=(",", ":")).encode() + b"\n"
 
 
+def _not_json(constant: str) -> NoReturn:
+    # Python reads NaN and Infinity; JSON (RFC 8259) has no such numbers.
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def parse_line(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """A line the agent wrote as a JSON-RPC 2.0 message, or what is wrong with it."""
     try:
-        value = json.loads(line)
+        value = json.loads(line, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return None, f"a line that is not JSON ({type(exc).__name__}): {_cut(line)}"
     if not isinstance(value, dict):

@@ -135,6 +135,26 @@ def _malformed_ignored() -> None:
     AcpServer._dispatch = silent  # type: ignore[method-assign]
 
 
+def _nan_read_as_json() -> None:
+    # The hook that refuses NaN and Infinity is dropped: Python's parser takes them.
+    rpc._not_json = float  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage]
+
+
+def _bad_method_notification_dropped() -> None:
+    parse = rpc.parse
+
+    def lenient(line: bytes) -> Any:
+        message = parse(line)
+        bad_method = isinstance(message, rpc.Invalid) and "method must be a string" in (
+            message.detail
+        )
+        if bad_method and message.id is None:  # type: ignore[union-attr]
+            return None  # taken for a notification, which is never answered
+        return message
+
+    rpc.parse = lenient
+
+
 def _no_exit_at_eof() -> None:
     serve = serve_stdio
 
@@ -255,6 +275,11 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "parse-error-unanswered": (
         _malformed_ignored,
         AcpSeeded("parse-error-unanswered", "malformed-answered"),
+    ),
+    "nan-read-as-json": (_nan_read_as_json, AcpSeeded("nan-read-as-json", "malformed-answered")),
+    "non-string-method-unanswered": (
+        _bad_method_notification_dropped,
+        AcpSeeded("non-string-method-unanswered", "malformed-answered"),
     ),
     "no-exit-at-end-of-input": (
         _no_exit_at_eof,

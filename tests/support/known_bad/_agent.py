@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
+from unittest import mock
 
 import trio
 
@@ -33,6 +34,7 @@ from trio_agents import (
     TurnStarted,
     open_agent,
 )
+from trio_agents._agent import _step
 from trio_agents._agent._inbox import Inbox, InboxMessage, MessageKind
 from trio_agents._agent._turn import Turn
 
@@ -468,6 +470,36 @@ system_context_as_user = factory_for(SystemContextAsUser)
 request_sees_later_records = factory_for(RequestSeesLaterRecords)
 tool_calls_not_recorded = factory_for(Agent, _ToolCallsNotRecorded)
 
+_record_reply = _step._record_reply  # pyright: ignore[reportPrivateUsage]
+
+
+def _record_reply_running_cut_calls(
+    parts: Any, text: str, calls: list[Any], finish: Any, unanswered: dict[int, Any]
+) -> bool:
+    """Records a reply as the built-in does, but runs its calls whatever its finish: the
+    check of `length` was dropped."""
+    if _record_reply(parts, text, calls, finish, unanswered) or not calls:
+        return bool(unanswered)
+    for index, call in enumerate(calls):
+        data = {"call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+        parts.session.append("tool/call", data)
+        unanswered[index] = call
+    return True
+
+
+def cut_reply_calls_run(
+    model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
+) -> AbstractAsyncContextManager[Agent]:
+    """(A13) The calls of a reply cut at the token limit run, their arguments perhaps cut."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncGenerator[Agent]:
+        with mock.patch.object(_step, "_record_reply", _record_reply_running_cut_calls):
+            async with open_agent(model, tools=tools, events=events, options=options) as agent:
+                yield agent
+
+    return opened()
+
 
 # -- through the observer API: the defect is the adapter's, the agent under it is sound ------
 
@@ -577,6 +609,7 @@ SEEDED = (
     Seeded("system-context-as-user", system_context_as_user, "agent", "request-history"),
     Seeded("request-sees-later-records", request_sees_later_records, "agent", "request-unchanged"),
     Seeded("tool-calls-not-recorded", tool_calls_not_recorded, "agent", "records-complete"),
+    Seeded("cut-reply-calls-run", cut_reply_calls_run, "agent", "cut-reply-calls-not-run"),
     Seeded("observer-tool-result-missing", observer_tool_result_missing, "agent", "history-valid"),
     Seeded(
         "observer-cancel-after-clearing", observer_cancel_after_clearing, "agent", "cancel-order"

@@ -114,6 +114,23 @@ class _KillWithoutGrace(ShellExecutor):
             await group_gone(process.pid)
 
 
+class _GraceForTheLeaderOnly(ShellExecutor):
+    """The group gets SIGTERM, but the grace waits for the leader only: once it has gone,
+    the rest of the group is SIGKILLed, so a child still cleaning up is cut short."""
+
+    async def kill_group(self, process: trio.Process) -> None:
+        if process.returncode is not None and not group_has_live_members(process.pid):
+            await trio.lowlevel.checkpoint()
+            return
+        signal_group(process.pid, signal.SIGTERM)
+        with trio.move_on_after(self.grace):
+            await process.wait()
+        signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+        with trio.move_on_after(self.grace):
+            await group_gone(process.pid)
+
+
 class _TimeoutReportedAsCancelled(ShellExecutor):
     """A foreground timeout is reported as a cancellation (the executor killed it, after all):
     `cancelled` follows `timed_out` instead of being a field of its own."""
@@ -420,6 +437,7 @@ owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
 term_without_kill = shell_factory_for(_TermWithoutKill, sandboxed=False)
 kill_without_term = shell_factory_for(_KillWithoutTerm, sandboxed=False)
 kill_without_grace = shell_factory_for(_KillWithoutGrace, sandboxed=False)
+grace_for_the_leader_only = shell_factory_for(_GraceForTheLeaderOnly, sandboxed=False)
 cancelled_run_leaves_group = shell_factory_for(_CancelledRunLeavesGroup, sandboxed=False)
 timeout_reported_as_cancelled = shell_factory_for(_TimeoutReportedAsCancelled)
 secrets_upper_case_only = shell_factory_for(_SecretsUpperCaseOnly)
@@ -444,6 +462,7 @@ SEEDED = (
     Seeded("term-without-kill", term_without_kill, "shell", "group-killed"),
     Seeded("kill-without-term", kill_without_term, "shell", "outcome-fields"),
     Seeded("kill-without-grace", kill_without_grace, "shell", "outcome-fields"),
+    Seeded("grace-for-the-leader-only", grace_for_the_leader_only, "shell", "group-killed"),
     Seeded("cancelled-run-leaves-group", cancelled_run_leaves_group, "shell", "group-killed"),
     Seeded(
         "timeout-reported-as-cancelled", timeout_reported_as_cancelled, "shell", "outcome-fields"
