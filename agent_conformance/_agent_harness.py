@@ -9,13 +9,25 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import trio
 
-from trio_agents import Message, ModelChunk, ModelRequest, Record, ToolContext, ToolResult
-from trio_agents.testing import GateTool, ScriptedModel, TrioHost
+from trio_agents import (
+    Finish,
+    Message,
+    ModelChunk,
+    ModelRequest,
+    Record,
+    TextDelta,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+    Usage,
+)
+from trio_agents.testing import GateTool, ScriptedModel, ScriptedStep, TrioHost, reply, tool_step
 
+from ._agent_checks import Reply
 from ._agent_properties import LISTENER_ERRORS_CONTAINED
 from ._vocabulary import TURN_END, TURN_START
 
@@ -28,6 +40,7 @@ __all__ = [
     "MachineModel",
     "QuietListenerFailures",
     "RandomSeeder",
+    "answer_step",
     "describe_end",
     "is_listener_failure",
     "is_neighbours",
@@ -217,3 +230,31 @@ class RandomSeeder:
         scheduler_random = getattr(trio._core._run, "_r", None)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
         if isinstance(scheduler_random, random.Random):
             scheduler_random.seed(self.seed)
+
+
+def answer_step(
+    answer: Literal["text", "tool", "cut"], n: int, tool: str, streamed: Reply, *, usage: bool
+) -> ScriptedStep:
+    """The rest of the held model call's reply, noted in `streamed`: text; a call of
+    `tool`; or text and a call cut at the token limit (finish `length`), which must never
+    run (A13). With `usage`, its finish reports tokens."""
+    if answer == "text":
+        step = reply(f"answer {n}")
+        streamed.text.append(f"answer {n}")
+    elif answer == "cut":
+        cut = ToolCall(f"call-{n}", tool, {"cut": "at the tok"})
+        step = ScriptedStep((TextDelta(f"cut {n}"), cut, Finish("length")))
+        streamed.text.append(f"cut {n}")
+        streamed.cut_calls.append(cut.call_id)
+    else:
+        step = tool_step(ToolCall(f"call-{n}", tool, {}))
+        streamed.calls.append(f"call-{n}")
+    streamed.finished = True
+    if not usage:
+        return step
+    reported = Usage(input_tokens=10 * n, output_tokens=n)
+    items = tuple(
+        Finish(item.reason, usage=reported) if isinstance(item, Finish) else item
+        for item in step.items
+    )
+    return ScriptedStep(items)

@@ -30,17 +30,14 @@ from trio_agents import (
     Approval,
     Event,
     EventBus,
-    Finish,
     Message,
     Model,
     StatusChanged,
     TextDelta,
     Tool,
-    ToolCall,
-    Usage,
     open_agent,
 )
-from trio_agents.testing import HOLD, GateTool, ScriptedStep, reply, tool_step
+from trio_agents.testing import HOLD, GateTool, ScriptedStep
 
 from ._agent_checks import Reply
 from ._agent_harness import (
@@ -49,6 +46,7 @@ from ._agent_harness import (
     MachineModel,
     QuietListenerFailures,
     RandomSeeder,
+    answer_step,
     is_neighbours,
 )
 from ._agent_properties import (
@@ -62,6 +60,7 @@ from ._agent_properties import (
     WAIT_IDLE_RETURNS,
 )
 from ._agent_streams import AgentStreams
+from ._agent_tracing import MachineTrace, trace_of
 from ._agent_verify import summarize_turns
 from ._approval_window import STEP_TIMEOUT, policy_for, takes_approval
 from ._approver import HeldApprover
@@ -155,6 +154,7 @@ class AgentMachine(AgentStreams):
         self.waiters: list[bool] = []  # one flag per background wait_idle: has it returned?
         self.ref = AgentReference()
         self.agent: Any = None
+        self.trace: MachineTrace | None = None  # the built-in agent's spans (O1, O2)
         self.contents: dict[str, str] = {}
         self.roles: dict[str, str] = {}
         self.replies: list[Reply] = []
@@ -234,6 +234,7 @@ class AgentMachine(AgentStreams):
             # Checked before the service counts as started: the example then ends cleanly.
             async with factory(self.model, [self.gate], self.bus, options, **approval) as agent:
                 check_agent_shape(agent, has)
+                self.trace = trace_of(agent)
                 yield agent
 
         self.agent = self._start_service(opened)
@@ -254,6 +255,7 @@ class AgentMachine(AgentStreams):
             self._close(None)
         self._check_closed()
         self._check_streams_at_close()
+        self._check_trace(self.records)
         HISTORY_VALID.check(
             not (problems := history_problems(self.records, allow_open_turn=False)),
             lambda: f"after the close the history is invalid: {'; '.join(problems)}",
@@ -354,24 +356,11 @@ class AgentMachine(AgentStreams):
         not run (A13): the step ends as after text; with `usage`, its finish reports tokens,
         as most providers' do."""
         n = self._next()
-        streamed = self._current_reply()
         if answer == "cut" and not self.has.length_cut:
             answer = "text"
-        if answer == "text":
-            step = reply(f"answer {n}")
-            streamed.text.append(f"answer {n}")
-        elif answer == "cut":
-            cut = ToolCall(f"call-{n}", self.gate.name, {"cut": "at the tok"})
-            step = ScriptedStep((TextDelta(f"cut {n}"), cut, Finish("length")))
-            streamed.text.append(f"cut {n}")
-            streamed.cut_calls.append(cut.call_id)
-        else:
-            step = tool_step(ToolCall(f"call-{n}", self.gate.name, {}))
-            streamed.calls.append(f"call-{n}")
+        step = answer_step(answer, n, self.gate.name, self._current_reply(), usage=usage)
+        if answer == "tool":
             self._note_call(f"call-{n}")
-        streamed.finished = True
-        if usage:
-            step = _reporting_usage(step, Usage(input_tokens=10 * n, output_tokens=n))
         self.host.run_sync(self.model.release, step)
         self.host.settle()
         if answer == "cut":
@@ -607,12 +596,3 @@ def agent_machine_for(
     machine = machine_for(AgentMachine, factory)
     machine.features = features if features is not None else features_of(machine.factory)
     return machine
-
-
-def _reporting_usage(step: ScriptedStep, usage: Usage) -> ScriptedStep:
-    """`step` whose Finish reports `usage`."""
-    items = tuple(
-        Finish(item.reason, usage=usage) if isinstance(item, Finish) else item
-        for item in step.items
-    )
-    return ScriptedStep(items)

@@ -190,6 +190,21 @@ CUT_REPLY_CALLS_NOT_RUN = _agent(
     "the tool calls of a reply cut at the token limit (finish `length`) are never run nor "
     "recorded as `tool/call`: their arguments may be cut too",
 )
+SPANS_MIRROR_RECORDS = _agent(
+    "O1",
+    "spans-mirror-records",
+    "a traced turn is one `invoke_agent` span with a `trio_agents.step` child per step, each "
+    "with one `chat` child and an `execute_tool` child per tool call (one that never ran "
+    "too), named, parented and attributed as the turn's records say",
+)
+SPANS_END_WITH_TURN = _agent(
+    "O2",
+    "spans-end-with-turn",
+    "every span of a turn has ended once its `turn/end` is recorded; a turn that did not "
+    "complete is ERROR with its `error.type`, and so are the spans it cut short (its last "
+    "step, a model call with no reply, an interrupted tool call; for `max_steps`, the turn "
+    "alone)",
+)
 APPROVAL_BEFORE_RUN = _agent(
     "A14",
     "approval-before-run",
@@ -293,6 +308,8 @@ PROPERTIES: tuple[Property, ...] = (
     RECORDS_COMPLETE,
     TOOL_CALLS_RUN,
     CUT_REPLY_CALLS_NOT_RUN,
+    SPANS_MIRROR_RECORDS,
+    SPANS_END_WITH_TURN,
     APPROVAL_BEFORE_RUN,
     REJECTED_CALL_ANSWERED,
     ONE_APPROVAL_RECORD,

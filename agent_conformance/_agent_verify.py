@@ -17,6 +17,7 @@ from trio_agents import (
     Record,
     StatusChanged,
     StepStarted,
+    ToolStarted,
     TurnStarted,
 )
 from trio_agents.testing import GateTool
@@ -49,12 +50,14 @@ from ._agent_properties import (
     WAIT_IDLE_CLOSED,
     WAIT_IDLE_RETURNS,
 )
+from ._agent_tracing import NAMES, MachineTrace
 from ._features import Features, features_of
 from ._history import history_problems
 from ._machine import ConformanceMachine
 from ._properties import Property
 from ._reference import AgentReference, StepSummary, TurnSummary
 from ._targets import AgentFactory
+from ._trace_checks import trace_problem
 from ._vocabulary import MESSAGE_RECORD_TYPES, STEP_START, TURN_END, TURN_START, USER_MESSAGE
 
 __all__ = ["AgentChecks", "summarize_turns"]
@@ -360,6 +363,7 @@ class AgentChecks(ConformanceMachine):
         )
         if problem is not None:
             problem[0].fail(problem[1])
+        self._check_trace(records)
         self._check_requests(records)
         parked = self.waiters.count(False)
         WAIT_IDLE_RETURNS.check(
@@ -369,6 +373,16 @@ class AgentChecks(ConformanceMachine):
                 f"{self.ref.waiting} should be, as the agent should be {self._describe()}"
             ),
         )
+
+    def _check_trace(self, records: Sequence[Record]) -> None:
+        """The spans of every turn that has ended, against its records (O1, O2)."""
+        trace: MachineTrace | None = getattr(self, "trace", None)
+        if trace is None:
+            return
+        started = {e.call_id for e in self.events if isinstance(e, ToolStarted)}
+        problem = trace_problem(records, trace.spans(), started, NAMES)
+        if problem is not None:
+            problem[0].fail(problem[1])
 
     def _check_approvals(self, records: Sequence[Record]) -> None:
         """The approval window's checks (A14-A18); `ApprovalWindow` has them."""

@@ -73,14 +73,13 @@ from ._shell_jobs import (
     job_command,
     open_gate,
 )
+from ._shell_kill_probes import probe_cancelled, probe_past_timeout
 from ._shell_probes import (
     PASSED,
     PROBE_SET,
     probe_bash_results,
-    probe_cancelled,
     probe_environment,
     probe_output,
-    probe_past_timeout,
     secret_environment,
 )
 from ._shell_properties import (

@@ -2,7 +2,7 @@
 checked at once against rule S1 or S5. What the job's environment holds (a secret-bearing
 environment is put in place for the example) and whether its stdin is closed; what a stream
 past the in-memory cap keeps and spills; how a command that outlives its timeout ends, one
-that ignores SIGTERM included."""
+that ignores SIGTERM included (in `_shell_kill_probes`)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,19 @@ import contextlib
 import functools
 import os
 import re
-import signal
 import stat
-import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import Protocol
 
 import trio
 
-from trio_agents import RunResult, ShellExecutor, ShellRequest, ShellSpec, ToolResult
+from trio_agents import ShellExecutor, ShellRequest, ToolResult
 
-from ._properties import Property
 from ._shell_properties import (
     BASH_RESULT_ERROR,
     ENV_PASSED_EXPLICITLY,
     ENV_SCRUBBED,
-    GROUP_KILLED,
     OUTCOME_FIELDS,
     OUTPUT_SPILLED_PRIVATELY,
     OUTPUT_TAIL_KEPT,
@@ -38,10 +34,8 @@ __all__ = [
     "PROBE_SET",
     "big_output",
     "env_differences",
-    "probe_cancelled",
     "probe_environment",
     "probe_output",
-    "probe_past_timeout",
     "secret_environment",
 ]
 
@@ -326,289 +320,6 @@ def _check_spill(out: StreamOutput, expected: bytes) -> None:
         f"the spill file is named {name!r}: beyond the pid and the stream it holds only "
         f"{rest!r}, which can be guessed",
     )
-
-
-# A past-timeout probe whose outcome a starved command explains (it was SIGKILLed before
-# it ran its SIGTERM trap, or ran past the bound) is tried again, up to this many times in
-# all; only an outcome seen in every try is a violation (D393).
-PAST_TIMEOUT_TRIES = 4
-
-
-async def probe_past_timeout(
-    shell: ShellExecutor, workdir: str, *, deaf: bool, exit_code: int = 3
-) -> None:
-    """A foreground command, and a child of it, outlive the timeout: `deaf`, they ignore
-    SIGTERM, so only SIGKILL after the grace ends them, within timeout + grace + a margin;
-    otherwise the leader traps TERM and exits `exit_code` (timed out all the same, also when
-    that is 0). Either way nothing of the group is left and the outcome's fields say exactly
-    what happened.
-
-    A loaded machine may not run the command's trap within a short grace: then a SIGKILL is
-    what happens. So a SIGKILL of a trapping command is right when the command had begun
-    its trap (it got SIGTERM) and the run lasted the timeout and the grace; one with no sign
-    of SIGTERM, or a run past the bound, is tried again, and is a violation only when every
-    try shows it."""
-    for tried in range(1, PAST_TIMEOUT_TRIES + 1):
-        starved = await _past_timeout_once(shell, workdir, deaf=deaf, exit_code=exit_code)
-        if starved is None:
-            return
-        if tried == PAST_TIMEOUT_TRIES:
-            prop, happened = starved
-            prop.fail(f"{happened} (in {tried} of {tried} tries)")
-
-
-async def _past_timeout_once(
-    shell: ShellExecutor, workdir: str, *, deaf: bool, exit_code: int
-) -> tuple[Property, str] | None:
-    """One try of `probe_past_timeout`: raises a violation no machine's speed explains;
-    returns (property, what happened) for one a starved command may explain; None when the
-    try showed everything right."""
-    armed = os.path.join(workdir, f"armed-{time.monotonic_ns()}")
-    termed = f"{armed}.term"
-    # The trap's first act leaves a mark: the command got SIGTERM and ran. (A deaf command
-    # ignores the signal, so its child inherits that; it has no trap to mark.)
-    on_term = "''" if deaf else f"'echo > {termed}; exit {exit_code}'"
-    # The leader writes its pid once the trap is set and the child runs. Its processes are
-    # found by the `armed` path in their command lines, not by that pid: in a sandbox it is
-    # a number of the sandbox's own PID namespace. A deaf leader's child inherits its deaf
-    # ear; a trapping leader's child cleans up on SIGTERM for a moment after the leader has
-    # gone, which the grace must cover too: it is the group's grace (S1).
-    grace = float(getattr(shell, "grace", 3.0))
-    cleanup = round(min(0.2, grace / 3), 3)
-    child = f"(exec -a {armed}-child sleep 30)"
-    if not deaf:
-        on_child_term = f"'echo > {armed}.child-term; sleep {cleanup}; echo > {armed}.cleaned'"
-        child = f"(trap {on_child_term} TERM; echo > {armed}.child-ready; {child} & wait)"
-        # Which PID namespace it ran in: a sandbox of its own ends with its first process
-        # (the leftovers die with it, D132), so there the grace cannot be the group's.
-        child += f" & readlink /proc/self/ns/pid > {armed}.ns"
-    command = f"trap {on_term} TERM; {child} & echo $$ > {armed}; wait; exit 7"
-    spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=PAST_TIMEOUT))
-    bound = spec.timeout + grace + max(0.5, grace)
-    result, seconds, hung = await _run_bounded(shell, spec, armed, bound)
-    trap_set = _read_pid(armed) is not None
-    got_term = _exists(termed)
-    OUTCOME_FIELDS.check(
-        result.timeout == spec.timeout,
-        f"the outcome's timeout is {result.timeout}, the spec's {spec.timeout}",
-    )
-    if hung:
-        return GROUP_KILLED, (
-            f"a command that ignores SIGTERM still ran {seconds:.2f}s after it started, with "
-            f"a timeout of {spec.timeout}s and a grace of {grace}s (the machine SIGKILLed it)"
-        )
-    killed = (None, "SIGKILL", True, False)
-    trapped = killed if deaf else (exit_code, None, True, False)
-    if not trap_set:
-        # SIGTERM came before the pid was written: before the trap was set (bash died of
-        # it), or after it (the trap's outcome), on a machine slow enough. Both are right.
-        expected: list[tuple[object, ...]] = [(None, "SIGTERM", True, False), trapped]
-    else:
-        survivors = _marked(armed)
-        GROUP_KILLED.check(
-            not survivors,
-            f"run() of a command past its timeout returned, leaving processes {survivors} of "
-            "its group alive",
-        )
-        expected = [trapped]
-    outcome = (result.exit_code, result.signal, result.timed_out, result.cancelled)
-    what = "ignores SIGTERM" if deaf else f"traps SIGTERM and exits {exit_code}"
-    wrong = (
-        f"a command that {what}, past its timeout, reported (exit_code, signal, "
-        f"timed_out, cancelled) = {outcome}, not {' or '.join(map(str, expected))}"
-    )
-
-    def group_grace() -> tuple[Property, str] | None:
-        # Judged once the outcome is right: a wrong outcome is the finding to report.
-        return None if deaf else _check_group_grace(armed, seconds, spec.timeout, grace, cleanup)
-
-    if outcome in expected:
-        return group_grace()
-    if outcome == killed:
-        # Killed before its trap ended (or before bash, starved, even set it or wrote its
-        # pid: SIGKILL pending beats SIGTERM pending): right if SIGTERM came first and the
-        # grace passed.
-        if seconds < spec.timeout + grace:
-            OUTCOME_FIELDS.fail(
-                f"{wrong}: SIGKILLed {seconds:.2f}s after it started, before its timeout "
-                f"({spec.timeout}s) and grace ({grace}s) had passed"
-            )
-        if got_term:
-            return group_grace()
-        return OUTCOME_FIELDS, f"{wrong}, and it never ran its SIGTERM trap"
-    OUTCOME_FIELDS.fail(wrong)
-
-
-def _check_group_grace(
-    armed: str, seconds: float, timeout: float, grace: float, cleanup: float
-) -> tuple[Property, str] | None:
-    """The trapping leader's child set its own SIGTERM trap (it wrote `.child-ready`), and
-    its trap cleans up for a moment. Unless the run lasted the timeout and the whole grace,
-    that cleanup must have ended (`.cleaned`): a SIGKILL sooner cut the group's grace short,
-    which no machine's speed explains. A child whose trap never ran is a starved outcome
-    when the grace did pass (retried), a violation when the group was not even TERMed."""
-    if not _exists(f"{armed}.child-ready"):
-        return None  # SIGTERM came before the child set its trap: nothing to judge
-    if _namespace(f"{armed}.ns") != os.readlink("/proc/self/ns/pid"):
-        return None  # a PID namespace of its own (or unknown): it ends with its leader
-    if _exists(f"{armed}.cleaned"):
-        return None
-    if seconds < timeout + grace:
-        GROUP_KILLED.fail(
-            f"the leader of a command past its timeout exited on SIGTERM, and its child, "
-            f"which cleans up on SIGTERM for {cleanup}s, was SIGKILLed "
-            f"{'during' if _exists(f'{armed}.child-term') else 'before'} its cleanup, "
-            f"{seconds:.2f}s after the run started: before the timeout ({timeout}s) and the "
-            f"grace ({grace}s) had passed, so the grace covered the leader, not the group"
-        )
-    if _exists(f"{armed}.child-term"):
-        return None  # its cleanup outlasted the grace on a loaded machine: SIGKILL is right
-    return GROUP_KILLED, (
-        f"a child that traps SIGTERM, in the group of a command past its timeout, never ran "
-        f"its trap ({seconds:.2f}s; grace {grace}s): its group got no SIGTERM"
-    )
-
-
-async def probe_cancelled(shell: ShellExecutor, workdir: str) -> None:
-    """A foreground command, and a child of it, ignore SIGTERM; the caller cancels the run
-    once both run. The cancel kills the whole group (S1): SIGTERM, the grace, SIGKILL, even
-    though the caller is cancelled, so when `run` is left (Cancelled, or an outcome that
-    says `cancelled`) nothing of the group is alive. A run not left within the grace and a
-    margin is SIGKILLed from here and tried again; it is a violation only when every try
-    shows it."""
-    for tried in range(1, PAST_TIMEOUT_TRIES + 1):
-        hung = await _cancelled_once(shell, workdir)
-        if hung is None:
-            return
-        if tried == PAST_TIMEOUT_TRIES:
-            GROUP_KILLED.fail(f"{hung} (in {tried} of {tried} tries)")
-
-
-async def _cancelled_once(shell: ShellExecutor, workdir: str) -> str | None:
-    armed = os.path.join(workdir, f"cancelled-{time.monotonic_ns()}")
-    command = f"trap '' TERM; (exec -a {armed}-child sleep 30) & echo $$ > {armed}; wait; exit 7"
-    # A timeout far past the cancel: only the cancel may end this command.
-    spec = shell.resolve(ShellRequest(command, workdir=workdir, timeout=60.0))
-    grace = float(getattr(shell, "grace", 3.0))
-    result: RunResult | None = None
-    cancelled_at: list[float] = []
-    hung = False
-
-    async def cancel_when_running(scope: trio.CancelScope) -> None:
-        # Both processes are up once the leader wrote its pid (the child was started
-        # first). A real process's file, read every 10 ms (a FIFO would block a thread on a
-        # command that never writes); a start slower than 10 s is cancelled all the same.
-        for _ in range(1000):
-            if _read_pid(armed) is not None and len(_marked(armed)) >= 2:
-                break
-            await trio.sleep(0.01)
-        cancelled_at.append(trio.current_time())
-        scope.cancel()
-        nonlocal hung
-        await trio.sleep(grace + max(0.5, grace) + STDIN_WAIT)
-        hung = True
-        for pid in _marked(armed):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-    async with trio.open_nursery() as nursery:
-        with trio.CancelScope() as scope:
-            nursery.start_soon(cancel_when_running, scope)
-            result = await shell.run(spec)
-        nursery.cancel_scope.cancel()
-    # A SIGKILLed process needs the CPU once more to leave the process table: on a loaded
-    # machine, up to five seconds (D399); one never SIGKILLed stays.
-    survivors = _marked(armed)
-    for _ in range(500):
-        if not survivors:
-            break
-        await trio.sleep(0.01)
-        survivors = _marked(armed)
-    if hung:
-        return (
-            f"a run cancelled by its caller, of a command that ignores SIGTERM, was not "
-            f"left {grace + max(0.5, grace) + STDIN_WAIT:.2f}s after the cancel (grace "
-            f"{grace}s; the machine SIGKILLed the group)"
-        )
-    for pid in survivors:  # the finding is that they were left; they go now
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    GROUP_KILLED.check(
-        not survivors,
-        f"run() of a command that ignores SIGTERM, cancelled by its caller, was left "
-        f"({'Cancelled' if result is None else 'returning an outcome'}) with processes "
-        f"{survivors} of its group alive: the kill stopped at the cancel",
-    )
-    if result is not None:
-        OUTCOME_FIELDS.check(
-            bool(cancelled_at) and result.cancelled,
-            f"run() of a command cancelled by its caller returned an outcome with "
-            f"cancelled={result.cancelled} (timed_out={result.timed_out})",
-        )
-    return None
-
-
-async def _run_bounded(
-    shell: ShellExecutor, spec: ShellSpec, armed: str, bound: float
-) -> tuple[RunResult, float, bool]:
-    """Run `spec`; if it has not returned after `bound` seconds, SIGKILL its group from here
-    (so a run that never escalates still returns). Returns (result, seconds, whether it had
-    to be killed from here)."""
-    hung = False
-    # trio's clock: the real one in a run, a test's own clock in a test of the probe.
-    started = trio.current_time()
-
-    async def watchdog() -> None:
-        nonlocal hung
-        await trio.sleep(bound)
-        hung = True
-        for pid in _marked(armed):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watchdog)
-        result = await shell.run(spec)
-        nursery.cancel_scope.cancel()
-    return result, trio.current_time() - started, hung
-
-
-def _marked(marker: str) -> list[int]:
-    """The live processes (zombies are dead) whose command line holds `marker`, from /proc."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                marked = marker.encode() in cmdline.read()
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                alive = stat_file.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-        except OSError:
-            continue  # exited while we looked
-        if marked and alive:
-            found.append(int(entry))
-    return found
-
-
-def _namespace(path: str) -> str | None:
-    try:
-        with open(path) as file:
-            return file.read().strip() or None
-    except OSError:
-        return None
-
-
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-def _read_pid(path: str) -> int | None:
-    try:
-        with open(path) as file:
-            return int(file.read().strip())
-    except (OSError, ValueError):
-        return None
 
 
 # Foreground `bash` commands and whether each result must be an error: it exits 0, exits

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from agent_conformance import ContractViolation
-from agent_conformance._shell_probes import PAST_TIMEOUT_TRIES, probe_past_timeout
+from agent_conformance._shell_kill_probes import PAST_TIMEOUT_TRIES, probe_past_timeout
 from trio_agents import ShellExecutor
 from trio_agents._shell._output import StreamOutput
 from trio_agents._shell._types import RunResult, ShellSpec

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import shutil
 import tempfile
@@ -22,7 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mappi
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NoReturn, get_args
+from typing import Any, ClassVar, Literal, NoReturn
 
 import trio
 from hypothesis import strategies as st
@@ -35,14 +34,12 @@ from .._properties import ContractViolation, Property
 from . import _wire as wire
 from ._client import AcpTarget, AgentProcess, AgentSetupError, Answer, PermissionAsk, Update
 from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
-from ._listing import SessionListing
+from ._malformed import MalformedFrames
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
 from ._properties import (
     CANCEL_ANSWERS_CANCELLED,
     EXITS_AT_EOF,
     LOAD_REPLAYS,
-    MALFORMED_ANSWERED,
-    MALFORMED_SURVIVES,
     NO_ORPHANS,
     PERMISSION_REFUSED_NOT_RUN,
     PERMISSION_SKIPPED_BY_CANCEL,
@@ -56,7 +53,6 @@ from ._properties import (
 __all__ = ["AcpMachine", "acp_machine"]
 
 MAX_SESSIONS = 3
-NULL_ERROR_WAIT = 2.0  # real seconds: a parse error is answered at once, or never
 QUIET = 0.15  # real seconds a cancelled session must stay silent after its answer
 # Turn output: what a cancelled turn must no longer send. Session-level updates (commands,
 # modes, config, info, usage) may come at any time.
@@ -65,11 +61,6 @@ TURN_OUTPUT = frozenset(
      "tool_call_update", "plan"}
 )  # fmt: skip
 CancelPoint = Literal["before-model", "mid-stream", "mid-tool"]
-Malformed = Literal[
-    "not-json", "not-json-number", "method-not-string", "unknown-method", "bad-params",
-    "unknown-session",
-]  # fmt: skip
-MALFORMED: tuple[Malformed, ...] = get_args(Malformed)
 
 
 @dataclass
@@ -96,7 +87,7 @@ def _witness(agent: AgentProcess, token: str) -> Path:
     return agent.workdir / f".tool-{token}"
 
 
-class AcpMachine(SessionListing):
+class AcpMachine(MalformedFrames):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
     host: the TrioHost, on a WallClock (the agent is a real process).
@@ -559,93 +550,6 @@ class AcpMachine(SessionListing):
             await self._quiet_period()
         else:
             self._expect_end_turn(a, token_a, answer_a, f"reply {token_a}")
-
-    @rule(kind=st.sampled_from(MALFORMED))
-    def malformed(self, kind: Malformed) -> None:
-        """A malformed frame: it gets a JSON-RPC error and the agent keeps serving."""
-        self.host.call(self._malformed, kind)
-        self.log.append(f"malformed-{kind}")
-
-    async def _malformed(self, kind: Malformed) -> None:
-        agent = self.agent
-        request_id: int | str | None = None
-        answer: Answer | None
-        if kind in ("not-json", "method-not-string"):
-            # No id can be read (a cut line; a notification whose method is not a string,
-            # JSON-RPC 2.0's own example): the error has id null.
-            before = len(agent.null_errors)
-            await agent.send(
-                b'{"jsonrpc": "2.0", "id": "broken", "method": "session/new"\n'
-                if kind == "not-json"
-                else b'{"jsonrpc": "2.0", "method": 1, "params": "bar"}\n'
-            )
-            got = await agent.wait_until(
-                min(agent.target.timeout, NULL_ERROR_WAIT), lambda: len(agent.null_errors) > before
-            )
-            answer = agent.null_errors[-1] if got else None
-        elif kind == "not-json-number":
-            answer = await self._not_json_number(agent)
-        else:
-            request_id = f"malformed-{next(self.tokens)}"
-            if kind == "unknown-method":
-                data = wire.frame(id=request_id, method="no/such_method", params={})
-            elif kind == "bad-params":
-                data = wire.frame(id=request_id, method="session/prompt", params={"prompt": 7})
-            else:
-                params: dict[str, Any] = {"sessionId": "no-such-session", "prompt": []}
-                data = wire.frame(id=request_id, method="session/prompt", params=params)
-            agent.expect(request_id, f"a malformed request ({kind})")
-            await agent.send(data)
-            answer = await agent.answer(request_id)
-        if answer is None:
-            # Whether it still serves decides which rule broke: a dead agent answers nothing,
-            # and how slowly a loaded machine lets it die must not change the verdict.
-            self._raise_found(agent)
-            await self._still_serving(agent, kind)
-            MALFORMED_ANSWERED.fail(
-                f"a malformed frame ({kind}) got no JSON-RPC error within the timeout"
-                + (" (none with id null)" if request_id is None else f" (id {request_id!r})")
-            )
-        MALFORMED_ANSWERED.check(
-            answer.error is not None,
-            lambda: (
-                f"a malformed frame ({kind}) was answered with a result: "
-                + wire.cut_value(answer.result)
-            ),
-        )
-        await self._still_serving(agent, kind)
-
-    async def _not_json_number(self, agent: AgentProcess) -> Answer | None:
-        """A session/new whose params hold `NaN`, which JSON (RFC 8259) does not have: the
-        line is not JSON, so it gets an error, with id null (or its id, read leniently),
-        never a session."""
-        request_id = f"malformed-{next(self.tokens)}"
-        agent.expect(request_id, "a line holding NaN")
-        before = len(agent.null_errors)
-        params = json.dumps({"cwd": str(agent.workdir), "mcpServers": []})
-        line = (
-            f'{{"jsonrpc": "2.0", "id": "{request_id}", "method": "session/new", '
-            f'"params": {params[:-1]}, "_meta": {{"n": NaN}}}}}}\n'
-        )
-        await agent.send(line.encode())
-        await agent.wait_until(
-            min(agent.target.timeout, NULL_ERROR_WAIT),
-            lambda: len(agent.null_errors) > before or agent.answered(request_id),
-        )
-        if agent.answered(request_id):
-            return await agent.answer(request_id)
-        return agent.null_errors[-1] if len(agent.null_errors) > before else None
-
-    async def _still_serving(self, agent: AgentProcess, kind: Malformed) -> None:
-        ping = await agent.start_request("_trio_agents/ping", {})
-        if await agent.answer(ping) is None:
-            self._raise_found(agent)
-            if agent.output_ended:
-                await agent.wait_exit(agent.target.timeout)
-            MALFORMED_SURVIVES.fail(
-                f"after a malformed frame ({kind}) the next request got no answer; "
-                f"{agent.describe_exit()}"
-            )
 
     @precondition(lambda self: self.can_load and any(s.live and s.turns for s in self.sessions))
     @rule()

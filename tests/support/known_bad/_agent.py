@@ -19,6 +19,7 @@ from trio_agents import (
     Agent,
     AgentOptions,
     AgentStatus,
+    Approval,
     CancelCause,
     CancelRequested,
     Event,
@@ -32,6 +33,7 @@ from trio_agents import (
     Session,
     Tool,
     TurnStarted,
+    _tracing,  # pyright: ignore[reportPrivateUsage]
     open_agent,
 )
 from trio_agents._agent import _step
@@ -487,6 +489,56 @@ def _record_reply_running_cut_calls(
     return True
 
 
+def _patched_agent(
+    target: object, name: str, value: object
+) -> Callable[..., AbstractAsyncContextManager[Agent]]:
+    """A built-in agent whose `target.name` is `value` while it is open."""
+
+    def factory(
+        model: Model,
+        tools: Sequence[Tool],
+        events: EventBus,
+        options: AgentOptions,
+        approval: Approval | None = None,
+    ) -> AbstractAsyncContextManager[Agent]:
+        @asynccontextmanager
+        async def opened() -> AsyncGenerator[Agent]:
+            with mock.patch.object(target, name, value):
+                async with open_agent(
+                    model, tools=tools, events=events, options=options, approval=approval
+                ) as agent:
+                    yield agent
+
+        return opened()
+
+    return factory
+
+
+_Trace = _tracing._AgentTrace  # pyright: ignore[reportPrivateUsage]
+_tool_result = _Trace._tool_result  # pyright: ignore[reportPrivateUsage]
+
+
+def _no_span_unless_started(self: Any, data: Mapping[str, Any]) -> None:
+    """(O1) A result whose call never started (rejected, or cut before it ran) makes no
+    span: only the calls a ToolStarted opened are traced."""
+    if str(data["call_id"]) in self._tools:
+        _tool_result(self, data)
+
+
+def _interrupted_left_open(self: Any, data: Mapping[str, Any]) -> None:
+    """(O2) An interrupted call's span is dropped, not parked for the turn's end to close."""
+    if data.get("interrupted"):
+        self._tools.pop(str(data["call_id"]), None)
+        return
+    _tool_result(self, data)
+
+
+# (O1) The step number goes into an attribute of the wrong name.
+step_attribute_misnamed = _patched_agent(_tracing, "STEP", "trio_agents.step_number")
+unstarted_call_has_no_span = _patched_agent(_Trace, "_tool_result", _no_span_unless_started)
+interrupted_tool_span_left_open = _patched_agent(_Trace, "_tool_result", _interrupted_left_open)
+
+
 def cut_reply_calls_run(
     model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
 ) -> AbstractAsyncContextManager[Agent]:
@@ -610,6 +662,21 @@ SEEDED = (
     Seeded("request-sees-later-records", request_sees_later_records, "agent", "request-unchanged"),
     Seeded("tool-calls-not-recorded", tool_calls_not_recorded, "agent", "records-complete"),
     Seeded("cut-reply-calls-run", cut_reply_calls_run, "agent", "cut-reply-calls-not-run"),
+    Seeded("step-attribute-misnamed", step_attribute_misnamed, "agent", "spans-mirror-records"),
+    # A span that is not there may never have begun or never have ended: either rule.
+    Seeded(
+        "unstarted-call-has-no-span",
+        unstarted_call_has_no_span,
+        "agent",
+        "spans-mirror-records",
+        also=("spans-end-with-turn",),
+    ),
+    Seeded(
+        "interrupted-tool-span-left-open",
+        interrupted_tool_span_left_open,
+        "agent",
+        "spans-end-with-turn",
+    ),
     Seeded("observer-tool-result-missing", observer_tool_result_missing, "agent", "history-valid"),
     Seeded(
         "observer-cancel-after-clearing", observer_cancel_after_clearing, "agent", "cancel-order"
