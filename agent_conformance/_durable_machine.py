@@ -91,6 +91,7 @@ from ._durable_properties import (
     shown,
 )
 from ._durable_restores import RestoresApart
+from ._durable_store import StoreItself
 from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
@@ -138,7 +139,9 @@ def _memory_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, ConformanceMachine):
+class DurableMachine(
+    AskingSessions, DamagedCopies, RestoresApart, StoreItself, FileReads, ConformanceMachine
+):
     """Subclass and set `factory` to check another runtime over the real `SqliteStore`
     (`factory(store)` may use the store it is given, or another `SqliteStore` on its file).
 
@@ -184,6 +187,7 @@ class DurableMachine(AskingSessions, DamagedCopies, RestoresApart, FileReads, Co
         # store's connection is then never the last one, so closing it does not fold the
         # WAL into the file (an fsync each time), as a killed process's would not either.
         self._keeper: sqlite3.Connection | None = None
+        self._store_checks: set[str] = set()
         self._reader: SqliteStore | None = None
         self._resumed_id = ""  # what the first send after the last resume returned
         self._restored = Restored(False, [], "")  # what the last resume gave

@@ -87,6 +87,23 @@ CLOSED_SESSION_IN_FILE = Property(
     "it had, ending with turn/end",
 )
 
+CLOSE_REPORTS_UNSTORED = Property(
+    "L11",
+    "close-reports-unstored",
+    "durable",
+    "a SQLite store closed while another connection holds the file's write lock keeps what "
+    "was flushed and whole records only (the file holds a prefix of the session), and if "
+    "any record was not stored, leaving running() raises StoreLockedError naming the file "
+    "and how many",
+)
+STALE_DETACH_HARMLESS = Property(
+    "L3",
+    "stale-detach-harmless",
+    "durable",
+    "a session's detach removes only its exact entry: called again after the id was "
+    "entered anew, it leaves the new entry live, and what that entry appends is stored",
+)
+
 WRITE_AHEAD = Property(
     "L7",
     "tool-call-durable-before-tool",
@@ -194,6 +211,8 @@ DAMAGE_NAMED = Property(
 )
 
 PROPERTIES: tuple[Property, ...] = (
+    CLOSE_REPORTS_UNSTORED,
+    STALE_DETACH_HARMLESS,
     CRASH_NO_TORN_RECORD,
     CRASH_KEEPS_FLUSHED,
     RESUME_ENDS_OPEN_TURN,

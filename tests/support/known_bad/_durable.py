@@ -25,6 +25,7 @@ from trio_agents import (
     SessionStore,
     SqliteStore,
     StoredSession,
+    StoreLockedError,
     Tool,
     open_runtime,
 )
@@ -93,6 +94,45 @@ def _cancel_skipping_parked(agent: Any, reason: str = "cancelled", *, cause: Any
     if agent.parked and agent.status.value == "idle":
         return False  # the mistake: prompts waiting for a wake are taken as nothing queued
     return _cancel(agent, reason, cause=cause)
+
+
+def _leave_by_id(store: Any, entry: Any) -> None:
+    """`_leave` without the check that the live entry is this session: by id."""
+    session = entry.session
+    session.unobserve(entry)
+    stop, entry.stop_committing = entry.stop_committing, lambda: None
+    stop()
+    if session.id in store._live:  # the mistake: not `is session`
+        del store._live[session.id]
+        store._detached(session)
+        store._release(session.id)
+
+
+@asynccontextmanager
+async def detach_by_id(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """A session's detach takes whatever entry its id has out of the store: a stale one,
+    called after the id was entered anew, removes the new session."""
+    with mock.patch.object(SessionStore, "_leave", _leave_by_id):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
+def _records_of_sessions(self: Any) -> Any:
+    """StoreLockedError counting the sessions it did not store, not their records."""
+    ids = sorted({session.id for session, _, _ in self._pending})
+    return StoreLockedError(
+        f"{len(ids)} records of {len(ids)} session(s) were not stored in {self.path}: they "
+        f"could not be committed within close_grace={self.close_grace}s"
+    )
+
+
+@asynccontextmanager
+async def unstored_counted_by_session(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """Closing a store whose file another connection holds locked says how many sessions
+    lost records, in the place of how many records were lost."""
+    with mock.patch.object(SqliteStore, "_not_stored", _records_of_sessions):
+        async with open_runtime(store) as rt:
+            yield rt
 
 
 @asynccontextmanager
@@ -363,6 +403,13 @@ restore_keeps_its_claim = store_factory_for(_RestoreKeepsClaimStore)
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded("idle-before-commit", idle_before_commit, "durable", "idle-after-commit"),
+    Seeded("detach-by-id", detach_by_id, "durable", "stale-detach-harmless"),
+    Seeded(
+        "unstored-counted-by-session",
+        unstored_counted_by_session,
+        "durable",
+        "close-reports-unstored",
+    ),
     Seeded("restores-repair-twice", restores_repair_twice, "durable", "restore-repairs-once"),
     Seeded(
         "restore-keeps-its-claim", restore_keeps_its_claim, "durable", "restore-frees-its-claim"
