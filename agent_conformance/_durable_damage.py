@@ -28,7 +28,12 @@ from hypothesis.stateful import precondition
 from trio_agents import CorruptSessionError, Record, SessionNotFoundError, SqliteStore
 from trio_agents.testing import ScriptedModel
 
-from ._durable_properties import DAMAGE_NAMED
+from ._durable_properties import (
+    CLOSED_SESSION_IN_FILE,
+    CRASH_KEEPS_FLUSHED,
+    DAMAGE_NAMED,
+    show,
+)
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
 
@@ -86,6 +91,7 @@ class DamagedCopies(ConformanceMachine):
 
     path: Path
     expected: dict[str, tuple[Record, ...]]
+    cleanly_closed: set[str]
     trace: list[str]
     rt: RuntimeSurface | None
     factory: ClassVar[RuntimeFactory]
@@ -119,6 +125,13 @@ class DamagedCopies(ConformanceMachine):
         DamagedCopies._copies += 1
         copy = self.path.with_name(f"damaged-{DamagedCopies._copies}.sqlite3")
         what = _damage_copy(self.path, copy, sid, seq, damage, key, value)
+        if what is None:
+            # A store that lost what it said it stored: that is the finding, not the damage.
+            closed = sid in self.cleanly_closed
+            (CLOSED_SESSION_IN_FILE if closed else CRASH_KEEPS_FLUSHED).fail(
+                f"session {sid!r} was {'closed' if closed else 'flushed'} holding "
+                f"{show(records)}; the store's file lacks its record {seq}"
+            )
         told = f"in a copy of the store where session {sid!r} {what}"
         self.host.call(self._read_copy, copy, sid, seq, told)
         live = Path(f"{copy}.live")
@@ -210,9 +223,9 @@ def _brief(value: object) -> str:
 
 def _damage_copy(
     source: Path, copy: Path, sid: str, seq: int | None, damage: Damage, key: str, value: Any
-) -> str:
+) -> str | None:
     """Copy `source` (a consistent snapshot, through SQLite's backup) to `copy` and damage
-    `sid` there; what was done, for the messages."""
+    `sid` there; what was done, for the messages (None: the file lacks record `seq`)."""
     with sqlite3.connect(source) as reader, sqlite3.connect(copy) as writer:
         reader.backup(writer)
         if damage == "header":
@@ -221,9 +234,12 @@ def _damage_copy(
         if damage == "gap":
             writer.execute("DELETE FROM records WHERE session_id = ? AND seq = ?", (sid, seq))
             return f"lost record {seq} of the middle"
-        (text,) = writer.execute(
+        row = writer.execute(
             "SELECT data FROM records WHERE session_id = ? AND seq = ?", (sid, seq)
         ).fetchone()
+        if row is None:
+            return None  # the file lacks a record the session had when last stored
+        (text,) = row
         if damage == "not-json":
             new, what = text[: max(1, len(text) // 2)], "is cut short"
         elif damage == "not-object":

@@ -503,6 +503,7 @@ SEEDED: tuple[Seeded, ...] = (
             "tool-call-durable-before-tool",
             "idle-after-commit",
             "approval-durable-before-tool",  # an allowing answer is in the uncommitted batch
+            "closed-session-in-file",  # a closed session whose last batch a damage rule reads
         ),
     ),
 )
