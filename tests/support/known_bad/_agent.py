@@ -539,18 +539,8 @@ unstarted_call_has_no_span = _patched_agent(_Trace, "_tool_result", _no_span_unl
 interrupted_tool_span_left_open = _patched_agent(_Trace, "_tool_result", _interrupted_left_open)
 
 
-def cut_reply_calls_run(
-    model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
-) -> AbstractAsyncContextManager[Agent]:
-    """(A13) The calls of a reply cut at the token limit run, their arguments perhaps cut."""
-
-    @asynccontextmanager
-    async def opened() -> AsyncGenerator[Agent]:
-        with mock.patch.object(_step, "_record_reply", _record_reply_running_cut_calls):
-            async with open_agent(model, tools=tools, events=events, options=options) as agent:
-                yield agent
-
-    return opened()
+# (A13) The calls of a reply cut at the token limit run, their arguments perhaps cut.
+cut_reply_calls_run = _patched_agent(_step, "_record_reply", _record_reply_running_cut_calls)
 
 
 # -- through the observer API: the defect is the adapter's, the agent under it is sound ------
