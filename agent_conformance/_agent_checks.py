@@ -44,6 +44,8 @@ class Reply:
     finished: bool = False
     cut_calls: list[str] = field(default_factory=list[str])
     """The calls of a reply that finished `length`, which must never run (A13)."""
+    usage: tuple[int, int] | None = None
+    """The (input, output) tokens its finish reported, if it reported any."""
 
 
 class _Index:
@@ -110,6 +112,9 @@ def records_problem(
                     f"{what} streamed {text!r}, but its assistant/message holds "
                     f"{said[0].data['content']!r}"
                 )
+            usage = _usage_problem(reply, said[0].data.get("usage"))
+            if usage:
+                return RECORDS_COMPLETE, f"{what} {usage}"
             called = [str(r.data["call_id"]) for r in step if r.type == TOOL_CALL]
             if reply.cut_calls and called:
                 return CUT_REPLY_CALLS_NOT_RUN, (
@@ -214,3 +219,17 @@ def request_problem(
         f"{first + 1} is {got}, the history's is {want} (as (role, content, tool calls, "
         "call id))"
     )
+
+
+def _usage_problem(reply: Reply, recorded: object) -> str | None:
+    """What is wrong with the `usage` an assistant/message of `reply` records, if anything:
+    the tokens its model reported, or none when it reported none. A record without usage
+    for a reply that reported some is not judged: an adapter may have no way to learn it."""
+    if recorded is None:
+        return None
+    if reply.usage is None:
+        return f"reported no usage, but its assistant/message records usage {recorded!r}"
+    wanted = {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}
+    if recorded != wanted:
+        return f"reported usage {wanted}, but its assistant/message records {recorded!r}"
+    return None

@@ -253,6 +253,7 @@ def answer_step(
     if not usage:
         return step
     reported = Usage(input_tokens=10 * n, output_tokens=n)
+    streamed.usage = (reported.input_tokens, reported.output_tokens)
     items = tuple(
         Finish(item.reason, usage=reported) if isinstance(item, Finish) else item
         for item in step.items

@@ -176,7 +176,8 @@ RECORDS_COMPLETE = _agent(
     "A13",
     "records-complete",
     "every tool call the tools received is recorded as a `tool/call` with exactly one "
-    "`tool/result`, and every model reply's text and tool calls are recorded as they streamed",
+    "`tool/result`, and every model reply's text and tool calls are recorded as they streamed, "
+    "with the token usage its model reported",
 )
 TOOL_CALLS_RUN = _agent(
     "A13",

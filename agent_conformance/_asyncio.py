@@ -41,6 +41,7 @@ from trio_agents import (
     ToolContext,
     ToolResult,
     ToolSpec,
+    Usage,
 )
 
 __all__ = ["AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer"]
@@ -390,6 +391,7 @@ class PeerAgent:
         text: list[str] = []
         calls: list[ToolCall] = []
         finish: Any = "stop"
+        usage: Usage | None = None
         async for chunk in self.peer.model.stream(ModelRequest(messages, specs, self.options)):
             if isinstance(chunk, TextDelta):
                 text.append(chunk.text)
@@ -397,9 +399,9 @@ class PeerAgent:
             elif isinstance(chunk, ToolCall):
                 calls.append(chunk)
             else:
-                finish = chunk.reason
+                finish, usage = chunk.reason, chunk.usage
                 break
-        self.reply_ended(finish)
+        self.reply_ended(finish, usage)
         return "".join(text), calls
 
     async def call_tool(self, name: str, call_id: str, arguments: Mapping[str, Any]) -> str:
@@ -413,10 +415,11 @@ class PeerAgent:
         self.tool_answered(call_id, result)
         return result.content
 
-    def reply_ended(self, finish: Any = "stop") -> None:
-        """The step's reply ended (`finish`): `observer.reply_ended`, noted for the close."""
+    def reply_ended(self, finish: Any = "stop", usage: Usage | None = None) -> None:
+        """The step's reply ended (`finish`, and the `usage` the model reported):
+        `observer.reply_ended`, noted for the close."""
         self._replied = True
-        self.observer.reply_ended(finish=finish)
+        self.observer.reply_ended(finish=finish, usage=usage)
 
     def tool_called(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> None:
         """`observer.tool_called`, noted: a call left unanswered is interrupted."""

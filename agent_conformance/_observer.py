@@ -31,6 +31,7 @@ from trio_agents import (
     Tool,
     TurnEnded,
     TurnStarted,
+    Usage,
 )
 
 from ._vocabulary import (
@@ -199,11 +200,16 @@ class AgentObserver:
             self._events.emit(TextStreamed(self.agent_id, turn, step, text))
 
     def reply_ended(
-        self, *, finish: Literal["stop", "tool_calls", "length"] = "stop", interrupted: bool = False
+        self,
+        *,
+        finish: Literal["stop", "tool_calls", "length"] = "stop",
+        interrupted: bool = False,
+        usage: Usage | None = None,
     ) -> None:
-        """The model's reply ended: records the assistant/message with the text streamed
-        and `finish`; `interrupted=True` for a reply cut short, which records the text so
-        far with `interrupted: true` (nothing, when nothing streamed)."""
+        """The model's reply ended: records the assistant/message with the text streamed,
+        `finish` and the `usage` the model reported, if any; `interrupted=True` for a reply
+        cut short, which records the text so far with `interrupted: true` (nothing, when
+        nothing streamed)."""
         self._need_step("reply_ended()")
         if self._replied:
             self._misused("reply_ended() twice in one step: a step has one reply")
@@ -212,7 +218,13 @@ class AgentObserver:
         self._replied = True
         content = "".join(self._text)
         if not interrupted:
-            self._append(ASSISTANT_MESSAGE, {"content": content, "finish": finish})
+            data: dict[str, Any] = {"content": content, "finish": finish}
+            if usage is not None:
+                data["usage"] = {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                }
+            self._append(ASSISTANT_MESSAGE, data)
         elif content:
             self._append(ASSISTANT_MESSAGE, {"content": content, "interrupted": True})
 

@@ -198,7 +198,7 @@ class LoopAgent:
             replied = True
             run = calls if reason != "length" else []  # calls cut at the limit never run
             self._history.append(Message("assistant", "".join(text), tool_calls=tuple(run)))
-            self._obs.reply_ended(finish=reason)
+            self._obs.reply_ended(finish=reason, usage=finish.usage if finish else None)
             for call in run:
                 self._obs.tool_called(call.call_id, call.name, call.arguments)
                 open_calls[call.call_id] = call.name

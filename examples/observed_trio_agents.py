@@ -32,6 +32,7 @@ from trio_agents import (
     StatusChanged,
     TextStreamed,
     Tool,
+    Usage,
     open_agent,
 )
 
@@ -77,7 +78,10 @@ def relay_record(observer: AgentObserver, record: Record) -> None:
             observer.step_started()
         case "assistant/message":
             interrupted = bool(data.get("interrupted"))
-            observer.reply_ended(finish=data.get("finish", "stop"), interrupted=interrupted)
+            tokens = data.get("usage")
+            usage = Usage(tokens["input_tokens"], tokens["output_tokens"]) if tokens else None
+            finish = data.get("finish", "stop")
+            observer.reply_ended(finish=finish, interrupted=interrupted, usage=usage)
         case "tool/call":
             observer.tool_called(data["call_id"], data["name"], data["arguments"])
         case "tool/result" if data.get("interrupted"):

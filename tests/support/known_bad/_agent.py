@@ -33,6 +33,7 @@ from trio_agents import (
     Session,
     Tool,
     TurnStarted,
+    Usage,
     _tracing,  # pyright: ignore[reportPrivateUsage]
     open_agent,
 )
@@ -592,7 +593,45 @@ def _plain(agent: Agent, _: AgentObserver) -> ObservedTrioAgent:
     return ObservedTrioAgent(agent)
 
 
+class _UsageOfTheLastReport:
+    """Relays every record, but an assistant/message with the usage the model last
+    reported, in this reply or an earlier one: the adapter keeps a variable it never
+    clears."""
+
+    def __init__(self) -> None:
+        self.last: Usage | None = None
+
+    def __call__(self, observer: AgentObserver, record: Record) -> None:
+        if record.type != "assistant/message" or record.data.get("interrupted"):
+            relay_record(observer, record)
+            return
+        tokens = record.data.get("usage")
+        if isinstance(tokens, Mapping):
+            self.last = Usage(int(tokens["input_tokens"]), int(tokens["output_tokens"]))  # pyright: ignore[reportUnknownArgumentType]
+        observer.reply_ended(finish=record.data.get("finish", "stop"), usage=self.last)
+
+
+def _stale_usage() -> Any:
+    @asynccontextmanager
+    async def adapter(
+        model: Model, tools: Sequence[Tool], observer: AgentObserver, options: AgentOptions
+    ) -> AsyncGenerator[Any, None]:
+        relay = _UsageOfTheLastReport()
+        session = Session(observer.agent_id)
+        session.observe(lambda record: relay(observer, record))
+        bus = EventBus()
+        bus.connect(lambda event: relay_event(observer, event))
+        async with open_agent(
+            model, tools=tools, options=options, session=session, events=bus
+        ) as agent:
+            yield ObservedTrioAgent(agent)
+
+    return observed(adapter)
+
+
 observer_tool_result_missing = _observed_with(_skip_tool_results, relay_event, _plain)
+# (A13) A reply that reported no usage is recorded with the usage of an earlier one.
+observer_usage_of_the_last_report = _stale_usage()
 observer_cancel_after_clearing = _observed_with(
     relay_record, _relay_all_but_cancels, _AnnouncesCancelAfterClearing
 )
@@ -668,6 +707,12 @@ SEEDED = (
         "spans-end-with-turn",
     ),
     Seeded("observer-tool-result-missing", observer_tool_result_missing, "agent", "history-valid"),
+    Seeded(
+        "observer-usage-of-the-last-report",
+        observer_usage_of_the_last_report,
+        "agent",
+        "records-complete",
+    ),
     Seeded(
         "observer-cancel-after-clearing", observer_cancel_after_clearing, "agent", "cancel-order"
     ),
