@@ -292,3 +292,35 @@ def highest_message_id(records: Sequence[Record]) -> int:
 def suffixed(call_id: str, model_id: str) -> bool:
     """A repeated model id made unique: `ID#N` (the Records table)."""
     return re.fullmatch(re.escape(model_id) + r"#\d+", call_id) is not None
+
+
+TITLE_LENGTH = 80  # the contract's bound on `SessionInfo.title`
+
+
+def title_problem(records: Sequence[Record], title: object) -> str | None:
+    """What is wrong with `title`, the listed title of a session stored as `records`, if
+    anything: None before the first prompt, else that prompt on one line, at most
+    TITLE_LENGTH characters. How whitespace is joined and where a long one is cut are the
+    store's: the title's words must be the prompt's, the last one perhaps cut short and
+    followed by an ellipsis."""
+    prompt = next((str(r.data["content"]) for r in records if r.type == USER_MESSAGE), None)
+    if prompt is None:
+        return None if title is None else f"title {title!r} before any prompt (it must be None)"
+    told = f"title {title!r} for the first prompt {prompt!r}"
+    if not isinstance(title, str):
+        return f"{told} (it must be that prompt on one line)"
+    if "\n" in title or "\r" in title or len(title) > TITLE_LENGTH:
+        return f"{told}: it must be one line of at most {TITLE_LENGTH} characters"
+    words, said = prompt.split(), title.split()
+    if said == words:
+        return None
+    shortened = said[-1].rstrip("\u2026.") if said else ""
+    if len(" ".join(words)) > TITLE_LENGTH and said:
+        kept = [*said[:-1], shortened] if shortened else said[:-1]
+        if (
+            kept
+            and kept[:-1] == words[: len(kept) - 1]
+            and words[len(kept) - 1].startswith(kept[-1])
+        ):
+            return None
+    return f"{told}: it must be that prompt's words on one line"

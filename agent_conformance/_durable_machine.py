@@ -74,6 +74,7 @@ from ._durable_checks import (
     check_resumed,
     highest_message_id,
     suffixed,
+    title_problem,
 )
 from ._durable_damage import DamagedCopies
 from ._durable_file import FileReads
@@ -111,6 +112,15 @@ __all__ = [
 CRASH_CLOSE_TIMEOUT = 1.0  # real seconds the crashed run may take to end
 
 IDS = ("a", "b")
+# Prompts as users type them: a word, lines (a session's title is its first prompt on one
+# line), more than a title holds, and text beyond ASCII.
+PROMPTS = (
+    "hello",
+    "fix the failing test\nin tests/test_io.py\r\n\n  then run it again",
+    "read the whole repository, then explain how a session is stored, resumed after a "
+    "crash and listed, with the files and functions involved",
+    "r\u00e9sum\u00e9 the caf\u00e9 \u2014 \u65e5\u672c\u8a9e\tplease",
+)
 # The ids a model gives its tool calls: fresh, one id twice in a reply, or one the session
 # already holds.
 CallIds = Literal["fresh", "twice-in-reply", "held-before"]
@@ -440,7 +450,8 @@ class DurableMachine(
         """Send a prompt to the live agent `sid`."""
         sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
         handle = self.handles[sid]
-        self.host.run_sync(handle.agent.send, "hello")
+        prompt = data.draw(st.sampled_from(PROMPTS), label="prompt")
+        self.host.run_sync(handle.agent.send, prompt)
         self.trace.append(f"send {sid}")
         self._settle()
 
@@ -653,6 +664,9 @@ class DurableMachine(
                     f"list_sessions() gives {info.id!r} (records, turns, last_end, damage) = "
                     f"{got}; the file holds {wanted}"
                 )
+            titled = title_problem(records, info.title)
+            if titled:
+                LISTED_OLDEST_FIRST.fail(f"list_sessions() gives {info.id!r} the {titled}")
 
     def _check_crashed(self, sid: str, found: Sequence[Record] | str | None) -> None:
         appended = self.expected[sid]

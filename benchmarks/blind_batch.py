@@ -149,6 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     if not patches:
         print(f"no *.patch in {args.batch}", file=sys.stderr)
         return 2
+    # Every run is this Python: one without the project's dependencies would count each
+    # defect missed, for an ImportError.
+    missing = subprocess.run(
+        [PYTHON, "-c", "import anyio, hypothesis, trio"], capture_output=True, text=True
+    )
+    if missing.returncode != 0:
+        print(
+            f"{PYTHON} lacks the project's dependencies "
+            f"({missing.stderr.strip().splitlines()[-1]}); run this with the project's "
+            "Python, e.g. .venv/bin/python benchmarks/blind_batch.py",
+            file=sys.stderr,
+        )
+        return 2
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="blind-batch-") as base,

@@ -25,6 +25,7 @@ Survivors that change nothing a user can see are triaged by hand and listed in
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import os
 import random
@@ -173,14 +174,53 @@ def init_session(group: Group, tree: Path, per_group: int, seed: int) -> None:
     with work_db.use_db(str(path), work_db.WorkDB.Mode.open) as db:
         items: list[Any] = list(db.work_items)
         by_module: dict[str, list[str]] = {}
+        unread = 0
         for item in items:
-            module = str(item.mutations[0].module_path)
+            mutation = item.mutations[0]
+            module = str(mutation.module_path)
+            if in_unread_annotation(tree / module, tuple(mutation.start_pos)):
+                unread += 1
+                continue
             by_module.setdefault(module, []).append(item.job_id)
         keep = sample(by_module, per_group, random.Random(f"{seed}:{group.name}"))
         skipped = [item.job_id for item in items if item.job_id not in keep]
         skip = work_item.WorkResult(worker_outcome=work_item.WorkerOutcome.SKIPPED)
         db.set_multiple_results(skipped, skip)
-    print(f"{group.name}: {len(keep)} of {len(items)} mutants sampled")
+    print(
+        f"{group.name}: {len(keep)} of {len(items) - unread} mutants sampled "
+        f"({unread} in annotations Python never reads left out)"
+    )
+
+
+# Modules whose own function annotations something reads at run time: a mutant there is
+# not an annotation nobody reads.
+_READS_ANNOTATIONS = ("function_tool", "get_type_hints", "signature(", "BaseModel")
+
+
+def in_unread_annotation(path: Path, at: tuple[int, int]) -> bool:
+    """Whether the position `at` (line, column) of the module at `path` lies in a function's
+    parameter or return annotation that is never evaluated (the module postpones them with
+    `from __future__ import annotations` and nothing in it reads them): such a mutant is
+    equivalent by construction, like those triaged by hand."""
+    text = path.read_text(encoding="utf-8")
+    if "from __future__ import annotations" not in text or any(
+        word in text for word in _READS_ANNOTATIONS
+    ):
+        return False
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = node.args
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        hints = [a.annotation for a in every if a is not None and a.annotation is not None]
+        if node.returns is not None:
+            hints.append(node.returns)
+        for hint in hints:
+            start = (hint.lineno, hint.col_offset)
+            end = (hint.end_lineno or hint.lineno, hint.end_col_offset or 0)
+            if start <= at < end:
+                return True
+    return False
 
 
 def sample(by_module: dict[str, list[str]], total: int, rng: random.Random) -> set[str]:

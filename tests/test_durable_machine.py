@@ -16,7 +16,10 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from agent_conformance import ContractViolation, Draws, DurableMachine, check_durable_conformance
 from agent_conformance._conformance import reproduction
+from agent_conformance._durable_checks import title_problem
+from agent_conformance._durable_restores import crash_points
 from agent_conformance._machine import machine_for
+from trio_agents import Record
 
 from .support.known_bad._durable import repair_forgets_dangling_calls
 
@@ -114,3 +117,49 @@ def test_a_failure_reproduction_replays_the_same_violation(tmp_path: pathlib.Pat
     )
     assert replay.returncode == 1
     assert f"L6 ({found})" in replay.stderr, replay.stderr
+
+
+# -- the pure checks the machine's rules use -------------------------------------------------
+
+
+def _prompted(prompt: str) -> list[Record]:
+    return [
+        Record("turn/start", {"turn": 1}),
+        Record("user/message", {"id": "m1", "content": prompt}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "title", "wrong"),
+    [
+        ("fix it\nplease", "fix it please", False),
+        ("fix  it\r\n\tplease", "fix it please", False),
+        ("fix it\nplease", "fix it\nplease", True),
+        ("fix it", "fix", True),
+        (" ".join(["word"] * 30), " ".join(["word"] * 15) + "\u2026", False),
+        (" ".join(["word"] * 30), " ".join(["word"] * 15) + " wo...", False),
+        (" ".join(["word"] * 30), " ".join(["word"] * 30), True),
+        (" ".join(["word"] * 30), " ".join(["other"] * 10), True),
+        ("hello", None, True),
+    ],
+)
+def test_a_title_is_the_first_prompt_on_one_line(
+    prompt: str, title: str | None, wrong: bool
+) -> None:
+    assert (title_problem(_prompted(prompt), title) is not None) is wrong
+    assert title_problem([], None) is None
+    assert title_problem([], "hello") is not None
+
+
+def test_a_session_is_cut_only_inside_a_turn_after_a_record_committed_on_its_own() -> None:
+    records = [
+        *_prompted("go"),
+        Record("step/start", {"turn": 1, "step": 1}),
+        Record("assistant/message", {"content": "", "finish": "tool_calls"}),
+        Record("tool/call", {"call_id": "c", "name": "t", "arguments": {}}),
+        Record("tool/result", {"call_id": "c", "content": "ok", "is_error": False}),
+        Record("step/end", {"turn": 1, "step": 1}),
+        Record("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
+    ]
+    # Never after turn/start alone (appended with its user/message), never once it ended.
+    assert crash_points(records) == [2, 3, 4, 5, 6, 7]

@@ -36,6 +36,7 @@ from trio_agents import (
     TextStreamed,
     TurnEnded,
     TurnStarted,
+    Usage,
 )
 from trio_agents._cli._main import main
 from trio_agents.testing import ScriptedModel
@@ -74,7 +75,7 @@ def test_a_turn_with_a_tool_call_builds_the_contracts_records_and_events() -> No
     obs.step_ended()
     obs.step_started()
     obs.text_streamed("ok")
-    obs.reply_ended()
+    obs.reply_ended(usage=Usage(input_tokens=12, output_tokens=3))
     obs.step_ended()
     obs.turn_ended({"kind": "completed"})
     obs.status_changed(AgentStatus.IDLE)
@@ -89,7 +90,14 @@ def test_a_turn_with_a_tool_call_builds_the_contracts_records_and_events() -> No
         ("tool/result", {"call_id": "c1", "content": "done", "is_error": True}),
         ("step/end", {"turn": 1, "step": 1}),
         ("step/start", {"turn": 1, "step": 2}),
-        ("assistant/message", {"content": "ok", "finish": "stop"}),
+        (
+            "assistant/message",
+            {
+                "content": "ok",
+                "finish": "stop",
+                "usage": {"input_tokens": 12, "output_tokens": 3},
+            },
+        ),
         ("step/end", {"turn": 1, "step": 2}),
         ("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
     ]

@@ -3,6 +3,7 @@ resumes): each is the real one with one seeded defect."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -32,6 +33,7 @@ from trio_agents import (
 from trio_agents._agent import _agent as _agent_module
 from trio_agents._agent import _approval_gate, _inbox, _step, _turn
 from trio_agents._fiber import require_open
+from trio_agents._store._base import title_of
 from trio_agents._store._repair import closers
 
 from ._seeded import Seeded
@@ -383,6 +385,24 @@ class _UnserializedRestoreStore(SqliteStore):
         return stored
 
 
+class _TitledByLatestPromptStore(SqliteStore):
+    """Titles a session with its latest prompt, the one a user last saw, rather than its
+    first."""
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        listed = await super().list_sessions()
+        titled: list[SessionInfo] = []
+        for info in listed:
+            prompts: list[str] = []
+            if info.damage is None:
+                stored = await self.load(info.id)
+                said = [r for r in stored.records if r.type == "user/message"]
+                prompts = [str(r.data["content"]) for r in said]
+            title = title_of(prompts[-1]) if prompts else info.title
+            titled.append(dataclasses.replace(info, title=title))
+        return titled
+
+
 class _RestoreKeepsClaimStore(SqliteStore):
     """Keeps the claim a restore took (the session is about to go live anyway, its author
     thought): a restore that does not resume, a reader's, leaves the session claimed
@@ -417,6 +437,7 @@ sessions_listed_newest_first = store_factory_for(_ListedNewestFirstStore)
 damaged_sessions_unlisted = store_factory_for(_DamageHiddenStore)
 restores_repair_twice = store_factory_for(_UnserializedRestoreStore)
 restore_keeps_its_claim = store_factory_for(_RestoreKeepsClaimStore)
+titled_by_latest_prompt = store_factory_for(_TitledByLatestPromptStore)
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded("idle-before-commit", idle_before_commit, "durable", "idle-after-commit"),
@@ -428,6 +449,12 @@ SEEDED: tuple[Seeded, ...] = (
         "close-reports-unstored",
     ),
     Seeded("restores-repair-twice", restores_repair_twice, "durable", "restore-repairs-once"),
+    Seeded(
+        "titled-by-latest-prompt",
+        titled_by_latest_prompt,
+        "durable",
+        "list-sessions-oldest-first",
+    ),
     Seeded(
         "restore-keeps-its-claim", restore_keeps_its_claim, "durable", "restore-frees-its-claim"
     ),
