@@ -30,6 +30,7 @@ from ._properties import Property as Property
 from ._reference import AgentReference as AgentReference
 from ._targets import AgentFactory as AgentFactory
 from ._targets import AgentSurface as AgentSurface
+from ._targets import FunctionToolFactory as FunctionToolFactory
 from ._targets import McpOpener as McpOpener
 from ._targets import RuntimeFactory as RuntimeFactory
 from ._targets import RuntimeSurface as RuntimeSurface
@@ -43,12 +44,14 @@ if TYPE_CHECKING:
     from ._catalogue import PROPERTIES as PROPERTIES
     from ._checks import check_agent_conformance as check_agent_conformance
     from ._checks import check_durable_conformance as check_durable_conformance
+    from ._checks import check_function_conformance as check_function_conformance
     from ._checks import check_lifecycle_conformance as check_lifecycle_conformance
     from ._checks import check_mcp_conformance as check_mcp_conformance
     from ._checks import check_shell_conformance as check_shell_conformance
     from ._cli import main as main
     from ._conformance import MachineReport as MachineReport
     from ._durable_machine import DurableMachine as DurableMachine
+    from ._function_machine import FunctionMachine as FunctionMachine
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
     from ._machine import Draws as Draws
     from ._mcp_machine import McpMachine as McpMachine
@@ -69,6 +72,8 @@ __all__ = [
     "Draws",
     "DurableMachine",
     "Features",
+    "FunctionMachine",
+    "FunctionToolFactory",
     "LifecycleMachine",
     "MachineReport",
     "McpMachine",
@@ -85,6 +90,7 @@ __all__ = [
     "acp_machine",
     "check_agent_conformance",
     "check_durable_conformance",
+    "check_function_conformance",
     "check_lifecycle_conformance",
     "check_mcp_conformance",
     "check_shell_conformance",
@@ -102,12 +108,14 @@ _LAZY = {
     "PROPERTIES": "._catalogue",
     "check_agent_conformance": "._checks",
     "check_durable_conformance": "._checks",
+    "check_function_conformance": "._checks",
     "check_lifecycle_conformance": "._checks",
     "check_mcp_conformance": "._checks",
     "check_shell_conformance": "._checks",
     "main": "._cli",
     "MachineReport": "._conformance",
     "DurableMachine": "._durable_machine",
+    "FunctionMachine": "._function_machine",
     "LifecycleMachine": "._lifecycle_machine",
     "Draws": "._machine",
     "McpMachine": "._mcp_machine",

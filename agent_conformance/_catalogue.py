@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._acp._properties import PROPERTIES as _ACP
 from ._agent_machine import PROPERTIES as _AGENT
 from ._durable_machine import PROPERTIES as _DURABLE
+from ._function_properties import PROPERTIES as _FUNCTION
 from ._lifecycle_machine import PROPERTIES as _LIFECYCLE
 from ._mcp_properties import PROPERTIES as _MCP
 from ._properties import Property
@@ -13,5 +14,13 @@ from ._shell_machine import PROPERTIES as _SHELL
 
 __all__ = ["PROPERTIES"]
 
-PROPERTIES: tuple[Property, ...] = (*_AGENT, *_LIFECYCLE, *_DURABLE, *_SHELL, *_MCP, *_ACP)
+PROPERTIES: tuple[Property, ...] = (
+    *_AGENT,
+    *_LIFECYCLE,
+    *_DURABLE,
+    *_SHELL,
+    *_MCP,
+    *_FUNCTION,
+    *_ACP,
+)
 """Every `Property` of every machine, machine by machine."""

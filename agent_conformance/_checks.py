@@ -13,15 +13,17 @@ from ._agent_machine import agent_machine_for
 from ._conformance import MachineReport, check_machine
 from ._durable_machine import DurableMachine
 from ._features import Features
+from ._function_machine import FunctionMachine
 from ._lifecycle_machine import LifecycleMachine
 from ._machine import machine_for
 from ._mcp_machine import McpMachine
 from ._shell_machine import ShellMachine
-from ._targets import AgentFactory, McpOpener, RuntimeFactory, ShellFactory
+from ._targets import AgentFactory, FunctionToolFactory, McpOpener, RuntimeFactory, ShellFactory
 
 __all__ = [
     "check_agent_conformance",
     "check_durable_conformance",
+    "check_function_conformance",
     "check_lifecycle_conformance",
     "check_mcp_conformance",
     "check_shell_conformance",
@@ -107,3 +109,19 @@ def check_mcp_conformance(
     `settings` work: the machine's budget is made from them, without a deadline. Plain
     function, no pytest needed: call it from any test runner."""
     return check_machine("mcp", machine_for(McpMachine, opener), settings, seed)
+
+
+def check_function_conformance(
+    make: FunctionToolFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    seed: int | None = None,
+) -> MachineReport:
+    """Run the function machine against `make` (default: `function_tool`), a maker of
+    tools from typed functions with `function_tool`'s signature.
+
+    Returns the report (seed, examples, the properties checked); raises the shrunk
+    failing program's error, with a note of its seed, on the first violation. Any
+    `settings` work: the machine's budget is made from them, without a deadline. Plain
+    function, no pytest needed: call it from any test runner."""
+    return check_machine("function", machine_for(FunctionMachine, make), settings, seed)

@@ -24,6 +24,7 @@ from ._agent_machine import AgentFactory, AgentMachine, agent_machine_for, agent
 from ._catalogue import PROPERTIES
 from ._durable_machine import DurableMachine, durable_settings
 from ._features import Features, Reasoned, coverage
+from ._function_machine import FunctionMachine, function_settings
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import PROGRAM_NOTE, ConformanceMachine, machine_for
 from ._mcp_machine import McpMachine, mcp_settings
@@ -31,7 +32,7 @@ from ._profiles import profile
 from ._properties import ContractViolation, Property
 from ._seed import forcing_seed
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
-from ._targets import McpOpener
+from ._targets import FunctionToolFactory, McpOpener
 from ._threads import THREADS_NOTE, threads_note, watching_threads
 
 __all__ = [
@@ -57,7 +58,7 @@ class MachineSpec:
     and its budget made from the profile's."""
 
     base: type[ConformanceMachine]
-    target: Literal["agent", "runtime", "shell", "mcp"]
+    target: Literal["agent", "runtime", "shell", "mcp", "function"]
     budget: Callable[[Settings], Settings]
 
 
@@ -71,6 +72,7 @@ MACHINES: dict[str, MachineSpec] = {
     "durable": MachineSpec(DurableMachine, "runtime", durable_settings),
     "shell": MachineSpec(ShellMachine, "shell", shell_settings),
     "mcp": MachineSpec(McpMachine, "mcp", mcp_settings),
+    "function": MachineSpec(FunctionMachine, "function", function_settings),
 }
 """The machines, by name, in the order they run."""
 
@@ -107,10 +109,12 @@ def run_conformance(
     runtime_factory: RuntimeFactory | None = None,
     shell_factory: ShellFactory | None = None,
     mcp_opener: McpOpener | None = None,
+    function_tool_factory: FunctionToolFactory | None = None,
     factory_spec: str | None = None,
     runtime_spec: str | None = None,
     shell_spec: str | None = None,
     mcp_spec: str | None = None,
+    function_spec: str | None = None,
     profile_name: str | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
@@ -122,8 +126,9 @@ def run_conformance(
     machines: Collection[str] | None = None,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
-    `runtime_factory`, the shell machine against `shell_factory` and the MCP machine against
-    `mcp_opener` (each default: the built-in implementation). With none given all of them
+    `runtime_factory`, the shell machine against `shell_factory`, the MCP machine against
+    `mcp_opener` and the function machine against `function_tool_factory` (each default: the
+    built-in implementation). With none given all of them
     run; otherwise only the machines whose target is given. `*_spec` are the `module:attr`
     names used in reproductions. `progress(machine, examples, seconds)` is called at most
     every `progress_every` seconds while a machine runs. The agent machine checks `factory`
@@ -142,6 +147,7 @@ def run_conformance(
         "runtime": (runtime_factory, runtime_spec),
         "shell": (shell_factory, shell_spec),
         "mcp": (mcp_opener, mcp_spec),
+        "function": (function_tool_factory, function_spec),
     }
     everything = all(target is None for target, _ in targets.values())
     if machines is not None:
@@ -173,7 +179,12 @@ def run_conformance(
 def check_machine_choice(machines: Collection[str], given: Collection[str]) -> None:
     """ValueError, whose message is the line to show, unless every name of `machines` is a
     machine that runs when the targets of the kinds `given` are (all of them, with none)."""
-    flags = {"agent": "--target", "runtime": "--runtime-target", "shell": "--shell-target"}
+    flags = {
+        "agent": "--target",
+        "runtime": "--runtime-target",
+        "shell": "--shell-target",
+        "function": "--function-target",
+    }
     for name in machines:
         if name not in MACHINES:
             raise ValueError(f"no machine named {name!r}; the machines are {', '.join(MACHINES)}")

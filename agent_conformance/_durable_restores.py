@@ -93,11 +93,10 @@ class RestoresApart(FileReads):
         found = self.host.call(self._read_file, [sid])[sid]
         self.expected[sid] = check_restored(told, before, returned, found)
 
-    @staticmethod
-    async def _read_cut_copy(path: Path, sid: str) -> tuple[Record, ...] | str | None:
+    async def _read_cut_copy(self, path: Path, sid: str) -> tuple[Record, ...] | str | None:
         reader = SqliteStore(path, readonly=True)
         async with reader.running():
-            return (await FileReads._read_with(reader, [sid]))[sid]  # pyright: ignore[reportPrivateUsage]
+            return (await self._read_with(reader, [sid]))[sid]
 
     async def _restore(
         self, path: Path, sid: str, twice: bool

@@ -29,6 +29,7 @@ from trio_agents import (
 __all__ = [
     "AgentFactory",
     "AgentSurface",
+    "FunctionToolFactory",
     "McpOpener",
     "RuntimeFactory",
     "RuntimeSurface",
@@ -129,6 +130,10 @@ ShellFactory = Callable[[str], ShellExecutor]
 """`factory(cwd)` makes the executor under test, with `cwd` as its default working
 directory; the machine runs it as `rt.shell` of a built-in runtime. The runtime and its bash
 tools take a `ShellExecutor`, so the target is one (typically a subclass), not a protocol."""
+
+FunctionToolFactory = Callable[..., Tool]
+"""Makes a Tool of a typed function, with `function_tool`'s signature: `make(function, *,
+name=None, description=None)`. The function machine's target."""
 
 McpOpener = Callable[..., AbstractAsyncContextManager[Sequence[Tool]]]
 """Opens the tools of MCP servers, with `open_mcp_tools`'s signature: `opener(servers, *,

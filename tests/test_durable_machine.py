@@ -62,7 +62,7 @@ def test_a_crash_leaves_the_open_turn_in_the_file_and_the_resume_repairs_it() ->
     try:
         machine.start()
         machine.create(data=draws("a", False))  # not asking
-        machine.send(data=draws("a"))
+        machine.send(data=draws("a", "hello"))
         machine.release_model(calls=2, data=draws("a", False))
         machine.finish_tool(data=draws("a"))
         machine.check()

@@ -84,6 +84,7 @@ EXPORTS = {
         "ShellFactory", "ShellMachine", "check_agent_conformance", "check_durable_conformance",
         "check_lifecycle_conformance", "check_shell_conformance", "history_problems",
         "McpMachine", "McpOpener", "check_mcp_conformance",
+        "FunctionMachine", "FunctionToolFactory", "check_function_conformance",
         "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
         "AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer",
         "main", "AcpTarget", "acp_machine", "MachineReport",
@@ -451,7 +452,18 @@ def test_private_usage_is_only_trios_own_internals_with_a_reason() -> None:
     assert problems == []
 
 
-MOVED = sorted(EXPORTS["agent_conformance"] - {"main", "AcpTarget", "acp_machine", "MachineReport"})
+# Names agent_conformance has that trio_agents.testing never exported (added with it or
+# after the move) have no alias there.
+NEVER_IN_TESTING = {
+    "main",
+    "AcpTarget",
+    "acp_machine",
+    "MachineReport",
+    "FunctionMachine",
+    "FunctionToolFactory",
+    "check_function_conformance",
+}
+MOVED = sorted(EXPORTS["agent_conformance"] - NEVER_IN_TESTING)
 
 
 @pytest.mark.parametrize("name", MOVED)

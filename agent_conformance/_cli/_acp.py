@@ -30,7 +30,13 @@ def misplaced(args: argparse.Namespace) -> str | None:
     """The error for flags that the mode `args` asks for would ignore, or None: a flag of
     the ACP mode without `--acp`, or a Python target with it."""
     if args.acp:
-        targets = ("--target", "--runtime-target", "--shell-target", "--mcp-target")
+        targets = (
+            "--target",
+            "--runtime-target",
+            "--shell-target",
+            "--mcp-target",
+            "--function-target",
+        )
         given = [flag for flag in targets if getattr(args, flag[2:].replace("-", "_"))]
         if given:
             names = (

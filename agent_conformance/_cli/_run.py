@@ -33,13 +33,13 @@ __all__ = ["add_arguments", "run"]
 DOCS = "docs/conformance.md"
 # The machines' names, in the order they run (`_conformance.MACHINES`, which imports
 # Hypothesis: too slow to import for `--help`; a test keeps the two equal).
-MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp")
-MACHINE_KINDS = ("agent", "runtime", "runtime", "shell", "mcp")  # each one's target
+MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp", "function")
+MACHINE_KINDS = ("agent", "runtime", "runtime", "shell", "mcp", "function")  # their targets
 # With no target, the main job also checks the built-in runtime's ACP server (D409).
 BUILTIN_ACP = "acp"
 # With more than one lane, the order the machines start in: the longest first, so the
-# lanes end together (typical times of the ci profile on two cores: 30, 20, 17, 10, 9, 8 s).
-LONGEST_FIRST = ("mcp", "shell", BUILTIN_ACP, "lifecycle", "durable", "agent")
+# lanes end together (typical times of the ci profile on two cores: 30, 20, 17, 10, 9, 8, 2 s).
+LONGEST_FIRST = ("mcp", "shell", BUILTIN_ACP, "lifecycle", "durable", "agent", "function")
 # The typical wall time of each profile's full run of every machine on two cores: what
 # `--help` tells a user to expect before they start one.
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
@@ -64,6 +64,11 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
     conformance.add_argument(
         "--mcp-target",
         help="module:opener of MCP tools, with open_mcp_tools's signature (the MCP machine)",
+    )
+    conformance.add_argument(
+        "--function-target",
+        help="module:maker of tools from typed functions, with function_tool's signature "
+        "(the function machine)",
     )
     times = "; ".join(f"{name}: {time}" for name, time in PROFILE_TIMES.items())
     conformance.add_argument(
@@ -153,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         "--runtime-target": args.runtime_target,
         "--shell-target": args.shell_target,
         "--mcp-target": args.mcp_target,
+        "--function-target": args.function_target,
     }
     loaded: dict[str, Any] = {}
     try:
@@ -174,8 +180,14 @@ def run(args: argparse.Namespace) -> int:
     with_acp = chosen is None or BUILTIN_ACP in chosen
     others = None if chosen is None else [m for m in chosen if m != BUILTIN_ACP]
     try:
-        kinds = {"--target": "agent", "--runtime-target": "runtime", "--shell-target": "shell"}
-        given_kinds = [kinds.get(flag, "mcp") for flag, spec in given.items() if spec]
+        kinds = {
+            "--target": "agent",
+            "--runtime-target": "runtime",
+            "--shell-target": "shell",
+            "--mcp-target": "mcp",
+            "--function-target": "function",
+        }
+        given_kinds = [kinds[flag] for flag, spec in given.items() if spec]
         if given_kinds and chosen is not None and BUILTIN_ACP in chosen:
             raise ValueError(
                 "the acp machine checks the built-in runtime's ACP server; check another "
@@ -233,10 +245,12 @@ def run(args: argparse.Namespace) -> int:
                 runtime_factory=loaded.get("--runtime-target"),
                 shell_factory=loaded.get("--shell-target"),
                 mcp_opener=loaded.get("--mcp-target"),
+                function_tool_factory=loaded.get("--function-target"),
                 factory_spec=args.target,
                 runtime_spec=args.runtime_target,
                 shell_spec=args.shell_target,
                 mcp_spec=args.mcp_target,
+                function_spec=args.function_target,
                 profile_name=args.profile,
                 max_examples=args.max_examples,
                 seed=seed,
@@ -273,6 +287,7 @@ def _in_lanes(
         ("--runtime-target", args.runtime_target),
         ("--shell-target", args.shell_target),
         ("--mcp-target", args.mcp_target),
+        ("--function-target", args.function_target),
         ("--profile", args.profile),
         ("--max-examples", args.max_examples),
     ):

@@ -77,6 +77,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent_conformance._acp", "agent_conformance._acp._wire",
             "agent_conformance._acp._procs", "agent_conformance._acp._responses",
             "agent_conformance._acp._properties", "agent_conformance._acp._permission_rules",
+            "agent_conformance._function_properties", "agent_conformance._function_specs",
+            "agent_conformance._function_checks",
         ),
     ),
     ("conformance: machines", ("agent_conformance._*",)),
@@ -118,7 +120,8 @@ PURE = [
     "agent_conformance._approval_checks", "agent_conformance._acp._wire",
     "agent_conformance._acp._procs", "agent_conformance._acp._responses",
     "agent_conformance._acp._properties", "agent_conformance._acp._permission_rules",
-    "agent_conformance._mcp_properties",
+    "agent_conformance._mcp_properties", "agent_conformance._function_properties",
+    "agent_conformance._function_specs",
 ]  # fmt: skip
 
 
