@@ -132,9 +132,16 @@ def _params(data: st.DataObject) -> tuple[Param, ...]:
 
 class FunctionMachine(ConformanceMachine):
     """Tools made by `factory` (the `function_tool` under test) from functions drawn as
-    users write them, called as models call them, and a call of a sync one cancelled."""
+    users write them, called as models call them, and a call of a sync one cancelled.
+
+    factory: the maker under test (default: `function_tool`).
+    stats: counts examples and checked steps; give a subclass its own dict to count one run.
+    histories: fingerprints of the distinct rule traces produced.
+    """
 
     factory: ClassVar[FunctionToolFactory] = staticmethod(function_tool)
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
+    histories: ClassVar[set[int]] = set()
 
     def __init__(self) -> None:
         super().__init__(TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0))
@@ -226,7 +233,8 @@ class FunctionMachine(ConformanceMachine):
     def call(self, data: st.DataObject) -> None:
         """Call a tool with valid arguments: converted, defaulted (F5); its context and its
         answer as the rule says (F6)."""
-        spec, tool = data.draw(st.sampled_from(self.tools), label="tool")
+        # Indices and names, not the objects: a printed reproduction replays the draws.
+        spec, tool = self.tools[data.draw(st.sampled_from(range(len(self.tools))), label="tool")]
         arguments: dict[str, Any] = {}
         wanted: dict[str, Any] = {}
         for param in spec.params:
@@ -276,18 +284,17 @@ class FunctionMachine(ConformanceMachine):
     def call_invalid(self, data: st.DataObject, fault: Fault) -> None:
         """Call a tool with invalid arguments: one error line naming the argument, and the
         function not called (F5)."""
-        spec, tool = data.draw(st.sampled_from(self.tools), label="tool")
+        spec, tool = self.tools[data.draw(st.sampled_from(range(len(self.tools))), label="tool")]
         arguments: Any = {p.name: canonical(p.kind, 0) for p in spec.params}
-        typed = [p for p in spec.params if wrong(p.kind) is not None]
-        required = [p for p in spec.params if p.required]
+        typed = {p.name: p for p in spec.params if wrong(p.kind) is not None}
+        required = [p.name for p in spec.params if p.required]
         named: str | None = None
         if fault == "wrong-type" and typed:
-            param = data.draw(st.sampled_from(typed), label="wrong")
-            arguments[param.name], named = wrong(param.kind), param.name
+            named = data.draw(st.sampled_from(sorted(typed)), label="wrong")
+            arguments[named] = wrong(typed[named].kind)
         elif fault == "missing" and required:
-            param = data.draw(st.sampled_from(required), label="missing")
-            del arguments[param.name]
-            named = param.name
+            named = data.draw(st.sampled_from(required), label="missing")
+            del arguments[named]
         elif fault == "not-an-object":
             arguments = [arguments]
         else:
@@ -319,8 +326,8 @@ class FunctionMachine(ConformanceMachine):
     def cancel_sync_call(self, data: st.DataObject) -> None:
         """Cancel a call of a plain `def` while it runs: the call stays open until the
         function returns, and its value is the result (F7)."""
-        sync = [(spec, tool) for spec, tool in self.tools if not spec.is_async]
-        spec, tool = data.draw(st.sampled_from(sync), label="tool")
+        sync = [i for i, (spec, _) in enumerate(self.tools) if not spec.is_async]
+        spec, tool = self.tools[data.draw(st.sampled_from(sync), label="tool")]
         arguments = {p.name: canonical(p.kind, 1) for p in spec.params if p.required}
         answer, expected = self._answer(spec)
         self.answers = [answer]
