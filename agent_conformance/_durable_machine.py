@@ -200,6 +200,7 @@ class DurableMachine(
         self._store_checks: set[str] = set()
         self._reader: SqliteStore | None = None
         self._resumed_id = ""  # what the first send after the last resume returned
+        self._cancels = 0  # cancels of a running turn so far
         self._restored = Restored(False, [], "")  # what the last resume gave
 
     @staticmethod
@@ -564,11 +565,24 @@ class DurableMachine(
     @precondition(lambda self: bool(self.handles))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
-        """Cancel the live agent `sid`."""
+        """Cancel the live agent `sid`, perhaps while another connection holds the file's
+        write lock: a cancelled turn ends too, and its agent may go IDLE only once the end
+        is committed (L7), as after a reply (`release_model`)."""
         sid = data.draw(st.sampled_from(sorted(self.handles)), label="sid")
         handle = self.handles[sid]
-        self.host.run_sync(handle.agent.cancel)
-        self.trace.append(f"cancel {sid}")
+        # Every other cancel of a running turn, not a draw: a draw here would change every
+        # program the machine makes, and which rare combinations a derandomised run reaches.
+        self._cancels += handle.agent.status == AgentStatus.RUNNING
+        locked = self._cancels % 2 == 1 and self._lock()
+        try:
+            self.host.run_sync(handle.agent.cancel)
+            if locked:
+                self.host.call(self._check_committed, False)
+        finally:
+            if locked:
+                assert self._keeper is not None
+                self._keeper.execute("ROLLBACK")
+        self.trace.append(f"cancel {sid}{' locked' if locked else ''}")
         self._settle()
 
     @precondition(lambda self: bool(self.handles))
