@@ -488,16 +488,12 @@ class DurableMachine(
         # Another connection may hold the file's write lock meanwhile (a reader's tool, a
         # second process): the agent's commits wait for it, and so must what they guard (a
         # tool's start, L7's write-ahead; IDLE, L7's commit before it).
-        locked = data.draw(st.booleans(), label="write lock held elsewhere") and self._lock()
-        try:
+        take = data.draw(st.booleans(), label="write lock held elsewhere")
+        with self._write_lock(take) as locked:
             self.host.call(self._release, sid, step, then_send)
             if locked:
                 # Nothing can commit: only what is already in the file counts.
                 self.host.call(self._check_committed, False)
-        finally:
-            if locked:
-                assert self._keeper is not None
-                self._keeper.execute("ROLLBACK")
         self.trace.append(
             f"release {sid} {calls} {ids if calls else ''}{' locked' if locked else ''}"
         )
@@ -505,6 +501,18 @@ class DurableMachine(
         self._check_at_rest()
         if asked:
             self._check_call_ids(sid, asked, before, session.records[known:])
+
+    @contextlib.contextmanager
+    def _write_lock(self, take: bool) -> Generator[bool]:
+        """Hold the file's write lock on the machine's own connection for the block, if
+        `take` and it can be had (`_lock`); yields whether it is held."""
+        locked = take and self._lock()
+        try:
+            yield locked
+        finally:
+            if locked:
+                assert self._keeper is not None
+                self._keeper.execute("ROLLBACK")
 
     def _lock(self) -> bool:
         """Take the file's write lock on the machine's own connection; False if the store
@@ -573,15 +581,10 @@ class DurableMachine(
         # Every other cancel of a running turn, not a draw: a draw here would change every
         # program the machine makes, and which rare combinations a derandomised run reaches.
         self._cancels += handle.agent.status == AgentStatus.RUNNING
-        locked = self._cancels % 2 == 1 and self._lock()
-        try:
+        with self._write_lock(self._cancels % 2 == 1) as locked:
             self.host.run_sync(handle.agent.cancel)
             if locked:
                 self.host.call(self._check_committed, False)
-        finally:
-            if locked:
-                assert self._keeper is not None
-                self._keeper.execute("ROLLBACK")
         self.trace.append(f"cancel {sid}{' locked' if locked else ''}")
         self._settle()
 

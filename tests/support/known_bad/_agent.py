@@ -547,13 +547,17 @@ cut_reply_calls_run = _patched_agent(_step, "_record_reply", _record_reply_runni
 # -- through the observer API: the defect is the adapter's, the agent under it is sound ------
 
 
-def _observed_with(on_record: Any, on_event: Any, wrap: Any) -> Any:
+def _observed_with(on_record: Any, on_event: Any, wrap: Any, *, fresh: bool = False) -> Any:
+    """An observed adapter relaying with `on_record` (with `fresh`, a class: one instance
+    per agent, for an adapter that keeps state) and `on_event`, yielding `wrap(agent)`."""
+
     @asynccontextmanager
     async def adapter(
         model: Model, tools: Sequence[Tool], observer: AgentObserver, options: AgentOptions
     ) -> AsyncGenerator[Any, None]:
+        relay = on_record() if fresh else on_record
         session = Session(observer.agent_id)
-        session.observe(lambda record: on_record(observer, record))
+        session.observe(lambda record: relay(observer, record))
         bus = EventBus()
         bus.connect(lambda event: on_event(observer, event))
         async with open_agent(
@@ -611,27 +615,11 @@ class _UsageOfTheLastReport:
         observer.reply_ended(finish=record.data.get("finish", "stop"), usage=self.last)
 
 
-def _stale_usage() -> Any:
-    @asynccontextmanager
-    async def adapter(
-        model: Model, tools: Sequence[Tool], observer: AgentObserver, options: AgentOptions
-    ) -> AsyncGenerator[Any, None]:
-        relay = _UsageOfTheLastReport()
-        session = Session(observer.agent_id)
-        session.observe(lambda record: relay(observer, record))
-        bus = EventBus()
-        bus.connect(lambda event: relay_event(observer, event))
-        async with open_agent(
-            model, tools=tools, options=options, session=session, events=bus
-        ) as agent:
-            yield ObservedTrioAgent(agent)
-
-    return observed(adapter)
-
-
 observer_tool_result_missing = _observed_with(_skip_tool_results, relay_event, _plain)
 # (A13) A reply that reported no usage is recorded with the usage of an earlier one.
-observer_usage_of_the_last_report = _stale_usage()
+observer_usage_of_the_last_report = _observed_with(
+    _UsageOfTheLastReport, relay_event, _plain, fresh=True
+)
 observer_cancel_after_clearing = _observed_with(
     relay_record, _relay_all_but_cancels, _AnnouncesCancelAfterClearing
 )
