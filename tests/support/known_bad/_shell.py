@@ -461,7 +461,14 @@ SEEDED = (
     Seeded("owner-token-lowercased", owner_token_lowercased, "shell", "owner-token-kept"),
     Seeded("term-without-kill", term_without_kill, "shell", "group-killed"),
     Seeded("kill-without-term", kill_without_term, "shell", "outcome-fields"),
-    Seeded("kill-without-grace", kill_without_grace, "shell", "outcome-fields"),
+    # No grace at all also cuts the group's cleanup short (D423): whichever probe runs first.
+    Seeded(
+        "kill-without-grace",
+        kill_without_grace,
+        "shell",
+        "outcome-fields",
+        also=("group-killed",),
+    ),
     Seeded("grace-for-the-leader-only", grace_for_the_leader_only, "shell", "group-killed"),
     Seeded("cancelled-run-leaves-group", cancelled_run_leaves_group, "shell", "group-killed"),
     Seeded(
