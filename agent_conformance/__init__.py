@@ -32,6 +32,7 @@ from ._targets import AgentFactory as AgentFactory
 from ._targets import AgentSurface as AgentSurface
 from ._targets import FunctionToolFactory as FunctionToolFactory
 from ._targets import McpOpener as McpOpener
+from ._targets import ModelFactory as ModelFactory
 from ._targets import RuntimeFactory as RuntimeFactory
 from ._targets import RuntimeSurface as RuntimeSurface
 from ._targets import ShellFactory as ShellFactory
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from ._checks import check_function_conformance as check_function_conformance
     from ._checks import check_lifecycle_conformance as check_lifecycle_conformance
     from ._checks import check_mcp_conformance as check_mcp_conformance
+    from ._checks import check_model_conformance as check_model_conformance
     from ._checks import check_shell_conformance as check_shell_conformance
     from ._cli import main as main
     from ._conformance import MachineReport as MachineReport
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from ._lifecycle_machine import LifecycleMachine as LifecycleMachine
     from ._machine import Draws as Draws
     from ._mcp_machine import McpMachine as McpMachine
+    from ._model_machine import ModelMachine as ModelMachine
     from ._shell_machine import ShellMachine as ShellMachine
 
 __all__ = [
@@ -78,6 +81,8 @@ __all__ = [
     "MachineReport",
     "McpMachine",
     "McpOpener",
+    "ModelFactory",
+    "ModelMachine",
     "ObservedAgent",
     "ObservedFactory",
     "PeerAgent",
@@ -93,6 +98,7 @@ __all__ = [
     "check_function_conformance",
     "check_lifecycle_conformance",
     "check_mcp_conformance",
+    "check_model_conformance",
     "check_shell_conformance",
     "history_problems",
     "main",
@@ -111,6 +117,7 @@ _LAZY = {
     "check_function_conformance": "._checks",
     "check_lifecycle_conformance": "._checks",
     "check_mcp_conformance": "._checks",
+    "check_model_conformance": "._checks",
     "check_shell_conformance": "._checks",
     "main": "._cli",
     "MachineReport": "._conformance",
@@ -119,6 +126,7 @@ _LAZY = {
     "LifecycleMachine": "._lifecycle_machine",
     "Draws": "._machine",
     "McpMachine": "._mcp_machine",
+    "ModelMachine": "._model_machine",
     "ShellMachine": "._shell_machine",
 }
 

@@ -9,6 +9,7 @@ from ._durable_machine import PROPERTIES as _DURABLE
 from ._function_properties import PROPERTIES as _FUNCTION
 from ._lifecycle_machine import PROPERTIES as _LIFECYCLE
 from ._mcp_properties import PROPERTIES as _MCP
+from ._model_properties import PROPERTIES as _MODEL
 from ._properties import Property
 from ._shell_machine import PROPERTIES as _SHELL
 
@@ -21,6 +22,7 @@ PROPERTIES: tuple[Property, ...] = (
     *_SHELL,
     *_MCP,
     *_FUNCTION,
+    *_MODEL,
     *_ACP,
 )
 """Every `Property` of every machine, machine by machine."""

@@ -17,8 +17,16 @@ from ._function_machine import FunctionMachine
 from ._lifecycle_machine import LifecycleMachine
 from ._machine import machine_for
 from ._mcp_machine import McpMachine
+from ._model_machine import ModelMachine
 from ._shell_machine import ShellMachine
-from ._targets import AgentFactory, FunctionToolFactory, McpOpener, RuntimeFactory, ShellFactory
+from ._targets import (
+    AgentFactory,
+    FunctionToolFactory,
+    McpOpener,
+    ModelFactory,
+    RuntimeFactory,
+    ShellFactory,
+)
 
 __all__ = [
     "check_agent_conformance",
@@ -26,6 +34,7 @@ __all__ = [
     "check_function_conformance",
     "check_lifecycle_conformance",
     "check_mcp_conformance",
+    "check_model_conformance",
     "check_shell_conformance",
 ]
 
@@ -125,3 +134,20 @@ def check_function_conformance(
     `settings` work: the machine's budget is made from them, without a deadline. Plain
     function, no pytest needed: call it from any test runner."""
     return check_machine("function", machine_for(FunctionMachine, make), settings, seed)
+
+
+def check_model_conformance(
+    make: ModelFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    seed: int | None = None,
+) -> MachineReport:
+    """Run the model machine against `make` (default: the built-in `OpenAICompatibleModel`),
+    a maker of model adapters for an OpenAI-compatible endpoint: `make(base_url, *, api_key,
+    max_retries)`.
+
+    Returns the report (seed, examples, the properties checked); raises the shrunk
+    failing program's error, with a note of its seed, on the first violation. Any
+    `settings` work: the machine's budget is made from them, without a deadline. Plain
+    function, no pytest needed: call it from any test runner."""
+    return check_machine("model", machine_for(ModelMachine, make), settings, seed)

@@ -28,11 +28,12 @@ from ._function_machine import FunctionMachine, function_settings
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
 from ._machine import PROGRAM_NOTE, ConformanceMachine, machine_for
 from ._mcp_machine import McpMachine, mcp_settings
+from ._model_machine import ModelMachine, model_settings
 from ._profiles import profile
 from ._properties import ContractViolation, Property
 from ._seed import forcing_seed
 from ._shell_machine import ShellFactory, ShellMachine, shell_settings
-from ._targets import FunctionToolFactory, McpOpener
+from ._targets import FunctionToolFactory, McpOpener, ModelFactory
 from ._threads import THREADS_NOTE, threads_note, watching_threads
 
 __all__ = [
@@ -48,7 +49,11 @@ __all__ = [
 ]
 
 # `Draw 2 (job): 'bash-1'  # or any other generated value`: what a rule drew from st.data().
-_DRAW = re.compile(r"Draw \d+(?: \([^)]*\))?: (?P<value>.*?)(?:  # or any other generated value)?$")
+# A drawn value Hypothesis pretty-printed over several lines (a long list) is one note:
+# DOTALL keeps it whole, and inside the call's brackets it is still valid Python.
+_DRAW = re.compile(
+    r"Draw \d+(?: \([^)]*\))?: (?P<value>.*?)(?:  # or any other generated value)?$", re.S
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class MachineSpec:
     and its budget made from the profile's."""
 
     base: type[ConformanceMachine]
-    target: Literal["agent", "runtime", "shell", "mcp", "function"]
+    target: Literal["agent", "runtime", "shell", "mcp", "function", "model"]
     budget: Callable[[Settings], Settings]
 
 
@@ -73,6 +78,7 @@ MACHINES: dict[str, MachineSpec] = {
     "shell": MachineSpec(ShellMachine, "shell", shell_settings),
     "mcp": MachineSpec(McpMachine, "mcp", mcp_settings),
     "function": MachineSpec(FunctionMachine, "function", function_settings),
+    "model": MachineSpec(ModelMachine, "model", model_settings),
 }
 """The machines, by name, in the order they run."""
 
@@ -110,11 +116,13 @@ def run_conformance(
     shell_factory: ShellFactory | None = None,
     mcp_opener: McpOpener | None = None,
     function_tool_factory: FunctionToolFactory | None = None,
+    model_factory: ModelFactory | None = None,
     factory_spec: str | None = None,
     runtime_spec: str | None = None,
     shell_spec: str | None = None,
     mcp_spec: str | None = None,
     function_spec: str | None = None,
+    model_spec: str | None = None,
     profile_name: str | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
@@ -127,8 +135,8 @@ def run_conformance(
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory`, the shell machine against `shell_factory`, the MCP machine against
-    `mcp_opener` and the function machine against `function_tool_factory` (each default: the
-    built-in implementation). With none given all of them
+    `mcp_opener`, the function machine against `function_tool_factory` and the model machine
+    against `model_factory` (each default: the built-in implementation). With none given all of them
     run; otherwise only the machines whose target is given. `*_spec` are the `module:attr`
     names used in reproductions. `progress(machine, examples, seconds)` is called at most
     every `progress_every` seconds while a machine runs. The agent machine checks `factory`
@@ -148,6 +156,7 @@ def run_conformance(
         "shell": (shell_factory, shell_spec),
         "mcp": (mcp_opener, mcp_spec),
         "function": (function_tool_factory, function_spec),
+        "model": (model_factory, model_spec),
     }
     everything = all(target is None for target, _ in targets.values())
     if machines is not None:
@@ -184,6 +193,7 @@ def check_machine_choice(machines: Collection[str], given: Collection[str]) -> N
         "runtime": "--runtime-target",
         "shell": "--shell-target",
         "function": "--function-target",
+        "model": "--model-target",
     }
     for name in machines:
         if name not in MACHINES:

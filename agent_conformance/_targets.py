@@ -19,6 +19,7 @@ from trio_agents import (
     Fiber,
     Message,
     Model,
+    OpenAICompatibleModel,
     Plugin,
     Session,
     SessionStore,
@@ -31,9 +32,11 @@ __all__ = [
     "AgentSurface",
     "FunctionToolFactory",
     "McpOpener",
+    "ModelFactory",
     "RuntimeFactory",
     "RuntimeSurface",
     "ShellFactory",
+    "builtin_model",
 ]
 
 
@@ -134,6 +137,26 @@ tools take a `ShellExecutor`, so the target is one (typically a subclass), not a
 FunctionToolFactory = Callable[..., Tool]
 """Makes a Tool of a typed function, with `function_tool`'s signature: `make(function, *,
 name=None, description=None)`. The function machine's target."""
+
+ModelFactory = Callable[..., Model]
+"""Makes the model adapter under test for an OpenAI-compatible endpoint: `make(base_url, *,
+api_key, max_retries)` returns a `Model` that streams from `{base_url}/chat/completions`,
+sends `api_key` (None: none) and retries up to `max_retries` times. The model machine's
+target; its retries should wait little (the machine's endpoint asks for a millisecond)."""
+
+
+def builtin_model(base_url: str, *, api_key: str | None, max_retries: int) -> Model:
+    """The built-in adapter, `OpenAICompatibleModel`, as the model machine's default target:
+    retries without backoff, a Retry-After honoured up to 50 ms."""
+    return OpenAICompatibleModel(
+        "conformance-model",
+        base_url=base_url,
+        api_key=api_key,
+        max_retries=max_retries,
+        backoff=0.0,
+        max_wait=0.05,
+    )
+
 
 McpOpener = Callable[..., AbstractAsyncContextManager[Sequence[Tool]]]
 """Opens the tools of MCP servers, with `open_mcp_tools`'s signature: `opener(servers, *,

@@ -85,6 +85,7 @@ EXPORTS = {
         "check_lifecycle_conformance", "check_shell_conformance", "history_problems",
         "McpMachine", "McpOpener", "check_mcp_conformance",
         "FunctionMachine", "FunctionToolFactory", "check_function_conformance",
+        "ModelMachine", "ModelFactory", "check_model_conformance",
         "AgentObserver", "ObservedAgent", "ObservedFactory", "observed",
         "AsyncioModel", "AsyncioPeer", "AsyncioTool", "PeerAgent", "open_asyncio_peer",
         "main", "AcpTarget", "acp_machine", "MachineReport",
@@ -462,6 +463,9 @@ NEVER_IN_TESTING = {
     "FunctionMachine",
     "FunctionToolFactory",
     "check_function_conformance",
+    "ModelMachine",
+    "ModelFactory",
+    "check_model_conformance",
 }
 MOVED = sorted(EXPORTS["agent_conformance"] - NEVER_IN_TESTING)
 

@@ -37,6 +37,7 @@ from typing import Any, cast
 import h11
 import trio
 
+from .. import _http as http
 from . import _responses as responses
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
 MODEL = "conformance-model"
 API_KEY = "sk-conformance-local"
 TOKEN = re.compile(r"acp-check-[0-9]+")
-MAX_BODY = 32 * 1024 * 1024
 _SHELL_NAMES = (
     "bash",
     "shell",
@@ -154,11 +154,10 @@ class ScriptedEndpoint:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             async with stream:
                 while True:
-                    request = await _read_request(conn, stream)
+                    request = await http.read_request(conn, stream)
                     if request is None:
                         return
-                    target, body = request
-                    await self._route(conn, stream, target, body)
+                    await self._route(conn, stream, (request.method, request.path), request.body)
                     if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                         return
                     conn.start_next_cycle()
@@ -170,7 +169,7 @@ class ScriptedEndpoint:
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path.endswith("/models"):
             models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
-            await _send_json(conn, stream, 200, models)
+            await http.send_json(conn, stream, 200, models)
         elif method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
             await self._complete(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
         elif method == "POST" and path.endswith("/responses") and isinstance(body, dict):
@@ -178,7 +177,7 @@ class ScriptedEndpoint:
         else:
             self.bad_requests.append(f"{method} {path}")
             error = {"error": {"message": f"no such endpoint: {method} {path}", "type": "x"}}
-            await _send_json(conn, stream, 404, error)
+            await http.send_json(conn, stream, 404, error)
 
     def _serve(self, token: str | None, index: int, tools: object) -> Served | None:
         """Record a call: the script step it gets (None for an unscripted call)."""
@@ -225,34 +224,34 @@ class ScriptedEndpoint:
         step = served.step if served is not None else None
         chat_id = f"chatcmpl-{next(self._ids)}"
         if not body.get("stream"):
-            await _send_json(conn, stream, 200, _completion(chat_id, text, call))
+            await http.send_json(conn, stream, 200, _completion(chat_id, text, call))
             return
         usage = bool(_dig(body, "stream_options", "include_usage"))
         head = h11.Response(
             status_code=200,
             headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
         )
-        await _send(conn, stream, head)
-        await _send_data(
+        await http.send(conn, stream, head)
+        await http.send_data(
             conn, stream, _event(_chunk(chat_id, {"role": "assistant", "content": ""}))
         )
         for piece in _pieces(text):
-            await _send_data(conn, stream, _event(_chunk(chat_id, {"content": piece})))
+            await http.send_data(conn, stream, _event(_chunk(chat_id, {"content": piece})))
         if isinstance(step, Hold) and served is not None:
             served.reached.set()
-            if not await _hold(stream, served.released):
+            if not await http.hold(stream, served.released):
                 served.gone = True
                 return
         finish = "stop"
         if call is not None:
             delta = {"tool_calls": [_tool_delta(call, chat_id)]}
-            await _send_data(conn, stream, _event(_chunk(chat_id, delta)))
+            await http.send_data(conn, stream, _event(_chunk(chat_id, delta)))
             finish = "tool_calls"
-        await _send_data(conn, stream, _event(_chunk(chat_id, {}, finish)))
+        await http.send_data(conn, stream, _event(_chunk(chat_id, {}, finish)))
         if usage:
-            await _send_data(conn, stream, _event(_usage_chunk(chat_id)))
-        await _send_data(conn, stream, b"data: [DONE]\n\n")
-        await _send(conn, stream, h11.EndOfMessage())
+            await http.send_data(conn, stream, _event(_usage_chunk(chat_id)))
+        await http.send_data(conn, stream, b"data: [DONE]\n\n")
+        await http.send(conn, stream, h11.EndOfMessage())
 
     async def _respond(
         self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
@@ -269,25 +268,25 @@ class ScriptedEndpoint:
         try:
             if not body.get("stream"):
                 reply = responses.reply_object(response_id, item_id, model, text)
-                await _send_json(conn, stream, 200, reply)
+                await http.send_json(conn, stream, 200, reply)
                 return
             head = h11.Response(
                 status_code=200,
                 headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
             )
-            await _send(conn, stream, head)
+            await http.send(conn, stream, head)
             for frame in responses.opening(response_id, item_id, model):
-                await _send_data(conn, stream, frame)
+                await http.send_data(conn, stream, frame)
             for piece in _pieces(text):
-                await _send_data(conn, stream, responses.text_delta(item_id, piece))
+                await http.send_data(conn, stream, responses.text_delta(item_id, piece))
             if isinstance(step, Hold) and served is not None:
                 served.reached.set()
-                if not await _hold(stream, served.released):
+                if not await http.hold(stream, served.released):
                     served.gone = True
                     return
             for frame in responses.closing(response_id, item_id, model, text):
-                await _send_data(conn, stream, frame)
-            await _send(conn, stream, h11.EndOfMessage())
+                await http.send_data(conn, stream, frame)
+            await http.send(conn, stream, h11.EndOfMessage())
         finally:
             if served is not None:
                 served.ended.set()
@@ -390,84 +389,6 @@ def _filler(name: str, schema: Mapping[str, Any]) -> Any:
     if kind == "object":
         return {}
     return "a conformance check"
-
-
-async def _hold(stream: trio.SocketStream, released: trio.Event) -> bool:
-    """Wait for `released`; False if the client closed the connection first."""
-    result = False
-    async with trio.open_nursery() as nursery:
-
-        async def release() -> None:
-            nonlocal result
-            await released.wait()
-            result = True
-            nursery.cancel_scope.cancel()
-
-        async def watch() -> None:
-            with contextlib.suppress(trio.BrokenResourceError):
-                while await stream.receive_some(4096):
-                    pass  # a client sends nothing during a response; b"" is its close
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(release)
-        nursery.start_soon(watch)
-    return result
-
-
-async def _read_request(
-    conn: h11.Connection, stream: trio.SocketStream
-) -> tuple[tuple[str, str], Any] | None:
-    """The next request's method and path, and its JSON body (None if not JSON); None at the
-    end of the connection or on a request that is not HTTP."""
-    target: tuple[str, str] | None = None
-    body = bytearray()
-    while True:
-        try:
-            event = conn.next_event()
-        except h11.RemoteProtocolError:
-            return None
-        if event is h11.NEED_DATA:
-            data = await stream.receive_some(65536)
-            conn.receive_data(data)
-            continue
-        if isinstance(event, h11.Request):
-            target = (event.method.decode(), event.target.decode("latin-1"))
-        elif isinstance(event, h11.Data):
-            body += event.data
-            if len(body) > MAX_BODY:
-                return None
-        elif isinstance(event, h11.EndOfMessage) and target is not None:
-            try:
-                parsed: Any = json.loads(bytes(body)) if body else None
-            except ValueError:
-                parsed = None
-            return target, parsed
-        elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-            return None
-
-
-async def _send(
-    conn: h11.Connection,
-    stream: trio.SocketStream,
-    event: h11.Response | h11.Data | h11.EndOfMessage,
-) -> None:
-    data = conn.send(event)
-    if data:
-        await stream.send_all(data)
-
-
-async def _send_data(conn: h11.Connection, stream: trio.SocketStream, data: bytes) -> None:
-    await _send(conn, stream, h11.Data(data=data))
-
-
-async def _send_json(
-    conn: h11.Connection, stream: trio.SocketStream, status: int, payload: object
-) -> None:
-    data = json.dumps(payload).encode()
-    headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
-    await _send(conn, stream, h11.Response(status_code=status, headers=headers))
-    await _send_data(conn, stream, data)
-    await _send(conn, stream, h11.EndOfMessage())
 
 
 def _pieces(text: str) -> list[str]:

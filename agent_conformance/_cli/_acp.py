@@ -36,6 +36,7 @@ def misplaced(args: argparse.Namespace) -> str | None:
             "--shell-target",
             "--mcp-target",
             "--function-target",
+            "--model-target",
         )
         given = [flag for flag in targets if getattr(args, flag[2:].replace("-", "_"))]
         if given:

@@ -33,13 +33,13 @@ __all__ = ["add_arguments", "run"]
 DOCS = "docs/conformance.md"
 # The machines' names, in the order they run (`_conformance.MACHINES`, which imports
 # Hypothesis: too slow to import for `--help`; a test keeps the two equal).
-MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp", "function")
-MACHINE_KINDS = ("agent", "runtime", "runtime", "shell", "mcp", "function")  # their targets
+MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp", "function", "model")
+MACHINE_KINDS = ("agent", "runtime", "runtime", "shell", "mcp", "function", "model")
 # With no target, the main job also checks the built-in runtime's ACP server (D409).
 BUILTIN_ACP = "acp"
 # With more than one lane, the order the machines start in: the longest first, so the
 # lanes end together (typical times of the ci profile on two cores: 30, 20, 17, 10, 9, 8, 2 s).
-LONGEST_FIRST = ("mcp", "shell", BUILTIN_ACP, "lifecycle", "durable", "agent", "function")
+LONGEST_FIRST = ("mcp", "shell", BUILTIN_ACP, "lifecycle", "durable", "agent", "model", "function")
 # The typical wall time of each profile's full run of every machine on two cores: what
 # `--help` tells a user to expect before they start one.
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
@@ -69,6 +69,11 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
         "--function-target",
         help="module:maker of tools from typed functions, with function_tool's signature "
         "(the function machine)",
+    )
+    conformance.add_argument(
+        "--model-target",
+        help="module:maker of a model adapter for an OpenAI-compatible endpoint, "
+        "make(base_url, *, api_key, max_retries) (the model machine)",
     )
     times = "; ".join(f"{name}: {time}" for name, time in PROFILE_TIMES.items())
     conformance.add_argument(
@@ -159,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         "--shell-target": args.shell_target,
         "--mcp-target": args.mcp_target,
         "--function-target": args.function_target,
+        "--model-target": args.model_target,
     }
     loaded: dict[str, Any] = {}
     try:
@@ -186,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
             "--shell-target": "shell",
             "--mcp-target": "mcp",
             "--function-target": "function",
+            "--model-target": "model",
         }
         given_kinds = [kinds[flag] for flag, spec in given.items() if spec]
         if given_kinds and chosen is not None and BUILTIN_ACP in chosen:
@@ -246,11 +253,13 @@ def run(args: argparse.Namespace) -> int:
                 shell_factory=loaded.get("--shell-target"),
                 mcp_opener=loaded.get("--mcp-target"),
                 function_tool_factory=loaded.get("--function-target"),
+                model_factory=loaded.get("--model-target"),
                 factory_spec=args.target,
                 runtime_spec=args.runtime_target,
                 shell_spec=args.shell_target,
                 mcp_spec=args.mcp_target,
                 function_spec=args.function_target,
+                model_spec=args.model_target,
                 profile_name=args.profile,
                 max_examples=args.max_examples,
                 seed=seed,
@@ -288,6 +297,7 @@ def _in_lanes(
         ("--shell-target", args.shell_target),
         ("--mcp-target", args.mcp_target),
         ("--function-target", args.function_target),
+        ("--model-target", args.model_target),
         ("--profile", args.profile),
         ("--max-examples", args.max_examples),
     ):

@@ -78,7 +78,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent_conformance._acp._procs", "agent_conformance._acp._responses",
             "agent_conformance._acp._properties", "agent_conformance._acp._permission_rules",
             "agent_conformance._function_properties", "agent_conformance._function_specs",
-            "agent_conformance._function_checks",
+            "agent_conformance._function_checks", "agent_conformance._model_properties",
         ),
     ),
     ("conformance: machines", ("agent_conformance._*",)),
@@ -121,7 +121,7 @@ PURE = [
     "agent_conformance._acp._procs", "agent_conformance._acp._responses",
     "agent_conformance._acp._properties", "agent_conformance._acp._permission_rules",
     "agent_conformance._mcp_properties", "agent_conformance._function_properties",
-    "agent_conformance._function_specs",
+    "agent_conformance._function_specs", "agent_conformance._model_properties",
 ]  # fmt: skip
 
 

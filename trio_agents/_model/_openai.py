@@ -22,7 +22,7 @@ import random
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import trio
 
@@ -128,6 +128,12 @@ class OpenAICompatibleModel:
         # Shown in errors and logs: never userinfo or a query string, which may hold secrets.
         self.endpoint = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{path}"
         self._api_key = api_key or None
+        # What an error text must never show, longest first: a server may echo the URL it
+        # was asked, query and credentials included, or the key (D433).
+        user = parts.username or ""
+        hidden = [api_key or "", parts.query, parts.password or "", user if len(user) >= 8 else ""]
+        hidden += [value for _, value in parse_qsl(parts.query) if len(value) >= 4]
+        self._secrets = sorted({h for h in hidden if h}, key=len, reverse=True)
         self._client = client
         self._max_retries = max_retries
         self._timeout = timeout
@@ -392,9 +398,10 @@ class OpenAICompatibleModel:
         await trio.sleep(delay)
 
     def _redact(self, text: str) -> str:
-        # Some servers echo the credential back in an error body.
-        if self._api_key:
-            text = text.replace(self._api_key, "<api key>")
+        # Some servers echo the credential, or the URL with its query, in an error body.
+        for secret in self._secrets:
+            shown = "<api key>" if secret == self._api_key else "<hidden>"
+            text = text.replace(secret, shown)
         return text
 
 

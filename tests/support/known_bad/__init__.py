@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import _agent, _approval, _durable, _function, _lifecycle, _mcp, _shell, _streams
+from . import _agent, _approval, _durable, _function, _lifecycle, _mcp, _model, _shell, _streams
 from ._seeded import Seeded
 
 __all__ = ["SEEDED", "Seeded"]
@@ -21,6 +21,7 @@ _MODULES: tuple[ModuleType, ...] = (
     _shell,
     _mcp,
     _function,
+    _model,
 )
 
 SEEDED: tuple[Seeded, ...] = tuple(s for module in _MODULES for s in module.SEEDED)
