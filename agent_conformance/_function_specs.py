@@ -22,6 +22,7 @@ __all__ = [
     "Param",
     "Point",
     "canonical",
+    "json_of",
     "lax",
     "received",
     "source",

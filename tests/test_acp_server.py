@@ -217,3 +217,61 @@ async def test_a_reply_that_arrives_at_once_reaches_the_client_as_one_update() -
         assert answer["result"] == {"stopReason": "end_turn"}
         assert [u["content"]["text"] for u in peer.updates(sid)] == ["".join(pieces)]
         check_wire(peer)
+
+
+class _SlowPipe(trio.abc.SendStream):
+    """A pipe that takes a frame 16 bytes at a time, with a checkpoint between pieces: a
+    cancel could land inside any frame."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.writing = trio.Event()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        for at in range(0, len(data), 16):
+            self.writing.set()
+            self.written += bytes(data[at : at + 16])
+            await trio.lowlevel.checkpoint()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+class _FailingInput(trio.abc.ReceiveStream):
+    """Gives one `initialize` request, then fails once its answer is being written."""
+
+    def __init__(self, pipe: _SlowPipe) -> None:
+        self.pipe = pipe
+        self.sent = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if not self.sent:
+            self.sent = True
+            await trio.lowlevel.checkpoint()
+            request = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+            return json.dumps({**request, "params": {"protocolVersion": 1}}).encode() + b"\n"
+        await self.pipe.writing.wait()
+        raise RuntimeError("the input broke")
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_connection_ending_on_an_error_still_writes_its_frames_whole() -> None:
+    # D434: the writer is not cancelled with the connection; it writes what is queued.
+    from trio_agents import open_runtime
+    from trio_agents.acp import AcpServer
+
+    pipe = _SlowPipe()
+    async with open_runtime(MemoryStore()) as rt:
+        server = AcpServer(rt, lambda: ScriptedModel())
+        broke = pytest.RaisesExc(RuntimeError, match="the input broke")
+        with pytest.RaisesGroup(broke, flatten_subgroups=True):
+            await server.serve(_FailingInput(pipe), pipe)
+    assert len(pipe.written) > 16  # the answer took several pieces
+    assert pipe.written.endswith(b"\n"), bytes(pipe.written[-80:])
+    answer = json.loads(pipe.written)
+    schema.InitializeResponse.model_validate(answer["result"])

@@ -62,6 +62,8 @@ __all__ = ["AcpServer"]
 logger = logging.getLogger("trio_agents.acp")
 
 READ_SIZE = 65536
+# How long a connection that ends on an error keeps writing the frames already queued.
+_DRAIN_GRACE = 5.0
 
 
 class AcpServer:
@@ -152,16 +154,25 @@ class AcpServer:
         frames are dropped.
         """
         disconnect = self._runtime.events.connect(self._on_event)
+        # The writer is not cancelled with the connection: a frame cut in the middle is a
+        # line no client can parse (P7). When the connection ends on an error, the writer
+        # writes what is queued, whole, for up to `_DRAIN_GRACE` seconds (D434).
+        writer = trio.CancelScope(shield=True)
         try:
             async with trio.open_nursery() as connection:
-                connection.start_soon(self._write_all, send)
-                async with trio.open_nursery() as prompts:
-                    # Requests read before the end of input are answered before the
-                    # teardown: all but prompts, which may wait for ever, finish first.
-                    async with trio.open_nursery() as others:
-                        await self._read_all(receive, prompts, others)
-                    await self.aclose()
-                self._out.close()
+                connection.start_soon(self._write_all, send, writer)
+                try:
+                    async with trio.open_nursery() as prompts:
+                        # Requests read before the end of input are answered before the
+                        # teardown: all but prompts, which may wait for ever, finish first.
+                        async with trio.open_nursery() as others:
+                            await self._read_all(receive, prompts, others)
+                        await self.aclose()
+                except BaseException:
+                    writer.deadline = trio.current_time() + _DRAIN_GRACE
+                    raise
+                finally:
+                    self._out.close()
         finally:
             disconnect()
 
@@ -275,7 +286,7 @@ class AcpServer:
         else:
             self._client.resolve(message)
 
-    async def _write_all(self, send: trio.abc.SendStream) -> None:
+    async def _write_all(self, send: trio.abc.SendStream, writer: trio.CancelScope) -> None:
         async def write(frames: list[Outgoing]) -> bool:
             try:
                 await send.send_all(encode(frames))
@@ -286,7 +297,8 @@ class AcpServer:
             self._budget.written(sum(map(size, frames)))
             return True
 
-        await write_in_batches(self._out_receive, write)
+        with writer:
+            await write_in_batches(self._out_receive, write)
 
     def _send(self, frame: Outgoing) -> None:
         try:
