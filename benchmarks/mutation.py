@@ -4,7 +4,8 @@
     python benchmarks/mutation.py --report          # the table so far, without running
 
 Each group of the runtime's modules (the agent core, approval, fibers and registry, the
-stores, MCP, the shell, the ACP server) is checked by the machines that reach it, with a
+stores, MCP, the shell, the ACP server, the model adapter) is checked by the machines that
+reach it, with a
 fixed seed and the ci profile: `trio-agents conformance --seed S --machine ...`, or
 `agent-conformance --acp` against `trio-agents acp` for the ACP server. Cosmic Ray (pinned in
 the `mutation` extra) enumerates the mutants and applies each; this script samples
@@ -107,6 +108,7 @@ GROUPS = (
     Group("mcp", _under("trio_agents/_mcp"), _machines("mcp")),
     Group("shell", _under("trio_agents/_shell"), _machines("shell")),
     Group("acp-server", _under("trio_agents/acp"), (*ACP, "--seed", "{seed}", *ACP_AGENT)),
+    Group("model", _root("_model/_openai.py", "_model/_sse.py"), _machines("model")),
 )
 
 
