@@ -5,8 +5,7 @@
 
 Each group of the runtime's modules (the agent core, approval, fibers and registry, the
 stores, MCP, the shell, the ACP server, the model adapter) is checked by the machines that
-reach it, with a
-fixed seed and the ci profile: `trio-agents conformance --seed S --machine ...`, or
+reach it, with a fixed seed and the ci profile: `trio-agents conformance --seed S --machine ...`, or
 `agent-conformance --acp` against `trio-agents acp` for the ACP server. Cosmic Ray (pinned in
 the `mutation` extra) enumerates the mutants and applies each; this script samples
 `--per-group` of them per group (spread over the group's modules by how many each has, drawn
