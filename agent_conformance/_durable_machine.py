@@ -116,7 +116,8 @@ IDS = ("a", "b")
 # line), more than a title holds, and text beyond ASCII.
 PROMPTS = (
     "hello",
-    "fix the failing test\nin tests/test_io.py\r\n\n  then run it again",
+    # On one line, exactly a title's length: kept whole (the boundary of SessionInfo.title).
+    "fix the failing test\nin tests/test_io.py\r\n\n  then run it again and show the diff now",
     "read the whole repository, then explain how a session is stored, resumed after a "
     "crash and listed, with the files and functions involved",
     "r\u00e9sum\u00e9 the caf\u00e9 \u2014 \u65e5\u672c\u8a9e\tplease",

@@ -358,13 +358,17 @@ class ModelMachine(ConformanceMachine):
         self.endpoint.reset(
             [Stream(tuple(events(reply, f"chatcmpl-{number}")), end="hold", hold_after=2)]
         )
-        first, gone = self.host.call(self._close_early, request, cancel)
+        first, gone, failure = self.host.call(self._close_early, request, cancel)
         how = "cancelled" if cancel else "closed (aclose)"
         STREAM_CONTENT.check(
             first is not None,
             lambda: (
-                "the endpoint sent the text 'first ' and held the stream; no chunk came in "
-                f"{WITHIN:g} s"
+                "the endpoint sent the text 'first ' and held the stream; "
+                + (
+                    f"the stream raised {type(failure).__name__}: {failure}"
+                    if failure is not None
+                    else f"no text came in {WITHIN:g} s"
+                )
             ),
         )
         CLOSED_EARLY_DISCONNECTS.check(
@@ -497,9 +501,14 @@ class ModelMachine(ConformanceMachine):
     async def _consume(self, request: ModelRequest) -> tuple[list[object], BaseException | None]:
         return await _consume(self.model, request)
 
-    async def _close_early(self, request: ModelRequest, cancel: bool) -> tuple[object | None, bool]:
+    async def _close_early(
+        self, request: ModelRequest, cancel: bool
+    ) -> tuple[object | None, bool, Exception | None]:
+        """The first text of a held stream, whether the server saw the client go after the
+        stream was closed (or cancelled) there, and what the stream raised, if anything."""
         stream = self.model.stream(request)
         first: object | None = None
+        failure: Exception | None = None
         try:
             with trio.move_on_after(WITHIN) as scope:
                 async for chunk in stream:
@@ -510,15 +519,15 @@ class ModelMachine(ConformanceMachine):
                             # The iterator sees the cancel at its next checkpoint.
                             continue
                         break
-        except Exception:  # a failure after the first chunk is E2's business, not E6's
-            pass
+        except Exception as exc:  # judged by the rule: E2 before the first text, else not E6's
+            failure = exc
         finally:
             closing = getattr(stream, "aclose", None)
             if closing is not None and not cancel:
                 with trio.move_on_after(WITHIN):
                     await closing()
         if first is None:
-            return None, True
+            return None, True, failure
         with trio.move_on_after(WITHIN):
             await self.endpoint.gone.wait()
         gone = self.endpoint.gone.is_set()
@@ -528,7 +537,7 @@ class ModelMachine(ConformanceMachine):
             if closing is not None:
                 with trio.move_on_after(WITHIN):
                     await closing()
-        return first, gone
+        return first, gone, failure
 
     def _failure(self, status: int) -> Status:
         body = json.dumps({"error": {"message": f"try again ({status})", "type": "server_error"}})
