@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import AsyncGenerator, Generator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -50,6 +52,7 @@ from trio_agents import (
     DuplicateSessionError,
     Record,
     Runtime,
+    SessionInfo,
     SessionStore,
     SqliteStore,
     ToolCall,
@@ -110,6 +113,8 @@ __all__ = [
 ]
 
 CRASH_CLOSE_TIMEOUT = 1.0  # real seconds the crashed run may take to end
+# time.time() as a store keeps it (a REAL column; another store may keep milliseconds).
+_CLOCK_SLACK = 0.01
 
 IDS = ("a", "b")
 # Prompts as users type them: a word, lines (a session's title is its first prompt on one
@@ -192,6 +197,9 @@ class DurableMachine(
         self.cleanly_closed: set[str] = set()
         self.trace: list[str] = []
         self.created: dict[str, int] = {}  # when each id was last created, in creations
+        # Each session's record count at the last listing, and time.time() just before it:
+        # a record counted later was written later (SessionInfo.updated_at).
+        self._listed: dict[str, tuple[int, float]] = {}
         self._calls = 0
         self._closed_here: set[str] = set()  # closed in the current runtime
         # A connection the machine holds open on the file, as a reader of it would: the
@@ -655,6 +663,7 @@ class DurableMachine(
     def _check_listing(self) -> None:
         """At rest (every live session flushed), the runtime's store lists every stored
         session, oldest first, with its counts (L13)."""
+        before = time.time()
         listed = self.host.call(self.store.list_sessions)
         held = {sid: tuple(h.agent.session.records) for sid, h in self.handles.items()}
         held = {**self.expected, **held}
@@ -685,6 +694,21 @@ class DurableMachine(
             titled = title_problem(records, info.title)
             if titled:
                 LISTED_OLDEST_FIRST.fail(f"list_sessions() gives {info.id!r} the {titled}")
+            self._check_updated_at(info, before)
+        self._listed = {info.id: (info.records, before) for info in listed}
+
+    def _check_updated_at(self, info: SessionInfo, now: float) -> None:
+        """`updated_at` is when the store last wrote the session: after the last listing if
+        it holds records that listing did not count, and never in the future."""
+        counted, since = self._listed.get(info.id, (info.records, -math.inf))
+        told = f"list_sessions() gives {info.id!r} updated_at {info.updated_at!r}"
+        if info.records > counted and info.updated_at < since - _CLOCK_SLACK:
+            LISTED_OLDEST_FIRST.fail(
+                f"{told}, but {info.records - counted} of its {info.records} records were "
+                f"written after the listing before, made at time.time() = {since!r}"
+            )
+        if info.updated_at > time.time() + _CLOCK_SLACK:
+            LISTED_OLDEST_FIRST.fail(f"{told}, later than now ({now!r} before the listing)")
 
     def _check_crashed(self, sid: str, found: Sequence[Record] | str | None) -> None:
         appended = self.expected[sid]

@@ -133,7 +133,8 @@ LISTED_OLDEST_FIRST = Property(
     "durable",
     "`list_sessions` lists every stored session once, oldest first, each with the number of "
     "its records, of its turns, and the kind of its last turn/end, as the store holds them, "
-    "and its title: its first prompt on one line, at most 80 characters",
+    "its title: its first prompt on one line, at most 80 characters, and `updated_at`: when "
+    "the store last wrote it",
 )
 CALL_IDS_UNIQUE = Property(
     "A13",

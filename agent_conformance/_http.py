@@ -9,14 +9,26 @@ client to go away.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import h11
 import trio
 
-__all__ = ["MAX_BODY", "Request", "hold", "read_request", "send", "send_data", "send_json"]
+__all__ = [
+    "MAX_BODY",
+    "Request",
+    "hold",
+    "read_request",
+    "send",
+    "send_data",
+    "send_json",
+    "serving",
+]
 
 MAX_BODY = 32 * 1024 * 1024
 
@@ -132,3 +144,17 @@ async def hold(stream: trio.SocketStream, released: trio.Event) -> bool:
         nursery.start_soon(release)
         nursery.start_soon(watch)
     return result
+
+
+@asynccontextmanager
+async def serving(handle: Callable[[trio.SocketStream], Awaitable[None]]) -> AsyncGenerator[int]:
+    """Serve each connection to an ephemeral port of 127.0.0.1 with `handle` until the block
+    ends; yields the port."""
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, handle, 0, host="127.0.0.1")
+        )
+        try:
+            yield listeners[0].socket.getsockname()[1]
+        finally:
+            nursery.cancel_scope.cancel()

@@ -14,7 +14,6 @@ not is counted, not hung.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -112,11 +111,13 @@ class ModelEndpoint:
         await http.send(conn, stream, h11.Response(status_code=200, headers=head))
         pieces = list(answer.pieces)
         if answer.end == "hold":
+            # This call's events: a `reset` for the next call must not see this one's end.
+            held, gone, release = self.held, self.gone, self.release
             for piece in pieces[: answer.hold_after]:
                 await http.send_data(conn, stream, piece)
-            self.held.set()
-            if not await http.hold(stream, self.release):
-                self.gone.set()
+            held.set()
+            if not await http.hold(stream, release):
+                gone.set()
                 return False
             pieces = pieces[answer.hold_after :]
         for piece in pieces:
@@ -131,16 +132,11 @@ class ModelEndpoint:
 async def open_model_endpoint() -> AsyncGenerator[ModelEndpoint, None]:
     """A `ModelEndpoint` on an ephemeral port of 127.0.0.1 until the block ends."""
     endpoint = ModelEndpoint()
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, endpoint.handle, 0, host="127.0.0.1")
-        )
-        endpoint.port = listeners[0].socket.getsockname()[1]
+    async with http.serving(endpoint.handle) as endpoint.port:
         try:
             yield endpoint
         finally:
             endpoint.release.set()
-            nursery.cancel_scope.cancel()
 
 
 async def refused_url() -> str:

@@ -170,7 +170,9 @@ def _draw_reply(data: st.DataObject, number: int) -> Reply:
         reason=reason,
         usage=usage,
         usage_in_finish=data.draw(st.booleans(), label="usage on the finish chunk"),
-        interleaved=data.draw(st.booleans(), label="calls interleaved"),
+        arrival=data.draw(
+            st.sampled_from(("in order", "last first", "interleaved")), label="calls arrive"
+        ),
         line_end=data.draw(st.sampled_from(("\n", "\r\n", "\r")), label="line end"),
         comments=data.draw(st.booleans(), label="comment lines"),
         done=data.draw(st.booleans(), label="[DONE]"),

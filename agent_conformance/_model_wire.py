@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 from trio_agents import Message, ToolSpec
 
 __all__ = [
+    "Arrival",
     "CallSpec",
     "LineEnd",
     "Reason",
@@ -38,6 +39,7 @@ def thaw(value: object) -> Any:
 
 Reason = Literal["stop", "tool_calls", "length"]
 LineEnd = Literal["\n", "\r\n", "\r"]
+Arrival = Literal["in order", "last first", "interleaved"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class Reply:
     """A streamed reply as the endpoint sends it.
 
     texts: the content deltas, in order (an empty one is sent as an empty delta).
-    calls: the tool calls; `interleaved` sends their fragments in turns, else one by one.
+    calls: the tool calls; `arrival` is the order their fragments are sent in: each call's
+        in index order, the last index first, or the calls' fragments in turns.
     reason: the `finish_reason` sent; None sends none (a reply cut short).
     usage: (prompt_tokens, completion_tokens), or None to report no usage.
     usage_in_finish: the usage rides on the finish chunk (some servers), not a chunk of its
@@ -82,7 +85,7 @@ class Reply:
     reason: Reason | None = "stop"
     usage: tuple[int, int] | None = None
     usage_in_finish: bool = False
-    interleaved: bool = False
+    arrival: Arrival = "in order"
     line_end: LineEnd = "\n"
     comments: bool = False
     done: bool = True
@@ -126,7 +129,9 @@ def _call_fragments(reply: Reply) -> list[dict[str, Any]]:
                 delta["function"]["name"] = call.name
             deltas.append(delta)
         per_call.append(deltas)
-    if not reply.interleaved:
+    if reply.arrival == "last first":
+        per_call.reverse()
+    if reply.arrival != "interleaved":
         return [delta for deltas in per_call for delta in deltas]
     out: list[dict[str, Any]] = []
     for turn in range(max((len(d) for d in per_call), default=0)):

@@ -93,6 +93,7 @@ from ._shell_properties import (
     OWNER_SERVED,
     OWNER_TOKEN_KEPT,
     READS_CONSUME_OUTPUT,
+    SPEC_RESOLVED,
 )
 from ._shell_properties import PROPERTIES as PROPERTIES
 from ._shell_spill_probe import probe_spill_directories
@@ -338,9 +339,35 @@ class ShellMachine(JobChecks, ConformanceMachine):
         owned by nobody (None), by the empty string, or by a token no caller has."""
         number, gate, command, lines = self._prepare(kind, code)
         spec = self.shell.resolve(ShellRequest(command))
+        self._check_resolved(number, command, token)
         job_id = self.host.call(lambda: self.shell.start(spec, owner=token))
         self._begin(job_id, token, kind, code, number, lines, gate)
         self.trace.append(f"direct {token!r} {kind}")
+
+    def _check_resolved(self, number: int, command: str, owner: str | None) -> None:
+        """`resolve` of a request that names a working directory and a timeout, or not,
+        chosen by `number` (no draw: the programs stay the ones the seed gives) (S10)."""
+        shell = self.shell
+        base = shell.cwd or os.getcwd()
+        workdir = (None, "sub/dir", os.path.join(base, "elsewhere"))[number % 3]
+        timeout = (None, 0.5, shell.max_timeout * 1000)[number // 3 % 3]
+        request = ShellRequest(command, workdir=workdir, timeout=timeout, owner=owner)
+        spec = shell.resolve(request)
+        wanted = (
+            command,
+            os.path.normpath(os.path.join(base, workdir) if workdir else base),
+            min(timeout or shell.timeout, shell.max_timeout),
+            owner,
+        )
+        got = (spec.command, os.path.normpath(spec.workdir), spec.timeout, spec.owner)
+        SPEC_RESOLVED.check(
+            got == wanted,
+            lambda: (
+                f"resolve({request!r}) gave (command, workdir, timeout, owner) = {got!r}, not "
+                f"{wanted!r} (the executor's cwd {shell.cwd!r}, timeout {shell.timeout!r}, "
+                f"max_timeout {shell.max_timeout!r})"
+            ),
+        )
 
     def _prepare(self, kind: Kind, code: int) -> tuple[int, str, str, set[str]]:
         number = len(self.jobs) + 1

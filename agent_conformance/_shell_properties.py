@@ -1,4 +1,4 @@
-"""The properties the shell machine checks, rule by rule (S1-S5 of docs/contract.md). Each
+"""The properties the shell machine checks, rule by rule (S1-S10 of docs/contract.md). Each
 says, in the contract's words, what a violation quotes. Pure: no trio, no Hypothesis."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = [
     "OWNER_TOKEN_KEPT",
     "PROPERTIES",
     "READS_CONSUME_OUTPUT",
+    "SPEC_RESOLVED",
     "SPILL_DIRECTORY_PER_OWNER",
     "STDIN_CLOSED",
 ]
@@ -144,6 +145,14 @@ BASH_RESULT_ERROR = _shell(
     "non-zero, dies of a signal or times out, and not when it exits 0",
 )
 
+SPEC_RESOLVED = _shell(
+    "S10",
+    "spec-resolved",
+    "`resolve(request)` keeps the command and the owner, takes the executor's `cwd` as the "
+    "working directory or joins a relative `workdir` to it (an absolute one as given), "
+    "the executor's `timeout` when none is asked, and caps any timeout at `max_timeout`",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     ENV_SCRUBBED,
     BASH_RESULT_ERROR,
@@ -163,5 +172,6 @@ PROPERTIES: tuple[Property, ...] = (
     READS_CONSUME_OUTPUT,
     ENV_PASSED_EXPLICITLY,
     SPILL_DIRECTORY_PER_OWNER,
+    SPEC_RESOLVED,
 )
 """The properties the shell machine checks, each of one rule of the contract."""

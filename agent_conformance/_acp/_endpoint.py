@@ -25,7 +25,6 @@ tools are not read, so a `Shell` step goes on with the next step there.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import re
@@ -296,16 +295,11 @@ class ScriptedEndpoint:
 async def open_endpoint() -> AsyncGenerator[ScriptedEndpoint, None]:
     """A `ScriptedEndpoint` serving on an ephemeral port of 127.0.0.1 until the block ends."""
     endpoint = ScriptedEndpoint()
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, endpoint.handle, 0, host="127.0.0.1")
-        )
-        endpoint.port = listeners[0].socket.getsockname()[1]
+    async with http.serving(endpoint.handle) as endpoint.port:
         try:
             yield endpoint
         finally:
             endpoint.release()
-            nursery.cancel_scope.cancel()
 
 
 def locate(messages: object) -> tuple[str | None, int]:

@@ -403,6 +403,15 @@ class _TitledByLatestPromptStore(SqliteStore):
         return titled
 
 
+class _UpdatedWhenMadeStore(SqliteStore):
+    """Reports when a session was made as when it was last written (the row's time is set
+    when the session is made, and appends leave it alone)."""
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        listed = await super().list_sessions()
+        return [dataclasses.replace(info, updated_at=info.created_at) for info in listed]
+
+
 class _RestoreKeepsClaimStore(SqliteStore):
     """Keeps the claim a restore took (the session is about to go live anyway, its author
     thought): a restore that does not resume, a reader's, leaves the session claimed
@@ -438,6 +447,7 @@ damaged_sessions_unlisted = store_factory_for(_DamageHiddenStore)
 restores_repair_twice = store_factory_for(_UnserializedRestoreStore)
 restore_keeps_its_claim = store_factory_for(_RestoreKeepsClaimStore)
 titled_by_latest_prompt = store_factory_for(_TitledByLatestPromptStore)
+updated_when_made = store_factory_for(_UpdatedWhenMadeStore)
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded("idle-before-commit", idle_before_commit, "durable", "idle-after-commit"),
@@ -466,6 +476,7 @@ SEEDED: tuple[Seeded, ...] = (
         also=("idle-after-commit",),
     ),
     Seeded("queued-prompt-lingers", queued_prompt_lingers, "durable", "queued-prompt-committed"),
+    Seeded("updated-when-made", updated_when_made, "durable", "list-sessions-oldest-first"),
     Seeded(
         "sessions-listed-newest-first",
         sessions_listed_newest_first,

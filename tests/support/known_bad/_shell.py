@@ -15,7 +15,15 @@ from typing import Any
 import trio
 
 from agent_conformance._shell_probes import PASSED, PROBE_SET
-from trio_agents import BashTools, RunResult, ShellExecutor, ShellSpec, ToolContext, ToolResult
+from trio_agents import (
+    BashTools,
+    RunResult,
+    ShellExecutor,
+    ShellRequest,
+    ShellSpec,
+    ToolContext,
+    ToolResult,
+)
 from trio_agents._runtime import Runtime
 from trio_agents._shell._bash_tools import (
     _BashKill,  # pyright: ignore[reportPrivateUsage]
@@ -33,6 +41,17 @@ from trio_agents._shell._spill import SpillDirectory
 from ._seeded import Seeded
 
 # -- shell executors with one defect ---------------------------------------------------------
+
+
+class _TimeoutAskedUncapped(ShellExecutor):
+    """Caps only the default timeout at `max_timeout`: one the caller asks for is taken as
+    asked (the caller knows best, its author thought)."""
+
+    def resolve(self, request: ShellRequest) -> ShellSpec:
+        spec = super().resolve(request)
+        if request.timeout is not None:
+            spec = dataclasses.replace(spec, timeout=request.timeout)
+        return spec
 
 
 class _LeaderOnlyKill(ShellExecutor):
@@ -431,6 +450,7 @@ def shell_factory_for(
 
 
 leader_only_kill = shell_factory_for(_LeaderOnlyKill, sandboxed=False)
+timeout_asked_uncapped = shell_factory_for(_TimeoutAskedUncapped)
 owner_forgotten_at_end = shell_factory_for(_OwnerForgottenAtEnd)
 notice_for_killed_jobs = shell_factory_for(_NoticeForKilledJobs)
 owner_token_lowercased = shell_factory_for(_OwnerTokenLowercased)
@@ -456,6 +476,7 @@ error_by_exit_code = shell_factory_for(ShellExecutor, _ErrorByExitCode)
 
 SEEDED = (
     Seeded("i-leader-only-kill", leader_only_kill, "shell", "group-killed"),
+    Seeded("timeout-asked-uncapped", timeout_asked_uncapped, "shell", "spec-resolved"),
     Seeded("j-owner-forgotten-at-end", owner_forgotten_at_end, "shell", "owner-token-kept"),
     Seeded("k-notice-for-killed-jobs", notice_for_killed_jobs, "shell", "notice-only-to-owner"),
     Seeded("owner-token-lowercased", owner_token_lowercased, "shell", "owner-token-kept"),
