@@ -210,7 +210,8 @@ APPROVAL_BEFORE_RUN = _agent(
     "A14",
     "approval-before-run",
     "a call the policy gates runs only once allowed: the tool never receives a call without "
-    "a `tool/approval` record allowing it, recorded before the call starts",
+    "a `tool/approval` record allowing it, recorded before the call starts, and `ToolStarted` "
+    "announces no call that is not allowed",
 )
 REJECTED_CALL_ANSWERED = _agent(
     "A14",

@@ -37,10 +37,12 @@ def approval_problem(
     expected: Mapping[str, Expected],
     ran: Sequence[tuple[str, int]],
     ended_waiting: Collection[str],
+    started: Collection[str] = (),
 ) -> Problem | None:
     """The first call whose approval the records get wrong. `expected`: every gated call's
     expected decision; `ran`: (call id, how many records there were when the tool received
-    it); `ended_waiting`: the calls whose wait a cancel, a close or a race ended."""
+    it); `ended_waiting`: the calls whose wait a cancel, a close or a race ended; `started`:
+    the calls a `ToolStarted` announced."""
     approvals: dict[str, list[tuple[int, Record]]] = {}
     results: dict[str, list[tuple[int, Record]]] = {}
     for index, record in enumerate(records):
@@ -56,6 +58,14 @@ def approval_problem(
             return APPROVAL_BEFORE_RUN, (
                 f"the tool received call {call_id!r}, but the records before it hold "
                 f"{before or 'no tool/approval'} for it"
+            )
+    for call_id in started:
+        want = expected.get(call_id, ("allow_once", "policy"))
+        if want is None or want[0] not in ("allow_once", "allow_always"):
+            decided = "no decision" if want is None else f"the decision {want[0]!r}"
+            return APPROVAL_BEFORE_RUN, (
+                f"ToolStarted announced the gated call {call_id!r}, which has {decided}: it is "
+                "emitted only once the call is allowed"
             )
     for call_id, want in expected.items():
         recorded = approvals.get(call_id, [])

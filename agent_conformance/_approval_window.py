@@ -17,7 +17,7 @@ import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition
 
-from trio_agents import ApprovalPolicy, ApprovalRequest, Decision, Policy, Record
+from trio_agents import ApprovalPolicy, ApprovalRequest, Decision, Policy, Record, ToolStarted
 
 from ._agent_harness import MachineGate
 from ._agent_properties import (
@@ -227,7 +227,10 @@ class ApprovalWindow(AgentChecks):
             (context.call_id, at)
             for (_, context), at in zip(gate.calls, gate.record_counts, strict=True)
         ]
-        problem = approval_problem(records, self.expected_approvals, ran, self._ended_waiting)
+        started = [e.call_id for e in self.events if isinstance(e, ToolStarted)]
+        problem = approval_problem(
+            records, self.expected_approvals, ran, self._ended_waiting, started
+        )
         if problem is not None:
             problem[0].fail(problem[1])
 

@@ -21,6 +21,7 @@ from trio_agents import (
     Model,
     Session,
     Tool,
+    ToolStarted,
     open_agent,
 )
 from trio_agents._agent._approval import approval_record, rejection_text
@@ -43,16 +44,18 @@ class _Gate(Agent):
     remembers: ClassVar[bool] = True
     stops_clock: ClassVar[bool] = True
     policy_failure_asks: ClassVar[bool] = False
+    announces_first: ClassVar[bool] = False  # ToolStarted before the call is decided
 
     def _gate(self) -> Gate:
-        return _FlawedGate(type(self))
+        return _FlawedGate(type(self), self.events)
 
 
 class _FlawedGate:
     """`admit`, `decide` and `_ask` of `_approval_gate`, reading the flags of `flags`."""
 
-    def __init__(self, flags: type[_Gate]) -> None:
+    def __init__(self, flags: type[_Gate], events: EventBus) -> None:
         self.flags = flags
+        self.events = events
 
     async def _ask(self, approval: Approval, request: ApprovalRequest, turn: Turn) -> Decision:
         flags = self.flags
@@ -105,6 +108,11 @@ class _FlawedGate:
         session: Session,
         cancel: Cancel,
     ) -> bool:
+        if self.flags.announces_first:
+            started = ToolStarted(
+                request.agent_id, request.turn, request.step, request.call_id, request.tool
+            )
+            self.events.emit(started)
         decision = await self._decide(approval, request, turn)
         if decision is None:
             return True
@@ -125,6 +133,14 @@ class _FlawedGate:
             return False
         await commit(session, f"the approval of tool call {request.call_id!r}")
         return True
+
+
+class AnnouncedBeforeDecided(_Gate):
+    """(A14) Announces a gated call as started when it reaches the gate, so a listener sees
+    it at once (and again, after an allow, where the step announces it)."""
+
+    __slots__ = ()
+    announces_first = True
 
 
 class RejectedCallRuns(_Gate):
@@ -204,6 +220,7 @@ def asking_factory(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright:
 
 
 rejected_call_runs = asking_factory(RejectedCallRuns)
+announced_before_decided = asking_factory(AnnouncedBeforeDecided)
 approval_cancel_taken_as_rejection = asking_factory(ApprovalCancelTakenAsRejection)
 late_decision_recorded = asking_factory(LateDecisionRecorded)
 cancel_decision_rejects = asking_factory(CancelDecisionRejects)
@@ -213,6 +230,7 @@ policy_failure_asks = asking_factory(PolicyFailureAsks)
 
 SEEDED = (
     Seeded("rejected-call-runs", rejected_call_runs, "agent", "approval-before-run"),
+    Seeded("announced-before-decided", announced_before_decided, "agent", "approval-before-run"),
     Seeded(
         "approval-cancel-taken-as-rejection",
         approval_cancel_taken_as_rejection,
