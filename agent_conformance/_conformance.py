@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import hypothesis.errors
+from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -132,6 +133,7 @@ def run_conformance(
     on_report: Callable[[MachineReport], object] | None = None,
     interrupted: Callable[[], bool] | None = None,
     machines: Collection[str] | None = None,
+    shrink: bool = True,
 ) -> list[MachineReport]:
     """Run the agent machine against `factory`, the lifecycle and durable machines against
     `runtime_factory`, the shell machine against `shell_factory`, the MCP machine against
@@ -145,7 +147,8 @@ def run_conformance(
     `on_report(report)` is called as each machine finishes; once `interrupted()` is true the
     run stops with KeyboardInterrupt before its next example (the CLI's Ctrl-C). `machines`
     (names of `MACHINES`) leaves out every other machine; ValueError for a name that is not
-    a machine, or one whose target is not given while others are."""
+    a machine, or one whose target is not given while others are. With `shrink` False a
+    failing program is reported as found (`--no-shrink`)."""
     budget = Settings(profile(profile_name), database=None, report_multiple_bugs=False)
     if max_examples is not None:
         budget = Settings(budget, max_examples=max_examples)
@@ -174,6 +177,8 @@ def run_conformance(
         # runs its share of the examples asked for (D275), when it is the target, all.
         if max_examples is not None and not (everything and spec_of.target == "mcp"):
             settings = Settings(settings, max_examples=max_examples)
+        if not shrink:
+            settings = Settings(settings, phases=[p for p in settings.phases if p != Phase.shrink])
         if spec_of.base is AgentMachine:
             machine: type[ConformanceMachine] = agent_machine
         else:

@@ -129,7 +129,7 @@ def test_usage_errors_are_one_line() -> None:
     [
         (["--env", "A=b"], "--env applies only with --acp; add --acp, or leave it out"),
         (["--timeout", "20"], "--timeout applies only with --acp"),
-        (["--grace", "3", "--no-shrink"], "--grace, --no-shrink apply only with --acp"),
+        (["--grace", "3", "--timeout", "5"], "--timeout, --grace apply only with --acp"),
         (["--", "true"], "the agent command 'true' applies only with --acp"),
         (
             ["--acp", "--target", "m:f", "--", "true"],

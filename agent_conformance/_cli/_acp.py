@@ -55,7 +55,6 @@ def misplaced(args: argparse.Namespace) -> str | None:
         "--config-file": args.config_file,
         "--timeout": args.timeout is not None,
         "--grace": args.grace is not None,
-        "--no-shrink": args.no_shrink,
     }
     command = [part for part in args.agent_command if part != "--"]
     if command:
@@ -107,7 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-shrink",
         action="store_true",
-        help="with --acp: report the first failing program as found, without shrinking it",
+        help="report the first failing program as found, without shrinking it (a failure "
+        "of a machine on real processes can take minutes to shrink)",
     )
     parser.add_argument(
         "agent_command",

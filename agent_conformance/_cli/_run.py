@@ -267,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
                 on_report=lambda report: _keep_and_print(finished, report, prog),
                 interrupted=lambda: bool(stop),
                 machines=[name],
+                shrink=not args.no_shrink,
             )
     except KeyboardInterrupt:
         if args.lane_of is None:
@@ -303,6 +304,8 @@ def _in_lanes(
     ):
         if value is not None:
             common += [flag, str(value)]
+    if args.no_shrink:
+        common.append("--no-shrink")
     children = Lanes()
     statuses: list[int] = []
     reports: list[LaneReport] = []

@@ -98,17 +98,11 @@ def attempts_as_retries(base_url: str, *, api_key: str | None, max_retries: int)
     return _builtin(base_url, api_key=api_key, max_retries=max(0, max_retries - 1))
 
 
-class _KeyInError(OpenAICompatibleModel):
-    """Shows the endpoint's error text as it came: some servers repeat the key in it."""
-
-    def _redact(self, text: str) -> str:
-        return text
-
-
 def key_in_error(base_url: str, *, api_key: str | None, max_retries: int) -> Any:
-    return _KeyInError(
-        "m", base_url=base_url, api_key=api_key, max_retries=max_retries, backoff=0.0
-    )
+    """Shows the endpoint's error text as it came: some servers repeat the key in it."""
+    model = _builtin(base_url, api_key=api_key, max_retries=max_retries)
+    model._secrets = []  # pyright: ignore[reportPrivateUsage]
+    return model
 
 
 class _DroppedStreamFinishes(_Wrapping):
