@@ -173,6 +173,9 @@ def _draw_reply(data: st.DataObject, number: int) -> Reply:
         arrival=data.draw(
             st.sampled_from(("in order", "last first", "interleaved")), label="calls arrive"
         ),
+        names=data.draw(
+            st.sampled_from(("once", "every fragment", "split")), label="call names sent"
+        ),
         line_end=data.draw(st.sampled_from(("\n", "\r\n", "\r")), label="line end"),
         comments=data.draw(st.booleans(), label="comment lines"),
         done=data.draw(st.booleans(), label="[DONE]"),

@@ -18,6 +18,7 @@ __all__ = [
     "Arrival",
     "CallSpec",
     "LineEnd",
+    "Names",
     "Reason",
     "Reply",
     "body_problems",
@@ -40,6 +41,7 @@ def thaw(value: object) -> Any:
 Reason = Literal["stop", "tool_calls", "length"]
 LineEnd = Literal["\n", "\r\n", "\r"]
 Arrival = Literal["in order", "last first", "interleaved"]
+Names = Literal["once", "every fragment", "split"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,9 @@ class Reply:
 
     texts: the content deltas, in order (an empty one is sent as an empty delta).
     calls: the tool calls; `arrival` is the order their fragments are sent in: each call's
-        in index order, the last index first, or the calls' fragments in turns.
+        in index order, the last index first, or the calls' fragments in turns; `names`
+        how a call's name is sent: on its first fragment, on every one, or split over the
+        first two (servers do each).
     reason: the `finish_reason` sent; None sends none (a reply cut short).
     usage: (prompt_tokens, completion_tokens), or None to report no usage.
     usage_in_finish: the usage rides on the finish chunk (some servers), not a chunk of its
@@ -86,6 +90,7 @@ class Reply:
     usage: tuple[int, int] | None = None
     usage_in_finish: bool = False
     arrival: Arrival = "in order"
+    names: Names = "once"
     line_end: LineEnd = "\n"
     comments: bool = False
     done: bool = True
@@ -121,12 +126,14 @@ def _call_fragments(reply: Reply) -> list[dict[str, Any]]:
     for call in reply.calls:
         pieces = call.pieces() or [""]
         deltas: list[dict[str, Any]] = []
-        for number, piece in enumerate(pieces):
+        names = _names(call.name, len(pieces), reply.names)
+        for number, (piece, name) in enumerate(zip(pieces, names, strict=True)):
             delta: dict[str, Any] = {"index": call.index, "function": {"arguments": piece}}
             if number == 0:
                 delta["id"] = call.call_id
                 delta["type"] = "function"
-                delta["function"]["name"] = call.name
+            if name:
+                delta["function"]["name"] = name
             deltas.append(delta)
         per_call.append(deltas)
     if reply.arrival == "last first":
@@ -137,6 +144,16 @@ def _call_fragments(reply: Reply) -> list[dict[str, Any]]:
     for turn in range(max((len(d) for d in per_call), default=0)):
         out += [deltas[turn] for deltas in per_call if turn < len(deltas)]
     return out
+
+
+def _names(name: str, fragments: int, how: Names) -> list[str]:
+    """The name each fragment of a call carries ("" for none)."""
+    if how == "every fragment":
+        return [name] * fragments
+    if how == "split" and fragments > 1 and len(name) > 1:
+        half = len(name) // 2
+        return [name[:half], name[half:], *[""] * (fragments - 2)]
+    return [name, *[""] * (fragments - 1)]
 
 
 def events(reply: Reply, chat_id: str) -> list[bytes]:
