@@ -27,6 +27,7 @@ __all__ = [
     "send",
     "send_data",
     "send_json",
+    "serve_connection",
     "serving",
 ]
 
@@ -158,3 +159,21 @@ async def serving(handle: Callable[[trio.SocketStream], Awaitable[None]]) -> Asy
             yield listeners[0].socket.getsockname()[1]
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def serve_connection(
+    stream: trio.SocketStream,
+    respond: Callable[[h11.Connection, trio.SocketStream, Request], Awaitable[bool]],
+) -> None:
+    """Answer the requests of one keep-alive connection with `respond` (False: close the
+    connection after this answer) until the client closes it or breaks the protocol."""
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        async with stream:
+            while True:
+                request = await read_request(conn, stream)
+                if request is None or not await respond(conn, stream, request):
+                    return
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()

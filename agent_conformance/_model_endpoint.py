@@ -13,7 +13,6 @@ not is counted, not hung.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -78,20 +77,14 @@ class ModelEndpoint:
         self.release = trio.Event()
 
     async def handle(self, stream: trio.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            async with stream:
-                while True:
-                    request = await http.read_request(conn, stream)
-                    if request is None:
-                        return
-                    self.seen.append(request)
-                    answer = self.answers.pop(0) if self.answers else Status(400, _UNEXPECTED)
-                    if not await self._answer(conn, stream, answer):
-                        return
-                    if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                        return
-                    conn.start_next_cycle()
+        await http.serve_connection(stream, self._respond)
+
+    async def _respond(
+        self, conn: h11.Connection, stream: trio.SocketStream, request: http.Request
+    ) -> bool:
+        self.seen.append(request)
+        answer = self.answers.pop(0) if self.answers else Status(400, _UNEXPECTED)
+        return await self._answer(conn, stream, answer)
 
     async def _answer(
         self, conn: h11.Connection, stream: trio.SocketStream, answer: Answer

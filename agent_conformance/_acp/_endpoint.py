@@ -24,7 +24,6 @@ tools are not read, so a `Shell` step goes on with the next step there.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import re
@@ -149,17 +148,13 @@ class ScriptedEndpoint:
     # -- HTTP ---------------------------------------------------------------------------
 
     async def handle(self, stream: trio.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            async with stream:
-                while True:
-                    request = await http.read_request(conn, stream)
-                    if request is None:
-                        return
-                    await self._route(conn, stream, (request.method, request.path), request.body)
-                    if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                        return
-                    conn.start_next_cycle()
+        await http.serve_connection(stream, self._answer_request)
+
+    async def _answer_request(
+        self, conn: h11.Connection, stream: trio.SocketStream, request: http.Request
+    ) -> bool:
+        await self._route(conn, stream, (request.method, request.path), request.body)
+        return True
 
     async def _route(
         self, conn: h11.Connection, stream: trio.SocketStream, target: tuple[str, str], body: Any
