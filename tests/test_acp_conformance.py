@@ -23,7 +23,7 @@ pytestmark = pytest.mark.subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKOUT = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-VIOLATION = re.compile(r"^    P[0-9]+ \(([a-z-]+)\): ", re.MULTILINE)
+VIOLATION = re.compile(r"^    [A-Z][0-9]+ \(([a-z-]+)\): ", re.MULTILINE)
 OUR_SERVER = (sys.executable, "-m", "trio_agents._cli", "acp", "--model", "openai")
 
 

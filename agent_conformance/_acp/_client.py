@@ -139,6 +139,9 @@ class AgentProcess:
         self._arrived = trio.Event()
         self._lock = trio.Lock()
         self._stdin_closed = False
+        self.kill_at_answer_to: str | None = None
+        """A method: the first answer to a request of it SIGKILLs the agent's process
+        group as soon as it is read (the ACP machine's crash right after an answer)."""
 
     # -- the process ----------------------------------------------------------------------
 
@@ -225,6 +228,12 @@ class AgentProcess:
             if stream is not None:
                 await stream.aclose()
         kill_all(list(self.seen.values()))
+
+    def _kill_group_now(self) -> None:
+        """SIGKILL the agent's process group, as a crash would; `run` reaps it as it ends."""
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
 
     def snapshot(self) -> None:
         """Remember the agent's live descendants (to find the ones it leaves behind)."""
@@ -400,6 +409,11 @@ class AgentProcess:
     def _response(self, seq: int, message: Mapping[str, Any]) -> None:
         request_id = message.get("id")
         pending = self._pending.get(request_id) if isinstance(request_id, int | str) else None
+        if pending is not None and pending.method == self.kill_at_answer_to:
+            # Before anything else: the narrower the window after the answer, the more a
+            # commit that follows the answer is seen missing.
+            self.kill_at_answer_to = None
+            self._kill_group_now()
         answer = Answer(seq, message)
         if request_id is None and "error" in message:
             self.null_errors.append(answer)

@@ -1,5 +1,5 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P9, P11 and P14 (docs/contract.md, ACP section).
+checks rules P1-P9, P11 and P14 (docs/contract.md, ACP section), and L9.
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
@@ -37,6 +37,7 @@ from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell
 from ._malformed import MalformedFrames
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
 from ._properties import (
+    ANSWERED_DURABLE,
     CANCEL_ANSWERS_CANCELLED,
     EXITS_AT_EOF,
     LOAD_REPLAYS,
@@ -72,6 +73,8 @@ class _Session:
     quiet: list[tuple[int, float]] = field(default_factory=list[tuple[int, float]])
     """(from, until) sequence windows in which no turn output may arrive."""
     loaded: bool = False
+    killed: bool = False
+    """Its process was SIGKILLed while it was live: what its load misses was not stored."""
 
 
 class _World:
@@ -562,6 +565,29 @@ class AcpMachine(MalformedFrames):
         self._checked = 0
         self.log.append("restart")
 
+    @precondition(lambda self: self.can_load and bool(self._live()))
+    @rule(session=st.integers(0, MAX_SESSIONS - 1), tool=st.booleans())
+    def kill_after_answer(self, session: int, tool: bool) -> None:
+        """A prompt, and a SIGKILL of the agent's process group the moment its answer is
+        read (L9: answered means stored); a new process loads that session at once."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        reply = f"reply {token} done"
+        self.endpoint.scripts[token] = (Shell("true"), Say(reply)) if tool else (Say(reply),)
+        agent = self.agent
+        agent.snapshot()
+        agent.kill_at_answer_to = "session/prompt"
+        self.host.call(self._prompt_to_end, chosen, token, reply)
+        self._verify()
+        self.host.call(self._stop_agent, agent)
+        for each in self.sessions:
+            each.killed = each.killed or each.live
+            each.live = False
+        self.agent = self._spawn()
+        self._checked = 0
+        self.log.append("kill")
+        self._load(chosen)
+
     @precondition(
         lambda self: self.can_load and any(not s.live and s.turns and not s.loaded
                                            for s in self.sessions)
@@ -570,7 +596,9 @@ class AcpMachine(MalformedFrames):
     def load_session(self, pick: int) -> None:
         """session/load of a session of an earlier process: it replays what was streamed."""
         candidates = [s for s in self.sessions if not s.live and s.turns and not s.loaded]
-        session = candidates[pick % len(candidates)]
+        self._load(candidates[pick % len(candidates)])
+
+    def _load(self, session: _Session) -> None:
         agent = self.agent
         params: dict[str, Any] = {
             "sessionId": session.id,
@@ -598,9 +626,16 @@ class AcpMachine(MalformedFrames):
         )
         for token, reply in session.turns:
             if token not in users:
-                LOAD_REPLAYS.fail(
+                # A prompt missing after a crash is a turn that was answered, not stored.
+                (ANSWERED_DURABLE if session.killed else LOAD_REPLAYS).fail(
                     f"session/load of {session.id} did not replay prompt {token} "
                     f"(replayed {len(replayed)} updates)"
+                    + (
+                        "; the agent was SIGKILLed after answering it, the moment the answer "
+                        "was read"
+                        if session.killed
+                        else ""
+                    )
                 )
             if reply and reply not in texts:
                 LOAD_REPLAYS.fail(

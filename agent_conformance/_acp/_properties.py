@@ -1,11 +1,12 @@
 """The ACP machine's named properties, rule by rule (rules P1-P9, P11 and P14 of docs/contract.md's
-ACP section). Pure: no trio."""
+ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
 
 from .._properties import Property
 
 __all__ = [
+    "ANSWERED_DURABLE",
     "ANSWER_UNIQUE",
     "CANCEL_ANSWERS_CANCELLED",
     "EXITS_AT_EOF",
@@ -74,6 +75,14 @@ LOAD_REPLAYS = Property(
     "when the agent advertises loadSession, session/load of a session from an earlier "
     "process replays, before it answers, each prompt of its completed turns and the text "
     "the model streamed for it",
+)
+ANSWERED_DURABLE = Property(
+    "L9",
+    "answered-durable",
+    _M,
+    "when the agent advertises loadSession, a prompt it answered is stored: killed (SIGKILL "
+    "to its process group) the moment the client reads the answer, a new process's "
+    "session/load replays that prompt and every prompt of the session answered before",
 )
 MALFORMED_ANSWERED = Property(
     "P5",
@@ -150,6 +159,7 @@ PROPERTIES: tuple[Property, ...] = (
     PROMPT_ENDS_TURN,
     SESSIONS_ISOLATED,
     LOAD_REPLAYS,
+    ANSWERED_DURABLE,
     MALFORMED_ANSWERED,
     MALFORMED_SURVIVES,
     EXITS_AT_EOF,

@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from trio_agents._agent._events import TextStreamed
+from trio_agents._store._sqlite import SqliteStore
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp import _listing, _mapping, _permissions
 from trio_agents.acp._server import AcpServer
@@ -111,6 +112,17 @@ def _load_without_text() -> None:
         return found
 
     _mapping.updates_for_record = updates  # the server calls it through the module
+
+
+def _queued_counts_as_committed() -> None:
+    # A store that batches: it says a queued record is committed, and its writer commits
+    # only when flushed or closed. An answered turn then sits in memory until the end.
+    def appended(self: Any, session: Any, record: Any) -> None:
+        with self._guarded():
+            self._pending.append((session, len(session) - 1, record))
+
+    SqliteStore._appended = appended  # type: ignore[method-assign]
+    SqliteStore._committed_all = lambda self, session: True  # type: ignore[method-assign]
 
 
 def _malformed_kills() -> None:
@@ -267,6 +279,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "load-replays-no-agent-text": (
         _load_without_text,
         AcpSeeded("load-replays-no-agent-text", "load-replays"),
+    ),
+    "queued-counts-as-committed": (
+        _queued_counts_as_committed,
+        AcpSeeded("queued-counts-as-committed", "answered-durable"),
     ),
     "malformed-frame-kills-server": (
         _malformed_kills,
