@@ -172,6 +172,7 @@ class AgentMachine(AgentStreams):
         self.expected_approvals: dict[str, tuple[str, str] | None] = {}
         self._asking: str | None = None  # the call the approver should hold, if any
         self._ended_waiting: set[str] = set()  # calls whose wait ended without a decision
+        self._probed_two_calls = False  # the A18 probe of two waiting calls (once)
         self._quiet = QuietListenerFailures()
         logging.getLogger("trio_agents.events").addFilter(self._quiet)
 

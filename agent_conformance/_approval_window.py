@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import trio
+import trio.testing
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition
 
@@ -28,6 +29,7 @@ from ._agent_properties import (
 )
 from ._agent_verify import AgentChecks
 from ._approval_checks import Expected, approval_problem
+from ._approval_probe import two_calls_waiting
 from ._approver import HeldApprover
 from ._machine import rule
 from ._reference import POLICY_REJECTS, Outcome, PolicyKind
@@ -89,6 +91,8 @@ class ApprovalWindow(AgentChecks):
     expected_approvals: dict[str, Expected]
     _asking: str | None
     _ended_waiting: set[str]
+    _probed_two_calls: bool
+    clock: trio.testing.MockClock
 
     if TYPE_CHECKING:  # rules of `AgentMachine`
 
@@ -192,6 +196,33 @@ class ApprovalWindow(AgentChecks):
         self._check_approval_records(self.records)
         expected = self.ref.cancel("race", "user")
         self._check_cancel(ran[0], expected, before, "cancel() racing a decision")
+
+    @precondition(
+        lambda self: (
+            self.approver is not None
+            and self.has.step_timeout
+            and not self._probed_two_calls
+            and self.ref.status == "idle"
+            and not self._ref_pending()
+        )
+    )
+    @rule()
+    def two_calls_wait(self) -> None:
+        """A18 with two calls of one step waiting at once, on an agent of the factory apart
+        from the machine's (`_approval_probe`), while the machine's agent is idle: the
+        step's clock stays stopped until neither waits, then runs on. Once per example."""
+        self._probed_two_calls = True
+        total: list[float] = []
+
+        def jump(seconds: float) -> None:
+            total.append(seconds)
+            self.clock.jump(seconds)
+
+        checked = self.host.call(two_calls_waiting, type(self).factory, jump, STEP_TIMEOUT)
+        self.host.settle()
+        self.ref.time_passes(sum(total))
+        if not checked:
+            type(self).stats["two calls not asked at once"] = 1
 
     def _at_a_gated_call(self) -> bool:
         """Whether a call waits for its decision, after bringing one to its wait if none

@@ -5,6 +5,7 @@ gate (`_approval_gate.admit` and `decide`) whose flags each seed one mistake; an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
@@ -43,6 +44,7 @@ class _Gate(Agent):
     cancel_decision_rejects: ClassVar[bool] = False
     remembers: ClassVar[bool] = True
     stops_clock: ClassVar[bool] = True
+    counts_waiting: ClassVar[bool] = True  # False: each call keeps the deadline itself
     policy_failure_asks: ClassVar[bool] = False
     announces_first: ClassVar[bool] = False  # ToolStarted before the call is decided
 
@@ -59,8 +61,12 @@ class _FlawedGate:
 
     async def _ask(self, approval: Approval, request: ApprovalRequest, turn: Turn) -> Decision:
         flags = self.flags
-        if flags.stops_clock:
+        scope, left = turn.step_scope, math.inf
+        if flags.stops_clock and flags.counts_waiting:
             turn.stop_step_clock()
+        elif flags.stops_clock and scope is not None:
+            left = scope.deadline - trio.current_time()
+            scope.deadline = math.inf
         try:
             try:
                 answer: object = await approval.approver(request)
@@ -71,8 +77,10 @@ class _FlawedGate:
                     raise
                 return Decision("reject_once", by="approver", note="it failed: Cancelled")
         finally:
-            if flags.stops_clock:
+            if flags.stops_clock and flags.counts_waiting:
                 turn.restart_step_clock()
+            elif flags.stops_clock and scope is not None and not math.isinf(left):
+                scope.deadline = trio.current_time() + left
         if not isinstance(answer, Decision):  # pyright: ignore[reportUnnecessaryIsInstance]
             return Decision("reject_once", by="approver", note="not a Decision")
         if flags.checks_cancel_after_answer:
@@ -189,6 +197,15 @@ class ApprovalWaitTimed(_Gate):
     stops_clock = False
 
 
+class ClockRestartedPerCall(_Gate):
+    """(A18) Each asked call stops the step's clock and starts it again itself, with no
+    count of the calls still waiting: the first of two calls decided restarts the clock
+    while the other still waits (and the second, which saw it stopped, never does)."""
+
+    __slots__ = ()
+    counts_waiting = False
+
+
 class PolicyFailureAsks(_Gate):
     """(A14) A policy that raises is taken as having nothing to say: the approver is asked,
     as if the verdict were `ask`, instead of the call being rejected by the policy."""
@@ -227,6 +244,7 @@ cancel_decision_rejects = asking_factory(CancelDecisionRejects)
 always_forgotten = asking_factory(AlwaysForgotten)
 approval_wait_timed = asking_factory(ApprovalWaitTimed)
 policy_failure_asks = asking_factory(PolicyFailureAsks)
+clock_restarted_per_call = asking_factory(ClockRestartedPerCall)
 
 SEEDED = (
     Seeded("rejected-call-runs", rejected_call_runs, "agent", "approval-before-run"),
@@ -247,4 +265,5 @@ SEEDED = (
     Seeded("always-forgotten", always_forgotten, "agent", "always-remembered"),
     Seeded("approval-wait-timed", approval_wait_timed, "agent", "approval-wait-untimed"),
     Seeded("policy-failure-asks", policy_failure_asks, "agent", "one-approval-record"),
+    Seeded("clock-restarted-per-call", clock_restarted_per_call, "agent", "approval-wait-untimed"),
 )
