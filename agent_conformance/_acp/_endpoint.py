@@ -9,6 +9,8 @@ plain `ok`, so agents that make calls of their own still run. Steps:
     Say(text)        stream `text` in a few chunks, then finish_reason "stop"
     Hold(text)       stream `text`, then hold the stream open until released (or the client
                      goes away); a release ends it like `Say`
+    Cut(text)        stream `text`, then finish_reason "length": the reply was cut at the
+                     token limit (a Responses reply ends `incomplete`, max_output_tokens)
     Shell(command)   one tool call of the agent's shell tool (`bash`, `shell`, ... whichever
                      the request offers) running `command`; finish_reason "tool_calls"; an
                      agent that offers none gets the script's next step instead
@@ -42,6 +44,7 @@ __all__ = [
     "API_KEY",
     "MODEL",
     "TOKEN",
+    "Cut",
     "Hold",
     "Say",
     "ScriptedEndpoint",
@@ -77,11 +80,16 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class Cut:
+    text: str
+
+
+@dataclass(frozen=True)
 class Shell:
     command: str
 
 
-Step = Say | Hold | Shell
+Step = Say | Hold | Cut | Shell
 
 
 @dataclass
@@ -199,7 +207,7 @@ class ScriptedEndpoint:
         call = shell_call(body.get("tools"), step.command) if isinstance(step, Shell) else None
         if served is not None and call is not None:
             served.tool = call[0]
-        text = step.text if isinstance(step, Say | Hold) else ("ok" if call is None else "")
+        text = step.text if isinstance(step, Say | Hold | Cut) else ("ok" if call is None else "")
         try:
             await self._reply(conn, stream, body, served, text, call)
         finally:
@@ -217,8 +225,9 @@ class ScriptedEndpoint:
     ) -> None:
         step = served.step if served is not None else None
         chat_id = f"chatcmpl-{next(self._ids)}"
+        cut = isinstance(step, Cut)
         if not body.get("stream"):
-            await http.send_json(conn, stream, 200, _completion(chat_id, text, call))
+            await http.send_json(conn, stream, 200, _completion(chat_id, text, call, cut=cut))
             return
         usage = bool(_dig(body, "stream_options", "include_usage"))
         head = h11.Response(
@@ -236,7 +245,7 @@ class ScriptedEndpoint:
             if not await http.hold(stream, served.released):
                 served.gone = True
                 return
-        finish = "stop"
+        finish = "length" if cut else "stop"
         if call is not None:
             delta = {"tool_calls": [_tool_delta(call, chat_id)]}
             await http.send_data(conn, stream, _event(_chunk(chat_id, delta)))
@@ -256,12 +265,13 @@ class ScriptedEndpoint:
         tokens = TOKEN.findall(found[0]) if found is not None else []
         served = self._serve(str(tokens[-1]) if tokens else None, found[1] if found else 0, None)
         step = served.step if served is not None else None
-        text = step.text if isinstance(step, Say | Hold) else "ok"
+        text = step.text if isinstance(step, Say | Hold | Cut) else "ok"
+        cut = isinstance(step, Cut)
         number = next(self._ids)
         response_id, item_id, model = f"resp_{number}", f"msg_{number}", str(body.get("model"))
         try:
             if not body.get("stream"):
-                reply = responses.reply_object(response_id, item_id, model, text)
+                reply = responses.reply_object(response_id, item_id, model, text, cut=cut)
                 await http.send_json(conn, stream, 200, reply)
                 return
             head = h11.Response(
@@ -278,7 +288,7 @@ class ScriptedEndpoint:
                 if not await http.hold(stream, served.released):
                     served.gone = True
                     return
-            for frame in responses.closing(response_id, item_id, model, text):
+            for frame in responses.closing(response_id, item_id, model, text, cut=cut):
                 await http.send_data(conn, stream, frame)
             await http.send(conn, stream, h11.EndOfMessage())
         finally:
@@ -425,7 +435,9 @@ def _tool_delta(call: tuple[str, dict[str, Any]], chat_id: str) -> dict[str, Any
     }
 
 
-def _completion(chat_id: str, text: str, call: tuple[str, dict[str, Any]] | None) -> object:
+def _completion(
+    chat_id: str, text: str, call: tuple[str, dict[str, Any]] | None, *, cut: bool = False
+) -> object:
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if call is not None:
         tool = _tool_delta(call, chat_id)
@@ -440,7 +452,7 @@ def _completion(chat_id: str, text: str, call: tuple[str, dict[str, Any]] | None
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if call is not None else "stop",
+                "finish_reason": "tool_calls" if call is not None else "length" if cut else "stop",
             }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},

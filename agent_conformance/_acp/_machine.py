@@ -1,5 +1,5 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P9, P11 and P14 (docs/contract.md, ACP section), and L9.
+checks rules P1-P9, P11, P12 and P14 (docs/contract.md, ACP section), and L9.
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
@@ -33,14 +33,26 @@ from .._machine import rule
 from .._properties import ContractViolation, Property
 from . import _wire as wire
 from ._client import AcpTarget, AgentProcess, AgentSetupError, Answer, PermissionAsk, Update
-from ._endpoint import API_KEY, MODEL, TOKEN, Hold, Say, ScriptedEndpoint, Shell, open_endpoint
+from ._endpoint import (
+    API_KEY,
+    MODEL,
+    TOKEN,
+    Cut,
+    Hold,
+    Say,
+    ScriptedEndpoint,
+    Shell,
+    open_endpoint,
+)
 from ._malformed import MalformedFrames
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
 from ._properties import (
     ANSWERED_DURABLE,
     CANCEL_ANSWERS_CANCELLED,
+    CUT_ANSWERS_MAX_TOKENS,
     EXITS_AT_EOF,
     LOAD_REPLAYS,
+    LOADS_UNPROMPTED,
     NO_ORPHANS,
     PERMISSION_REFUSED_NOT_RUN,
     PERMISSION_SKIPPED_BY_CANCEL,
@@ -262,10 +274,25 @@ class AcpMachine(MalformedFrames):
         self.host.call(self._prompt_to_end, chosen, token, reply)
         self.log.append("prompt-tool" if tool else "prompt")
 
-    async def _prompt_to_end(self, session: _Session, token: str, reply: str) -> None:
+    @precondition(lambda self: bool(self._live()))
+    @rule(session=st.integers(0, MAX_SESSIONS - 1))
+    def prompt_cut(self, session: int) -> None:
+        """A prompt whose model's reply is cut at the token limit (finish_reason "length";
+        a Responses reply `incomplete`, max_output_tokens): it answers "max_tokens" (P2),
+        unless the agent asked the model to go on and that call finished."""
+        chosen = self._pick(session)
+        token = self._token(chosen)
+        reply = f"reply {token} cut"
+        self.endpoint.scripts[token] = (Cut(reply),)
+        self.host.call(self._prompt_to_end, chosen, token, reply)
+        self.log.append("prompt-cut")
+
+    async def _prompt_to_end(
+        self, session: _Session, token: str, reply: str, prop: Property = PROMPT_ENDS_TURN
+    ) -> None:
         request_id = await self._send_prompt(session, token)
         answer = await self.agent.answer(request_id)
-        self._expect_end_turn(session, token, answer, reply)
+        self._expect_end_turn(session, token, answer, reply, prop)
 
     def _expect_end_turn(
         self,
@@ -279,16 +306,22 @@ class AcpMachine(MalformedFrames):
             self._unanswered(self.agent, f"session/prompt {token} (session {session.id})")
         assert answer is not None
         reason = wire.dig(answer.result, "stopReason") if answer.error is None else None
-        prop.check(
-            reason == "end_turn",
+        calls = self.endpoint.calls(token)
+        # Cut at the token limit, and the agent did not ask the model to go on.
+        cut = bool(calls) and isinstance(calls[-1].step, Cut)
+        expected = "max_tokens" if cut else "end_turn"
+        (CUT_ANSWERS_MAX_TOKENS if cut else prop).check(
+            reason == expected,
             lambda: (
-                f"prompt {token} of session {session.id}, whose model finished, was "
-                f"answered {answer.error or answer.result}"
+                f"prompt {token} of session {session.id}, whose model "
+                + ("stopped at the token limit (finish_reason length)" if cut else "finished")
+                + f", was answered {answer.error or answer.result}; expected stopReason "
+                f"{expected!r}"
             ),
         )
         # Only what the model streamed must be replayed: an agent without a shell tool got
         # a plain "ok" where the tool call would have been, and its turn ended there.
-        streamed = any(call.step == Say(reply) for call in self.endpoint.calls(token))
+        streamed = any(call.step in (Say(reply), Cut(reply)) for call in calls)
         session.turns.append((token, reply if streamed else ""))
 
     async def _send_prompt(self, session: _Session, token: str, then: bytes = b"") -> int:
@@ -554,16 +587,23 @@ class AcpMachine(MalformedFrames):
         else:
             self._expect_end_turn(a, token_a, answer_a, f"reply {token_a}")
 
-    @precondition(lambda self: self.can_load and any(s.live and s.turns for s in self.sessions))
+    @precondition(lambda self: self.can_load and bool(self._live()))
     @rule()
     def restart(self) -> None:
-        """End this agent's input (it must exit, leaving nothing), start it again."""
+        """End this agent's input (it must exit, leaving nothing), start it again; a
+        session never prompted is loaded at once (P12)."""
         self._end_of_input(self.agent)
         for session in self.sessions:
             session.live = False
         self.agent = self._spawn()
         self._checked = 0
         self.log.append("restart")
+        self._load_an_unprompted()
+
+    def _load_an_unprompted(self) -> None:
+        unprompted = [s for s in self.sessions if not (s.live or s.loaded or s.turns)]
+        if unprompted:
+            self._load(unprompted[0])
 
     @precondition(lambda self: self.can_load and bool(self._live()))
     @rule(session=st.integers(0, MAX_SESSIONS - 1), tool=st.booleans())
@@ -587,15 +627,16 @@ class AcpMachine(MalformedFrames):
         self._checked = 0
         self.log.append("kill")
         self._load(chosen)
+        self._load_an_unprompted()
 
     @precondition(
-        lambda self: self.can_load and any(not s.live and s.turns and not s.loaded
-                                           for s in self.sessions)
-    )  # fmt: skip
+        lambda self: self.can_load and any(not s.live and not s.loaded for s in self.sessions)
+    )
     @rule(pick=st.integers(0, 7))
     def load_session(self, pick: int) -> None:
-        """session/load of a session of an earlier process: it replays what was streamed."""
-        candidates = [s for s in self.sessions if not s.live and s.turns and not s.loaded]
+        """session/load of a session of an earlier process: it replays what was streamed;
+        one never prompted loads too, and a prompt to it then runs (P12)."""
+        candidates = [s for s in self.sessions if not s.live and not s.loaded]
         self._load(candidates[pick % len(candidates)])
 
     def _load(self, session: _Session) -> None:
@@ -609,9 +650,14 @@ class AcpMachine(MalformedFrames):
         # A replay may show a cancelled turn's last updates: the load closes its windows.
         session.quiet = [(a, min(b, start)) for a, b in session.quiet]
         answer = self._ask(agent, "session/load", params, f" of session {session.id}")
-        LOAD_REPLAYS.check(
+        unprompted = not session.turns
+        (LOADS_UNPROMPTED if unprompted else LOAD_REPLAYS).check(
             answer.error is None,
-            lambda: f"session/load of session {session.id} was answered {answer.error}",
+            lambda: (
+                f"session/load of session {session.id}"
+                + (", created and never prompted," if unprompted else "")
+                + f" was answered {answer.error}"
+            ),
         )
         replayed = [
             u for u in agent.updates if u.session_id == session.id and start < u.seq < answer.seq
@@ -644,6 +690,11 @@ class AcpMachine(MalformedFrames):
                 )
         session.live = session.loaded = True
         self.log.append("load")
+        if unprompted:
+            token = self._token(session)
+            reply = f"reply {token} done"
+            self.endpoint.scripts[token] = (Say(reply),)
+            self.host.call(self._prompt_to_end, session, token, reply, LOADS_UNPROMPTED)
 
     # -- checks ----------------------------------------------------------------------------
 

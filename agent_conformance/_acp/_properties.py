@@ -1,5 +1,5 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9, P11 and P14 of docs/contract.md's
-ACP section, and L9 where an agent can load sessions). Pure: no trio."""
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12 and P14 of
+docs/contract.md's ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ __all__ = [
     "ANSWERED_DURABLE",
     "ANSWER_UNIQUE",
     "CANCEL_ANSWERS_CANCELLED",
+    "CUT_ANSWERS_MAX_TOKENS",
     "EXITS_AT_EOF",
+    "LOADS_UNPROMPTED",
     "LOAD_REPLAYS",
     "MALFORMED_ANSWERED",
     "MALFORMED_SURVIVES",
@@ -61,6 +63,13 @@ PROMPT_ENDS_TURN = Property(
     'a prompt that was not cancelled answers stopReason "end_turn" once its model finished; '
     "a session/cancel with no prompt in flight changes nothing",
 )
+CUT_ANSWERS_MAX_TOKENS = Property(
+    "P2",
+    "cut-answers-max-tokens",
+    _M,
+    'a prompt whose model\'s last reply was cut at the token limit (finish_reason "length") '
+    'answers stopReason "max_tokens"',
+)
 SESSIONS_ISOLATED = Property(
     "P3",
     "sessions-isolated",
@@ -75,6 +84,14 @@ LOAD_REPLAYS = Property(
     "when the agent advertises loadSession, session/load of a session from an earlier "
     "process replays, before it answers, each prompt of its completed turns and the text "
     "the model streamed for it",
+)
+LOADS_UNPROMPTED = Property(
+    "P12",
+    "loads-unprompted",
+    _M,
+    "when the agent advertises loadSession, a session created by session/new and never "
+    "prompted loads in a new process (after an end of input or a SIGKILL), and a prompt to it "
+    "then runs",
 )
 ANSWERED_DURABLE = Property(
     "L9",
@@ -157,9 +174,11 @@ PROPERTIES: tuple[Property, ...] = (
     CANCEL_ANSWERS_CANCELLED,
     QUIET_AFTER_CANCEL,
     PROMPT_ENDS_TURN,
+    CUT_ANSWERS_MAX_TOKENS,
     SESSIONS_ISOLATED,
     LOAD_REPLAYS,
     ANSWERED_DURABLE,
+    LOADS_UNPROMPTED,
     MALFORMED_ANSWERED,
     MALFORMED_SURVIVES,
     EXITS_AT_EOF,

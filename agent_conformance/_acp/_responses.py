@@ -6,7 +6,9 @@ Agents that speak only this API (codex-acp refuses chat completions) read a stre
 `event: <type>` / `data: <json>` pairs: `response.created`, `response.output_item.added`,
 one `response.output_text.delta` per piece, then `response.output_item.done` carrying the
 whole message and `response.completed` carrying the whole response. A stream that ends
-without `response.completed` is an error to them, so a reply always ends with it.
+without `response.completed` is an error to them, so a reply always ends with it, or, for a
+reply cut at the token limit, with `response.incomplete` (status `incomplete`,
+`incomplete_details.reason` `max_output_tokens`), which is how the API says so.
 """
 
 from __future__ import annotations
@@ -40,17 +42,19 @@ def _response(response_id: str, model: str, status: str, output: list[Any]) -> d
         "status": status,
         "output": output,
     }
-    if status == "completed":
+    if status in ("completed", "incomplete"):
         response["usage"] = dict(_USAGE)
+    if status == "incomplete":
+        response["incomplete_details"] = {"reason": "max_output_tokens"}
     return response
 
 
-def _message(item_id: str, text: str | None) -> dict[str, Any]:
+def _message(item_id: str, text: str | None, *, cut: bool = False) -> dict[str, Any]:
     """The assistant message item; `text` None is the item as it opens (no content yet)."""
     content: list[Any] = []
     if text is not None:
         content.append({"type": "output_text", "text": text, "annotations": []})
-    status = "in_progress" if text is None else "completed"
+    status = "in_progress" if text is None else "incomplete" if cut else "completed"
     return {
         "type": "message",
         "id": item_id,
@@ -76,21 +80,25 @@ def text_delta(item_id: str, piece: str) -> bytes:
     )
 
 
-def closing(response_id: str, item_id: str, model: str, text: str) -> list[bytes]:
+def closing(
+    response_id: str, item_id: str, model: str, text: str, *, cut: bool = False
+) -> list[bytes]:
     """The events after the text: the message item done with all of `text`, the response
-    completed (with usage)."""
-    item = _message(item_id, text)
+    completed (with usage), or, `cut`, incomplete at the token limit."""
+    item = _message(item_id, text, cut=cut)
+    status = "incomplete" if cut else "completed"
     return [
         _event("response.output_item.done", {"output_index": 0, "item": item}),
-        _event(
-            "response.completed", {"response": _response(response_id, model, "completed", [item])}
-        ),
+        _event(f"response.{status}", {"response": _response(response_id, model, status, [item])}),
     ]
 
 
-def reply_object(response_id: str, item_id: str, model: str, text: str) -> dict[str, Any]:
+def reply_object(
+    response_id: str, item_id: str, model: str, text: str, *, cut: bool = False
+) -> dict[str, Any]:
     """The whole reply as one response object, for a request with `stream` false."""
-    return _response(response_id, model, "completed", [_message(item_id, text)])
+    status = "incomplete" if cut else "completed"
+    return _response(response_id, model, status, [_message(item_id, text, cut=cut)])
 
 
 def user_and_steps(items: object) -> tuple[str, int] | None:

@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from trio_agents._agent._events import TextStreamed
+from trio_agents._errors import SessionNotFoundError
 from trio_agents._store._sqlite import SqliteStore
 from trio_agents.acp import _jsonrpc as rpc
 from trio_agents.acp import _listing, _mapping, _permissions
@@ -78,6 +79,17 @@ def _cancel_answers_end_turn() -> None:
     _mapping.stop_reason = reason  # the server calls it through the module
 
 
+def _cut_answers_end_turn() -> None:
+    original = _mapping.stop_reason
+
+    def reason(records: Any, message_id: str, *, cancel_requested: bool) -> Any:
+        # The finish of the last reply is read but only "stop" and "tool_calls" are known.
+        outcome = original(records, message_id, cancel_requested=cancel_requested)
+        return "end_turn" if outcome == "max_tokens" else outcome
+
+    _mapping.stop_reason = reason
+
+
 def _second_answer() -> None:
     send_result = AcpServer._send_result  # pyright: ignore[reportPrivateUsage]
 
@@ -123,6 +135,18 @@ def _queued_counts_as_committed() -> None:
 
     SqliteStore._appended = appended  # type: ignore[method-assign]
     SqliteStore._committed_all = lambda self, session: True  # type: ignore[method-assign]
+
+
+def _empty_session_not_found() -> None:
+    load = SqliteStore.load
+
+    async def with_history(self: Any, session_id: str) -> Any:
+        stored = await load(self, session_id)
+        if not stored.records:  # "nothing to resume": a session without history is missing
+            raise SessionNotFoundError(f"no session {session_id!r} is stored")
+        return stored
+
+    SqliteStore.load = with_history  # type: ignore[method-assign]
 
 
 def _malformed_kills() -> None:
@@ -256,13 +280,18 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     ),
     "cancel-answered-end-turn": (
         _cancel_answers_end_turn,
-        # A permission request answered `cancelled` ends its prompt as a cancel must (P8):
-        # the same mistake, seen first there when such a request comes first.
+        # A permission request answered `cancelled` ends its prompt as a cancel must (P8),
+        # and so does a cancel while one is held (P9): the same mistake, seen first there
+        # when such a request comes first.
         AcpSeeded(
             "cancel-answered-end-turn",
             "cancel-answers-cancelled",
-            also=("permission-refused-not-run",),
+            also=("permission-refused-not-run", "permission-skipped-by-cancel"),
         ),
+    ),
+    "cut-reply-answered-end-turn": (
+        _cut_answers_end_turn,
+        AcpSeeded("cut-reply-answered-end-turn", "cut-answers-max-tokens"),
     ),
     "session-new-answered-twice": (
         _second_answer,
@@ -283,6 +312,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "queued-counts-as-committed": (
         _queued_counts_as_committed,
         AcpSeeded("queued-counts-as-committed", "answered-durable"),
+    ),
+    "empty-session-not-found": (
+        _empty_session_not_found,
+        AcpSeeded("empty-session-not-found", "loads-unprompted"),
     ),
     "malformed-frame-kills-server": (
         _malformed_kills,
