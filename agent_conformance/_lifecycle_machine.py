@@ -52,6 +52,7 @@ from ._lifecycle_properties import (
     CLOSE_EVENTS_ONCE,
     CLOSED_GONE,
     CLOSING_TURN_DURABLE,
+    CONFIGURED_RESUMES,
     CREATE_OUTCOME,
     NOTHING_HALF_PUBLISHED,
     OWNERS_JOIN,
@@ -70,6 +71,7 @@ from ._targets import RuntimeFactory, RuntimeSurface
 
 __all__ = ["PROPERTIES", "LifecycleMachine", "RuntimeFactory"]
 
+MINTED = "minted"  # the label of the plugin's agent configured without a session id
 LIFECYCLE_EVENTS = (SessionCreated, AgentCreated, AgentClosed, SessionClosed)
 CYCLE = ("SessionCreated", "AgentCreated", "AgentClosed", "SessionClosed")
 
@@ -126,7 +128,14 @@ class LifecycleMachine(ClosingRules):
         plugin_model = ScriptedModel(hold_all=True)
         # The model each live id's agent was made with (the machine made them all).
         self.models: dict[str, ScriptedModel] = {PLUGIN_ID: plugin_model}
-        self.plugin = ConfiguredAgents(AgentConfig("plugin", plugin_model, session_id=PLUGIN_ID))
+        # A second agent of the plugin, configured without a session id: the plugin mints
+        # one at its first apply and must resume that session at every later one.
+        self.minted_model = ScriptedModel(hold_all=True)
+        self.minted_id: str | None = None
+        self.plugin = ConfiguredAgents(
+            AgentConfig("plugin", plugin_model, session_id=PLUGIN_ID),
+            AgentConfig(MINTED, self.minted_model),
+        )
         self.rt: RuntimeSurface | None = None
         self.noted: list[ContractViolation] = []
         self._open_rt: RuntimeSurface | None = None  # also while it closes
@@ -172,6 +181,7 @@ class LifecycleMachine(ClosingRules):
             await rt.load(self.plugin)
             self.owner_of[PLUGIN_ID] = "plugin"
             self.ever_live.add(PLUGIN_ID)
+            self._note_minted("loading the plugin into a new runtime")
             yield rt
         # The moment the runtime's block has closed: every agent is closed, durably.
         self.closed_now(set(self.owner_of), "closing the runtime", CLOSED_GONE, rt)
@@ -482,7 +492,35 @@ class LifecycleMachine(ClosingRules):
                 f"{PLUGIN_ID!r} of the old fiber was still there?"
             )
         self.owner_of[PLUGIN_ID] = "plugin"
+        self._note_minted("reloading the plugin")
         self.settle()
+
+    def _note_minted(self, after: str) -> None:
+        """The plugin's agent configured without an id: live under the id minted at the
+        first apply (F2: applying again resumes the same sessions)."""
+        sid = self.plugin.session_id(MINTED)
+        agent = self.plugin.agent(MINTED)
+        first = self.minted_id
+        CONFIGURED_RESUMES.check(
+            sid is not None and (first is None or sid == first),
+            lambda: (
+                f"after {after}, the plugin's agent {MINTED!r}, configured without a session "
+                f"id, has the session {sid!r}; "
+                + (f"its first apply minted {first!r}" if first else "it has none")
+            ),
+        )
+        assert sid is not None
+        CONFIGURED_RESUMES.check(
+            agent is not None and agent.id == sid,
+            lambda: (
+                f"after {after}, the plugin's agent({MINTED!r}) is "
+                f"{'None' if agent is None else repr(agent.id)}, not the live agent {sid!r}"
+            ),
+        )
+        self.minted_id = sid
+        self.owner_of[sid] = "plugin"
+        self.ever_live.add(sid)
+        self.models[sid] = self.minted_model
 
     @rule()
     def restart_runtime(self) -> None:

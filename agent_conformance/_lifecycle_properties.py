@@ -127,6 +127,13 @@ PLUGIN_FIBER_OWNS = _lifecycle(
     "everything a plugin's apply starts or registers through its fiber belongs to the fiber "
     "and goes away when it closes",
 )
+CONFIGURED_RESUMES = _lifecycle(
+    "F2",
+    "configured-resumes-sessions",
+    "ConfiguredAgents applied again (a reload, or a new runtime over the same store) resumes "
+    "the same sessions: a config without a session_id keeps the id minted at its first apply, "
+    "and agent(label) is the live agent of that id",
+)
 SERVICES = _lifecycle(
     "F3",
     "services-are-attributes",
@@ -162,6 +169,7 @@ PROPERTIES: tuple[Property, ...] = (
     PLUGIN_LOAD_REFUSED,
     PLUGIN_RELOAD_WAITS,
     PLUGIN_FIBER_OWNS,
+    CONFIGURED_RESUMES,
     SERVICES,
 )
 """The properties the lifecycle machine checks, in rule order."""

@@ -10,6 +10,7 @@ import trio
 
 from trio_agents import (
     AlreadyLoadedError,
+    ConfiguredAgents,
     Fiber,
     Plugin,
     Runtime,
@@ -294,6 +295,16 @@ class _FiberAgentsOwnedByRuntime(Runtime):
         return super().agents_for(self)
 
 
+class _MintedIdsForgotten(Runtime):
+    """(F2) Loading a ConfiguredAgents clears the ids it minted (a fresh plugin state per
+    apply, it seems): a config without a session id gets a new session at every apply."""
+
+    async def load(self, plugin: Plugin, *, name: str | None = None) -> Fiber:
+        if isinstance(plugin, ConfiguredAgents):
+            plugin._minted.clear()  # pyright: ignore[reportPrivateUsage]
+        return await super().load(plugin, name=name)
+
+
 class _BusStopsAtRaisingListener(EventBus):
     """(A11) One `try` around the whole delivery instead of one per listener: a listener that
     raises is logged, and the listeners after it, and the events queued behind, miss it."""
@@ -334,8 +345,12 @@ reload_does_not_wait = runtime_class_factory(_ReloadDoesNotWait)
 failed_apply_not_undone = runtime_class_factory(_FailedApplyNotUndone)
 loaded_plugin_not_refused = runtime_class_factory(_LoadedPluginNotRefused)
 fiber_agents_owned_by_runtime = runtime_class_factory(_FiberAgentsOwnedByRuntime)
+minted_ids_forgotten = runtime_class_factory(_MintedIdsForgotten)
 
 SEEDED = (
+    Seeded(
+        "minted-ids-forgotten", minted_ids_forgotten, "lifecycle", "configured-resumes-sessions"
+    ),
     Seeded(
         "c-aclose-before-loop-exit",
         aclose_before_loop_exit,
