@@ -76,6 +76,7 @@ from ._durable_checks import (
     check_repair_durable,
     check_resumed,
     highest_message_id,
+    parked_of,
     suffixed,
     title_problem,
 )
@@ -88,6 +89,7 @@ from ._durable_properties import (
     CRASH_NO_TORN_RECORD,
     LISTED_OLDEST_FIRST,
     NOTHING_STRANDED,
+    PARKED_RESTORED,
     PROPERTIES,
     RESUME_OF_LIVE_REFUSED,
     RESUMED_IDS_CONTINUE,
@@ -428,6 +430,56 @@ class DurableMachine(
         self._restored = restored
         self._resumed_id = str(agent.send("after the resume"))
 
+    @precondition(lambda self: any(parked_of(r) for r in self.expected.values()))
+    @rule(data=st.data())
+    def resume_parked_and_close(self, data: st.DataObject) -> None:
+        """Resume a stored session that holds queued prompts a crash left unstarted, and
+        close its agent before anything wakes it: the prompts must come back parked, and
+        the close must keep them (no `prompt/dropped`) for the next resume (L8)."""
+        choices = sorted(sid for sid, records in self.expected.items() if parked_of(records))
+        self._resume_parked_and_close(data.draw(st.sampled_from(choices), label="sid"))
+
+    def _resume_parked_and_close(self, sid: str) -> None:
+        asks = sid in self.asking
+        before = self.expected.pop(sid)
+        self.cleanly_closed.discard(sid)
+
+        async def resume_and_close() -> Restored:
+            assert self.rt is not None
+            handle = await self.rt.agents.resume(
+                sid,
+                model=ScriptedModel(hold_all=True),
+                tools=[GateTool()],
+                approval=self._approval(sid, asks),
+            )
+            agent = handle.agent
+            restored = Restored(
+                agent.parked, [str(m) for m, _ in agent.pending], agent.status.value
+            )
+            await handle.aclose()
+            return restored
+
+        restored = self.host.call(resume_and_close)
+        self.trace.append(f"resume {sid} close parked")
+        self._settle()
+        files = self.host.call(self._read_file, [sid])
+        found = files[sid]
+        records = found if isinstance(found, tuple) else ()
+        check_parked(sid, before, records[len(before) :], restored, cancelled=False)
+        wanted = parked_of(before)
+        PARKED_RESTORED.check(
+            parked_of(records) == wanted,
+            lambda: (
+                f"session {sid!r} held queued prompts {wanted} that never started; resumed and "
+                f"closed before anything woke it, it is stored holding "
+                f"{parked_of(records) if records else shown(found)} left to run: "
+                f"{show(records[len(before) :])} were appended"
+            ),
+        )
+        if records:
+            self.expected[sid] = records
+            self.cleanly_closed.add(sid)
+
     def _resume_live(self, sid: str) -> None:
         session = self.handles[sid].agent.session
         before = len(session)
@@ -659,6 +711,11 @@ class DurableMachine(
         for sid in [] if leave else cut:
             if self.expected.get(sid):
                 self._resume_stored(sid, cancel_first)
+        if leave and queue_first:
+            # Left stored with prompts queued: one of them is resumed and closed parked.
+            parked = [sid for sid in cut if parked_of(self.expected.get(sid, ()))]
+            if parked:
+                self._resume_parked_and_close(parked[0])
 
     def _check_listing(self) -> None:
         """At rest (every live session flushed), the runtime's store lists every stored

@@ -98,6 +98,25 @@ def _cancel_skipping_parked(agent: Any, reason: str = "cancelled", *, cause: Any
     return _cancel(agent, reason, cause=cause)
 
 
+_begin_close = _agent_module.Agent._begin_close  # pyright: ignore[reportPrivateUsage]
+
+
+def _close_drops_parked(agent: Any) -> None:
+    if agent.parked and not agent._closing:
+        # The mistake: parked prompts are queued work like any other, dropped at a close.
+        agent._parked = False
+    _begin_close(agent)
+
+
+@asynccontextmanager
+async def close_drops_parked_prompts(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """Closing a resumed agent whose restored prompts wait parked drops them (recorded
+    `prompt/dropped`, reason closed) instead of keeping them for the next resume."""
+    with mock.patch.object(_agent_module.Agent, "_begin_close", _close_drops_parked):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
 def _leave_by_id(store: Any, entry: Any) -> None:
     """`_leave` without the check that the live entry is this session: by id."""
     session = entry.session
@@ -523,6 +542,12 @@ SEEDED: tuple[Seeded, ...] = (
         "parked-prompts-restored",
     ),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
+    Seeded(
+        "close-drops-parked-prompts",
+        close_drops_parked_prompts,
+        "durable",
+        "parked-prompts-restored",
+    ),
     Seeded(
         "repair-forgets-dangling-calls",
         repair_forgets_dangling_calls,
