@@ -260,6 +260,8 @@ SEEDED = (
         late_decision_recorded,
         "agent",
         "cancel-ends-approval-wait",
+        # The late decision taken, its call starts: announced with no decision recorded.
+        also=("approval-before-run",),
     ),
     Seeded("cancel-decision-rejects", cancel_decision_rejects, "agent", "cancel-decision-aborts"),
     Seeded("always-forgotten", always_forgotten, "agent", "always-remembered"),
