@@ -218,6 +218,7 @@ class AgentStreams(AgentWindows):
     def __init__(self, host: Any) -> None:
         super().__init__(host)
         self.readers: list[Reader] = []
+        self._results_checked = 0  # turn/end records whose turn_result was checked (V4)
 
     def send(self) -> None:
         """The machine's `send` rule (`AgentMachine`): what an agent without `stream`
@@ -307,6 +308,7 @@ class AgentStreams(AgentWindows):
 
     def _verify(self) -> None:
         super()._verify()
+        self._check_turn_results()
         for reader in self.readers:
             ended = reader.drain.is_set() and any(
                 isinstance(e, TurnEnd | TurnDropped) for e in reader.events
@@ -324,6 +326,31 @@ class AgentStreams(AgentWindows):
                 STREAM_FOLLOWS_ITS_TURN.fail(
                     f"reading the stream of {reader.prompt_id} raised {reader.raised!r}"
                 )
+
+    def _check_turn_results(self) -> None:
+        """V4 on every turn that ended since the last check, streamed or not:
+        `turn_result(records, prompt_id)` holds what the turn's records say, read here."""
+        records = self.records
+        ends = [at for at, r in enumerate(records) if r.type == TURN_END]
+        for end in ends[self._results_checked :]:
+            start = next((at for at in range(end, -1, -1) if records[at].type == TURN_START), None)
+            if start is None:
+                continue
+            turn = records[start : end + 1]
+            mid = next((str(r.data["id"]) for r in turn if r.type == USER_MESSAGE), None)
+            if mid is None:
+                continue
+            wanted = result_from(turn, mid)
+            try:
+                got: object = result_seen(turn_result(records, mid))
+            except Exception as exc:  # what it raised is the finding
+                got = exc
+            if got != wanted:
+                STREAM_RESULT_FROM_RECORDS.fail(
+                    f"turn_result(records, {mid!r}) gave {got!r}; the records of its turn "
+                    f"give {wanted!r}"
+                )
+        self._results_checked = len(ends)
 
     def _check_streams_at_close(self) -> None:
         """Once the agent is closed: every reader, let read, ends with what it must."""
@@ -395,7 +422,7 @@ class AgentStreams(AgentWindows):
         )
         wanted = turn_result(records, mid)
         STREAM_RESULT_FROM_RECORDS.check(
-            reader.result == wanted,
+            reader.result == wanted and result_seen(reader.result) == result_from(turn or [], mid),
             lambda: (
                 f"result() of {mid} gave {reader.result!r}; turn_result(records, {mid!r}) "
                 f"gives {wanted!r}"

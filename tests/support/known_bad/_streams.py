@@ -4,23 +4,32 @@ seeded defect (rules V1-V4)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from unittest import mock
 
 import trio
 
 from trio_agents import (
     Agent,
+    AgentOptions,
     Event,
     EventBus,
+    Model,
+    Record,
     TextStreamed,
+    Tool,
     TurnDropped,
     TurnEnd,
     TurnEvent,
     TurnResult,
     TurnText,
     Usage,
+    open_agent,
     turn_result,
 )
+from trio_agents._agent import _turn_result
 from trio_agents._agent._turn_stream import TurnStream
 
 from ._agent import factory_for
@@ -165,6 +174,33 @@ def _agent_with(stream: type[TurnStream]) -> type[Agent]:
     return _Streaming
 
 
+_result = _turn_result._result  # pyright: ignore[reportPrivateUsage]
+
+
+def _last_reply_usage(records: Sequence[Record]) -> TurnResult:
+    got = _result(records)
+    last = [
+        r.data["usage"] for r in records if r.type == "assistant/message" and r.data.get("usage")
+    ]
+    if got.usage is None or not last:
+        return got
+    # The mistake: the input tokens of the last reply, not the sum of the turn's.
+    return dataclasses.replace(
+        got, usage=dataclasses.replace(got.usage, input_tokens=int(last[-1]["input_tokens"]))
+    )
+
+
+@asynccontextmanager
+async def usage_of_last_reply(
+    model: Model, tools: Sequence[Tool], events: EventBus, options: AgentOptions
+) -> AsyncGenerator[Any]:
+    """`turn_result` (which `TurnStream.result()` gives too) takes a turn's input tokens from
+    its last reply instead of summing its replies'."""
+    with mock.patch.object(_turn_result, "_result", _last_reply_usage):
+        async with open_agent(model, tools=tools, events=events, options=options) as agent:
+            yield agent
+
+
 stream_text_twice = factory_for(_agent_with(_TextTwice))
 stream_without_turn_end = factory_for(_agent_with(_NoTurnEnd))
 stream_goes_on_after_turn_end = factory_for(_agent_with(_GoesOnAfterTurnEnd))
@@ -174,6 +210,7 @@ stream_usage_zero_by_default = factory_for(_agent_with(_UsageZeroByDefault))
 stream_takes_any_agents_text = factory_for(_agent_with(_AnyAgentsText))
 
 SEEDED: tuple[Seeded, ...] = (
+    Seeded("usage-of-last-reply", usage_of_last_reply, "agent", "stream-result-from-records"),
     Seeded(
         "stream-usage-zero-by-default",
         stream_usage_zero_by_default,
