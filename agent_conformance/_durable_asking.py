@@ -69,7 +69,9 @@ class AskingSessions(ConformanceMachine):
 
         def _settle(self) -> None: ...
         def _forget(self, sid: str, records: Sequence[Record], *, clean: bool) -> None: ...
-        def _resume_stored(self, sid: str, cancel_first: bool) -> None: ...
+        def _resume_stored(
+            self, sid: str, cancel_first: bool, remembers: bool | None = None
+        ) -> None: ...
         def _check_call_ids(
             self, sid: str, asked: Sequence[str], before: set[str], new: Sequence[Record]
         ) -> None: ...
@@ -122,7 +124,7 @@ class AskingSessions(ConformanceMachine):
         self._forget(sid, handle.agent.session.records, clean=True)
         self.trace.append(f"always {first} {then} {sid}, closed")
         self._settle()
-        self._resume_stored(sid, cancel_first=False)
+        self._resume_stored(sid, cancel_first=False, remembers=True)
         if self.models[sid].held:
             # The same id as before the close, as a model whose ids restart after a reload
             # sends it: recorded with a suffix (A13).

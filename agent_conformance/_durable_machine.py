@@ -386,12 +386,17 @@ class DurableMachine(
         else:
             self._resume_stored(sid, data.draw(st.booleans(), label="cancel first"))
 
-    def _resume_stored(self, sid: str, cancel_first: bool) -> None:
+    def _resume_stored(self, sid: str, cancel_first: bool, remembers: bool | None = None) -> None:
         asks = sid in self.asking
         before = self.expected.pop(sid)
         clean = sid in self.cleanly_closed
         self.cleanly_closed.discard(sid)
-        self.host.call(self._resume, sid, cancel_first, asks)
+        if remembers is None:
+            # Derived, not drawn (the programs stay as they were): every other stored length
+            # resumes with a policy that does not remember, which must ask again even about
+            # a tool the session holds an "always" answer for (A17).
+            remembers = len(before) % 2 == 0
+        self.host.call(self._resume, sid, cancel_first, asks, remembers)
         self.trace.append(
             f"resume {sid}{' cancel' if cancel_first else ''}{' asking' if asks else ''}"
         )
@@ -412,13 +417,13 @@ class DurableMachine(
         files = self.host.call(self._read_file, [sid])
         check_repair_durable(sid, before, records, files[sid])
 
-    async def _resume(self, sid: str, cancel_first: bool, asks: bool) -> None:
+    async def _resume(self, sid: str, cancel_first: bool, asks: bool, remembers: bool) -> None:
         assert self.rt is not None
         model, gate = ScriptedModel(hold_all=True), GateTool()
-        approval = self._approval(sid, asks)
+        approval = self._approval(sid, asks, remembers)
         handle = await self.rt.agents.resume(sid, model=model, tools=[gate], approval=approval)
-        # From here on (after the repair a resume appends), the agent remembers (A17).
-        self.policies.setdefault(sid, []).append((len(handle.agent.session.records), True))
+        # From here on (after the repair a resume appends), the agent remembers or not (A17).
+        self.policies.setdefault(sid, []).append((len(handle.agent.session.records), remembers))
         self.handles[sid], self.models[sid], self.gates[sid] = handle, model, gate
         agent = handle.agent
         # Before any other task runs: the repair must already be there, and the queued

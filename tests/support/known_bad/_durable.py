@@ -32,6 +32,7 @@ from trio_agents import (
 )
 from trio_agents._agent import _agent as _agent_module
 from trio_agents._agent import _approval_gate, _inbox, _step, _turn
+from trio_agents._agent._approval import Decision, DecisionOutcome
 from trio_agents._fiber import require_open
 from trio_agents._store._base import title_of
 from trio_agents._store._repair import closers
@@ -113,6 +114,26 @@ async def close_drops_parked_prompts(store: SessionStore) -> AsyncGenerator[Runt
     """Closing a resumed agent whose restored prompts wait parked drops them (recorded
     `prompt/dropped`, reason closed) instead of keeping them for the next resume."""
     with mock.patch.object(_agent_module.Agent, "_begin_close", _close_drops_parked):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
+def _settled_whatever_the_policy(approval: Any, request: Any, verdict: Any) -> Any:
+    kept = approval.remembered.get(request.tool) if verdict == "ask" else None
+    if kept is not None:  # the mistake: the policy's `remembers` is not looked at
+        outcome: DecisionOutcome = "allow_always" if kept == "allow" else "reject_always"
+        return Decision(outcome, by="remembered", note="an earlier answer")
+    return _settled(approval, request, verdict)
+
+
+_settled = Approval.settled
+
+
+@asynccontextmanager
+async def restored_always_ignores_policy(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """A resumed agent whose policy does not remember still decides by the "always"
+    answers its session holds, without asking."""
+    with mock.patch.object(Approval, "settled", _settled_whatever_the_policy):
         async with open_runtime(store) as rt:
             yield rt
 
@@ -542,6 +563,12 @@ SEEDED: tuple[Seeded, ...] = (
         "parked-prompts-restored",
     ),
     Seeded("resume-skips-repair", resume_skips_repair, "durable", "resume-ends-open-turn"),
+    Seeded(
+        "restored-always-ignores-policy",
+        restored_always_ignores_policy,
+        "durable",
+        "always-answers-resumed",
+    ),
     Seeded(
         "close-drops-parked-prompts",
         close_drops_parked_prompts,
