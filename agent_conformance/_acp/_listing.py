@@ -52,6 +52,7 @@ class SessionListing(ConformanceMachine):
 
         def _live(self) -> list[Any]: ...
         def prompt(self, session: int, tool: bool) -> None: ...
+        def new_session(self) -> None: ...
 
         def _ask(
             self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
@@ -82,12 +83,17 @@ class SessionListing(ConformanceMachine):
         """session/list, following each `nextCursor` to the end: of the example's work
         directory (`filtered`) or of every directory. With `bulk` (once an example), first
         make enough sessions to need pages, and one in another directory; after the first
-        page, `between` makes one more session (`create`), or prompts a live one, which
-        writes to it (`write`)."""
+        page, `between` makes one more session (`create`), or prompts the oldest live one,
+        which writes to it (`write`); the listing that makes pages does both (D449)."""
         self.listings += 1
         workdir = str(self.agent.workdir)
-        if bulk and not self.bulked:
+        paged = bulk and not self.bulked
+        if paged:
             self.bulked = True
+            if not self._live():
+                # A live session older than the bulk, to write to between the pages: it
+                # lists on a later page, and a write must not move it out of the listing.
+                self.new_session()
             made_many = self.host.call(self._create_many, workdir, BULK)
             SESSIONS_LISTED.check(
                 None not in made_many,
@@ -117,12 +123,14 @@ class SessionListing(ConformanceMachine):
             for item in items:
                 seen.append((str(wire.dig(item, "sessionId")), wire.dig(item, "cwd")))
             cursor = wire.dig(answer.result, "nextCursor")
-            if number == 0 and between == "create":
+            # The listing that makes pages does both, whatever was drawn: it is the one
+            # listing of the example sure to have a later page.
+            if number == 0 and (between == "create" or paged):
                 made = self._create(workdir)
                 if made is not None:
                     self.extra_ids.append(made)
                     late.append(made)
-            elif number == 0 and between == "write" and self._live():
+            if number == 0 and (between == "write" or paged) and self._live():
                 self.prompt(0, False)
             if cursor is None:
                 break

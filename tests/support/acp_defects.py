@@ -69,6 +69,12 @@ def _list_ignores_cwd() -> None:
     _listing.page = every_directory
 
 
+def _pages_by_update_time() -> None:
+    # The newest first, by when each was last written: a session written to between two
+    # pages jumps ahead of the cursor and is on no page.
+    _listing._key = lambda session: (session.updated_at, session.id)  # pyright: ignore[reportPrivateUsage]
+
+
 def _cancel_answers_end_turn() -> None:
     original = _mapping.stop_reason
 
@@ -354,6 +360,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "list-ignores-cwd": (
         _list_ignores_cwd,
         AcpSeeded("list-ignores-cwd", "sessions-listed-once"),
+    ),
+    "pages-by-update-time": (
+        _pages_by_update_time,
+        AcpSeeded("pages-by-update-time", "sessions-listed-once"),
     ),
     "in-progress-after-the-result": (
         _in_progress_after_the_result,
