@@ -34,7 +34,7 @@ __all__ = [
     "reference_server",
 ]
 
-SERVER = "ref"
+SERVER = "ref-srv"  # a dash, which tool names keep (M1)
 CONFIGURED_TERM = "trio-agents-configured-term"
 SILENT_TIMEOUT = 2.0  # the start_timeout of a block with a server that never answers
 BROKEN = "broken"  # the name of the server that cannot start (M5)

@@ -101,6 +101,9 @@ from ._vocabulary import mcp_tool_name
 
 __all__ = ["PROPERTIES", "McpMachine", "mcp_settings"]
 
+ADDED_NAMES = ("added_{n}", "Added-{n}", "added.{n} tool/x", "added{n}_" + "x" * 70)
+"""The names `add_tool` gives its tools, in turn ({n}: a number of its own)."""
+
 GRACE = 0.2  # the close grace given to the opener: a SIGTERM-ignoring server costs it
 STARVED_TRIES = 3  # a bad start whose good server was starved too is tried this often
 START_TIMEOUT = 20.0  # a loaded machine starts Python slowly; failing starts are not checked
@@ -301,7 +304,7 @@ class McpMachine(ConformanceMachine):
         assert self.tools is not None
         wanted = mcp_tool_name(SERVER, name)
         found = [t for t in self.tools if t.name == wanted]
-        CONNECTION_USABLE.check(
+        TOOLS_RELISTED.check(
             bool(found), f"the open tool set has no {wanted!r}: {[t.name for t in self.tools]}"
         )
         return found[0]
@@ -410,7 +413,10 @@ class McpMachine(ConformanceMachine):
     def add_tool(self) -> None:
         """Have the server add a tool, announcing the change before it answers: the new tool
         is in the tool set when the call returns, and answers (M1)."""
-        name = f"added_{self._added}"
+        # Names a server may give, in turn: as they are, with characters M1 keeps (`-`,
+        # capitals, digits), with ones it replaces by `_`, and one past the 64 a name is cut at.
+        n = self._added
+        name = ADDED_NAMES[n % len(ADDED_NAMES)].format(n=n)
         self._added += 1
         tool = self._tool("add_tool")
         context = self._context()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ from typing import Any, overload
 import trio
 
 from trio_agents._errors import McpServerError
-from trio_agents._mcp import _process, _tools
+from trio_agents._mcp import _config, _process, _tools
 from trio_agents._mcp._config import McpServer
 from trio_agents._mcp._tools import open_mcp_tools
 from trio_agents._tool._seam import Tool, ToolContext, ToolResult
@@ -217,6 +218,17 @@ def _patched(owner: object, name: str, value: object) -> Generator[None]:
         setattr(owner, name, original)
 
 
+@asynccontextmanager
+async def names_without_dashes(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """A tool's name keeps only letters, digits and `_`: a `-` in a server's or a tool's
+    name becomes `_` too (the model APIs' pattern read without its `-`)."""
+    with _patched(_config, "_UNSAFE", re.compile(r"[^A-Za-z0-9_]")):
+        async with open_mcp_tools(servers, **options) as tools:
+            yield tools
+
+
 async def _end_leader(process: trio.Process, grace: float) -> None:
     if process.stdin is not None:
         with trio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -280,6 +292,7 @@ SEEDED = (
         "mcp-bad-start-leaves-nothing",
     ),
     Seeded("mcp-tools-listed-once", tools_listed_once, "mcp", "mcp-tools-relisted"),
+    Seeded("mcp-names-without-dashes", names_without_dashes, "mcp", "mcp-tools-relisted"),
     Seeded("mcp-error-results-as-text", error_results_as_text, "mcp", "mcp-result-text"),
     Seeded(
         "mcp-servers-inherit-environment",
