@@ -237,7 +237,7 @@ def answer_step(
 ) -> ScriptedStep:
     """The rest of the held model call's reply, noted in `streamed`: text; a call of
     `tool`; or text and a call cut at the token limit (finish `length`), which must never
-    run (A13). With `usage`, its finish reports tokens."""
+    run (A13). With `usage`, and always for a call, its finish reports tokens."""
     if answer == "text":
         step = reply(f"answer {n}")
         streamed.text.append(f"answer {n}")
@@ -250,7 +250,9 @@ def answer_step(
         step = tool_step(ToolCall(f"call-{n}", tool, {}))
         streamed.calls.append(f"call-{n}")
     streamed.finished = True
-    if not usage:
+    # A reply that calls a tool always reports usage (most providers' do), so a turn of
+    # several steps sums what its replies report (V4); a text reply reports it as drawn.
+    if not usage and answer != "tool":
         return step
     reported = Usage(input_tokens=10 * n, output_tokens=n)
     streamed.usage = (reported.input_tokens, reported.output_tokens)

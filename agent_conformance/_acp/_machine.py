@@ -275,15 +275,16 @@ class AcpMachine(MalformedFrames):
         self.log.append("prompt-tool" if tool else "prompt")
 
     @precondition(lambda self: bool(self._live()))
-    @rule(session=st.integers(0, MAX_SESSIONS - 1))
-    def prompt_cut(self, session: int) -> None:
-        """A prompt whose model's reply is cut at the token limit (finish_reason "length";
-        a Responses reply `incomplete`, max_output_tokens): it answers "max_tokens" (P2),
-        unless the agent asked the model to go on and that call finished."""
+    @rule(session=st.integers(0, MAX_SESSIONS - 1), tool=st.booleans())
+    def prompt_cut(self, session: int, tool: bool) -> None:
+        """A prompt whose model's last reply is cut at the token limit (finish_reason
+        "length"; a Responses reply `incomplete`, max_output_tokens), after a shell tool
+        call when `tool`: it answers "max_tokens" (P2), unless the agent asked the model to
+        go on and that call finished."""
         chosen = self._pick(session)
         token = self._token(chosen)
         reply = f"reply {token} cut"
-        self.endpoint.scripts[token] = (Cut(reply),)
+        self.endpoint.scripts[token] = (Shell("true"), Cut(reply)) if tool else (Cut(reply),)
         self.host.call(self._prompt_to_end, chosen, token, reply)
         self.log.append("prompt-cut")
 
