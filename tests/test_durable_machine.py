@@ -97,7 +97,7 @@ def test_a_failure_reproduction_replays_the_same_violation(tmp_path: pathlib.Pat
     budget = settings(
         SMALL,
         derandomize=True,
-        max_examples=60,
+        max_examples=150,
         phases=[Phase.generate],
         report_multiple_bugs=False,
     )

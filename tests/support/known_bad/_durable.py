@@ -553,8 +553,9 @@ SEEDED: tuple[Seeded, ...] = (
         prompts_after_commit_unseen,
         "durable",
         "no-prompt-stranded",
-        # The same property read on resume: restored prompts are not parked.
-        also=("parked-prompts-restored",),
+        # The same property read on resume: restored prompts are not parked; and the prompt
+        # the agent went IDLE past was queued after its commit, so not in the file (L7).
+        also=("parked-prompts-restored", "idle-after-commit"),
     ),
     Seeded(
         "cancel-skips-parked-prompts",
