@@ -91,6 +91,7 @@ from ._durable_properties import (
     NOTHING_STRANDED,
     PARKED_RESTORED,
     PROPERTIES,
+    QUEUED_PROMPT_COMMITTED,
     RESUME_OF_LIVE_REFUSED,
     RESUMED_IDS_CONTINUE,
     show,
@@ -102,6 +103,7 @@ from ._history import history_problems
 from ._machine import ConformanceMachine, rule
 from ._targets import RuntimeFactory, RuntimeSurface
 from ._vocabulary import (
+    PROMPT_QUEUED,
     TOOL_CALL,
     TURN_END,
     TURN_START,
@@ -402,6 +404,20 @@ class DurableMachine(
         )
         records = self.handles[sid].agent.session.records
         check_parked(sid, before, records[len(before) :], self._restored, cancel_first)
+        parked = parked_of(before)
+        if parked and not cancel_first:
+            # Sent while restored prompts were queued ahead of it: queued work (L8).
+            queued = [
+                str(r.data.get("id")) for r in records[len(before) :] if r.type == PROMPT_QUEUED
+            ]
+            QUEUED_PROMPT_COMMITTED.check(
+                self._resumed_id in queued,
+                lambda: (
+                    f"session {sid!r} was resumed with the prompts {parked} parked; the prompt "
+                    f"{self._resumed_id!r} sent then, behind them, has no prompt/queued record: "
+                    f"{show(records[len(before) :])}"
+                ),
+            )
         self._settle()
         records = self.handles[sid].agent.session.records
         wanted = f"m{highest_message_id(before) + 1}"
