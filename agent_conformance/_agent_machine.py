@@ -32,6 +32,7 @@ from trio_agents import (
     EventBus,
     Message,
     Model,
+    Policy,
     StatusChanged,
     TextDelta,
     Tool,
@@ -169,6 +170,7 @@ class AgentMachine(AgentStreams):
         self._closed_waits: list[str | None] = []  # per waiter of the close: what it saw
         self._requests_checked = 0
         self.approver: HeldApprover | None = None
+        self.policy: Policy | None = None  # the Approval's policy, when the agent asks
         self.expected_approvals: dict[str, tuple[str, str] | None] = {}
         self._asking: str | None = None  # the call the approver should hold, if any
         self._ended_waiting: set[str] = set()  # calls whose wait ended without a decision
@@ -218,7 +220,8 @@ class AgentMachine(AgentStreams):
             type(self).stats["without approval"] = 1  # checked without it, as if declared
         elif ask and has.approval:
             self.approver = HeldApprover()
-            approval["approval"] = Approval(policy_for(policy, self.gate.name), self.approver)
+            self.policy = policy_for(policy, self.gate.name)
+            approval["approval"] = Approval(self.policy, self.approver)
         self.ref = AgentReference(
             max_steps=max_steps,
             step_timeout=step_timeout,
@@ -374,6 +377,18 @@ class AgentMachine(AgentStreams):
                 ),
             )
         self.ref.release_model("tool" if answer == "tool" else "text")
+
+    @precondition(lambda self: self.ref.phase == "model")
+    @rule()
+    def tool_round(self) -> None:
+        """The held model call asks for the gate tool and the call returns (unless it waits
+        for a decision): a step of a tool call and its result, and the turn's next model
+        call. A random program seldom releases a tool reply and then the tool in a row, and
+        a turn's multi-step story (the history each request holds, steps and usage summed
+        over the turn) needs it."""
+        self.release_model("tool")
+        if self.ref.phase == "tool":
+            self.finish_tool()
 
     @precondition(lambda self: self.has.partial_replies and self.ref.phase == "model")
     @rule()

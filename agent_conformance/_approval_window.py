@@ -34,7 +34,14 @@ from ._approver import HeldApprover
 from ._machine import rule
 from ._reference import POLICY_REJECTS, Outcome, PolicyKind
 
-__all__ = ["APPROVER_FAILURE", "POLICY_FAILURE", "ApprovalWindow", "policy_for", "takes_approval"]
+__all__ = [
+    "APPROVER_FAILURE",
+    "POLICY_FAILURE",
+    "ApprovalWindow",
+    "SwitchedPolicy",
+    "policy_for",
+    "takes_approval",
+]
 
 # What the machine's approver may answer; `fail` makes it raise (the call is rejected).
 ANSWERS = ("allow_always", "cancel", "reject_once", "allow_once", "reject_always", "fail")
@@ -59,15 +66,34 @@ class _BrokenPolicy:
         return "maybe"
 
 
+class SwitchedPolicy:
+    """An `ApprovalPolicy` that asks before the machine's tool or rejects it, switched by
+    the machine between calls (a user turning a read-only mode on and off): a policy's
+    verdict is given call by call, and a rejection holds over an answer the session
+    remembers (A14, A17)."""
+
+    remembers = True
+
+    def __init__(self, kind: Literal["ask", "reject"], tool: str) -> None:
+        self._tool = tool
+        self.switch(kind)
+
+    def switch(self, kind: Literal["ask", "reject"]) -> None:
+        self.kind = kind
+        rejects = frozenset({self._tool}) if kind == "reject" else frozenset[str]()
+        self._inner = ApprovalPolicy(reject=rejects)
+
+    def verdict(self, request: ApprovalRequest) -> Any:
+        return self._inner.verdict(request)
+
+
 def policy_for(kind: PolicyKind, tool: str) -> Policy:
     """The machine's policy of `kind` (see `AgentReference.policy`) for its tool `tool`."""
     if kind == "ask-forgetful":
         return ApprovalPolicy(remembers=False)
-    if kind == "reject":
-        return ApprovalPolicy(reject=frozenset({tool}))
-    if kind in ("raises", "unknown"):
+    if kind == "raises" or kind == "unknown":
         return _BrokenPolicy(kind)
-    return ApprovalPolicy()
+    return SwitchedPolicy(kind, tool)
 
 
 def takes_approval(factory: Callable[..., Any]) -> bool:
@@ -88,6 +114,7 @@ class ApprovalWindow(AgentChecks):
 
     explore_schedules: ClassVar[bool]
     approver: HeldApprover | None
+    policy: Policy | None
     expected_approvals: dict[str, Expected]
     _asking: str | None
     _ended_waiting: set[str]
@@ -223,6 +250,27 @@ class ApprovalWindow(AgentChecks):
         self.ref.time_passes(sum(total))
         if not checked:
             type(self).stats["two calls not asked at once"] = 1
+
+    @precondition(
+        lambda self: (
+            isinstance(self.policy, SwitchedPolicy)
+            # Where the switch decides something: an answer remembered, or a rejection
+            # to lift.
+            and (self.ref.remembered is not None or self.ref.policy == "reject")
+            and self.ref.phase != "approval"
+            and self.ref.status != "closed"
+        )
+    )
+    @rule()
+    def policy_switches(self) -> None:
+        """The policy's verdict on the tool switches, ask to reject or back (read-only mode
+        turned on or off): from the next call on, a rejecting policy rejects it by
+        `policy` even when the session remembers an answer, and an asking one asks unless
+        the session remembers one (A14, A17)."""
+        policy = cast("SwitchedPolicy", self.policy)
+        kind: Literal["ask", "reject"] = "reject" if policy.kind == "ask" else "ask"
+        policy.switch(kind)
+        self.ref.policy = kind
 
     def _at_a_gated_call(self) -> bool:
         """Whether a call waits for its decision, after bringing one to its wait if none

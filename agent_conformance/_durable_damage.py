@@ -110,18 +110,35 @@ class DamagedCopies(ConformanceMachine):
         if damage == "gap" and len(records) < 3:
             damage = "not-json"  # a gap needs a record with one on each side
         seq: int | None
+        values: tuple[Any, ...] = (None,)
         if damage in ("wrong-kind", "missing-key"):
             keyed = _keyed(records)
             seq, key = data.draw(st.sampled_from(keyed), label="record and key")
-            kind = KEYS[records[seq].type][key]
-            value = data.draw(st.sampled_from(WRONG[kind]), label="value")
+            if damage == "wrong-kind":
+                # Every value of a wrong kind, each in a copy of its own: the near misses
+                # (`true` for a number, `0` for a flag) are where a check goes wrong.
+                values = WRONG[KEYS[records[seq].type][key]]
         elif damage == "header":
-            seq, key, kind, value = None, "", "", None
+            seq, key = None, ""
         else:
             low = 1 if damage == "gap" else 0
             high = len(records) - 2 if damage == "gap" else len(records) - 1
             seq = data.draw(st.integers(low, high), label="seq")
-            key, kind, value = "", "", None
+            key = ""
+        for value in values:
+            self._read_damaged(sid, records, seq, damage, key, value)
+        self.trace.append(f"damaged copy {damage}")
+
+    def _read_damaged(
+        self,
+        sid: str,
+        records: Sequence[Record],
+        seq: int | None,
+        damage: Damage,
+        key: str,
+        value: Any,
+    ) -> None:
+        """Damage `sid` in a new copy of the store's file and read the copy (L12)."""
         DamagedCopies._copies += 1
         copy = self.path.with_name(f"damaged-{DamagedCopies._copies}.sqlite3")
         what = _damage_copy(self.path, copy, sid, seq, damage, key, value)
@@ -143,7 +160,6 @@ class DamagedCopies(ConformanceMachine):
                 f"hold) {live} still holds claim files {left}"
             ),
         )
-        self.trace.append(f"damaged copy {damage}")
 
     async def _read_copy(self, copy: Path, sid: str, seq: int | None, told: str) -> None:
         async with type(self).factory(SqliteStore(copy)) as rt:

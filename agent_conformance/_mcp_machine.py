@@ -42,7 +42,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -120,6 +120,21 @@ ClosePath = Literal["end", "raise", "outer-cancel"]
 CLOSE_PATHS: tuple[ClosePath, ...] = ("end", "raise", "outer-cancel")
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _BaseTool:
+    """A tool of the caller's own, given to the opener as `base` (M1: listed first)."""
+
+    name: str
+    description: str = "A tool of the caller's own."
+    parameters: Mapping[str, object] = dataclasses.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    async def __call__(self, arguments: Mapping[str, object], context: ToolContext) -> str:
+        await trio.lowlevel.checkpoint()
+        return self.name
+
+
 class _Leaving(Exception):
     """What the machine raises in the tool set's block to leave it by an exception."""
 
@@ -173,16 +188,24 @@ class McpMachine(ConformanceMachine):
         self._configured: dict[str, str] = {}
         self._bad_starts = 0
         self._cwd = self.dir  # where the open server must run: the block's cwd, or its own
+        self._base: tuple[Tool, ...] = ()  # the caller's own tools, given as `base`
 
     # -- opening and closing ------------------------------------------------------------------
 
     @initialize(
-        deaf=st.sampled_from(DEAF), path=st.sampled_from(CLOSE_PATHS), own_cwd=st.booleans()
+        deaf=st.sampled_from(DEAF),
+        path=st.sampled_from(CLOSE_PATHS),
+        own_cwd=st.booleans(),
     )
     def start(self, deaf: Deaf, path: ClosePath, own_cwd: bool) -> None:
         """Open the tools of a reference server (one that ignores SIGTERM with its child, one
         whose child alone ignores it, or neither; with a `cwd` of its own, or the block's),
-        to be left by `path` at the end of the example."""
+        beside `base` tools of the caller's, to be left by `path` at the end of the
+        example."""
+        # 0 to 2 base tools, derived from the draws above (a draw of its own would change
+        # every program the seeded defects are caught by).
+        base = (DEAF.index(deaf) + CLOSE_PATHS.index(path) + own_cwd) % 3
+        self._base = tuple(_BaseTool(f"base_{n}") for n in range(base))
         self.record = os.path.join(self.dir, "record.jsonl")
         server = reference_server(self.record, deaf=deaf)
         if own_cwd:
@@ -195,8 +218,10 @@ class McpMachine(ConformanceMachine):
         with secret_environment():
             self.tools = self.host.call(self.host.nursery.start, self._hold, server)
         self.pids |= self._recorded_pids()
+        self._check_order("once the block was entered")
         self.trace.append(
-            f"open {DEAF_SHOWN[deaf]}{' own cwd' if own_cwd else ''}, leave by {path}"
+            f"open {DEAF_SHOWN[deaf]}{' own cwd' if own_cwd else ''}, {base} base tool(s), "
+            f"leave by {path}"
         )
 
     async def _hold(
@@ -212,7 +237,7 @@ class McpMachine(ConformanceMachine):
             try:
                 async with opener(
                     [server],
-                    base=(),
+                    base=self._base,
                     cwd=self.dir,
                     start_timeout=START_TIMEOUT,
                     close_grace=GRACE,
@@ -299,6 +324,29 @@ class McpMachine(ConformanceMachine):
         return False
 
     # -- calls --------------------------------------------------------------------------------
+
+    def _check_order(self, when: str) -> None:
+        """M1: the tool set holds `base` first, as given (by name: an opener may wrap them),
+        then the server's tools."""
+        assert self.tools is not None
+        held = list(self.tools)
+        first = held[: len(self._base)]
+        TOOLS_RELISTED.check(
+            [t.name for t in first] == [t.name for t in self._base],
+            lambda: (
+                f"{when}, the tool set opened with base={[t.name for t in self._base]} held "
+                f"{[t.name for t in held]}: the base tools first, then the server's"
+            ),
+        )
+        server = [t.name for t in held[len(self._base) :]]
+        prefix = mcp_tool_name(SERVER, "")
+        TOOLS_RELISTED.check(
+            all(name.startswith(prefix) for name in server),
+            lambda: (
+                f"{when}, the tool set held {[t.name for t in held]}: after the base tools, "
+                f"only the server's ({prefix}...)"
+            ),
+        )
 
     def _tool(self, name: str) -> Tool:
         assert self.tools is not None
@@ -446,6 +494,7 @@ class McpMachine(ConformanceMachine):
             not answer.is_error and answer.content == f"{name} called",
             lambda: f"the added tool {wanted} answered {answer!r}",
         )
+        self._check_order(f"after add_tool({name!r})")
         self.trace.append("add tool")
 
     @precondition(_usable)

@@ -45,7 +45,8 @@ TOOLS_RELISTED = _mcp(
     "M1",
     "mcp-tools-relisted",
     "each tool of a server is a Tool named mcp__<server>__<tool> with the server's "
-    "description; a change the server announces (notifications/tools/list_changed) before "
+    "description, listed after the caller's `base` tools (kept first, as given); a change "
+    "the server announces (notifications/tools/list_changed) before "
     "it answers a call is listed before that call's result is returned",
 )
 RESULT_TEXT = _mcp(

@@ -13,6 +13,7 @@ not is counted, not hung.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class ModelEndpoint:
 
     port: the port it listens on.
     seen: every request read, in order.
+    arrived: when each of them was read (`time.monotonic()`).
     held: set once a held stream has sent its first pieces.
     gone: set when the client of a held stream closed the connection before its release.
     """
@@ -59,6 +61,7 @@ class ModelEndpoint:
         self.port = 0
         self.answers: list[Answer] = []
         self.seen: list[http.Request] = []
+        self.arrived: list[float] = []
         self.held = trio.Event()
         self.gone = trio.Event()
         self.release = trio.Event()
@@ -72,6 +75,7 @@ class ModelEndpoint:
         self.release.set()
         self.answers = list(answers)
         self.seen = []
+        self.arrived = []
         self.held = trio.Event()
         self.gone = trio.Event()
         self.release = trio.Event()
@@ -83,6 +87,7 @@ class ModelEndpoint:
         self, conn: h11.Connection, stream: trio.SocketStream, request: http.Request
     ) -> bool:
         self.seen.append(request)
+        self.arrived.append(time.monotonic())
         answer = self.answers.pop(0) if self.answers else Status(400, _UNEXPECTED)
         return await self._answer(conn, stream, answer)
 

@@ -12,27 +12,28 @@ Each check is a named property of a rule of the contract (`_model_properties`):
 - E2: the chunks are the streamed text, then the tool calls reassembled, then one Finish with
   the reason and the usage sent, whatever the bytes' split, line ends, comments and [DONE];
 - E3: 429 and 5xx are retried up to `max_retries` times, other statuses never, a begun
-  stream never;
+  stream never; a wait the answer asks for is kept (once per run: it takes real time);
 - E4: each failure is a ModelEndpointError naming the endpoint and the status, without the
   key or the query;
 - E5: a cut stream, a 2xx that is not a stream, data that is not JSON, an error event raise;
 - E6: an iterator closed or cancelled early closes its connection.
 
-The target is a maker `make(base_url, *, api_key, max_retries) -> Model`. The endpoint and
-the calls run in one trio run per example, on the real clock.
+The target is a maker `make(base_url, *, api_key, max_retries[, max_wait]) -> Model`. The
+endpoint and the calls run in one trio run per example, on the real clock.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar, Literal
 
 import trio
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize
+from hypothesis.stateful import initialize, precondition
 
 from trio_agents import (
     AgentOptions,
@@ -98,10 +99,34 @@ TOOLS = (
     ),
 )
 RETRYABLE = (429, 500, 502, 503)
+# The waits a 429 or a 503 may ask for (E3), as (header, value, seconds), and how much later
+# than asked the retry may come on a loaded machine (far under the 30 s `max_wait` a wait
+# read in the wrong unit would reach).
+ASKED_WAITS = (("retry-after-ms", "400", 0.4), ("retry-after", "1", 1.0))
+WAIT_SLACK = 5.0
+MAX_WAIT = 30.0  # the `max_wait` given to a maker that takes one, for the waits checked
 REFUSED = (400, 401, 403, 404, 422)
 Broken = Literal["cut", "json", "html", "not-json", "error-event"]
 BROKEN: tuple[Broken, ...] = ("cut", "json", "html", "not-json", "error-event")
 Base = Literal["plain", "slash", "query"]
+
+
+def _waited(machine: ModelMachine) -> bool:
+    return type(machine).waited or not takes_max_wait(type(machine).factory)
+
+
+def takes_max_wait(make: Callable[..., Any]) -> bool:
+    """Whether a model maker takes `max_wait=` (the longest wait a retry keeps, seconds):
+    without it, the wait an answer asks cannot be told from the maker's own cap (E3)."""
+    try:
+        parameters = inspect.signature(make).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == "max_wait" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in parameters
+    )
 
 
 def model_settings(base: Settings) -> Settings:
@@ -199,6 +224,7 @@ class ModelMachine(ConformanceMachine):
     factory: ClassVar[ModelFactory] = staticmethod(builtin_model)
     stats: ClassVar[dict[str, int]] = {"examples": 0, "checks": 0}
     histories: ClassVar[set[int]] = set()
+    waited: ClassVar[bool] = False  # the run has checked the waits a failure asks (E3)
 
     def __init__(self) -> None:
         super().__init__(TrioHost(WallClock(), call_timeout=60.0, stall_timeout=60.0))
@@ -275,6 +301,50 @@ class ModelMachine(ConformanceMachine):
             prop.fail(f"{told}: the stream raised {type(error).__name__}: {error}")
         self._check_chunks(reply, chunks, told)
         self.trace.append(f"streamed {len(reply.texts)}/{len(reply.calls)}/{reply.reason}")
+
+    @precondition(lambda self: not _waited(self))
+    @rule(status=st.sampled_from((429, 503)))
+    def retry_waits(self, status: int) -> None:
+        """Answers of `status` asking a wait, in milliseconds and then in seconds, before a
+        reply: each retry comes after the wait asked, not before it, and within
+        WAIT_SLACK seconds past it (E3). Once per run: it takes the waits in real time."""
+        for header, value, seconds in ASKED_WAITS:
+            self._check_wait(status, header, value, seconds)
+        type(self).waited = True
+        self.trace.append(f"waited after {status}")
+
+    def _check_wait(self, status: int, header: str, value: str, seconds: float) -> None:
+        body = json.dumps({"error": {"message": "slow down", "type": "rate_limit"}})
+        answers: list[Status | Stream] = [
+            Status(status, body.encode(), headers=((header, value),)),
+            Stream(tuple(events(Reply(texts=("ok",)), "chatcmpl-wait"))),
+        ]
+        self.endpoint.reset(answers)
+        make: Any = type(self).factory
+        model = make(self.base_url, api_key=self.key, max_retries=1, max_wait=MAX_WAIT)
+        request = ModelRequest((Message("user", "wait"),), (), AgentOptions())
+        told = f"an answer of HTTP {status} with `{header}: {value}`"
+        limit = seconds + WAIT_SLACK
+        done = self.host.call(self._consume_within, model, request, limit)
+        arrived = list(self.endpoint.arrived)
+        RETRIED_BEFORE_FIRST_CHUNK.check(
+            done or len(arrived) > 1, lambda: f"{told}: no retry came within {limit:g} s"
+        )
+        RETRIED_BEFORE_FIRST_CHUNK.check(
+            len(arrived) == 2,
+            lambda: f"{told}: the endpoint got {len(arrived)} request(s), not 2",
+        )
+        waited = arrived[1] - arrived[0]
+        RETRIED_BEFORE_FIRST_CHUNK.check(
+            seconds <= waited <= limit,
+            lambda: f"{told}: the retry came {waited:.3f} s after it, not {seconds:g} s",
+        )
+
+    async def _consume_within(self, model: Model, request: ModelRequest, limit: float) -> bool:
+        with trio.move_on_after(limit):
+            await _consume(model, request)
+            return True
+        return False
 
     @rule(status=st.sampled_from(REFUSED), data=st.data())
     def refused(self, status: int, data: st.DataObject) -> None:

@@ -57,7 +57,8 @@ RETRIED_BEFORE_FIRST_CHUNK = _model(
     "retried-before-first-chunk",
     "an answer of 429 or 5xx is retried up to `max_retries` times before the first chunk; "
     "an answer of any other status is not retried; a request whose stream has begun is "
-    "never sent again",
+    "never sent again; an answer that asks a wait (`retry-after-ms` in milliseconds, "
+    "`Retry-After` in seconds) is retried after that wait, not before it",
 )
 FAILURE_NAMED_NOT_LEAKED = _model(
     "E4",

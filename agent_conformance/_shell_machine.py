@@ -83,6 +83,7 @@ from ._shell_probes import (
     secret_environment,
 )
 from ._shell_properties import (
+    BASH_WORKDIR,
     EXECUTOR_CLOSE_REAPS,
     GROUP_KILLED,
     JOB_OUTCOME,
@@ -631,6 +632,44 @@ class ShellMachine(JobChecks, ConformanceMachine):
             return result
 
         self.host.call(probe_bash_results, call)
+        self._probe_workdir()
+
+    def _probe_workdir(self) -> None:
+        """S10 for the `bash` tool: an agent whose session header has a `cwd` runs its
+        commands there, in a relative `workdir` under it, in an absolute one as given."""
+        cwd = os.path.realpath(tempfile.mkdtemp(prefix="session cwd ", dir=self.dir))
+        os.mkdir(os.path.join(cwd, "sub"))
+        elsewhere = os.path.realpath(tempfile.mkdtemp(prefix="elsewhere ", dir=self.dir))
+        cases = ((None, cwd), ("sub", os.path.join(cwd, "sub")), (elsewhere, elsewhere))
+        ran = self.host.call(self._pwd_in_session, cwd, [workdir for workdir, _ in cases])
+        for (workdir, expected), ran_in in zip(cases, ran, strict=True):
+            BASH_WORKDIR.check(
+                os.path.realpath(ran_in) == expected,
+                f"bash `pwd -P` with workdir {workdir!r}, called by an agent whose session "
+                f"cwd is {cwd!r}, ran in {ran_in!r}, not {expected!r}",
+            )
+
+    async def _pwd_in_session(self, cwd: str, workdirs: list[str | None]) -> list[str]:
+        """What `pwd -P` printed for each of `workdirs`, run by `bash` for a new agent whose
+        session header's `cwd` is `cwd`."""
+        assert self.rt is not None
+        tool = next(t for t in self.bash.tools if t.name == "bash")
+        handle = await self.rt.agents.create(
+            model=ScriptedModel(), tools=self.bash.tools, meta={"cwd": cwd}
+        )
+        printed: list[str] = []
+        try:
+            for workdir in workdirs:
+                arguments: dict[str, object] = {"command": "pwd -P", "description": "a probe"}
+                if workdir is not None:
+                    arguments["workdir"] = workdir
+                context = ToolContext(handle.agent.id, f"call-{len(self.trace)}", 1, 1)
+                result = await tool(arguments, context)
+                content = result if isinstance(result, str) else result.content
+                printed.append(content.splitlines()[0] if content else "")
+        finally:
+            await handle.aclose()
+        return printed
 
     def _observe_end(self, job_id: str) -> None:
         """Record the job's terminal outcome the first time; it may never change after."""

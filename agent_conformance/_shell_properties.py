@@ -7,6 +7,7 @@ from ._properties import Property
 
 __all__ = [
     "BASH_RESULT_ERROR",
+    "BASH_WORKDIR",
     "ENV_PASSED_EXPLICITLY",
     "ENV_SCRUBBED",
     "EXECUTOR_CLOSE_REAPS",
@@ -153,6 +154,14 @@ SPEC_RESOLVED = _shell(
     "the executor's `timeout` when none is asked, and caps any timeout at `max_timeout`",
 )
 
+BASH_WORKDIR = _shell(
+    "S10",
+    "bash-workdir",
+    "the `bash` tool runs a command in the calling agent's session `cwd` (its header's) when "
+    "the call gives no `workdir`, in a relative `workdir` joined to that cwd, and in an "
+    "absolute one as given",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     ENV_SCRUBBED,
     BASH_RESULT_ERROR,
@@ -173,5 +182,6 @@ PROPERTIES: tuple[Property, ...] = (
     ENV_PASSED_EXPLICITLY,
     SPILL_DIRECTORY_PER_OWNER,
     SPEC_RESOLVED,
+    BASH_WORKDIR,
 )
 """The properties the shell machine checks, each of one rule of the contract."""

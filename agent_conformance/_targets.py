@@ -142,19 +142,24 @@ ModelFactory = Callable[..., Model]
 """Makes the model adapter under test for an OpenAI-compatible endpoint: `make(base_url, *,
 api_key, max_retries)` returns a `Model` that streams from `{base_url}/chat/completions`,
 sends `api_key` (None: none) and retries up to `max_retries` times. The model machine's
-target; its retries should wait little (the machine's endpoint asks for a millisecond)."""
+target; its retries should wait little (the machine's endpoint asks for a millisecond). A
+maker that also takes `max_wait` (seconds, the longest wait a retry keeps) gets its waits
+checked: once per run the machine passes 30 and asks for waits of 0.4 s and 1 s (E3)."""
 
 
-def builtin_model(base_url: str, *, api_key: str | None, max_retries: int) -> Model:
+def builtin_model(
+    base_url: str, *, api_key: str | None, max_retries: int, max_wait: float = 0.05
+) -> Model:
     """The built-in adapter, `OpenAICompatibleModel`, as the model machine's default target:
-    retries without backoff, a Retry-After honoured up to 50 ms."""
+    retries without backoff, a Retry-After honoured up to `max_wait` (50 ms but where the
+    machine checks the wait itself)."""
     return OpenAICompatibleModel(
         "conformance-model",
         base_url=base_url,
         api_key=api_key,
         max_retries=max_retries,
         backoff=0.0,
-        max_wait=0.05,
+        max_wait=max_wait,
     )
 
 

@@ -662,8 +662,13 @@ SEEDED = (
         "idle-cancel-strands-nothing",
     ),
     Seeded("cancel-clears-before-emitting", cancel_clears_before_emitting, "agent", "cancel-order"),
+    # Its turn ends as the close says, so the prompts the close drops may be seen first.
     Seeded(
-        "close-overwrites-first-cause", close_overwrites_first_cause, "agent", "turn-end-reason"
+        "close-overwrites-first-cause",
+        close_overwrites_first_cause,
+        "agent",
+        "turn-end-reason",
+        also=("stream-ends-with-turn-end",),
     ),
     Seeded("partial-reply-dropped", partial_reply_dropped, "agent", "partial-reply-kept"),
     Seeded(

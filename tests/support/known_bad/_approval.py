@@ -47,6 +47,7 @@ class _Gate(Agent):
     counts_waiting: ClassVar[bool] = True  # False: each call keeps the deadline itself
     policy_failure_asks: ClassVar[bool] = False
     announces_first: ClassVar[bool] = False  # ToolStarted before the call is decided
+    remembered_first: ClassVar[bool] = False  # a remembered answer before the verdict
 
     def _gate(self) -> Gate:
         return _FlawedGate(type(self), self.events)
@@ -90,6 +91,8 @@ class _FlawedGate:
     async def _decide(
         self, approval: Approval, request: ApprovalRequest, turn: Turn
     ) -> Decision | None:
+        if self.flags.remembered_first and request.tool in approval.remembered:
+            return approval.settled(request, "ask")
         try:
             verdict = approval.policy.verdict(request)
         except Exception as exc:
@@ -214,6 +217,14 @@ class PolicyFailureAsks(_Gate):
     policy_failure_asks = True
 
 
+class RememberedBeforePolicy(_Gate):
+    """(A14, A17) The session's remembered answer is looked up before the policy is: a tool
+    allowed "always" runs on after the policy has come to reject it."""
+
+    __slots__ = ()
+    remembered_first = True
+
+
 def asking_factory(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ignore
     def factory(
         model: Model,
@@ -245,6 +256,7 @@ always_forgotten = asking_factory(AlwaysForgotten)
 approval_wait_timed = asking_factory(ApprovalWaitTimed)
 policy_failure_asks = asking_factory(PolicyFailureAsks)
 clock_restarted_per_call = asking_factory(ClockRestartedPerCall)
+remembered_before_policy = asking_factory(RememberedBeforePolicy)
 
 SEEDED = (
     Seeded("rejected-call-runs", rejected_call_runs, "agent", "approval-before-run"),
@@ -268,4 +280,5 @@ SEEDED = (
     Seeded("approval-wait-timed", approval_wait_timed, "agent", "approval-wait-untimed"),
     Seeded("policy-failure-asks", policy_failure_asks, "agent", "one-approval-record"),
     Seeded("clock-restarted-per-call", clock_restarted_per_call, "agent", "approval-wait-untimed"),
+    Seeded("remembered-before-policy", remembered_before_policy, "agent", "one-approval-record"),
 )

@@ -34,6 +34,7 @@ from trio_agents._agent import _agent as _agent_module
 from trio_agents._agent import _approval_gate, _inbox, _step, _turn
 from trio_agents._agent._approval import Decision, DecisionOutcome
 from trio_agents._fiber import require_open
+from trio_agents._store import _record_shape
 from trio_agents._store._base import title_of
 from trio_agents._store._repair import closers
 
@@ -467,6 +468,26 @@ def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value))
 
 
+def _any_int(value: object) -> bool:
+    return isinstance(value, int)  # a bool is an int too
+
+
+@asynccontextmanager
+async def bools_counted_as_numbers(store: SessionStore) -> AsyncGenerator[Runtime]:
+    """(L12) A store's check of a whole number takes any `int`, so `true` passes for a
+    `turn` or a `step` (a bool is an int in Python, though not in JSON)."""
+    lenient = {
+        kind: tuple(
+            (key, (what, _any_int) if what == "a whole number" else (what, check))
+            for key, (what, check) in fields
+        )
+        for kind, fields in _record_shape._FIELDS.items()  # pyright: ignore[reportPrivateUsage]
+    }
+    with mock.patch.dict(_record_shape._FIELDS, lenient):  # pyright: ignore[reportPrivateUsage]
+        async with open_runtime(store) as rt:
+            yield rt
+
+
 def store_factory_for(store_class: type[SqliteStore]):  # type: ignore[no-untyped-def] # pyright: ignore
     def factory(store: SessionStore) -> AbstractAsyncContextManager[Runtime]:
         assert isinstance(store, SqliteStore)
@@ -522,6 +543,9 @@ SEEDED: tuple[Seeded, ...] = (
         sessions_listed_newest_first,
         "durable",
         "list-sessions-oldest-first",
+    ),
+    Seeded(
+        "bools-counted-as-numbers", bools_counted_as_numbers, "durable", "damaged-session-named"
     ),
     Seeded(
         "damaged-sessions-unlisted",

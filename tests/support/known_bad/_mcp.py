@@ -229,6 +229,22 @@ async def names_without_dashes(
             yield tools
 
 
+@asynccontextmanager
+async def server_tools_first(
+    servers: Sequence[McpServer], **options: Any
+) -> AsyncGenerator[Sequence[Tool]]:
+    """The servers' tools come first and the caller's `base` tools after them (read as a
+    fallback for names no server gives)."""
+
+    def current(self: _tools.McpTools) -> list[Tool]:
+        tools: list[Tool] = [t for c in self._connections for t in c.tools]  # pyright: ignore[reportPrivateUsage]
+        return [*tools, *self._base]  # pyright: ignore[reportPrivateUsage]
+
+    with _patched(_tools.McpTools, "_current", current):
+        async with open_mcp_tools(servers, **options) as tools:
+            yield tools
+
+
 async def _end_leader(process: trio.Process, grace: float) -> None:
     if process.stdin is not None:
         with trio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -293,6 +309,7 @@ SEEDED = (
     ),
     Seeded("mcp-tools-listed-once", tools_listed_once, "mcp", "mcp-tools-relisted"),
     Seeded("mcp-names-without-dashes", names_without_dashes, "mcp", "mcp-tools-relisted"),
+    Seeded("mcp-server-tools-first", server_tools_first, "mcp", "mcp-tools-relisted"),
     Seeded("mcp-error-results-as-text", error_results_as_text, "mcp", "mcp-result-text"),
     Seeded(
         "mcp-servers-inherit-environment",

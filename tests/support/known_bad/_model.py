@@ -51,6 +51,27 @@ def query_dropped(base_url: str, *, api_key: str | None, max_retries: int) -> An
     return model
 
 
+class _AskedWaitIgnored(OpenAICompatibleModel):
+    """Retries after its own backoff, whatever wait the answer asked for (`Retry-After`
+    read as advice)."""
+
+    async def _wait(self, attempt: int, retry_after: float | None, why: str) -> None:
+        await super()._wait(attempt, None, why)
+
+
+def asked_wait_ignored(
+    base_url: str, *, api_key: str | None, max_retries: int, max_wait: float = 0.05
+) -> Any:
+    return _AskedWaitIgnored(
+        "m",
+        base_url=base_url,
+        api_key=api_key,
+        max_retries=max_retries,
+        backoff=0.0,
+        max_wait=max_wait,
+    )
+
+
 class _Wrapping:
     def __init__(self, inner: OpenAICompatibleModel) -> None:
         self.inner = inner
@@ -150,6 +171,7 @@ SEEDED = (
     Seeded("text-after-calls", text_after_calls, "model", "stream-content"),
     Seeded("usage-swapped", usage_swapped, "model", "finish-and-usage"),
     Seeded("attempts-as-retries", attempts_as_retries, "model", "retried-before-first-chunk"),
+    Seeded("asked-wait-ignored", asked_wait_ignored, "model", "retried-before-first-chunk"),
     Seeded("key-in-error", key_in_error, "model", "failure-named-not-leaked"),
     Seeded("dropped-stream-finishes", dropped_stream_finishes, "model", "broken-stream-raises"),
     Seeded("iterator-kept", iterator_kept, "model", "closed-early-disconnects"),

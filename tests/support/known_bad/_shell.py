@@ -421,6 +421,26 @@ class _ErrorByExitCode(BashTools):
         self.tools = (_ExitCodeOnly(bash), output, kill)  # pyright: ignore[reportAttributeAccessIssue]
 
 
+class _AbsoluteWorkdir(_ExitCodeOnly):
+    """The `bash` tool normalises a `workdir` with `os.path.abspath` before using it: a
+    relative one is taken from the process's directory, not the session's `cwd`."""
+
+    async def __call__(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+        workdir = arguments.get("workdir")
+        if isinstance(workdir, str) and workdir:
+            arguments = {**arguments, "workdir": os.path.abspath(workdir)}  # noqa: ASYNC240
+        result = await self._tool(arguments, context)
+        assert isinstance(result, ToolResult)
+        return result
+
+
+class _WorkdirMadeAbsolute(BashTools):
+    def __init__(self) -> None:
+        super().__init__()
+        bash, output, kill = self.tools
+        self.tools = (_AbsoluteWorkdir(bash), output, kill)  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def shell_factory_for(
     executor: type[ShellExecutor],
     bash_tools: Callable[[], BashTools] | None = None,
@@ -472,6 +492,7 @@ close_kills_before_silencing = shell_factory_for(_CloseKillsBeforeSilencing)
 owner_close_does_not_wait = shell_factory_for(_OwnerCloseDoesNotWait)
 empty_owner_is_nobody = shell_factory_for(ShellExecutor, _EmptyOwnerIsNobody)
 error_by_exit_code = shell_factory_for(ShellExecutor, _ErrorByExitCode)
+workdir_made_absolute = shell_factory_for(ShellExecutor, _WorkdirMadeAbsolute)
 
 
 SEEDED = (
@@ -512,4 +533,5 @@ SEEDED = (
     Seeded("owner-close-does-not-wait", owner_close_does_not_wait, "shell", "owner-close-reaps"),
     Seeded("empty-owner-is-nobody", empty_owner_is_nobody, "shell", "non-owner-refused"),
     Seeded("error-by-exit-code", error_by_exit_code, "shell", "bash-result-is-error"),
+    Seeded("workdir-made-absolute", workdir_made_absolute, "shell", "bash-workdir"),
 )
