@@ -65,6 +65,7 @@ from ._agent_tracing import MachineTrace, trace_of
 from ._agent_verify import summarize_turns
 from ._approval_window import STEP_TIMEOUT, policy_for, takes_approval
 from ._approver import HeldApprover
+from ._decision_sweep import sweep_decisions
 from ._features import Features, features_of
 from ._history import history_problems
 from ._machine import machine_for, rule
@@ -147,6 +148,8 @@ class AgentMachine(AgentStreams):
         self.gate: GateTool = MachineGate()
         self.bus = EventBus()
         self.events: list[Event] = []
+        # Listeners connected after armed ones: (len(events) when connected, what it saw).
+        self.witnesses: list[tuple[int, list[Event]]] = []
         # The machine's own record of the agent's events: a neighbour's (V1) are not its.
         self.bus.connect(lambda e: None if is_neighbours(e) else self.events.append(e))
         # Connected first: it sees each event before any armed listener acts on it.
@@ -246,6 +249,10 @@ class AgentMachine(AgentStreams):
         gate: Any = self.gate
         gate.records = self.model.records
         self.host.settle()
+        if self.approver is not None and policy == "ask":
+            # Every answer an approver can give, on agents of their own (A14-A17).
+            self.host.call(sweep_decisions, factory)
+            self.host.settle()
 
     def _history(self) -> Hashable | None:
         opened: Any = self.agent

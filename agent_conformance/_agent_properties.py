@@ -159,6 +159,13 @@ LISTENER_ERRORS_CONTAINED = _agent(
     "listener-errors-contained",
     "a listener that raises is logged and skipped, and cannot break a turn, a cancel or a close",
 )
+ONE_EVENT_ORDER = _agent(
+    "A11",
+    "one-event-order",
+    "delivery is not re-entrant: an event emitted while another is being delivered (by a "
+    "listener that calls back into the agent) waits until that one has reached every "
+    "listener, so all listeners see the events in one order",
+)
 REQUEST_HISTORY = _agent(
     "A12",
     "request-history",
@@ -305,6 +312,7 @@ PROPERTIES: tuple[Property, ...] = (
     WAIT_IDLE_CLOSED,
     CLOSED_REFUSES,
     LISTENER_ERRORS_CONTAINED,
+    ONE_EVENT_ORDER,
     REQUEST_HISTORY,
     REQUEST_UNCHANGED,
     RECORDS_COMPLETE,

@@ -37,6 +37,7 @@ from ._agent_properties import (
     IDLE_CANCEL_STRANDS_NOTHING,
     LISTENER_ERRORS_CONTAINED,
     NO_MODEL_CALL_AFTER_CANCEL,
+    ONE_EVENT_ORDER,
     ONE_SEND_ONE_TURN,
     REQUEST_HISTORY,
     REQUEST_UNCHANGED,
@@ -94,6 +95,7 @@ class AgentChecks(ConformanceMachine):
     model: MachineModel
     gate: GateTool
     events: list[Event]
+    witnesses: list[tuple[int, list[Event]]]
     waiters: list[bool]
     ref: AgentReference
     agent: Any
@@ -396,6 +398,14 @@ class AgentChecks(ConformanceMachine):
                 )
 
     def _check_events(self) -> None:
+        for start, seen in self.witnesses:
+            first = self.events[start:]
+            if seen != first:
+                ONE_EVENT_ORDER.fail(
+                    f"the machine's first listener saw {_kinds(first)}; a listener "
+                    f"connected later, after one that calls back into the agent, saw "
+                    f"{_kinds(seen)}"
+                )
         statuses = [e.status.value for e in self.events if isinstance(e, StatusChanged)]
         STATUS_EVENTS.check(
             statuses == self.ref.status_trace,
@@ -544,3 +554,7 @@ def _turn_of(turns: Sequence[TurnSummary], mid: str) -> str:
 
 _LOST = {"prompt": ONE_SEND_ONE_TURN, "steering": STEERING_NEVER_LOST, "context": CONTEXT_NEXT_STEP}
 _LATE = {"prompt": ONE_SEND_ONE_TURN, "steering": STEERING_DELIVERED, "context": CONTEXT_NEXT_STEP}
+
+
+def _kinds(events: Sequence[Event]) -> list[str]:
+    return [type(e).__name__ for e in events]

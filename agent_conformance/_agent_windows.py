@@ -51,6 +51,8 @@ class AgentWindows(ApprovalWindow):
 
     explore_schedules: ClassVar[bool]
     bus: EventBus
+    events: list[Event]
+    witnesses: list[tuple[int, list[Event]]]
     _counter: int
 
     def _next(self) -> int:
@@ -161,6 +163,15 @@ class AgentWindows(ApprovalWindow):
                 self.agent.cancel("armed", cause="user")
 
         disconnect = self.bus.connect(listener)
+        self._witness()
+
+    def _witness(self) -> None:
+        """A listener connected after the one just armed, which records every event: an
+        event the armed one causes while another is being delivered must reach it after
+        that one, as it reaches the machine's first listener (A11: one order)."""
+        seen: list[Event] = []
+        self.witnesses.append((len(self.events), seen))
+        self.bus.connect(lambda e: None if is_neighbours(e) else seen.append(e))
 
     @precondition(lambda self: self.has.raising_listeners)
     @rule(event=st.sampled_from(sorted(RAISING_AT)))

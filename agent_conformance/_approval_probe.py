@@ -10,7 +10,7 @@ on the machine's clock, while the machine's agent is idle (nothing of it is time
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import trio
 import trio.testing
@@ -31,7 +31,7 @@ from ._agent_properties import APPROVAL_WAIT_UNTIMED
 from ._approver import HeldApprover
 from ._vocabulary import TURN_END
 
-__all__ = ["PROBE_CALLS", "two_calls_waiting"]
+__all__ = ["LAST_ANSWERS", "PROBE_CALLS", "LastAnswer", "two_calls_waiting"]
 
 PROBE_CALLS = ("probe-call-1", "probe-call-2")
 
@@ -44,13 +44,22 @@ def _end(records: Sequence[Record]) -> Mapping[str, str] | None:
     return None
 
 
+LastAnswer = Literal["allow", "reject", "fail"]
+LAST_ANSWERS: tuple[LastAnswer, ...] = ("allow", "reject", "fail")
+
+
 async def two_calls_waiting(
-    factory: Callable[..., Any], jump: Callable[[float], None], step_timeout: float
+    factory: Callable[..., Any],
+    jump: Callable[[float], None],
+    step_timeout: float,
+    last: LastAnswer = "allow",
 ) -> bool:
     """Run the probe on an agent of `factory` (`factory(model, tools, bus, options,
-    approval=...)`), moving the run's MockClock with `jump`. Fails APPROVAL_WAIT_UNTIMED
-    on a violation; False if the agent did not ask about both calls at once (then the probe
-    says nothing of it), True once checked."""
+    approval=...)`), moving the run's MockClock with `jump`. The first call is allowed; the
+    second is answered as `last` says: allowed, rejected, or by an approver that raises
+    (rejected too; either way the first call runs on, and the step's clock with it). Fails
+    APPROVAL_WAIT_UNTIMED on a violation; False if the agent did not ask about both calls
+    at once (then the probe says nothing of it), True once checked."""
     gate = GateTool()
     model = ScriptedModel(
         [
@@ -97,13 +106,19 @@ async def two_calls_waiting(
                 f"(step_timeout {t:g} s)"
             ),
         )
-        approver.answer(Decision("allow_once", by="machine"), second)
+        answers: dict[LastAnswer, object] = {
+            "allow": Decision("allow_once", by="machine"),
+            "reject": Decision("reject_once", by="machine"),
+            "fail": RuntimeError("the probe's approver failed on purpose"),
+        }
+        approver.answer(answers[last], second)
         await trio.testing.wait_all_tasks_blocked()
+        said = {"allow": "allowed", "reject": "rejected", "fail": "decided by a failing approver"}
         end = await after(0.5 * t)
         APPROVAL_WAIT_UNTIMED.check(
             end is None,
             lambda: (
-                f"{0.5 * t:g} s after the last of two calls was allowed (both then run), "
+                f"{0.5 * t:g} s after the last of two calls was {said[last]} (the first runs), "
                 f"the turn ended ({describe_end(end)}); the step had used none of its "
                 f"{t:g} s before the wait"
             ),
@@ -112,7 +127,8 @@ async def two_calls_waiting(
         APPROVAL_WAIT_UNTIMED.check(
             end is not None and end.get("reason") == "step-timeout",
             lambda: (
-                f"{1.1 * t:g} s after the last of two calls was allowed (both still run), "
+                f"{1.1 * t:g} s after the last of two calls was {said[last]} (the first "
+                "still runs), "
                 f"the turn is {describe_end(end)}, not aborted by its step_timeout of "
                 f"{t:g} s: the step's clock did not run on once no call waited"
             ),

@@ -29,7 +29,7 @@ from ._agent_properties import (
 )
 from ._agent_verify import AgentChecks
 from ._approval_checks import Expected, approval_problem
-from ._approval_probe import two_calls_waiting
+from ._approval_probe import LAST_ANSWERS, two_calls_waiting
 from ._approver import HeldApprover
 from ._machine import rule
 from ._reference import POLICY_REJECTS, Outcome, PolicyKind
@@ -245,7 +245,9 @@ class ApprovalWindow(AgentChecks):
             total.append(seconds)
             self.clock.jump(seconds)
 
-        checked = self.host.call(two_calls_waiting, type(self).factory, jump, STEP_TIMEOUT)
+        # The last answer varies with the example, without a draw of its own.
+        last = LAST_ANSWERS[len(self.records) % len(LAST_ANSWERS)]
+        checked = self.host.call(two_calls_waiting, type(self).factory, jump, STEP_TIMEOUT, last)
         self.host.settle()
         self.ref.time_passes(sum(total))
         if not checked:

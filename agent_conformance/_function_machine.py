@@ -47,6 +47,7 @@ from ._function_properties import (
     ARGUMENTS_CONVERTED,
     INVALID_ARGUMENTS_REFUSED,
     RESULT_AS_RETURNED,
+    SCHEMA_FROM_SIGNATURE,
     SYNC_CALL_NOT_ABANDONED,
 )
 from ._function_properties import PROPERTIES as PROPERTIES
@@ -210,7 +211,13 @@ class FunctionMachine(ConformanceMachine):
         kwargs = {"name": spec.override} if spec.override is not None else {}
         if spec.description is not None:
             kwargs["description"] = spec.description
-        tool = type(self).factory(function, **kwargs)
+        try:
+            tool = type(self).factory(function, **kwargs)
+        except Exception as exc:  # a function that can become a tool, refused: the finding
+            SCHEMA_FROM_SIGNATURE.fail(
+                f"applied to\n{text}it raised {type(exc).__name__}: {exc}; every parameter "
+                "of it has a JSON type and its docstring describes only parameters it has"
+            )
         check_schema(spec, tool, text)
         self.tools.append((spec, tool))
         self.trace.append(f"define {spec.tool_name}")

@@ -172,15 +172,22 @@ def source(spec: FunctionSpec, recorder: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONTEXT_TEXT = "the call's context"
+
+
 def _docstring(spec: FunctionSpec) -> str:
-    described = [p for p in spec.params if p.described in ("google", "sphinx")]
-    if spec.summary is None and not described:
+    entries = [(p.name, p.text) for p in spec.params if p.described in ("google", "sphinx")]
+    # A section that documents its ToolContext parameter too, as users write them (half the
+    # time, by where it stands: no draw of its own). It is a parameter the function has.
+    if entries and spec.context is not None and spec.context[0] % 2 == 0:
+        entries.insert(min(spec.context[0], len(entries)), ("ctx", CONTEXT_TEXT))
+    if spec.summary is None and not entries:
         return ""
     text = spec.summary or ""
-    if described and spec.style == "google":
-        text += "\n\nArgs:\n" + "\n".join(f"    {p.name}: {p.text}" for p in described)
-    elif described:
-        text += "\n\n" + "\n".join(f":param {p.name}: {p.text}" for p in described)
+    if entries and spec.style == "google":
+        text += "\n\nArgs:\n" + "\n".join(f"    {name}: {what}" for name, what in entries)
+    elif entries:
+        text += "\n\n" + "\n".join(f":param {name}: {what}" for name, what in entries)
     return text
 
 

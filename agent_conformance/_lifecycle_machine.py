@@ -26,6 +26,7 @@ from trio_agents import (
     AgentConfig,
     AgentCreated,
     AgentHandle,
+    AgentOptions,
     AgentRegistry,
     AgentStatus,
     ConfiguredAgents,
@@ -84,6 +85,10 @@ def _event_id(event: Event) -> str:
     return str(getattr(event, "agent_id", getattr(event, "session_id", "")))
 
 
+# The options of the plugin's minted agent: a resume at a reload must keep them (F2).
+CONFIGURED_OPTIONS = AgentOptions(max_steps=40, system_prompt="You are the configured agent.")
+
+
 class LifecycleMachine(ClosingRules):
     """Subclass and set `factory` to check another runtime over the same store.
 
@@ -134,7 +139,7 @@ class LifecycleMachine(ClosingRules):
         self.minted_id: str | None = None
         self.plugin = ConfiguredAgents(
             AgentConfig("plugin", plugin_model, session_id=PLUGIN_ID),
-            AgentConfig(MINTED, self.minted_model),
+            AgentConfig(MINTED, self.minted_model, options=CONFIGURED_OPTIONS),
         )
         self.rt: RuntimeSurface | None = None
         self.noted: list[ContractViolation] = []
@@ -515,6 +520,14 @@ class LifecycleMachine(ClosingRules):
             lambda: (
                 f"after {after}, the plugin's agent({MINTED!r}) is "
                 f"{'None' if agent is None else repr(agent.id)}, not the live agent {sid!r}"
+            ),
+        )
+        options = agent.options if agent is not None else None
+        CONFIGURED_RESUMES.check(
+            options == CONFIGURED_OPTIONS,
+            lambda: (
+                f"after {after}, the plugin's agent {MINTED!r} has the options {options!r}, "
+                f"not those of its config, {CONFIGURED_OPTIONS!r}"
             ),
         )
         self.minted_id = sid

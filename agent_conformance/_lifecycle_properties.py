@@ -132,7 +132,7 @@ CONFIGURED_RESUMES = _lifecycle(
     "configured-resumes-sessions",
     "ConfiguredAgents applied again (a reload, or a new runtime over the same store) resumes "
     "the same sessions: a config without a session_id keeps the id minted at its first apply, "
-    "and agent(label) is the live agent of that id",
+    "and agent(label) is the live agent of that id, with its config's options",
 )
 SERVICES = _lifecycle(
     "F3",

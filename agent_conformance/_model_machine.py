@@ -108,6 +108,7 @@ MAX_WAIT = 30.0  # the `max_wait` given to a maker that takes one, for the waits
 REFUSED = (400, 401, 403, 404, 422)
 Broken = Literal["cut", "json", "html", "not-json", "error-event"]
 BROKEN: tuple[Broken, ...] = ("cut", "json", "html", "not-json", "error-event")
+ERROR_EVENTS = ("data", "named", "both")  # how an error event is sent (E5)
 Base = Literal["plain", "slash", "query"]
 
 
@@ -403,8 +404,17 @@ class ModelMachine(ConformanceMachine):
             case "not-json":
                 answer = Stream((*head, f"data: oops, {secret}\n\n".encode()))
             case _:
-                event = {"error": {"message": f"overloaded: {secret}", "type": "server_error"}}
-                answer = Stream((*head, f"data: {json.dumps(event)}\n\n".encode()))
+                # Servers send an error event in one of three shapes: an `error` object in
+                # the data (OpenAI), an event named `error` whose data is the error itself,
+                # or both.
+                shape = data.draw(st.sampled_from(ERROR_EVENTS), label="error event")
+                detail = {"message": f"overloaded: {secret}", "type": "server_error"}
+                event = detail if shape == "named" else {"error": detail}
+                name = "event: error\n" if shape != "data" else ""
+                sent = f"{name}data: {json.dumps(event)}\n\n".encode()
+                # A server may end the stream properly after it: the error still stands.
+                done = data.draw(st.booleans(), label="[DONE] after it")
+                answer = Stream((*head, sent, *([b"data: [DONE]\n\n"] if done else [])))
         self.endpoint.reset([answer])
         chunks, error = self.host.call(self._consume, request)
         told = f"a stream broken ({kind}) after {texts!r}"

@@ -380,6 +380,35 @@ class ListenerErrorEscapes(Agent):
         super().__init__(events=_UnguardedBus(events or EventBus()), **kwargs)
 
 
+class _ReentrantBus(EventBus):
+    """The listeners of `bus`, delivered to at once, even from inside a listener: no queue,
+    so an event a listener causes overtakes the one being delivered."""
+
+    __slots__ = ()
+
+    def __init__(self, bus: EventBus) -> None:
+        super().__init__()
+        self._listeners = bus._listeners  # pyright: ignore[reportPrivateUsage]  # shared
+
+    def emit(self, event: Event) -> None:
+        for listener in tuple(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # contained, as the real bus does
+                continue
+
+
+class NestedEventsDeliveredAtOnce(Agent):
+    """(A11) The agent's bus delivers an event emitted from a listener at once, inside the
+    delivery of the event that listener was given: listeners after it see the two in the
+    other order."""
+
+    __slots__ = ()
+
+    def __init__(self, *, events: EventBus | None = None, **kwargs: Any) -> None:
+        super().__init__(events=_ReentrantBus(events or EventBus()), **kwargs)
+
+
 class _RequestRebuilt:
     """The agent's model, given each request with its messages rebuilt by `messages` from
     the agent's session (the agent's request builder, with its mistake)."""
@@ -468,6 +497,7 @@ partial_reply_dropped = factory_for(Agent, _PartialReplyDropped)
 wait_idle_on_closed_returns_at_once = factory_for(WaitIdleOnClosedReturnsAtOnce)
 inject_accepted_after_close = factory_for(InjectAcceptedAfterClose)
 listener_error_escapes = factory_for(ListenerErrorEscapes)
+nested_events_delivered_at_once = factory_for(NestedEventsDeliveredAtOnce)
 request_from_turn_snapshot = factory_for(RequestFromTurnSnapshot)
 system_context_as_user = factory_for(SystemContextAsUser)
 request_sees_later_records = factory_for(RequestSeesLaterRecords)
@@ -679,6 +709,12 @@ SEEDED = (
     ),
     Seeded("inject-accepted-after-close", inject_accepted_after_close, "agent", "closed-refuses"),
     Seeded("listener-error-escapes", listener_error_escapes, "agent", "listener-errors-contained"),
+    Seeded(
+        "nested-events-delivered-at-once",
+        nested_events_delivered_at_once,
+        "agent",
+        "one-event-order",
+    ),
     Seeded("request-from-turn-snapshot", request_from_turn_snapshot, "agent", "request-history"),
     Seeded("system-context-as-user", system_context_as_user, "agent", "request-history"),
     Seeded("request-sees-later-records", request_sees_later_records, "agent", "request-unchanged"),

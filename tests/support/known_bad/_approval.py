@@ -48,6 +48,7 @@ class _Gate(Agent):
     policy_failure_asks: ClassVar[bool] = False
     announces_first: ClassVar[bool] = False  # ToolStarted before the call is decided
     remembered_first: ClassVar[bool] = False  # a remembered answer before the verdict
+    restarts_after_failure: ClassVar[bool] = True  # False: a failed approver's wait never ends
 
     def _gate(self) -> Gate:
         return _FlawedGate(type(self), self.events)
@@ -68,17 +69,21 @@ class _FlawedGate:
         elif flags.stops_clock and scope is not None:
             left = scope.deadline - trio.current_time()
             scope.deadline = math.inf
+        failed = False
         try:
             try:
                 answer: object = await approval.approver(request)
             except Exception as exc:
+                failed = True
                 return Decision("reject_once", by="approver", note=f"it failed: {describe(exc)}")
             except trio.Cancelled:
                 if not flags.cancel_is_failure:
                     raise
                 return Decision("reject_once", by="approver", note="it failed: Cancelled")
         finally:
-            if flags.stops_clock and flags.counts_waiting:
+            if failed and not flags.restarts_after_failure:
+                pass  # the seeded defect: the clock stays stopped
+            elif flags.stops_clock and flags.counts_waiting:
                 turn.restart_step_clock()
             elif flags.stops_clock and scope is not None and not math.isinf(left):
                 scope.deadline = trio.current_time() + left
@@ -225,6 +230,15 @@ class RememberedBeforePolicy(_Gate):
     remembered_first = True
 
 
+class ClockLeftStoppedByFailure(_Gate):
+    """(A18) The step's clock is started again after the approver's answer, on the path
+    that returns one: an approver that raises leaves it stopped, and the calls of the step
+    that do run are never timed."""
+
+    __slots__ = ()
+    restarts_after_failure = False
+
+
 def asking_factory(cls: type[Agent]):  # type: ignore[no-untyped-def] # pyright: ignore
     def factory(
         model: Model,
@@ -257,6 +271,7 @@ approval_wait_timed = asking_factory(ApprovalWaitTimed)
 policy_failure_asks = asking_factory(PolicyFailureAsks)
 clock_restarted_per_call = asking_factory(ClockRestartedPerCall)
 remembered_before_policy = asking_factory(RememberedBeforePolicy)
+clock_left_stopped_by_failure = asking_factory(ClockLeftStoppedByFailure)
 
 SEEDED = (
     Seeded("rejected-call-runs", rejected_call_runs, "agent", "approval-before-run"),
@@ -280,5 +295,18 @@ SEEDED = (
     Seeded("approval-wait-timed", approval_wait_timed, "agent", "approval-wait-untimed"),
     Seeded("policy-failure-asks", policy_failure_asks, "agent", "one-approval-record"),
     Seeded("clock-restarted-per-call", clock_restarted_per_call, "agent", "approval-wait-untimed"),
-    Seeded("remembered-before-policy", remembered_before_policy, "agent", "one-approval-record"),
+    Seeded(
+        "clock-left-stopped-by-failure",
+        clock_left_stopped_by_failure,
+        "agent",
+        "approval-wait-untimed",
+    ),
+    # The call the policy rejects is recorded as remembered, and run: either shows first.
+    Seeded(
+        "remembered-before-policy",
+        remembered_before_policy,
+        "agent",
+        "one-approval-record",
+        also=("approval-before-run",),
+    ),
 )

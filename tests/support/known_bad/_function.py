@@ -109,7 +109,20 @@ class _ThreadAbandoned(FunctionTool):
         return as_result(value)
 
 
+def _context_doc_refused(function: Callable[..., Any], **options: Any) -> FunctionTool:
+    """Checks the docstring's parameters against those of the schema: one that documents
+    its ToolContext parameter is refused as describing a parameter it does not have."""
+    hints = inspect.get_annotations(function, eval_str=True)
+    doc = inspect.getdoc(function) or ""
+    for name, hint in hints.items():
+        if hint is ToolContext and (f"    {name}:" in doc or f":param {name}:" in doc):
+            where = f"function_tool: {function.__name__}"
+            raise TypeError(f"{where}: its docstring describes {name!r}, not a parameter")
+    return FunctionTool(function, **options)
+
+
 defaults_unlisted = _DefaultsUnlisted
+context_doc_refused = _context_doc_refused
 generators_collected = _generators_collected
 arguments_as_sent = _ArgumentsAsSent
 surplus_dropped = _SurplusDropped
@@ -118,6 +131,7 @@ thread_abandoned = _ThreadAbandoned
 
 SEEDED: tuple[Seeded, ...] = (
     Seeded("defaults-unlisted", defaults_unlisted, "function", "schema-from-signature"),
+    Seeded("context-doc-refused", context_doc_refused, "function", "schema-from-signature"),
     Seeded("generators-collected", generators_collected, "function", "signature-refused-at-once"),
     Seeded("arguments-as-sent", arguments_as_sent, "function", "arguments-converted"),
     Seeded("surplus-dropped", surplus_dropped, "function", "invalid-arguments-refused"),

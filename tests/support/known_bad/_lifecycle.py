@@ -4,11 +4,13 @@ teardown, fibers or plugins."""
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import trio
 
 from trio_agents import (
+    AgentHandle,
+    AgentOptions,
     AlreadyLoadedError,
     ConfiguredAgents,
     Fiber,
@@ -295,6 +297,26 @@ class _FiberAgentsOwnedByRuntime(Runtime):
         return super().agents_for(self)
 
 
+class _OptionsLostAtResume(AgentRegistry):
+    """A registry whose `resume` leaves out the options it is given (a resumed agent, its
+    author thought, takes up what its session says)."""
+
+    __slots__ = ()
+
+    async def resume(
+        self, session_id: str, *, options: AgentOptions | None = None, **parts: Any
+    ) -> AgentHandle:
+        return await super().resume(session_id, **parts)
+
+
+class _ResumesWithoutOptions(Runtime):
+    """(F2) `fiber.agents.resume` drops its `options`: a configured agent applied again
+    comes back without its system prompt and limits."""
+
+    def agents_for(self, owner: Fiber) -> AgentRegistry:
+        return _OptionsLostAtResume(self._services, owner)  # pyright: ignore[reportPrivateUsage]
+
+
 class _MintedIdsForgotten(Runtime):
     """(F2) Loading a ConfiguredAgents clears the ids it minted (a fresh plugin state per
     apply, it seems): a config without a session id gets a new session at every apply."""
@@ -346,10 +368,17 @@ failed_apply_not_undone = runtime_class_factory(_FailedApplyNotUndone)
 loaded_plugin_not_refused = runtime_class_factory(_LoadedPluginNotRefused)
 fiber_agents_owned_by_runtime = runtime_class_factory(_FiberAgentsOwnedByRuntime)
 minted_ids_forgotten = runtime_class_factory(_MintedIdsForgotten)
+resumes_without_options = runtime_class_factory(_ResumesWithoutOptions)
 
 SEEDED = (
     Seeded(
         "minted-ids-forgotten", minted_ids_forgotten, "lifecycle", "configured-resumes-sessions"
+    ),
+    Seeded(
+        "resumes-without-options",
+        resumes_without_options,
+        "lifecycle",
+        "configured-resumes-sessions",
     ),
     Seeded(
         "c-aclose-before-loop-exit",

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
+from unittest import mock
 
 from trio_agents import (
     Finish,
@@ -18,6 +19,7 @@ from trio_agents import (
     TextDelta,
     Usage,
 )
+from trio_agents._model import _sse
 
 from ._seeded import Seeded
 
@@ -69,6 +71,30 @@ def asked_wait_ignored(
         max_retries=max_retries,
         backoff=0.0,
         max_wait=max_wait,
+    )
+
+
+_sse_event = _sse.ChatStream.event
+
+
+def _data_only(self: _sse.ChatStream, event: _sse.ServerSentEvent) -> list[ModelChunk]:
+    return _sse_event(self, dataclasses.replace(event, event="message"))
+
+
+class _EventNamesIgnored(OpenAICompatibleModel):
+    """Reads only the data of each event, never its `event:` name: an event named `error`
+    whose data is the error itself (no `error` key) is read as an empty chunk."""
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        with mock.patch.object(_sse.ChatStream, "event", _data_only):
+            async with aclosing(super().stream(request)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+
+
+def event_names_ignored(base_url: str, *, api_key: str | None, max_retries: int) -> Any:
+    return _EventNamesIgnored(
+        "m", base_url=base_url, api_key=api_key, max_retries=max_retries, backoff=0.0
     )
 
 
@@ -174,5 +200,6 @@ SEEDED = (
     Seeded("asked-wait-ignored", asked_wait_ignored, "model", "retried-before-first-chunk"),
     Seeded("key-in-error", key_in_error, "model", "failure-named-not-leaked"),
     Seeded("dropped-stream-finishes", dropped_stream_finishes, "model", "broken-stream-raises"),
+    Seeded("event-names-ignored", event_names_ignored, "model", "broken-stream-raises"),
     Seeded("iterator-kept", iterator_kept, "model", "closed-early-disconnects"),
 )
