@@ -19,7 +19,7 @@ from trio_agents import (
     TextDelta,
     Usage,
 )
-from trio_agents._model import _sse
+from trio_agents._model import _openai, _sse
 
 from ._seeded import Seeded
 
@@ -53,12 +53,19 @@ def query_dropped(base_url: str, *, api_key: str | None, max_retries: int) -> An
     return model
 
 
+def _no_asked_wait(headers: object) -> float | None:
+    return None
+
+
 class _AskedWaitIgnored(OpenAICompatibleModel):
     """Retries after its own backoff, whatever wait the answer asked for (`Retry-After`
     read as advice)."""
 
-    async def _wait(self, attempt: int, retry_after: float | None, why: str) -> None:
-        await super()._wait(attempt, None, why)
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        with mock.patch.object(_openai, "_retry_after", _no_asked_wait):
+            async with aclosing(super().stream(request)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
 
 
 def asked_wait_ignored(
