@@ -114,10 +114,13 @@ class DamagedCopies(ConformanceMachine):
         if damage in ("wrong-kind", "missing-key"):
             keyed = _keyed(records)
             seq, key = data.draw(st.sampled_from(keyed), label="record and key")
+            wrong = WRONG[KEYS[records[seq].type][key]]
+            # Drawn as it always was (the programs stay as they were), then every other
+            # value of a wrong kind, each in a copy of its own: the near misses (`true`
+            # for a number, `0` for a flag) are where a check goes wrong.
+            value = data.draw(st.sampled_from(wrong), label="value")
             if damage == "wrong-kind":
-                # Every value of a wrong kind, each in a copy of its own: the near misses
-                # (`true` for a number, `0` for a flag) are where a check goes wrong.
-                values = WRONG[KEYS[records[seq].type][key]]
+                values = (value, *(v for v in wrong if v is not value))
         elif damage == "header":
             seq, key = None, ""
         else:
