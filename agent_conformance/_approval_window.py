@@ -8,7 +8,6 @@ come from the machine's other rules.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
@@ -33,6 +32,7 @@ from ._approval_probe import LAST_ANSWERS, two_calls_waiting
 from ._approver import HeldApprover
 from ._machine import rule
 from ._reference import POLICY_REJECTS, Outcome, PolicyKind
+from ._targets import takes_keyword
 
 __all__ = [
     "APPROVER_FAILURE",
@@ -98,15 +98,7 @@ def policy_for(kind: PolicyKind, tool: str) -> Policy:
 
 def takes_approval(factory: Callable[..., Any]) -> bool:
     """Whether an agent factory takes `approval=` (an Approval) to ask before acting."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        p.kind is inspect.Parameter.VAR_KEYWORD
-        or (p.name == "approval" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
-        for p in parameters
-    )
+    return takes_keyword(factory, "approval")
 
 
 class ApprovalWindow(AgentChecks):

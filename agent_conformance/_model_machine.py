@@ -24,7 +24,6 @@ endpoint and the calls run in one trio run per example, on the real clock.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 from collections.abc import Callable, Hashable, Sequence
@@ -64,7 +63,7 @@ from ._model_properties import (
 )
 from ._model_properties import PROPERTIES as PROPERTIES
 from ._model_wire import CallSpec, Reason, Reply, body_problems, events, leaks, split
-from ._targets import ModelFactory, builtin_model
+from ._targets import ModelFactory, builtin_model, takes_keyword
 
 __all__ = ["PROPERTIES", "ModelMachine", "model_settings"]
 
@@ -119,15 +118,7 @@ def _waited(machine: ModelMachine) -> bool:
 def takes_max_wait(make: Callable[..., Any]) -> bool:
     """Whether a model maker takes `max_wait=` (the longest wait a retry keeps, seconds):
     without it, the wait an answer asks cannot be told from the maker's own cap (E3)."""
-    try:
-        parameters = inspect.signature(make).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        p.kind is inspect.Parameter.VAR_KEYWORD
-        or (p.name == "max_wait" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
-        for p in parameters
-    )
+    return takes_keyword(make, "max_wait")
 
 
 def model_settings(base: Settings) -> Settings:

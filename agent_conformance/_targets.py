@@ -6,6 +6,7 @@ No Hypothesis here, so `agent_conformance` can export these without importing it
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
@@ -167,3 +168,17 @@ McpOpener = Callable[..., AbstractAsyncContextManager[Sequence[Tool]]]
 """Opens the tools of MCP servers, with `open_mcp_tools`'s signature: `opener(servers, *,
 base, cwd, start_timeout, close_grace)` is an async context manager yielding the tools (a
 sequence of `Tool`); leaving it closes every server. The MCP machine's target."""
+
+
+def takes_keyword(target: Callable[..., object], name: str) -> bool:
+    """Whether `target` can be called with the keyword argument `name` (an option a target
+    may or may not take, such as an agent factory's `approval`)."""
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == name and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in parameters
+    )
