@@ -31,12 +31,12 @@ from ._agent_properties import APPROVAL_WAIT_UNTIMED
 from ._approver import HeldApprover
 from ._vocabulary import TURN_END
 
-__all__ = ["LAST_ANSWERS", "PROBE_CALLS", "LastAnswer", "two_calls_waiting"]
+__all__ = ["LAST_ANSWERS", "PROBE_CALLS", "LastAnswer", "last_turn_end", "two_calls_waiting"]
 
 PROBE_CALLS = ("probe-call-1", "probe-call-2")
 
 
-def _end(records: Sequence[Record]) -> Mapping[str, str] | None:
+def last_turn_end(records: Sequence[Record]) -> Mapping[str, str] | None:
     for record in reversed(records):
         if record.type == TURN_END:
             reason: Mapping[str, str] = record.data["reason"]
@@ -79,7 +79,7 @@ async def two_calls_waiting(
         async def after(seconds: float) -> Mapping[str, str] | None:
             jump(seconds)
             await trio.testing.wait_all_tasks_blocked()
-            return _end(records())
+            return last_turn_end(records())
 
         agent.send("call the gate twice")
         await trio.testing.wait_all_tasks_blocked()

@@ -19,7 +19,7 @@ the records must say what the contract says of it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import trio
@@ -45,9 +45,10 @@ from ._agent_properties import (
     ONE_APPROVAL_RECORD,
     REJECTED_CALL_ANSWERED,
 )
+from ._approval_probe import last_turn_end
 from ._approver import HeldApprover
 from ._properties import Property
-from ._vocabulary import TOOL_APPROVAL, TOOL_RESULT, TURN_END
+from ._vocabulary import TOOL_APPROVAL, TOOL_RESULT
 
 __all__ = ["SWEPT", "sweep_decisions"]
 
@@ -65,11 +66,6 @@ CANCELLED = {"kind": "aborted", "reason": "approval cancelled", "cause": "user"}
 
 def _of(records: Sequence[Record], kind: str, call_id: str) -> list[dict[str, Any]]:
     return [dict(r.data) for r in records if r.type == kind and r.data.get("call_id") == call_id]
-
-
-def _end(records: Sequence[Record]) -> Mapping[str, str] | None:
-    ends = [r.data["reason"] for r in records if r.type == TURN_END]
-    return ends[-1] if ends else None
 
 
 async def sweep_decisions(factory: Callable[..., Any]) -> int:
@@ -160,7 +156,7 @@ def _check_first(
 ) -> None:
     approvals = [(a.get("decision"), a.get("by")) for a in _of(records, TOOL_APPROVAL, call_id)]
     results = _of(records, TOOL_RESULT, call_id)
-    end = _end(records)
+    end = last_turn_end(records)
     prop: Property = CANCEL_DECISION_ABORTS if answer == "cancel" else ONE_APPROVAL_RECORD
     prop.check(
         approvals == [want],
