@@ -127,6 +127,10 @@ class AgentProcess:
         self.agent_requests: list[str] = []
         self.permission_answers: dict[str, PermissionAnswer] = {}  # by session; else allow
         self.permission_asks: list[PermissionAsk] = []
+        self.buffers: dict[Path, str] = {}
+        """Files an editor holds with unsaved changes: `fs/read_text_file` answers this
+        text, not the file's on disk (rule P18)."""
+        self.reads: list[Path] = []  # every path `fs/read_text_file` was asked for
         self.seen: dict[tuple[int, int], Proc] = {}
         self.returncode: int | None = None
         self.stderr_tail = b""
@@ -477,8 +481,9 @@ class AgentProcess:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(str(params.get("content", "")))
             return {}
+        self.reads.append(path)
         try:
-            text = path.read_text()
+            text = self.buffers[path] if path in self.buffers else path.read_text()
         except OSError as exc:
             return -32002, f"cannot read {path}: {exc.strerror}"
         line, limit = params.get("line"), params.get("limit")

@@ -112,6 +112,8 @@ class ScriptedEndpoint:
     port: the port it listens on, once started.
     served: every scripted call, in arrival order.
     unscripted: how many requests got the plain default answer.
+    bodies: the JSON text of every model request (chat completion or Responses), in arrival
+        order: what the model was shown, scripted or not (rule P18).
     """
 
     def __init__(self) -> None:
@@ -119,6 +121,7 @@ class ScriptedEndpoint:
         self.scripts: dict[str, Sequence[Step]] = {}
         self.served: list[Served] = []
         self.unscripted = 0
+        self.bodies: list[str] = []
         self.bad_requests: list[str] = []
         self._ids = itertools.count(1)
         self._arrival = trio.Event()
@@ -173,8 +176,10 @@ class ScriptedEndpoint:
             models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
             await http.send_json(conn, stream, 200, models)
         elif method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
+            self.bodies.append(json.dumps(body, ensure_ascii=False))
             await self._complete(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
         elif method == "POST" and path.endswith("/responses") and isinstance(body, dict):
+            self.bodies.append(json.dumps(body, ensure_ascii=False))
             await self._respond(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
         else:
             self.bad_requests.append(f"{method} {path}")

@@ -1,5 +1,5 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P9, P11, P12 and P14 (docs/contract.md, ACP section), and L9.
+checks rules P1-P9, P11, P12, P14, P18 and P19 (docs/contract.md, ACP section), and L9.
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
@@ -17,7 +17,7 @@ import itertools
 import math
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +46,7 @@ from ._endpoint import (
 )
 from ._malformed import MalformedFrames
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
+from ._prompt_context import PromptContext
 from ._properties import (
     ANSWERED_DURABLE,
     CANCEL_ANSWERS_CANCELLED,
@@ -62,6 +63,7 @@ from ._properties import (
     SESSIONS_ISOLATED,
     TOOL_STATUS_FORWARD,
 )
+from ._session_config import SessionConfig
 
 __all__ = ["AcpMachine", "acp_machine"]
 
@@ -102,7 +104,7 @@ def _witness(agent: AgentProcess, token: str) -> Path:
     return agent.workdir / f".tool-{token}"
 
 
-class AcpMachine(MalformedFrames):
+class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
     host: the TrioHost, on a WallClock (the agent is a real process).
@@ -130,6 +132,8 @@ class AcpMachine(MalformedFrames):
         self.tool_status: dict[tuple[str, str], str] = {}
         self.can_load = False
         self.can_list = False
+        self.embedded_context = False
+        self.config = {}
         self.extra_ids: list[str] = []
         self.elsewhere: list[str] = []
         self.bulked = False
@@ -205,6 +209,10 @@ class AcpMachine(MalformedFrames):
         self.can_load = bool(wire.dig(answer.result, "agentCapabilities", "loadSession"))
         listing = wire.dig(answer.result, "agentCapabilities", "sessionCapabilities", "list")
         self.can_list = listing is not None and listing is not False
+        self.embedded_context = (
+            wire.dig(answer.result, "agentCapabilities", "promptCapabilities", "embeddedContext")
+            is True
+        )
         type(self).advertised = {
             "agentInfo": wire.dig(answer.result, "agentInfo"),
             "loadSession": self.can_load,
@@ -255,6 +263,7 @@ class AcpMachine(MalformedFrames):
                 "model setting, give it one with --env or --config-file"
             )
         self.sessions.append(_Session(str(answer.result["sessionId"])))
+        self._note_config(self.sessions[-1].id, answer)
         self.log.append("new")
 
     def _token(self, session: _Session) -> str:
@@ -325,8 +334,15 @@ class AcpMachine(MalformedFrames):
         streamed = any(call.step in (Say(reply), Cut(reply)) for call in calls)
         session.turns.append((token, reply if streamed else ""))
 
-    async def _send_prompt(self, session: _Session, token: str, then: bytes = b"") -> int:
-        params = {"sessionId": session.id, "prompt": [{"type": "text", "text": f"{token}: go"}]}
+    async def _send_prompt(
+        self,
+        session: _Session,
+        token: str,
+        then: bytes = b"",
+        blocks: Sequence[dict[str, Any]] = (),
+    ) -> int:
+        prompt = [{"type": "text", "text": f"{token}: go"}, *blocks]
+        params = {"sessionId": session.id, "prompt": prompt}
         for start, until in list(session.quiet):
             if until == float("inf"):
                 session.quiet.remove((start, until))
@@ -690,6 +706,7 @@ class AcpMachine(MalformedFrames):
                     f"(replayed agent text: {texts[:300]!r})"
                 )
         session.live = session.loaded = True
+        self._note_config(session.id, answer)
         self.log.append("load")
         if unprompted:
             token = self._token(session)

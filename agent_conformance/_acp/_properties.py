@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12 and P14 of
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P18 and P19 of
 docs/contract.md's ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ __all__ = [
     "ANSWERED_DURABLE",
     "ANSWER_UNIQUE",
     "CANCEL_ANSWERS_CANCELLED",
+    "CLIENT_TEXT_USED",
+    "CONFIG_REFUSED_UNCHANGED",
+    "CONFIG_SWITCHED",
     "CUT_ANSWERS_MAX_TOKENS",
     "EXITS_AT_EOF",
     "LOADS_UNPROMPTED",
@@ -19,6 +22,7 @@ __all__ = [
     "PERMISSION_REFUSED_NOT_RUN",
     "PERMISSION_SKIPPED_BY_CANCEL",
     "PROMPT_ENDS_TURN",
+    "PROMPT_REACHES_MODEL",
     "PROPERTIES",
     "QUIET_AFTER_CANCEL",
     "REQUEST_ANSWERED",
@@ -167,6 +171,38 @@ SESSIONS_LISTED = Property(
     "sessions of that directory; a session created between two pages makes the later page "
     "neither repeat nor skip one",
 )
+PROMPT_REACHES_MODEL = Property(
+    "P18",
+    "prompt-reaches-model",
+    _M,
+    "what a prompt holds reaches the model: its turn's model requests hold the text of each "
+    "text block, of each embedded text resource (an agent advertising embeddedContext), and "
+    "of each resource_link its URI or the text it names; a link inside the session's cwd "
+    "does not fail the prompt",
+)
+CLIENT_TEXT_USED = Property(
+    "P18",
+    "client-text-used",
+    _M,
+    "an agent that reads a linked file through the client (fs/read_text_file) gives the "
+    "model the client's text, which an editor may hold unsaved, not the file's on disk",
+)
+CONFIG_SWITCHED = Property(
+    "P19",
+    "config-switched",
+    _M,
+    "session/set_config_option with a value the session offered is answered with every "
+    "option, that one at that value and the others as they were; session/set_mode with a "
+    "mode it offered is answered without an error",
+)
+CONFIG_REFUSED_UNCHANGED = Property(
+    "P19",
+    "config-refused-unchanged",
+    _M,
+    "a session/set_config_option or session/set_mode naming an option, value or mode the "
+    "session did not offer changes nothing: no current_mode_update for it, and the options "
+    "are then as they were",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
@@ -188,5 +224,9 @@ PROPERTIES: tuple[Property, ...] = (
     PERMISSION_SKIPPED_BY_CANCEL,
     TOOL_STATUS_FORWARD,
     SESSIONS_LISTED,
+    PROMPT_REACHES_MODEL,
+    CLIENT_TEXT_USED,
+    CONFIG_SWITCHED,
+    CONFIG_REFUSED_UNCHANGED,
 )
 """Every property of the ACP machine."""

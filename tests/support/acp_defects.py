@@ -15,11 +15,12 @@ from typing import Any
 
 import trio
 
+from trio_agents._agent import _mode_policy
 from trio_agents._agent._events import TextStreamed
 from trio_agents._errors import SessionNotFoundError
 from trio_agents._store._sqlite import SqliteStore
 from trio_agents.acp import _jsonrpc as rpc
-from trio_agents.acp import _listing, _mapping, _permissions
+from trio_agents.acp import _listing, _mapping, _modes, _permissions, _prompt, _server
 from trio_agents.acp._server import AcpServer
 from trio_agents.acp._stdio import serve_stdio
 
@@ -279,6 +280,53 @@ def _permission_outlives_cancel() -> None:
     _permissions.AcpApprover.__call__ = waits  # type: ignore[method-assign]
 
 
+def _embedded_text_left_out() -> None:
+    compose = _prompt.compose
+
+    def without_embedded(parts: Any, read: Any) -> str:
+        # Embedded resources are taken for attachments the editor shows, not context.
+        kept = [part for part in parts if not isinstance(part, _prompt.Embedded)]
+        return compose(kept, read)
+
+    _prompt.compose = without_embedded
+
+
+def _client_text_replaced_by_disk() -> None:
+    client_reader = _server.client_reader
+
+    def reader(request: Any, session_id: str) -> Any:
+        through_client = client_reader(request, session_id)
+
+        async def read(path: str) -> str:
+            await through_client(path)  # asked, to see that the editor can read it...
+            return await trio.Path(path).read_text()  # ...and then the disk's text is sent
+
+        return read
+
+    _server.client_reader = reader
+
+
+def _config_options_memoized() -> None:
+    config_options = _modes.Settings.config_options
+    made: dict[int, Any] = {}
+
+    def memoized(self: Any) -> Any:
+        # Built once per session, as if the options could not change after it opened.
+        return made.setdefault(id(self), config_options(self))
+
+    _modes.Settings.config_options = memoized  # type: ignore[method-assign]
+
+
+def _unknown_mode_applied() -> None:
+    checked = _mode_policy._checked  # pyright: ignore[reportPrivateUsage]
+
+    def switch(self: Any, mode: str) -> None:
+        self._mode = mode  # set, then checked: a refused mode stays set
+        checked(mode)
+
+    _mode_policy.ModePolicy.switch = switch  # type: ignore[method-assign]
+
+
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
@@ -368,6 +416,22 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "in-progress-after-the-result": (
         _in_progress_after_the_result,
         AcpSeeded("in-progress-after-the-result", "tool-status-forward"),
+    ),
+    "embedded-text-left-out": (
+        _embedded_text_left_out,
+        AcpSeeded("embedded-text-left-out", "prompt-reaches-model"),
+    ),
+    "client-text-replaced-by-disk": (
+        _client_text_replaced_by_disk,
+        AcpSeeded("client-text-replaced-by-disk", "client-text-used"),
+    ),
+    "config-options-memoized": (
+        _config_options_memoized,
+        AcpSeeded("config-options-memoized", "config-switched"),
+    ),
+    "unknown-mode-applied": (
+        _unknown_mode_applied,
+        AcpSeeded("unknown-mode-applied", "config-refused-unchanged"),
     ),
 }
 
