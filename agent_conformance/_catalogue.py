@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ._acp._properties import PROPERTIES as _ACP
 from ._agent_machine import PROPERTIES as _AGENT
+from ._chat._properties import PROPERTIES as _CHAT
 from ._durable_machine import PROPERTIES as _DURABLE
 from ._function_properties import PROPERTIES as _FUNCTION
 from ._lifecycle_machine import PROPERTIES as _LIFECYCLE
@@ -24,5 +25,6 @@ PROPERTIES: tuple[Property, ...] = (
     *_FUNCTION,
     *_MODEL,
     *_ACP,
+    *_CHAT,
 )
 """Every `Property` of every machine, machine by machine."""

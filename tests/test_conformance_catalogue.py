@@ -10,11 +10,13 @@ from agent_conformance import PROPERTIES
 from agent_conformance._properties import catalogue_problems
 
 from .support.acp_defects import ACP_SEEDED, AcpSeeded
+from .support.chat_defects import CHAT_SEEDED, ChatSeeded
 from .support.known_bad import SEEDED as _MACHINE_SEEDED
 from .support.known_bad import Seeded
 
-# The ACP machine's seeded defects are servers run as commands (tests/test_acp_conformance.py).
-SEEDED: tuple[Seeded | AcpSeeded, ...] = (*_MACHINE_SEEDED, *ACP_SEEDED)
+# The ACP and chat machines' seeded defects are commands (tests/test_acp_conformance.py,
+# tests/test_chat_machine.py).
+SEEDED: tuple[Seeded | AcpSeeded | ChatSeeded, ...] = (*_MACHINE_SEEDED, *ACP_SEEDED, *CHAT_SEEDED)
 
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
 RULE = re.compile(r"^- \*\*([A-Z][0-9]+)\.\*\*", re.MULTILINE)

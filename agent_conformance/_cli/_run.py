@@ -16,6 +16,7 @@ import signal
 import sys
 from typing import Any
 
+from ._chat import BUILTIN_CHAT, run_builtin_chat
 from ._failure import print_failure
 from ._lanes import (
     OUTPUT,
@@ -37,9 +38,15 @@ MACHINE_NAMES = ("agent", "lifecycle", "durable", "shell", "mcp", "function", "m
 MACHINE_KINDS = ("agent", "runtime", "runtime", "shell", "mcp", "function", "model")
 # With no target, the main job also checks the built-in runtime's ACP server (D409).
 BUILTIN_ACP = "acp"
+# With no target, the main job also checks the built-in runtime's chat command (D466).
+BUILTIN = (BUILTIN_ACP, BUILTIN_CHAT)
 # With more than one lane, the order the machines start in: the longest first, so the
-# lanes end together (typical times of the ci profile on two cores: 30, 20, 17, 10, 9, 8, 2 s).
-LONGEST_FIRST = ("mcp", "shell", BUILTIN_ACP, "lifecycle", "durable", "agent", "model", "function")
+# lanes end together (typical times of the ci profile on two cores: 30, 30, 20, 17, 10, 9,
+# 8, 2 s).
+LONGEST_FIRST = (
+    "mcp", "shell", BUILTIN_CHAT, BUILTIN_ACP, "lifecycle", "durable", "agent", "model",
+    "function",
+)  # fmt: skip
 # The typical wall time of each profile's full run of every machine on two cores: what
 # `--help` tells a user to expect before they start one.
 PROFILE_TIMES = {"ci": "about a minute", "deep": "tens of minutes"}
@@ -92,12 +99,12 @@ def add_arguments(conformance: argparse.ArgumentParser) -> None:
     conformance.add_argument(
         "--machine",
         action="append",
-        choices=[*MACHINE_NAMES, BUILTIN_ACP],
+        choices=[*MACHINE_NAMES, *BUILTIN],
         default=None,
         metavar="NAME",
-        help=f"run only this machine ({', '.join(MACHINE_NAMES)}, and {BUILTIN_ACP} for the "
-        "built-in runtime's ACP server); repeat it for more (default: every machine with a "
-        "target, all of them without one)",
+        help=f"run only this machine ({', '.join(MACHINE_NAMES)}, and {BUILTIN_ACP} and "
+        f"{BUILTIN_CHAT} for the built-in runtime's ACP server and chat command); repeat it "
+        "for more (default: every machine with a target, all of them without one)",
     )
     conformance.add_argument(
         "--jobs",
@@ -184,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     chosen: list[str] | None = args.machine
     with_acp = chosen is None or BUILTIN_ACP in chosen
-    others = None if chosen is None else [m for m in chosen if m != BUILTIN_ACP]
+    with_chat = chosen is None or BUILTIN_CHAT in chosen
+    others = None if chosen is None else [m for m in chosen if m not in BUILTIN]
     try:
         kinds = {
             "--target": "agent",
@@ -200,7 +208,12 @@ def run(args: argparse.Namespace) -> int:
                 "the acp machine checks the built-in runtime's ACP server; check another "
                 f"ACP agent with {args.prog} --acp -- CMD"
             )
+        if given_kinds and chosen is not None and BUILTIN_CHAT in chosen:
+            raise ValueError(
+                "the chat machine checks the built-in runtime's chat command, not a target"
+            )
         with_acp = with_acp and not given_kinds
+        with_chat = with_chat and not given_kinds
         check_machine_choice(others or (), given_kinds)
     except ValueError as exc:
         print(f"{args.prog}: --machine: {exc}", file=sys.stderr)
@@ -212,7 +225,11 @@ def run(args: argparse.Namespace) -> int:
         if others is not None
         else [name for name in MACHINE_NAMES if not given_kinds or kind_of[name] in given_kinds]
     )
-    order = [*names, *([BUILTIN_ACP] if with_acp else [])]
+    order = [
+        *names,
+        *([BUILTIN_ACP] if with_acp else []),
+        *([BUILTIN_CHAT] if with_chat else []),
+    ]
     # Chosen here, not by the run, so an interrupted run can still say how to replay it.
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     lanes = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
@@ -243,6 +260,18 @@ def run(args: argparse.Namespace) -> int:
 
                 report = run_builtin(
                     prog, args.profile, args.max_examples, seed, lambda: bool(stop)
+                )
+                if report is not None:
+                    finished.append(report)
+                continue
+            if name == BUILTIN_CHAT:
+                report = run_builtin_chat(
+                    prog,
+                    args.profile,
+                    args.max_examples,
+                    seed,
+                    lambda report: _print_report(report, prog),
+                    lambda: bool(stop),
                 )
                 if report is not None:
                     finished.append(report)
@@ -336,7 +365,7 @@ def _in_lanes(
             file=sys.stderr,
         )
         return 1
-    reports.sort(key=lambda report: [*MACHINE_NAMES, BUILTIN_ACP].index(report.machine))
+    reports.sort(key=lambda report: [*MACHINE_NAMES, *BUILTIN].index(report.machine))
     _print_summary(reports)
     return 0 if all(report.passed for report in reports) else 1
 

@@ -20,7 +20,14 @@ from trio_agents._agent._events import TextStreamed
 from trio_agents._errors import SessionNotFoundError
 from trio_agents._store._sqlite import SqliteStore
 from trio_agents.acp import _jsonrpc as rpc
-from trio_agents.acp import _listing, _mapping, _modes, _permissions, _prompt, _server
+from trio_agents.acp import (
+    _listing,
+    _mapping,
+    _modes,
+    _permissions,
+    _prompt,
+    _server,  # pyright: ignore[reportPrivateUsage]
+)
 from trio_agents.acp._server import AcpServer
 from trio_agents.acp._stdio import serve_stdio
 
@@ -292,7 +299,7 @@ def _embedded_text_left_out() -> None:
 
 
 def _client_text_replaced_by_disk() -> None:
-    client_reader = _server.client_reader
+    client_reader = _server.client_reader  # type: ignore[attr-defined]
 
     def reader(request: Any, session_id: str) -> Any:
         through_client = client_reader(request, session_id)
@@ -303,7 +310,7 @@ def _client_text_replaced_by_disk() -> None:
 
         return read
 
-    _server.client_reader = reader
+    _server.client_reader = reader  # type: ignore[attr-defined]
 
 
 def _config_options_memoized() -> None:

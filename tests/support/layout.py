@@ -79,6 +79,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent_conformance._acp._properties", "agent_conformance._acp._permission_rules",
             "agent_conformance._function_properties", "agent_conformance._function_specs",
             "agent_conformance._function_checks", "agent_conformance._model_properties",
+            "agent_conformance._acp._config_state", "agent_conformance._chat",
+            "agent_conformance._chat._properties",
         ),
     ),
     ("conformance: machines", ("agent_conformance._*",)),
