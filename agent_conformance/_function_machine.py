@@ -199,7 +199,10 @@ class FunctionMachine(ConformanceMachine):
             is_async=data.draw(st.booleans(), label="async"),
             summary=data.draw(st.none() | st.sampled_from(SUMMARIES), label="summary"),
             override=data.draw(st.none() | st.just("renamed-tool"), label="name="),
-            description=data.draw(st.none() | st.just("Said by the caller."), label="description="),
+            # An empty `description=` is given too: it is the description, not "none given".
+            description=data.draw(
+                st.none() | st.sampled_from(("Said by the caller.", "")), label="description="
+            ),
             context=context,
             returns=data.draw(
                 st.sampled_from(("str", "tool-result", "json", "none", "raise")), label="returns"

@@ -152,13 +152,19 @@ def source(spec: FunctionSpec, recorder: str) -> str:
     kw_parts = [f"{p.name}: {_hint(p)}{_default(p)}" for p in keyword]
     if spec.context is not None:
         at, keyword_only = spec.context
+        # `ToolContext | None` half the time (F6), with a default of None where the
+        # parameter may have one (keyword-only), as users write an optional context.
+        optional = at % 2 == 1
         if keyword_only:
-            kw_parts.insert(min(at, len(kw_parts)), "ctx: ToolContext")
+            hint = "ctx: ToolContext | None = None" if optional else "ctx: ToolContext"
+            kw_parts.insert(min(at, len(kw_parts)), hint)
         else:
             # Before the first positional parameter with a default: it has none itself.
             first_default = next((i for i, p in enumerate(positional) if not p.required), None)
             limit = len(parts) if first_default is None else first_default
-            parts.insert(min(at, limit), "ctx: ToolContext")
+            parts.insert(
+                min(at, limit), "ctx: ToolContext | None" if optional else "ctx: ToolContext"
+            )
     if kw_parts:
         parts += ["*", *kw_parts]
     keyword_def = "async def" if spec.is_async else "def"
