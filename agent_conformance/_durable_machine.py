@@ -68,6 +68,7 @@ from trio_agents.testing import (
     tool_step,
 )
 
+from ._agent_checks import request_problem
 from ._durable_asking import ANSWERS, AskingSessions
 from ._durable_checks import (
     Restored,
@@ -92,6 +93,7 @@ from ._durable_properties import (
     PARKED_RESTORED,
     PROPERTIES,
     QUEUED_PROMPT_COMMITTED,
+    REQUEST_HISTORY_KEPT,
     RESUME_OF_LIVE_REFUSED,
     RESUMED_IDS_CONTINUE,
     show,
@@ -551,6 +553,7 @@ class DurableMachine(
             answers = st.lists(st.sampled_from(ANSWERS), min_size=calls, max_size=calls)
             approver.answers.extend(data.draw(answers, label="answers"))
         session = self.handles[sid].agent.session
+        self._check_request(sid)
         before = {str(r.data["call_id"]) for r in session.records if r.type == TOOL_CALL}
         asked: list[str] = []
         if calls:
@@ -583,6 +586,19 @@ class DurableMachine(
         self._check_at_rest()
         if asked:
             self._check_call_ids(sid, asked, before, session.records[known:])
+
+    def _check_request(self, sid: str) -> None:
+        """The held model call's request holds the session's history (A12): nothing but
+        prompts queued behind the turn (not history yet) can be recorded while it is held."""
+        requests = self.models[sid].requests
+        if not requests:
+            return
+        records = self.handles[sid].agent.session.records
+        problem = request_problem(records, requests[-1].messages, {}, {})
+        if problem is not None:
+            REQUEST_HISTORY_KEPT.fail(
+                f"the held model request of {sid!r}, whose session holds {show(records)}: {problem}"
+            )
 
     @contextlib.contextmanager
     def _write_lock(self, take: bool) -> Generator[bool]:

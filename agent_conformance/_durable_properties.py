@@ -211,6 +211,14 @@ DAMAGE_NAMED = Property(
     "the session and the record; `list_sessions` lists it with its `damage`, so one damaged "
     "session hides no other; a restore that fails leaves no claim file in `<store>.live/`",
 )
+REQUEST_HISTORY_KEPT = Property(
+    "A12",
+    "request-history-kept",
+    "durable",
+    "each model request holds the session's history as its records hold it: each reply with "
+    "all of its tool calls (two in one reply are one assistant message), each result in its "
+    "place; after a resume too, the repair's results included",
+)
 
 PROPERTIES: tuple[Property, ...] = (
     CLOSE_REPORTS_UNSTORED,
@@ -238,6 +246,7 @@ PROPERTIES: tuple[Property, ...] = (
     APPROVAL_DURABLE,
     REMEMBERED_ACROSS_RESUME,
     NOTHING_STRANDED,
+    REQUEST_HISTORY_KEPT,
 )
 """The properties this machine checks, each of one rule of the contract."""
 

@@ -34,7 +34,7 @@ from trio_agents._agent import _agent as _agent_module
 from trio_agents._agent import _approval_gate, _inbox, _step, _turn
 from trio_agents._agent._approval import Decision, DecisionOutcome
 from trio_agents._fiber import require_open
-from trio_agents._store import _record_shape
+from trio_agents._store import _record_shape, _session, _transcript
 from trio_agents._store._base import title_of
 from trio_agents._store._repair import closers
 
@@ -510,8 +510,34 @@ restore_keeps_its_claim = store_factory_for(_RestoreKeepsClaimStore)
 titled_by_latest_prompt = store_factory_for(_TitledByLatestPromptStore)
 updated_when_made = store_factory_for(_UpdatedWhenMadeStore)
 
+
+class _TranscriptWithoutInterrupted(_transcript.Transcript):
+    """A history rebuilt from stored records leaves out the results marked interrupted (the
+    repair's), taken for noise: the resumed model sees calls without their results."""
+
+    __slots__ = ()
+
+    def __init__(self, records: Any = ()) -> None:
+        super().__init__(
+            r for r in records if not (r.type == "tool/result" and r.data.get("interrupted"))
+        )
+
+
+@asynccontextmanager
+async def restored_without_interrupted(store: SessionStore) -> AsyncGenerator[Runtime]:
+    with mock.patch.object(_session, "Transcript", _TranscriptWithoutInterrupted):
+        async with open_runtime(store) as rt:
+            yield rt
+
+
 SEEDED: tuple[Seeded, ...] = (
     Seeded("idle-before-commit", idle_before_commit, "durable", "idle-after-commit"),
+    Seeded(
+        "restored-without-interrupted",
+        restored_without_interrupted,
+        "durable",
+        "request-history-kept",
+    ),
     Seeded("detach-by-id", detach_by_id, "durable", "stale-detach-harmless"),
     Seeded(
         "unstored-counted-by-session",
