@@ -388,7 +388,7 @@ class ChatMachine(ConformanceMachine):
             status == 143,
             lambda: f"SIGTERM {where}: the chat exited {status} (stderr {chat.stderr[-300:]!r})",
         )
-        left = chat.left_behind()
+        left = self.host.call(_left_after, chat)
         SIGNAL_TEARDOWN.check(
             not left,
             lambda: (
@@ -453,6 +453,15 @@ async def _until_exists(path: Path, chat: ChatProcess) -> None:
     with trio.move_on_after(WAIT):
         while not await witness.exists() and not chat.exited:  # noqa: ASYNC110
             await trio.sleep(0.02)
+
+
+async def _left_after(chat: ChatProcess) -> list[Any]:
+    """The processes of the chat's commands still alive, once those it killed as it exited
+    have had a moment to die (a loaded machine is slow to reap them)."""
+    with trio.move_on_after(2.0):
+        while chat.left_behind():  # noqa: ASYNC110 - no event for a stranger's exit
+            await trio.sleep(0.02)
+    return chat.left_behind()
 
 
 async def _records(store_path: Path, session_id: str) -> list[Any]:
