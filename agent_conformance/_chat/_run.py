@@ -19,12 +19,12 @@ __all__ = ["chat_settings", "run_chat_conformance"]
 
 
 def chat_settings(base: Settings) -> Settings:
-    """Every example starts a chat process, often several: a twentieth of the examples of
-    `base` (15 for the `ci` profile), at least 15 steps (a question's answer, a resume
-    and what follows need several)."""
+    """Every example starts a chat process, often several: a thirtieth of the examples of
+    `base` (10 for the `ci` profile, which so stays within its 90 s on two cores), at
+    least 15 steps (a question's answer, a resume and what follows need several)."""
     return Settings(
         base,
-        max_examples=max(5, base.max_examples // 20),
+        max_examples=max(5, base.max_examples // 30),
         stateful_step_count=max(15, base.stateful_step_count // 2),
     )
 
