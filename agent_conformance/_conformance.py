@@ -43,8 +43,12 @@ __all__ = [
     "MachineSpec",
     "check_machine",
     "check_machine_choice",
+    "command_budget",
     "describe_coverage",
     "describe_failure",
+    "first_failure",
+    "found_in",
+    "report_progress",
     "reproduction",
     "run_conformance",
 ]
@@ -183,7 +187,7 @@ def run_conformance(
             machine: type[ConformanceMachine] = agent_machine
         else:
             machine = machine_for(spec_of.base, target)
-        _report_progress(machine, name, progress, progress_every, interrupted)
+        report_progress(machine, name, progress, progress_every, interrupted)
         reports.append(_run(name, machine, settings, chosen_seed, spec, features))
         if on_report is not None:
             on_report(reports[-1])
@@ -212,7 +216,37 @@ def check_machine_choice(machines: Collection[str], given: Collection[str]) -> N
             )
 
 
-def _report_progress(
+def command_budget(
+    fraction: Callable[[Settings], Settings],
+    profile_name: str | None,
+    max_examples: int | None,
+    shrink: bool,
+) -> Settings:
+    """The budget of a machine that drives a command (the ACP and chat machines):
+    `fraction` of the profile's, resized to `max_examples` when given, and without the
+    shrink phase unless `shrink`."""
+    budget = fraction(Settings(profile(profile_name), database=None, report_multiple_bugs=False))
+    if max_examples is not None:
+        budget = Settings(budget, max_examples=max_examples)
+    if not shrink:
+        budget = Settings(budget, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    return budget
+
+
+def first_failure(
+    machine: type[ConformanceMachine], budget: Settings, seed: int
+) -> Exception | None:
+    """Run `machine` within `budget` from `seed`: the failure it found, None if none. A
+    violation Hypothesis could not replay is reported as that violation (D392)."""
+    try:
+        with forcing_seed(seed):
+            run_state_machine_as_test(machine, settings=budget)
+    except Exception as exc:
+        return found_in(exc, machine.violations)
+    return None
+
+
+def report_progress(
     machine: type[RuleBasedStateMachine],
     name: str,
     progress: Callable[[str, int, float], object] | None,

@@ -9,13 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import Phase
 from hypothesis import settings as Settings
-from hypothesis.stateful import run_state_machine_as_test
 
-from .._conformance import MachineReport, found_in
-from .._profiles import profile
-from .._seed import forcing_seed
+from .._conformance import MachineReport, command_budget, first_failure, report_progress
 from ._client import AcpTarget
 from ._machine import AcpMachine, acp_machine
 
@@ -88,23 +84,11 @@ def run_acp_conformance(
             "acp", 1, 0, 0, time.monotonic() - started, chosen_seed, failure, None
         )
         return AcpRun(report, probe.advertised, {})
-    budget = acp_settings(
-        Settings(profile(profile_name), database=None, report_multiple_bugs=False)
-    )
-    if max_examples is not None:
-        budget = Settings(budget, max_examples=max_examples)
-    if not shrink:
-        budget = Settings(budget, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    budget = command_budget(acp_settings, profile_name, max_examples, shrink)
     machine = acp_machine(target)
     if progress is not None or interrupted is not None:
-        _report_progress(machine, progress, started, interrupted)
-    failure = None
-    try:
-        with forcing_seed(chosen_seed):
-            run_state_machine_as_test(machine, settings=budget)
-    except Exception as exc:
-        # A violation Hypothesis could not replay is reported as that violation (D392).
-        failure = found_in(exc, machine.violations)
+        report_progress(machine, "acp", progress, 5.0, interrupted)
+    failure = first_failure(machine, budget, chosen_seed)
     stats = machine.stats
     program = reproduction(target, failure) if failure is not None else None
     report = MachineReport(
@@ -120,27 +104,6 @@ def run_acp_conformance(
     landed = {k.removeprefix("landed "): v for k, v in stats.items() if k.startswith("landed ")}
     asked = {k.removeprefix("asked "): v for k, v in stats.items() if k.startswith("asked ")}
     return AcpRun(report, machine.advertised, landed, asked)
-
-
-def _report_progress(
-    machine: type[AcpMachine],
-    progress: Callable[[str, int, float], object] | None,
-    started: float,
-    interrupted: Callable[[], bool] | None,
-) -> None:
-    last = [started]
-    original = machine.__init__
-
-    def __init__(self: AcpMachine) -> None:
-        if interrupted is not None and interrupted():
-            raise KeyboardInterrupt  # before the example starts anything
-        original(self)
-        now = time.monotonic()
-        if progress is not None and now - last[0] >= 5.0:
-            last[0] = now
-            progress("acp", machine.stats["examples"], now - started)
-
-    machine.__init__ = __init__  # type: ignore[method-assign]
 
 
 def reproduction(target: AcpTarget, failure: BaseException) -> str | None:

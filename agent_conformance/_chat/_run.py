@@ -6,14 +6,10 @@ import random
 import time
 from collections.abc import Callable
 
-from hypothesis import Phase
 from hypothesis import settings as Settings
-from hypothesis.stateful import run_state_machine_as_test
 
-from .._conformance import MachineReport, found_in
-from .._profiles import profile
-from .._seed import forcing_seed
-from ._machine import ChatMachine, ChatTarget, chat_machine
+from .._conformance import MachineReport, command_budget, first_failure, report_progress
+from ._machine import ChatTarget, chat_machine
 
 __all__ = ["chat_settings", "run_chat_conformance"]
 
@@ -43,22 +39,10 @@ def run_chat_conformance(
     with KeyboardInterrupt before its next example (the command line's first Ctrl-C)."""
     chosen_seed = seed if seed is not None else random.randrange(2**32)
     started = time.monotonic()
-    budget = chat_settings(
-        Settings(profile(profile_name), database=None, report_multiple_bugs=False)
-    )
-    if max_examples is not None:
-        budget = Settings(budget, max_examples=max_examples)
-    if not shrink:
-        budget = Settings(budget, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    budget = command_budget(chat_settings, profile_name, max_examples, shrink)
     machine = chat_machine(target)
-    _watch(machine, progress, started, interrupted)
-    failure = None
-    try:
-        with forcing_seed(chosen_seed):
-            run_state_machine_as_test(machine, settings=budget)
-    except Exception as exc:
-        # A violation Hypothesis could not replay is reported as that violation (D392).
-        failure = found_in(exc, machine.violations)
+    report_progress(machine, "chat", progress, 5.0, interrupted)
+    failure = first_failure(machine, budget, chosen_seed)
     stats = machine.stats
     return MachineReport(
         "chat",
@@ -70,24 +54,3 @@ def run_chat_conformance(
         failure,
         None,
     )
-
-
-def _watch(
-    machine: type[ChatMachine],
-    progress: Callable[[str, int, float], object] | None,
-    started: float,
-    interrupted: Callable[[], bool] | None,
-) -> None:
-    last = [started]
-    original = machine.__init__
-
-    def __init__(self: ChatMachine) -> None:
-        if interrupted is not None and interrupted():
-            raise KeyboardInterrupt  # before the example starts anything
-        original(self)
-        now = time.monotonic()
-        if progress is not None and now - last[0] >= 5.0:
-            last[0] = now
-            progress("chat", machine.stats["examples"], now - started)
-
-    machine.__init__ = __init__  # type: ignore[method-assign]
