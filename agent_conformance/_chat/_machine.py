@@ -433,7 +433,8 @@ class ChatMachine(ConformanceMachine):
     # -- the machine's frame ---------------------------------------------------------------
 
     def _verify(self) -> None:
-        pass
+        """Nothing between steps: the chat is a process seen only through what it writes
+        and stores, so each rule checks what it made happen before it returns."""
 
     def _history(self) -> Hashable | None:
         return tuple(self.log) or None
