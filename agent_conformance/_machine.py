@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import Callable, Generator, Hashable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
@@ -42,6 +43,8 @@ def rule(
     def accept(step: Callable[Concatenate[M, P], None]) -> Callable[Concatenate[M, P], None]:
         @functools.wraps(step)
         def inconsistent_until_checked(machine: M, /, *args: P.args, **kwargs: P.kwargs) -> None:
+            if machine.spoiled:
+                return  # a waived property broke: the rest of the example checks nothing
             machine.step_begins()
             machine.program.append(_spelled(step.__name__, args, kwargs))
             with machine.noting_the_program():
@@ -88,6 +91,13 @@ class ConformanceMachine(RuleBasedStateMachine):
     violations: ClassVar[list[ContractViolation]] = []
     """The first violation a step raised in this run, kept for the report when Hypothesis
     cannot replay it (`machine_for` gives each run its own list)."""
+    latest: ClassVar[list[tuple[float, ContractViolation]]] = []
+    """When the first violation was raised, and the last one of its property: the smallest
+    program shrinking has found so far, for a run that cuts shrinking short."""
+    waived: ClassVar[frozenset[str]] = frozenset()
+    """Names of properties this run does not enforce (found broken in an earlier pass of
+    the same run, or left out by the user): a violation of one ends the example's checks,
+    counted in `stats` as "again NAME", and the run goes on to the other properties."""
 
     def __init__(self, host: TrioHost) -> None:
         super().__init__()
@@ -101,20 +111,49 @@ class ConformanceMachine(RuleBasedStateMachine):
         # The steps so far, as calls: a violation carries them in a note, so one that does
         # not replay can still be shown with the program that showed it.
         self.program: list[str] = []
+        # A waived property broke: nothing the example does from then on is checked.
+        self.spoiled = False
 
     @contextlib.contextmanager
     def noting_the_program(self) -> Generator[None]:
-        """Add the program so far to a `ContractViolation` raised in the block (once)."""
+        """Add the program so far to a `ContractViolation` raised in the block (once). A
+        violation of a waived property is counted and swallowed, and spoils the example."""
         try:
             yield
         except ContractViolation as violation:
-            notes = getattr(violation, "__notes__", [])
-            if not any(note.startswith(PROGRAM_NOTE) for note in notes):
-                steps = "\n".join(f"  {step}" for step in self.program) or "  (no step yet)"
-                violation.add_note(f"{PROGRAM_NOTE}\n{steps}")
-            if not type(self).violations:
-                type(self).violations.append(violation)
+            if violation.property.name in type(self).waived:
+                self.spoil(violation.property.name)
+                return
+            self.note_violation(violation)
+            kind = type(self)
+            if not kind.violations:
+                kind.violations.append(violation)
+            if kind.violations[0].property == violation.property:
+                found = kind.latest[0][0] if kind.latest else time.monotonic()
+                kind.latest[:] = [(found, violation)]
             raise
+
+    def note_violation(self, violation: ContractViolation) -> None:
+        """Add the program so far, and the machine's evidence, to `violation` (once)."""
+        notes = getattr(violation, "__notes__", [])
+        if not any(note.startswith(PROGRAM_NOTE) for note in notes):
+            steps = "\n".join(f"  {step}" for step in self.program) or "  (no step yet)"
+            violation.add_note(f"{PROGRAM_NOTE}\n{steps}")
+            for note in self._evidence():
+                violation.add_note(note)
+
+    def spoil(self, name: str) -> None:
+        """Waived property `name` broke again: count it, and check nothing more in this
+        example (what follows a broken step is no evidence about the other rules)."""
+        stats = type(self).stats
+        stats[f"again {name}"] = stats.get(f"again {name}", 0) + 1
+        self.spoiled = True
+        self._consistent = False
+
+    def _evidence(self) -> list[str]:
+        """Notes a violation carries for a report besides its program (the ACP machine: the
+        wire transcript, the agent's stderr)."""
+        return []
 
     def step_begins(self) -> None:
         """A rule is about to act (every `rule` calls this first): until the next check
@@ -169,7 +208,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def check(self) -> None:
         """Everything the machine's model determines, after every step."""
         self._consistent = False
-        if not self._ready():
+        if self.spoiled or not self._ready():
             return
         type(self).stats["checks"] += 1
         with self.noting_the_program():
@@ -204,6 +243,7 @@ def machine_for(base: type[M], factory: Callable[..., Any] | None) -> type[M]:
         "stats": {"examples": 0, "checks": 0},
         "histories": set[int](),
         "violations": list[ContractViolation](),
+        "latest": list[tuple[float, ContractViolation]](),
     }
     name = base.__name__
     if factory is not None:

@@ -14,12 +14,15 @@ A pure module: no trio, no Hypothesis.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import NoReturn
 
-__all__ = ["ContractViolation", "Property", "catalogue_problems", "violation"]
+__all__ = ["ContractViolation", "Property", "catalogue_problems", "tallying", "violation"]
 
 _RULE_ID = re.compile(r"[A-Z][0-9]+")
 _NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
@@ -50,7 +53,7 @@ class ContractViolation(AssertionError):
 
 
 # One subclass per property: Hypothesis tells bugs apart by the exception's type and where it
-# was raised, and every violation is raised in `Property.fail`. With a type of its own, the
+# was raised, and every violation is raised in `Property._raise`. With a type of its own, the
 # violation of one property is one bug: shrinking never slips to another property's failure.
 _CLASSES: dict[tuple[str, str], type[ContractViolation]] = {}
 
@@ -66,6 +69,27 @@ def violation(prop: Property, happened: str) -> ContractViolation:
             {"__module__": ContractViolation.__module__, "__slots__": ()},
         )
     return cls(prop, happened)
+
+
+# How often each property was checked, by name, while `tallying` is open: a run's verdict
+# tells a property that held from one it never reached. A context variable, not a machine's
+# attribute: checks run in helpers and trio tasks that never see the machine, and the trio
+# tasks copy the context, so they share the tally.
+_TALLY: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar(
+    "trio_agents_conformance_tally", default=None
+)
+
+
+@contextlib.contextmanager
+def tallying() -> Generator[Counter[str]]:
+    """Count each `Property.check`, `held` and `fail` by property name until the block
+    ends; yields the counter."""
+    tally: Counter[str] = Counter()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
 
 
 @dataclass(frozen=True)
@@ -92,11 +116,28 @@ class Property:
     def check(self, holds: bool, happened: str | Callable[[], str]) -> None:
         """Raise `ContractViolation` unless `holds`. `happened` says what the machine saw;
         pass a callable when the message is costly to build. Never blocks."""
+        tally = _TALLY.get()
+        if tally is not None:
+            tally[self.name] += 1
         if not holds:
-            self.fail(happened() if callable(happened) else happened)
+            self._raise(happened() if callable(happened) else happened)
+
+    def held(self) -> None:
+        """Count a check of this property that held, where the check is written as
+        `if broken: prop.fail(...)`. Never blocks."""
+        tally = _TALLY.get()
+        if tally is not None:
+            tally[self.name] += 1
 
     def fail(self, happened: str) -> NoReturn:
         """Raise `ContractViolation` for what happened."""
+        tally = _TALLY.get()
+        if tally is not None:
+            tally[self.name] += 1
+        self._raise(happened)
+
+    def _raise(self, happened: str) -> NoReturn:
+        # The one place a violation is raised (see `violation`).
         raise violation(self, happened)
 
 

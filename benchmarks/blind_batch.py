@@ -121,7 +121,8 @@ def measure(patch: Path, seed: int, acp: str, scenarios: bool, base: Path, rev: 
         if acp == "always" or (acp == "missed" and not verdict.columns["main"][0]):
             command = [
                 PYTHON, "-m", "agent_conformance._cli", "--acp", "--seed", str(seed),
-                "--no-shrink", "--", PYTHON, "-m", "trio_agents._cli", "acp", "--model", "openai",
+                "--no-shrink", "--stop-at-first",
+                "--", PYTHON, "-m", "trio_agents._cli", "acp", "--model", "openai",
             ]  # fmt: skip
             verdict.columns["acp"] = judge(command, tree)
     return verdict

@@ -50,7 +50,16 @@ PYTHON = sys.executable
 TIMEOUT_FACTOR = 4.0
 MIN_TIMEOUT = 120.0
 MAIN = [PYTHON, "-m", "trio_agents._cli", "conformance", "--profile", "ci"]
-ACP = [PYTHON, "-m", "agent_conformance._cli", "--acp", "--profile", "ci", "--no-shrink"]
+ACP = [
+    PYTHON,
+    "-m",
+    "agent_conformance._cli",
+    "--acp",
+    "--profile",
+    "ci",
+    "--no-shrink",
+    "--stop-at-first",
+]
 ACP_AGENT = ["--", PYTHON, "-m", "trio_agents._cli", "acp", "--model", "openai"]
 
 

@@ -51,7 +51,8 @@ def seeded_verdicts() -> dict[str, str]:
         short = ("request-answered", "permission-skipped-by-cancel")
         timeout = "3" if seeded.property in short else "15"
         agent = (sys.executable, "-m", "tests.support.acp_defects", seeded.name)
-        args = ("--no-shrink", "--seed", "1", "--max-examples", "60", "--timeout", timeout)
+        args: tuple[str, ...] = ("--no-shrink", "--stop-at-first", "--seed", "1")
+        args += ("--max-examples", "60", "--timeout", timeout)
         done = conformance(*args, "--", *agent, timeout=400)
         found = VIOLATION.search(done.stdout)
         return found.group(1) if found else done.stdout + done.stderr

@@ -7,7 +7,8 @@ import os
 import pathlib
 import signal
 import subprocess
-from typing import Any
+import time
+from typing import Any, ClassVar
 
 import pytest
 
@@ -15,8 +16,15 @@ from agent_conformance._acp import _wire as wire
 from agent_conformance._acp._client import AcpTarget, AgentProcess, Update, fill
 from agent_conformance._acp._permission_rules import ERROR, NOT_OFFERED, may_run, reply
 from agent_conformance._acp._procs import alive, descendants
-from agent_conformance._acp._run import acp_settings, reproduction
+from agent_conformance._acp._properties import EXITS_AT_EOF
+from agent_conformance._acp._run import (
+    ShrinkingCut,
+    acp_settings,
+    cut_shrinking_after,
+    reproduction,
+)
 from agent_conformance._profiles import profile
+from agent_conformance._properties import violation
 
 from .support.scripts import private_imports
 
@@ -217,3 +225,29 @@ def test_p14_a_tool_calls_status_only_moves_forward_and_a_tool_call_starts_it_an
         "tool call 'c2' went from in_progress back to pending"
     )
     assert step("s", "agent_message_chunk", "c9") is None
+
+
+def test_shrinking_past_its_budget_ends_with_the_smallest_program_found() -> None:
+    # A pass whose first failure was found longer ago than the budget refuses the next
+    # example with ShrinkingCut (a BaseException: Hypothesis ends its run at once); one
+    # within the budget, or with nothing found yet, starts as usual.
+    started: list[int] = []
+
+    class Machine:
+        violations: ClassVar[list[object]] = []
+        latest: ClassVar[list[tuple[float, object]]] = []
+
+        def __init__(self) -> None:
+            started.append(1)
+
+    cut_shrinking_after(Machine, 60.0)  # type: ignore[arg-type]
+    Machine()
+    found = violation(EXITS_AT_EOF, "still running")
+    Machine.violations.append(found)
+    Machine.latest.append((time.monotonic() - 30, found))
+    Machine()
+    assert len(started) == 2
+    Machine.latest[0] = (time.monotonic() - 61, found)
+    with pytest.raises(ShrinkingCut):
+        Machine()
+    assert len(started) == 2

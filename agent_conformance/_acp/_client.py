@@ -16,6 +16,7 @@ verdict, never a hang.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import os
@@ -35,11 +36,28 @@ from ._permission_rules import LateAnswer, PermissionAnswer, reply
 from ._procs import Proc, alive, descendants, kill_all
 from ._properties import ANSWER_UNIQUE, REQUEST_ANSWERED, SCHEMA_VALID
 
-__all__ = ["AcpTarget", "AgentProcess", "AgentSetupError", "Answer", "PermissionAsk", "Update"]
+__all__ = [
+    "STDERR_NOTE",
+    "TRANSCRIPT_NOTE",
+    "AcpTarget",
+    "AgentProcess",
+    "AgentSetupError",
+    "Answer",
+    "PermissionAsk",
+    "Update",
+]
 
 STDERR_TAIL = 4000
 MAX_LINE = 16 * 1024 * 1024
 MAX_PROBLEMS = 50
+TRANSCRIPT_LINES = 80
+"""How many frames, both ways, the transcript of a failure keeps: the last ones."""
+TRANSCRIPT_WIDTH = 400
+"""Characters kept of each frame in the transcript."""
+TRANSCRIPT_NOTE = "the wire, its last frames (> sent to the agent, < received from it):"
+"""How the note a violation carries with the transcript begins."""
+STDERR_NOTE = "the agent's stderr, its end:"
+"""How the note a violation carries with the agent's stderr begins."""
 
 
 class AgentSetupError(Exception):
@@ -116,8 +134,20 @@ class _Pending:
 class AgentProcess:
     """One run of the agent command. `placeholders` fill the target's templates."""
 
-    def __init__(self, target: AcpTarget, placeholders: Mapping[str, str], directory: Path) -> None:
+    def __init__(
+        self,
+        target: AcpTarget,
+        placeholders: Mapping[str, str],
+        directory: Path,
+        waived: frozenset[str] = frozenset(),
+    ) -> None:
         self.target = target
+        # Properties already found broken in this run: what breaks them again is counted in
+        # `again`, not kept in `problems`, so the run goes on to check the others.
+        self.waived = waived
+        self.again: collections.Counter[str] = collections.Counter()
+        # The last frames both ways ("> " sent, "< " received), for a failure's report.
+        self.transcript: collections.deque[str] = collections.deque(maxlen=TRANSCRIPT_LINES)
         self.placeholders = dict(placeholders)
         self.directory = directory
         self.workdir = directory / "work"
@@ -270,6 +300,7 @@ class AgentProcess:
             if self._stdin_closed:
                 return False
             with trio.move_on_after(self.target.timeout):
+                self._record(">", data)
                 try:
                     await self._process.stdin.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -386,13 +417,24 @@ class AgentProcess:
                 self.stderr_tail = (self.stderr_tail + data)[-STDERR_TAIL:]
 
     def _problem(self, prop: Property, happened: str) -> None:
+        if prop.name in self.waived:
+            self.again[prop.name] += 1
+            return
         # The first is what a check raises; a flood of garbage must not fill the memory.
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append((prop, happened))
 
+    def _record(self, direction: str, data: bytes) -> None:
+        text = data.decode("utf-8", "replace").rstrip("\n")
+        if len(text) > TRANSCRIPT_WIDTH:
+            text = f"{text[:TRANSCRIPT_WIDTH]}... ({len(text)} characters)"
+        self.transcript.append(f"{direction} {text}")
+
     async def _receive(self, line: bytes) -> None:
+        self._record("<", line)
         message, wrong = wire.parse_line(line)
         seq = self.mark()
+        SCHEMA_VALID.held()
         if message is None:
             self._problem(SCHEMA_VALID, f"the agent wrote {wrong}")
             self._wake()
@@ -419,6 +461,7 @@ class AgentProcess:
             self.kill_at_answer_to = None
             self._kill_group_now()
         answer = Answer(seq, message)
+        ANSWER_UNIQUE.held()
         if request_id is None and "error" in message:
             self.null_errors.append(answer)
         elif pending is None:

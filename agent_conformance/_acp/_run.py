@@ -3,19 +3,52 @@ examples, checked steps, distinct histories, seed, and the shrunk program of a f
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import settings as Settings
 
-from .._conformance import MachineReport, command_budget, first_failure, report_progress
-from ._client import AcpTarget
+from .._conformance import (
+    NOT_REPLAYED,
+    MachineReport,
+    command_budget,
+    describe_failure,
+    first_failure,
+    report_progress,
+)
+from .._machine import PROGRAM_NOTE
+from .._properties import ContractViolation, tallying
+from .._verdicts import Finding, Verdict, decide
+from ._client import STDERR_NOTE, TRANSCRIPT_NOTE, AcpTarget
 from ._machine import AcpMachine, acp_machine
+from ._properties import (
+    ANSWERED_DURABLE,
+    CLIENT_TEXT_USED,
+    CONFIG_REFUSED_UNCHANGED,
+    CONFIG_SWITCHED,
+    LOAD_REPLAYS,
+    LOADS_UNPROMPTED,
+    PROPERTIES,
+    SESSIONS_LISTED,
+)
 
-__all__ = ["AcpRun", "acp_settings", "preflight", "reproduction", "run_acp_conformance"]
+__all__ = [
+    "SHRINK_BUDGET",
+    "AcpRun",
+    "ShrinkingCut",
+    "acp_settings",
+    "cut_shrinking_after",
+    "finding_of",
+    "inapplicable",
+    "preflight",
+    "reproduction",
+    "run_acp_conformance",
+]
 
 
 def acp_settings(base: Settings) -> Settings:
@@ -28,11 +61,14 @@ def acp_settings(base: Settings) -> Settings:
     )
 
 
-def preflight(target: AcpTarget) -> tuple[type[AcpMachine], BaseException | None]:
+def preflight(
+    target: AcpTarget, waived: Iterable[str] = ()
+) -> tuple[type[AcpMachine], BaseException | None]:
     """One example of one step: the agent starts, answers `initialize` and `session/new`,
     and exits at the end of its input. A failure here is reported as is (no search could
-    shrink it, and each example of a search would wait for the same timeout)."""
-    machine = acp_machine(target)
+    shrink it, and each example of a search would wait for the same timeout). Properties
+    named in `waived` are not enforced."""
+    machine = acp_machine(target, waived)
     try:
         state = machine()
     except Exception as exc:
@@ -45,23 +81,50 @@ def preflight(target: AcpTarget) -> tuple[type[AcpMachine], BaseException | None
         state.teardown()
         return machine, exc
     try:
+        state.check()
         state.teardown()
     except Exception as exc:
         return machine, exc
     return machine, None
 
 
+class ShrinkingCut(BaseException):
+    """Raised before an example once shrinking has run past the run's budget: not an
+    Exception, so Hypothesis ends the run at once, and the run reports the smallest program
+    found so far."""
+
+
 @dataclass(frozen=True)
 class AcpRun:
-    """What one ACP run found: the machine's report, what the agent advertised (`agentInfo`,
-    `loadSession`), and how often each kind of cancel landed where it was aimed (an agent
-    without a shell tool never runs one, so its mid-tool cancels land elsewhere), and how
-    many permission requests each kind of answer met (an agent that never asks: none)."""
+    """What one ACP run found: the machine's report (its `failure`: the first finding), what
+    the agent advertised (`agentInfo`, `loadSession`, `listSessions`), how often each kind
+    of cancel landed where it was aimed (an agent without a shell tool never runs one, so
+    its mid-tool cancels land elsewhere), how many permission requests each kind of answer
+    met (an agent that never asks: none), the verdict of each property, and the findings
+    in the order they were found."""
 
     report: MachineReport
     advertised: Mapping[str, Any]
     landed: Mapping[str, int]
     asked: Mapping[str, int] = field(default_factory=dict[str, int])
+    verdicts: tuple[Verdict, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def crash(self) -> Finding | None:
+        """The failure that ended the run and is no property's (the agent could not be
+        started or configured, or the machine crashed), if any."""
+        return next((f for f in self.findings if f.property is None), None)
+
+    @property
+    def failed(self) -> tuple[Verdict, ...]:
+        """The verdicts that failed."""
+        return tuple(v for v in self.verdicts if v.outcome == "failed")
+
+
+SHRINK_BUDGET = 120.0
+"""Seconds a run may spend shrinking one failure before it reports the smallest program
+found so far."""
 
 
 def run_acp_conformance(
@@ -73,42 +136,202 @@ def run_acp_conformance(
     shrink: bool = True,
     progress: Callable[[str, int, float], object] | None = None,
     interrupted: Callable[[], bool] | None = None,
+    skip: Collection[str] = (),
+    shrink_budget: float = SHRINK_BUDGET,
+    keep_going: bool = True,
 ) -> AcpRun:
-    """Run the ACP machine against `target`. Once `interrupted()` is true, the run stops
-    with KeyboardInterrupt before its next example (the command line's first Ctrl-C)."""
+    """Run the ACP machine against `target`, past each failure: a property found broken is
+    recorded and no longer enforced, and the run starts a new pass (new agents, the next
+    seed) until a pass finds nothing new, or, unless `keep_going`, after the first finding.
+    Properties named in `skip` are never enforced.
+    Once `interrupted()` is true, the run stops with KeyboardInterrupt before its next
+    example (the command line's first Ctrl-C)."""
     chosen_seed = seed if seed is not None else random.randrange(2**32)
     started = time.monotonic()
-    probe, failure = preflight(target)
-    if failure is not None:
-        report = MachineReport(
-            "acp", 1, 0, 0, time.monotonic() - started, chosen_seed, failure, None
-        )
-        return AcpRun(report, probe.advertised, {})
     budget = command_budget(acp_settings, profile_name, max_examples, shrink)
-    machine = acp_machine(target)
-    if progress is not None or interrupted is not None:
-        report_progress(machine, "acp", progress, 5.0, interrupted)
-    failure = first_failure(machine, budget, chosen_seed)
-    stats = machine.stats
-    program = reproduction(target, failure) if failure is not None else None
+    waived: set[str] = set(skip)
+    findings: list[Finding] = []
+    failures: list[BaseException] = []
+    stats: Counter[str] = Counter()
+    histories: set[int] = set()
+    advertised: Mapping[str, Any] = {}
+    with tallying() as tally:
+        while True:  # the preflight, again after each property it finds broken
+            probe, failure = preflight(target, waived)
+            advertised = probe.advertised or advertised
+            stats.update(probe.stats)
+            if failure is None:
+                break
+            failures.append(failure)
+            findings.append(finding_of(target, failure, waived, "not shrunk"))
+            if not (keep_going and _goes_on(failure, waived)):
+                return _ended(
+                    target,
+                    chosen_seed,
+                    started,
+                    stats,
+                    histories,
+                    advertised,
+                    tally,
+                    findings,
+                    failures,
+                    waived,
+                    skip,
+                )
+            waived.add(failure.property.name)  # type: ignore[attr-defined]
+        for index in itertools.count():
+            machine = acp_machine(target, waived)
+            if progress is not None or interrupted is not None:
+                report_progress(machine, "acp", progress, 5.0, interrupted)
+            cut_shrinking_after(machine, shrink_budget)
+            shrunk = "shrunk" if shrink else "not shrunk"
+            try:
+                failure = first_failure(machine, budget, _pass_seed(chosen_seed, index))
+            except ShrinkingCut:
+                failure = machine.latest[-1][1]
+                shrunk = f"shrinking cut short after {shrink_budget:g} s"
+            stats.update(machine.stats)
+            histories |= machine.histories
+            advertised = machine.advertised or advertised
+            if failure is None:
+                break
+            failures.append(failure)
+            findings.append(finding_of(target, failure, waived, shrunk))
+            if not (keep_going and _goes_on(failure, waived)):
+                break
+            waived.add(failure.property.name)  # type: ignore[attr-defined]
+            if waived >= {p.name for p in PROPERTIES}:
+                break  # nothing is left to judge
+    return _ended(
+        target,
+        chosen_seed,
+        started,
+        stats,
+        histories,
+        advertised,
+        tally,
+        findings,
+        failures,
+        waived,
+        skip,
+    )
+
+
+def _pass_seed(seed: int, index: int) -> int:
+    # The first pass runs the seed itself: a run that finds nothing is the run it always was.
+    return seed if index == 0 else (seed + 7919 * index) % 2**32
+
+
+def _goes_on(failure: BaseException, waived: Collection[str]) -> bool:
+    """Whether a run can go on past `failure`: a violation of a property it still enforced.
+    A crash, a setup error, or a waived property's violation raised where no waiver reaches
+    (the agent's start) ends it."""
+    return isinstance(failure, ContractViolation) and failure.property.name not in waived
+
+
+def cut_shrinking_after(machine: type[AcpMachine], seconds: float) -> None:
+    """Make `machine` raise `ShrinkingCut` before an example once the first failure of the
+    run's pass was found more than `seconds` ago."""
+    original = machine.__init__
+
+    def __init__(self: AcpMachine) -> None:
+        found = type(self).violations
+        if found and type(self).latest and time.monotonic() - type(self).latest[0][0] > seconds:
+            raise ShrinkingCut
+        original(self)
+
+    machine.__init__ = __init__  # type: ignore[method-assign]
+
+
+def _ended(
+    target: AcpTarget,
+    seed: int,
+    started: float,
+    stats: Counter[str],
+    histories: set[int],
+    advertised: Mapping[str, Any],
+    tally: Counter[str],
+    findings: list[Finding],
+    failures: list[BaseException],
+    waived: set[str],
+    skip: Collection[str],
+) -> AcpRun:
+    first = failures[0] if failures else None
     report = MachineReport(
         "acp",
         stats["examples"],
         stats["checks"],
-        len(machine.histories),
+        len(histories),
         time.monotonic() - started,
-        chosen_seed,
-        failure,
-        program,
+        seed,
+        first,
+        findings[0].script if findings else None,
+    )
+    again = {k.removeprefix("again "): v for k, v in stats.items() if k.startswith("again ")}
+    verdicts = decide(
+        PROPERTIES,
+        checks=tally,
+        findings=findings,
+        again=again,
+        inapplicable=inapplicable(advertised, stats),
+        skipped=skip,
     )
     landed = {k.removeprefix("landed "): v for k, v in stats.items() if k.startswith("landed ")}
     asked = {k.removeprefix("asked "): v for k, v in stats.items() if k.startswith("asked ")}
-    return AcpRun(report, machine.advertised, landed, asked)
+    return AcpRun(report, advertised, landed, asked, verdicts, tuple(findings))
 
 
-def reproduction(target: AcpTarget, failure: BaseException) -> str | None:
-    """A Python script replaying the shrunk program against the same command, or None when
-    Hypothesis attached none."""
+def inapplicable(advertised: Mapping[str, Any], stats: Mapping[str, int]) -> dict[str, str]:
+    """The properties the agent does not offer what they are about, by name: why."""
+    out: dict[str, str] = {}
+    if not advertised.get("loadSession"):
+        for prop in (LOAD_REPLAYS, LOADS_UNPROMPTED, ANSWERED_DURABLE):
+            out[prop.name] = "loadSession not advertised"
+    if not advertised.get("listSessions"):
+        out[SESSIONS_LISTED.name] = "sessionCapabilities.list not advertised"
+    if not stats.get("offered settings"):
+        for prop in (CONFIG_SWITCHED, CONFIG_REFUSED_UNCHANGED):
+            out[prop.name] = "no session offered configOptions or modes"
+    if not stats.get("read through client"):
+        out[CLIENT_TEXT_USED.name] = "the agent never read a file through fs/read_text_file"
+    return out
+
+
+def finding_of(
+    target: AcpTarget, failure: BaseException, waived: Collection[str], shrunk: str
+) -> Finding:
+    """What a report shows of `failure`: its message, program, script, transcript and the
+    agent's stderr (the last two from the notes the machine added)."""
+    notes: list[str] = list(getattr(failure, "__notes__", []))
+    prop = failure.property if isinstance(failure, ContractViolation) else None
+
+    def note(prefix: str) -> list[str]:
+        for each in notes:
+            if each.startswith(prefix):
+                return each.splitlines()[1:]
+        return []
+
+    steps = tuple(
+        s for s in (line.strip() for line in note(PROGRAM_NOTE)) if s.startswith("state.")
+    )
+    return Finding(
+        prop,
+        describe_failure(failure),
+        steps,
+        reproduction(target, failure, waived),
+        tuple(note(TRANSCRIPT_NOTE)),
+        "\n".join(note(STDERR_NOTE)),
+        shrunk,
+        NOT_REPLAYED not in notes,
+    )
+
+
+def reproduction(
+    target: AcpTarget, failure: BaseException, waived: Collection[str] = ()
+) -> str | None:
+    """A Python script replaying the shrunk program against the same command (with the
+    properties found broken before it not enforced, as in the run), or None when there is
+    no program to replay."""
     notes: list[str] = list(getattr(failure, "__notes__", []))
     steps: list[str] = []
     recording = False
@@ -120,14 +343,25 @@ def reproduction(target: AcpTarget, failure: BaseException) -> str | None:
             steps.append(line)
         elif recording:
             break
-    body = [step for step in steps if step != "state.teardown()"]
+    noted = False
+    if not steps:  # Hypothesis printed none (shrinking cut short): the machine's own note
+        for note in notes:
+            if note.startswith(PROGRAM_NOTE):
+                noted = True
+                steps = [line.strip() for line in note.splitlines()[1:]]
+    body = [step for step in steps if step.startswith("state.") and step != "state.teardown()"]
+    if not body and noted:
+        body = ["state.check()"]  # it broke as it started: starting it shows it
     if not body:
         return None
+    machine = f"acp_machine({target!r})"
+    if waived:
+        machine = f"acp_machine({target!r}, waived={sorted(waived)!r})"
     lines = [
         "# Replays the shrunk failing program of the ACP machine against the same command.",
         "from agent_conformance import AcpTarget, acp_machine",
         "",
-        f"state = acp_machine({target!r})()",
+        f"state = {machine}()",
         "try:",
         *(f"    {step}" for step in body),
         "finally:",

@@ -50,6 +50,8 @@ class SessionConfig(ConformanceMachine):
     def _note_config(self, session_id: str, answer: Answer) -> None:
         """Read what a session/new or session/load answer says the session offers."""
         result = answer.result
+        if wire.dig(result, "configOptions") or wire.dig(result, "modes"):
+            type(self).stats["offered settings"] = 1  # P19 applies
         self.config[session_id] = ConfigState(
             options_of(wire.dig(result, "configOptions")),
             modes_of(wire.dig(result, "modes")),

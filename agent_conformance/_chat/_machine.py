@@ -518,6 +518,7 @@ def chat_machine(target: ChatTarget) -> type[ChatMachine]:
         "stats": {"examples": 0, "checks": 0},
         "histories": set[int](),
         "violations": list[ContractViolation](),
+        "latest": list[tuple[float, ContractViolation]](),
     }
     machine: Callable[..., Any] = type("ChatMachine", (ChatMachine,), namespace)
     return machine  # type: ignore[return-value]

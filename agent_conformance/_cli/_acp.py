@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import os
 import random
 import shlex
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
-from ._failure import print_failure
+from trio_agents import __version__
+
+from .._acp._properties import PROPERTIES
+from .._acp._report import json_report, junit_xml, read_baseline, summarize
+from .._acp._report_html import html_report
+from .._acp._requirements import TIERS, by_property, select, selector_problem
 from ._lanes import OUTPUT, installed, progress, say
 
 __all__ = ["add_arguments", "run"]
@@ -55,6 +63,15 @@ def misplaced(args: argparse.Namespace) -> str | None:
         "--config-file": args.config_file,
         "--timeout": args.timeout is not None,
         "--grace": args.grace is not None,
+        "--only": args.only,
+        "--skip": args.skip,
+        "--shrink-budget": args.shrink_budget is not None,
+        "--report-json": args.report_json,
+        "--junit-xml": args.junit_xml,
+        "--report-html": args.report_html,
+        "--baseline": args.baseline,
+        "--fail-on": args.fail_on is not None,
+        "--stop-at-first": args.stop_at_first,
     }
     command = [part for part in args.agent_command if part != "--"]
     if command:
@@ -108,6 +125,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="report the first failing program as found, without shrinking it (a failure "
         "of a machine on real processes can take minutes to shrink)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="WHAT[,WHAT...]",
+        help="with --acp: enforce only these: property names, rule ids (P5), requirement ids "
+        "(TA-RPC-003) or tiers (MUST, SHOULD, INFO); the others are still run, not judged",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="WHAT[,WHAT...]",
+        help="with --acp: do not judge these (as --only names them)",
+    )
+    parser.add_argument(
+        "--shrink-budget",
+        type=float,
+        default=None,  # SHRINK_BUDGET
+        metavar="SECONDS",
+        help="with --acp: seconds to shrink each failure before reporting the smallest "
+        "program found so far (default 120)",
+    )
+    parser.add_argument(
+        "--stop-at-first",
+        action="store_true",
+        help="with --acp: stop at the first property found broken (the others are then not "
+        "judged); a quicker answer to 'does it pass'",
+    )
+    parser.add_argument(
+        "--report-json", metavar="FILE", help="with --acp: write the JSON report to FILE"
+    )
+    parser.add_argument(
+        "--junit-xml", metavar="FILE", help="with --acp: write a JUnit XML report to FILE"
+    )
+    parser.add_argument(
+        "--report-html",
+        metavar="FILE",
+        help="with --acp: write a self-contained HTML report to FILE",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="with --acp: the failures FILE lists (one requirement id, property or rule per "
+        "line) do not fail the run; one of them that passes does (the baseline is stale)",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("MUST", "SHOULD", "INFO"),
+        type=str.upper,
+        default=None,  # INFO
+        help="with --acp: the lowest tier whose failure fails the run (default INFO: any "
+        "failure; MUST: only a failure that makes the agent not conformant)",
     )
     parser.add_argument(
         "agent_command",
@@ -175,6 +246,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        choice = _choices(args)
+    except _Refused as exc:
+        print(f"{args.prog} --acp: {exc}", file=sys.stderr)
+        return 2
     target = AcpTarget(
         tuple(command),
         env=_pairs(args.env, "--env", args.prog),
@@ -196,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, on_sigint)
     # Printed once Ctrl-C is handled: from this line on, it stops the run cleanly.
     print(f"{args.prog} --acp: {shown}, profile {args.profile or 'ci'}", flush=True)
+    started = time.time()
     try:
         run_ = run_acp_conformance(
             target,
@@ -205,6 +282,9 @@ def run(args: argparse.Namespace) -> int:
             shrink=not args.no_shrink,
             progress=progress,
             interrupted=lambda: bool(stop),
+            skip=choice.skip,
+            keep_going=not args.stop_at_first,
+            **({} if args.shrink_budget is None else {"shrink_budget": args.shrink_budget}),
         )
     except KeyboardInterrupt:
         print(
@@ -214,12 +294,142 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         signal.signal(signal.SIGINT, previous)
-    return _print_acp_run(run_, f"{args.prog} --acp ... --seed {{seed}} -- {shown}")
+    status = _print_acp_run(
+        run_,
+        f"{args.prog} --acp ... --seed {{seed}} -- {shown}",
+        table=True,
+        baseline=choice.baseline,
+        fail_on=args.fail_on or "INFO",
+    )
+    run_info: dict[str, Any] = {
+        "suite": "trio-agents conformance --acp",
+        "version": __version__,
+        "agent_command": command,
+        "agent_info": run_.advertised.get("agentInfo"),
+        "advertised": {k: v for k, v in run_.advertised.items() if k != "agentInfo"},
+        "seed": run_.report.seed,
+        "profile": args.profile or "ci",
+        "started_at": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(),
+        "seconds": round(run_.report.seconds, 3),
+        "examples": run_.report.examples,
+        "skipped_by_user": sorted(choice.skip),
+        "baseline": choice.baseline.path if choice.baseline is not None else None,
+    }
+    written = _write_reports(args, run_, run_info, choice.baseline)
+    return status if written else 1
 
 
-def _print_acp_run(run_: Any, replay: str) -> int:
-    """Print what an ACP run found, as `--acp` does; 0 if it passed, else 1. `replay`: the
-    command that replays it, with `{seed}` for the run's seed."""
+class _Refused(Exception):
+    """A flag's value the run cannot use: the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class _Choice:
+    skip: frozenset[str]
+    baseline: Any
+
+
+def _choices(args: argparse.Namespace) -> _Choice:
+    """What `--only`, `--skip`, `--baseline` and the report flags ask for, checked before
+    the run starts (a typo must not cost a run of minutes)."""
+
+    def split(values: list[str]) -> list[str]:
+        return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+    only, skip = split(args.only), split(args.skip)
+    for flag, selectors in (("--only", only), ("--skip", skip)):
+        problem = selector_problem(selectors, PROPERTIES)
+        if problem is not None:
+            raise _Refused(f"{flag}: {problem}")
+    names = {p.name for p in PROPERTIES}
+    skipped = set(select(skip, PROPERTIES))
+    if only:
+        skipped |= names - select(only, PROPERTIES)
+    if skipped == names:
+        raise _Refused("--only and --skip leave no property to judge; leave one in")
+    baseline = None
+    if args.baseline:
+        try:
+            with open(args.baseline, encoding="utf-8") as source:
+                text = source.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise _Refused(f"--baseline {args.baseline!r}: cannot read it: {why}") from None
+        try:
+            baseline = read_baseline(args.baseline, text, PROPERTIES)
+        except ValueError as exc:
+            raise _Refused(f"--baseline: {exc}") from None
+    for flag, path in (
+        ("--report-json", args.report_json),
+        ("--junit-xml", args.junit_xml),
+        ("--report-html", args.report_html),
+    ):
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise _Refused(f"{flag} {path!r}: the folder {folder!r} does not exist")
+            if os.path.isdir(path):
+                raise _Refused(f"{flag} {path!r} is a folder; name a file")
+    return _Choice(frozenset(skipped), baseline)
+
+
+def _write_reports(
+    args: argparse.Namespace, run_: Any, info: dict[str, Any], baseline: Any
+) -> bool:
+    """Write the reports the flags ask for; False (after one line each) if one could not
+    be written."""
+    if not (args.report_json or args.junit_xml or args.report_html):
+        return True
+
+    summary = summarize(run_.verdicts, baseline)
+    crash = run_.crash
+    texts: list[tuple[str, str, Callable[[], str]]] = [
+        (
+            "--report-json",
+            args.report_json,
+            lambda: json_report(run_.verdicts, summary, info, crash),
+        ),
+        (
+            "--junit-xml",
+            args.junit_xml,
+            lambda: junit_xml(run_.verdicts, run_.report.seconds, expected=summary.expected),
+        ),
+        (
+            "--report-html",
+            args.report_html,
+            lambda: html_report(run_.verdicts, summary, info, crash),
+        ),
+    ]
+    ok = True
+    for flag, path, make in texts:
+        if not path:
+            continue
+        try:
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(make())
+        except OSError as exc:
+            print(
+                f"{args.prog} --acp: {flag} {path!r}: cannot write it: {exc.strerror}",
+                file=sys.stderr,
+            )
+            ok = False
+        else:
+            print(f"  {flag[2:].replace('-', ' ')}: {path}")
+    return ok
+
+
+def _print_acp_run(
+    run_: Any,
+    replay: str,
+    *,
+    table: bool = False,
+    baseline: Any = None,
+    fail_on: str = "INFO",
+) -> int:
+    """Print what an ACP run found; 0 if it passed, else 1. `replay`: the command that
+    replays it, with `{seed}` for the run's seed. `table`: print every requirement's
+    verdict. A failure fails the run when its tier is `fail_on` or above and `baseline`
+    does not list it; a baseline entry that passed fails it too."""
     from .._acp._client import AgentSetupError  # the ACP schema, only when run
 
     report = run_.report
@@ -248,15 +458,70 @@ def _print_acp_run(run_: Any, replay: str) -> int:
         print(f"  permission requests answered: {answers}")
     else:
         print("  permission requests answered: none (the agent never asked)")
-    if report.passed:
-        print(f"  acp machine: passed, {counts}; {loads}")
-        return 0
-    if isinstance(report.failure, AgentSetupError):
+    if isinstance(report.failure, AgentSetupError) and not run_.failed:
         print(f"  acp machine: NOT CHECKED: {report.failure}")
         return 1
-    print(f"  acp machine: FAILED, {counts}; {loads}")
-    print_failure(report, replay.replace("{seed}", str(report.seed)))
-    return 1
+    reqs = by_property()
+    summary = summarize(run_.verdicts, baseline)
+    if table:
+        for v in run_.verdicts:
+            req = reqs[v.property.name]
+            outcome = v.outcome.upper() if v.outcome == "failed" else v.outcome
+            if v.outcome == "failed" and v.property.name in summary.expected:
+                outcome = "failed, expected (baseline)"
+            why = f" ({v.why})" if v.why and v.outcome != "failed" else ""
+            rpc = " JSON-RPC" if req.source == "json-rpc" else ""
+            print(
+                f"    {req.tier:6}{rpc:9} {req.id:16} {v.property.name} ({v.property.rule}): "
+                f"{outcome}{why}"
+            )
+    failed = run_.failed
+    crash = run_.crash
+    if not failed and crash is None:
+        print(f"  acp machine: passed, {counts}; {loads}")
+        if table:
+            print(f"  verdict: {summary.headline}")
+        return 0
+    rank = TIERS.index(fail_on) if fail_on in TIERS else len(TIERS) - 1
+    failing = [
+        v.property.name
+        for v in failed
+        if v.property.name not in summary.expected
+        and TIERS.index(reqs[v.property.name].tier) <= rank
+        and not (fail_on != "INFO" and reqs[v.property.name].source == "json-rpc")
+    ]
+    n = len(failed)
+    print(f"  acp machine: FAILED {n} of {len(run_.verdicts)} properties, {counts}; {loads}")
+    if table:
+        print(f"  verdict: {summary.headline}")
+    for index, v in enumerate(failed, 1):
+        finding = v.finding
+        req = reqs[v.property.name]
+        print(f"  failure {index} of {n} ({req.tier} {req.id}):")
+        _print_finding(finding, replay.replace("{seed}", str(report.seed)))
+    if crash is not None:
+        print("  the run ended early:")
+        _print_finding(crash, replay.replace("{seed}", str(report.seed)))
+    if summary.stale:
+        print(
+            f"  the baseline {baseline.path} is stale: {', '.join(summary.stale)} passed; "
+            "take them out of it"
+        )
+    if summary.expected:
+        print(f"  expected by the baseline: {', '.join(summary.expected)}")
+    return 1 if failing or crash is not None or summary.stale else 0
+
+
+def _print_finding(finding: Any, replay: str) -> None:
+    for line in finding.message.splitlines():
+        print(f"    {line}")
+    if finding.shrunk.startswith("shrinking cut short"):
+        print(f"    ({finding.shrunk}: the program below is the smallest found by then)")
+    if finding.script is not None:
+        print("    shrunk reproduction (run it with python):")
+        for line in finding.script.splitlines():
+            print(f"      {line}")
+    print(f"    replay this run: {replay}")
 
 
 def run_builtin(
@@ -296,17 +561,8 @@ def run_builtin(
     )
     with OUTPUT:  # one block, between the other lanes' (D417)
         _print_acp_run(run_, f"{prog} --machine acp --seed {{seed}}")
-    from .._acp._properties import (  # the ACP schema, only when run
-        LOAD_REPLAYS,
-        PROPERTIES,
-        SESSIONS_LISTED,
+    checked = tuple(v.property for v in run_.verdicts if v.outcome in ("passed", "failed"))
+    skipped = tuple(
+        (v.property, v.why) for v in run_.verdicts if v.outcome not in ("passed", "failed")
     )
-
-    advertised = run_.advertised
-    unchecked: set[str] = set()
-    if not advertised.get("loadSession"):
-        unchecked.add(LOAD_REPLAYS.name)
-    if not advertised.get("listSessions"):
-        unchecked.add(SESSIONS_LISTED.name)
-    checked = tuple(p for p in PROPERTIES if p.name not in unchecked)
-    return dataclasses.replace(run_.report, checked=checked)
+    return dataclasses.replace(run_.report, checked=checked, skipped=skipped)

@@ -447,8 +447,9 @@ ACP_SEEDED: tuple[AcpSeeded, ...] = tuple(seeded for _, seeded in DEFECTS.values
 
 
 def main() -> int:
-    name = sys.argv[1]
-    DEFECTS[name][0]()
+    # NAME, or NAME,NAME,...: several defects at once (a run must report each).
+    for name in sys.argv[1].split(","):
+        DEFECTS[name][0]()
     from trio_agents._cli import main as cli
 
     return cli(["acp", "--model", "openai", *sys.argv[2:]])

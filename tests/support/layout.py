@@ -80,7 +80,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent_conformance._function_properties", "agent_conformance._function_specs",
             "agent_conformance._function_checks", "agent_conformance._model_properties",
             "agent_conformance._acp._config_state", "agent_conformance._chat",
-            "agent_conformance._chat._properties",
+            "agent_conformance._chat._properties", "agent_conformance._verdicts",
+            "agent_conformance._acp._requirements", "agent_conformance._acp._report",
+            "agent_conformance._acp._report_html",
         ),
     ),
     ("conformance: machines", ("agent_conformance._*",)),
@@ -124,6 +126,8 @@ PURE = [
     "agent_conformance._acp._properties", "agent_conformance._acp._permission_rules",
     "agent_conformance._mcp_properties", "agent_conformance._function_properties",
     "agent_conformance._function_specs", "agent_conformance._model_properties",
+    "agent_conformance._verdicts", "agent_conformance._acp._requirements",
+    "agent_conformance._acp._report", "agent_conformance._acp._report_html",
 ]  # fmt: skip
 
 
