@@ -110,10 +110,10 @@ def decide(
             verdicts.append(Verdict(prop, "failed", count, found[name], again.get(name, 0)))
         elif name in skipped:
             verdicts.append(Verdict(prop, "skipped", count, why="left out by the user"))
-        elif name in inapplicable:
-            verdicts.append(Verdict(prop, "not applicable", count, why=inapplicable[name]))
-        elif count:
+        elif count:  # checked: it applied, whatever the target advertised
             verdicts.append(Verdict(prop, "passed", count))
+        elif name in inapplicable:
+            verdicts.append(Verdict(prop, "not applicable", 0, why=inapplicable[name]))
         else:
             verdicts.append(Verdict(prop, "not reached", 0, why="no example checked it"))
     return tuple(verdicts)

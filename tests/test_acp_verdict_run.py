@@ -40,7 +40,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     report, junit, page = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.html"
     done = _run(
         "banner-on-stdout,helper-child-outlives-agent,cut-reply-answered-end-turn",
-        "--max-examples", "10", "--shrink-budget", "20",
+        "--max-examples", "6", "--shrink-budget", "15",
         "--report-json", str(report), "--junit-xml", str(junit), "--report-html", str(page),
     )  # fmt: skip
     out = done.stdout
@@ -87,11 +87,11 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
 def test_a_baseline_passes_what_it_lists_and_fails_when_stale(tmp_path: Path) -> None:
     baseline = tmp_path / "baseline.txt"
     baseline.write_text("TA-TRANSPORT-001  # our banner, fixed in the next release\n")
-    done = _run("banner-on-stdout", "--max-examples", "2", "--baseline", str(baseline))
+    done = _run("banner-on-stdout", "--max-examples", "1", "--baseline", str(baseline))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "expected by the baseline: schema-valid" in done.stdout
     baseline.write_text("schema-valid\nexits-at-eof\n")
-    done = _run("banner-on-stdout", "--max-examples", "2", "--baseline", str(baseline))
+    done = _run("banner-on-stdout", "--max-examples", "1", "--baseline", str(baseline))
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the baseline {baseline} is stale: exits-at-eof passed" in done.stdout
 

@@ -344,7 +344,10 @@ class AgentProcess:
         if not pending.answers and self._output_ended.is_set():
             # Its output ended: it is exiting, and the report should say with which code.
             await self.wait_exit(1.0)
-        return pending.answers[0] if pending.answers else None
+        if pending.answers:
+            REQUEST_ANSWERED.held()
+            return pending.answers[0]
+        return None
 
     def answered(self, request_id: int | str) -> bool:
         return bool(self._pending[request_id].answers)

@@ -114,6 +114,7 @@ class MalformedFrames(SessionListing):
 
     async def _still_serving(self, agent: AgentProcess, kind: Malformed) -> None:
         ping = await agent.start_request("_trio_agents/ping", {})
+        MALFORMED_SURVIVES.held()
         if await agent.answer(ping) is None:
             self._raise_found(agent)
             if agent.output_ended:
