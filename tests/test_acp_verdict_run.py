@@ -45,7 +45,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    assert "FAILED 3 of 23 properties" in out, out
+    assert "FAILED 3 of 26 properties" in out, out
     for line in (
         "MUST            TA-TRANSPORT-001 schema-valid (P7): FAILED",
         "INFO            TA-PROC-002      no-orphans (P6): FAILED",
@@ -78,7 +78,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     xmlschema.XMLSchema(str(junit_schema_path())).validate(str(junit))
     text = junit.read_text()
     assert 'failures="3"' in text
-    assert 'tests="23"' in text
+    assert 'tests="26"' in text
     html = page.read_text()
     assert html.count('<section id="f-') == 3
     assert "NOT CONFORMANT" in html
@@ -97,9 +97,9 @@ def test_a_baseline_passes_what_it_lists_and_fails_when_stale(tmp_path: Path) ->
 
 
 def test_flags_that_name_nothing_are_refused_before_the_run(tmp_path: Path) -> None:
-    done = _run("banner-on-stdout", "--skip", "P99")
+    done = _run("banner-on-stdout", "--skip", "no-such-property")
     assert done.returncode == 2
-    assert done.stderr.startswith("trio-agents conformance --acp: --skip: 'P99'")
+    assert done.stderr.startswith("trio-agents conformance --acp: --skip: 'no-such-property'")
     assert "names no property, rule, requirement or tier" in done.stderr
     (tmp_path / "b").write_text("no-such-thing\n")
     done = _run("banner-on-stdout", "--baseline", str(tmp_path / "b"))

@@ -162,6 +162,7 @@ class AgentProcess:
         text, not the file's on disk (rule P18)."""
         self.reads: list[Path] = []  # every path `fs/read_text_file` was asked for
         self.seen: dict[tuple[int, int], Proc] = {}
+        self.mcp: list[Proc] = []  # the processes of the MCP servers it was given
         self.returncode: int | None = None
         self.stderr_tail = b""
         self._seq = itertools.count(1)

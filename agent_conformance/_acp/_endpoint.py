@@ -14,6 +14,10 @@ plain `ok`, so agents that make calls of their own still run. Steps:
     Shell(command)   one tool call of the agent's shell tool (`bash`, `shell`, ... whichever
                      the request offers) running `command`; finish_reason "tool_calls"; an
                      agent that offers none gets the script's next step instead
+    Mcp(server, tool, arguments)
+                     one call of the tool `tool` of the MCP server the client named `server`
+                     (offered under a name holding both, as `mcp__server__tool`); an agent
+                     that offers none gets the script's next step instead
 
 Streaming replies are standard SSE (`data: {chunk}` events, a usage chunk when
 `stream_options.include_usage` asks, `data: [DONE]`), chunked, over HTTP/1.1 with keep-alive
@@ -46,10 +50,12 @@ __all__ = [
     "TOKEN",
     "Cut",
     "Hold",
+    "Mcp",
     "Say",
     "ScriptedEndpoint",
     "Shell",
     "Step",
+    "mcp_call",
     "open_endpoint",
     "shell_call",
 ]
@@ -89,7 +95,14 @@ class Shell:
     command: str
 
 
-Step = Say | Hold | Cut | Shell
+@dataclass(frozen=True)
+class Mcp:
+    server: str
+    tool: str
+    arguments: Mapping[str, Any]
+
+
+Step = Say | Hold | Cut | Shell | Mcp
 
 
 @dataclass
@@ -104,6 +117,7 @@ class Served:
     released: trio.Event = field(default_factory=trio.Event)
     ended: trio.Event = field(default_factory=trio.Event)  # the reply is over, either way
     gone: bool = False  # the client closed the connection before the reply ended
+    gone_at: float = 0.0  # when it did (trio.current_time())
 
 
 class ScriptedEndpoint:
@@ -193,7 +207,7 @@ class ScriptedEndpoint:
             self.unscripted += 1
             return None
         step = script[index] if index < len(script) else None
-        if isinstance(step, Shell) and shell_call(tools, step.command) is None:
+        if _call_of(step, tools) is None and isinstance(step, Shell | Mcp):
             # No shell tool to call: the script goes on with its next step, so a turn
             # scripted to be held is still held.
             step = script[index + 1] if index + 1 < len(script) else Say("ok")
@@ -209,7 +223,7 @@ class ScriptedEndpoint:
         token, index = locate(body.get("messages"))
         served = self._serve(token, index, body.get("tools"))
         step = served.step if served is not None else None
-        call = shell_call(body.get("tools"), step.command) if isinstance(step, Shell) else None
+        call = _call_of(step, body.get("tools"))
         if served is not None and call is not None:
             served.tool = call[0]
         text = step.text if isinstance(step, Say | Hold | Cut) else ("ok" if call is None else "")
@@ -249,6 +263,7 @@ class ScriptedEndpoint:
             served.reached.set()
             if not await http.hold(stream, served.released):
                 served.gone = True
+                served.gone_at = trio.current_time()
                 return
         finish = "length" if cut else "stop"
         if call is not None:
@@ -292,6 +307,7 @@ class ScriptedEndpoint:
                 served.reached.set()
                 if not await http.hold(stream, served.released):
                     served.gone = True
+                    served.gone_at = trio.current_time()
                     return
             for frame in responses.closing(response_id, item_id, model, text, cut=cut):
                 await http.send_data(conn, stream, frame)
@@ -338,6 +354,26 @@ def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     return " ".join(str(part.get("text", "")) for part in _objects(content))
+
+
+def _call_of(step: Step | None, tools: object) -> tuple[str, dict[str, Any]] | None:
+    if isinstance(step, Shell):
+        return shell_call(tools, step.command)
+    if isinstance(step, Mcp):
+        return mcp_call(tools, step.server, step.tool, step.arguments)
+    return None
+
+
+def mcp_call(
+    tools: object, server: str, tool: str, arguments: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]] | None:
+    """The request's tool that is `server`'s `tool` (a name ending with the tool's and
+    holding the server's), called with `arguments`; None if the agent offers none."""
+    for each in _objects(tools):
+        name = _dig(each.get("function"), "name")
+        if isinstance(name, str) and name.endswith(tool) and server in name:
+            return name, dict(arguments)
+    return None
 
 
 def shell_call(tools: object, command: str) -> tuple[str, dict[str, Any]] | None:

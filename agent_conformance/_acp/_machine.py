@@ -58,14 +58,18 @@ from ._endpoint import (
     Hold,
     Say,
     ScriptedEndpoint,
+    Served,
     Shell,
     open_endpoint,
 )
 from ._malformed import MalformedFrames
+from ._mcp_sessions import McpSessions, check_reaped, mcp_left
 from ._permission_rules import ANSWERS, LATE_ANSWERS, LateAnswer, PermissionAnswer, may_run
+from ._procs import Proc, alive, descendants
 from ._prompt_context import PromptContext
 from ._properties import (
     ANSWERED_DURABLE,
+    CANCEL_ABORTS,
     CANCEL_ANSWERS_CANCELLED,
     CUT_ANSWERS_MAX_TOKENS,
     EXITS_AT_EOF,
@@ -121,7 +125,7 @@ def _witness(agent: AgentProcess, token: str) -> Path:
     return agent.workdir / f".tool-{token}"
 
 
-class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
+class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
     host: the TrioHost, on a WallClock (the agent is a real process).
@@ -130,6 +134,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
     """
 
     target: ClassVar[AcpTarget]
+    latencies: ClassVar[dict[str, list[float]]] = {}
+    """Seconds from a session/cancel that landed to what it aborted being seen gone: the
+    model stream ("stream"), the shell command's processes ("tool")."""
     advertised: ClassVar[dict[str, Any]] = {}
     """What the last `initialize` answered: `agentInfo`, `loadSession` and `listSessions`
     (`sessionCapabilities.list`)."""
@@ -306,9 +313,15 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
                 f"the agent refused session/new: {answer.error}; if it needs a login or a "
                 "model setting, give it one with --env or --config-file"
             )
-        self.sessions.append(_Session(str(answer.result["sessionId"])))
-        self._note_config(self.sessions[-1].id, answer)
+        self._add_session(answer)
         self.log.append("new")
+
+    def _add_session(self, answer: Answer) -> _Session:
+        """The session a session/new answered, added to the live ones."""
+        session = _Session(str(answer.result["sessionId"]))
+        self.sessions.append(session)
+        self._note_config(session.id, answer)
+        return session
 
     def _token(self, session: _Session) -> str:
         token = f"acp-check-{next(self.tokens)}"
@@ -417,6 +430,8 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
         else:
             self.endpoint.scripts[token] = (held,)
         cancel = wire.frame(method="session/cancel", params={"sessionId": session.id})
+        under_way: Served | list[Proc] | None = None
+        cancelled_at = trio.current_time()
         if point == "before-model":
             request_id = await self._send_prompt(session, token, then=cancel)
         else:
@@ -424,10 +439,59 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
             if await self._reach(session, token, point):
                 stats = type(self).stats
                 stats[f"landed {point}"] = stats.get(f"landed {point}", 0) + 1
+                under_way = self._under_way(token, point)
+            cancelled_at = trio.current_time()
             await self.agent.notify("session/cancel", {"sessionId": session.id})
         answer = await self.agent.answer(request_id)
-        self._expect_cancelled(session, token, answer)
+        self._expect_cancelled(session, token, answer, release=False)
+        if under_way is not None:
+            await self._expect_aborted(token, under_way, cancelled_at)
+        self.endpoint.release(token)
         await self._quiet_period()
+
+    def _under_way(self, token: str, point: CancelPoint) -> Served | list[Proc] | None:
+        """What a cancel that landed at `point` must abort: the held model call, or the
+        processes of the shell command (the ones whose command line names the token's
+        witness, and theirs), as the last snapshot saw them."""
+        if point == "mid-stream":
+            return next((c for c in self.endpoint.calls(token) if isinstance(c.step, Hold)), None)
+        witness = _witness(self.agent, token).name
+        roots = [p for p in self.agent.seen.values() if witness in p.command and alive(p)]
+        procs = {(p.pid, p.start): p for p in roots}
+        for root in roots:
+            for child in descendants(root.pid):
+                procs.setdefault((child.pid, child.start), child)
+        return list(procs.values()) or None
+
+    async def _expect_aborted(
+        self, token: str, under_way: Served | list[Proc], cancelled_at: float
+    ) -> None:
+        """P20: what the cancelled turn had under way is aborted by its answer; a close seen
+        within the grace after it counts (its FIN and our read of the answer race)."""
+        agent = self.agent
+        grace = agent.target.grace
+        kind = "stream" if isinstance(under_way, Served) else "tool"
+        with trio.move_on_after(grace):
+            if isinstance(under_way, Served):
+                await under_way.ended.wait()
+            else:
+                while any(alive(p) for p in under_way):  # noqa: ASYNC110 - no event for it
+                    await trio.sleep(0.01)
+        if isinstance(under_way, Served):
+            done = under_way.gone
+            at = under_way.gone_at
+            left = "the model request in flight was still open"
+        else:
+            running = [p for p in under_way if alive(p)]
+            done, at = not running, trio.current_time()
+            left = "processes of the shell command it was running were still alive: " + "; ".join(
+                f"pid {p.pid}: {p.command[:100]}" for p in running
+            )
+        CANCEL_ABORTS.check(
+            done,
+            lambda: f"prompt {token} answered cancelled, and {grace:g} s later {left}",
+        )
+        type(self).latencies.setdefault(kind, []).append(max(0.0, at - cancelled_at))
 
     async def _reach(self, session: _Session, token: str, point: CancelPoint) -> bool:
         """Wait (bounded) until the turn is where the cancel should land; whether it got
@@ -450,7 +514,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
             2.0, lambda: any(token in u.text for u in agent.updates if u.session_id == session.id)
         )
 
-    def _expect_cancelled(self, session: _Session, token: str, answer: Answer | None) -> None:
+    def _expect_cancelled(
+        self, session: _Session, token: str, answer: Answer | None, *, release: bool = True
+    ) -> None:
         if answer is None:
             self._raise_found(self.agent)
             CANCEL_ANSWERS_CANCELLED.fail(
@@ -467,8 +533,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
             ),
         )
         session.quiet.append((answer.seq, float("inf")))
-        # A defective agent still reading the stream would now get the rest of it.
-        self.endpoint.release(token)
+        if release:
+            # A defective agent still reading the stream would now get the rest of it.
+            self.endpoint.release(token)
 
     async def _quiet_period(self) -> None:
         await self.agent.wait_until(QUIET, lambda: False)
@@ -822,6 +889,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
                 ),
             )
             self.host.call(self._orphans_gone, agent)
+            check_reaped(agent)
             left = agent.left_behind()
             NO_ORPHANS.check(
                 not left,
@@ -841,7 +909,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames):
     async def _orphans_gone(self, agent: AgentProcess) -> None:
         # A child the agent killed as it exited may take a moment to die.
         with trio.move_on_after(2.0):
-            while agent.left_behind():  # noqa: ASYNC110 - no event for a stranger's exit
+            while agent.left_behind() or mcp_left(agent):  # noqa: ASYNC110 - no event for it
                 await trio.sleep(0.02)
 
     def _check_closing(self) -> None:
@@ -894,6 +962,7 @@ def acp_machine(target: AcpTarget, waived: Iterable[str] = ()) -> type[AcpMachin
         "stats": {"examples": 0, "checks": 0},
         "histories": set[int](),
         "advertised": {},
+        "latencies": dict[str, list[float]](),
         "violations": list[ContractViolation](),
         "latest": list[tuple[float, ContractViolation]](),
     }

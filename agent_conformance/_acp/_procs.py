@@ -9,7 +9,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-__all__ = ["Proc", "alive", "descendants", "kill_all"]
+__all__ = ["Proc", "alive", "descendants", "kill_all", "proc_of"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,15 @@ def descendants(root: int) -> list[Proc]:
         found.append(Proc(pid, starts[pid], _command(pid)))
         todo += children.get(pid, [])
     return found
+
+
+def proc_of(pid: int) -> Proc | None:
+    """The process `pid` now (with its start time, so a reused pid is told apart), or None
+    when it is gone."""
+    stat = _stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
+        return None
+    return Proc(pid, stat[2], _command(pid))
 
 
 def alive(proc: Proc) -> bool:

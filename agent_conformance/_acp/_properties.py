@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P18 and P19 of
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P20 of
 docs/contract.md's ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from .._properties import Property
 __all__ = [
     "ANSWERED_DURABLE",
     "ANSWER_UNIQUE",
+    "CANCEL_ABORTS",
     "CANCEL_ANSWERS_CANCELLED",
     "CLIENT_TEXT_USED",
     "CONFIG_REFUSED_UNCHANGED",
@@ -18,6 +19,8 @@ __all__ = [
     "LOAD_REPLAYS",
     "MALFORMED_ANSWERED",
     "MALFORMED_SURVIVES",
+    "MCP_CONNECTED",
+    "MCP_REAPED",
     "NO_ORPHANS",
     "PERMISSION_REFUSED_NOT_RUN",
     "PERMISSION_SKIPPED_BY_CANCEL",
@@ -52,6 +55,14 @@ CANCEL_ANSWERS_CANCELLED = Property(
     "cancel-answers-cancelled",
     _M,
     'after session/cancel, the prompt in flight in that session answers stopReason "cancelled"',
+)
+CANCEL_ABORTS = Property(
+    "P20",
+    "cancel-aborts",
+    _M,
+    'a prompt answers "cancelled" once what its turn had under way is aborted: the agent has '
+    "closed the model request in flight, and the processes of the tool call it was running "
+    "have ended (each seen within the grace of the answer)",
 )
 QUIET_AFTER_CANCEL = Property(
     "P2",
@@ -204,10 +215,27 @@ CONFIG_REFUSED_UNCHANGED = Property(
     "are then as they were",
 )
 
+MCP_CONNECTED = Property(
+    "P15",
+    "mcp-connected",
+    _M,
+    "a session/new naming a stdio MCP server that starts is answered without an error once "
+    "the server is running, and the session's model can call the server's tools: a call "
+    "of its echo tool gives the model what the tool returned",
+)
+MCP_REAPED = Property(
+    "P17",
+    "mcp-reaped",
+    _M,
+    "once the agent has exited, no process of the MCP servers it was given is left, the "
+    "children a server started included",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
     ANSWER_UNIQUE,
     CANCEL_ANSWERS_CANCELLED,
+    CANCEL_ABORTS,
     QUIET_AFTER_CANCEL,
     PROMPT_ENDS_TURN,
     CUT_ANSWERS_MAX_TOKENS,
@@ -228,5 +256,7 @@ PROPERTIES: tuple[Property, ...] = (
     CLIENT_TEXT_USED,
     CONFIG_SWITCHED,
     CONFIG_REFUSED_UNCHANGED,
+    MCP_CONNECTED,
+    MCP_REAPED,
 )
 """Every property of the ACP machine."""

@@ -141,6 +141,16 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         tck=("ACP-CANCEL-001",),
     ),
     _r(
+        "TA-CANCEL-003",
+        "MUST",
+        p.CANCEL_ABORTS,
+        f"{_PT}:332",
+        "After all ongoing operations have been successfully aborted and pending updates "
+        "have been sent, the Agent MUST respond to the original session/prompt request with "
+        "the cancelled stop reason.",
+        tck=("ACP-CANCEL-204",),
+    ),
+    _r(
         "TA-CANCEL-002",
         "MUST",
         p.QUIET_AFTER_CANCEL,
@@ -272,6 +282,23 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "not stated (docs/contract.md P19)",
         "a switch to a value, option or mode the session did not offer changes nothing",
         capability="configOptions or modes offered",
+    ),
+    _r(
+        "TA-MCP-001",
+        "SHOULD",
+        p.MCP_CONNECTED,
+        f"{_SS}:373,543",
+        "All Agents MUST support the stdio transport / Agents SHOULD connect to all MCP "
+        "servers specified by the Client.",
+        tck=("ACP-MCP-201",),
+    ),
+    _r(
+        "TA-MCP-002",
+        "INFO",
+        p.MCP_REAPED,
+        "not stated (docs/contract.md P17)",
+        "no process of a session's MCP servers outlives the agent, the children it spawned "
+        "included",
     ),
     _r(
         "TA-PROC-001",

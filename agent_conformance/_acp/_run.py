@@ -109,6 +109,9 @@ class AcpRun:
     asked: Mapping[str, int] = field(default_factory=dict[str, int])
     verdicts: tuple[Verdict, ...] = ()
     findings: tuple[Finding, ...] = ()
+    latencies: Mapping[str, tuple[float, ...]] = field(default_factory=dict[str, tuple[float, ...]])
+    """Seconds from each session/cancel that landed to what it aborted being seen gone:
+    "stream" (the model request), "tool" (the shell command's processes)."""
 
     @property
     def crash(self) -> Finding | None:
@@ -154,6 +157,7 @@ def run_acp_conformance(
     failures: list[BaseException] = []
     stats: Counter[str] = Counter()
     histories: set[int] = set()
+    latencies: dict[str, list[float]] = {}
     advertised: Mapping[str, Any] = {}
     with tallying() as tally:
         while True:  # the preflight, again after each property it finds broken
@@ -166,6 +170,7 @@ def run_acp_conformance(
             findings.append(finding_of(target, failure, waived, "not shrunk"))
             if not (keep_going and _goes_on(failure, waived)):
                 return _ended(
+                    latencies,
                     target,
                     chosen_seed,
                     started,
@@ -192,6 +197,8 @@ def run_acp_conformance(
                 shrunk = f"shrinking cut short after {shrink_budget:g} s"
             stats.update(machine.stats)
             histories |= machine.histories
+            for kind, seconds in machine.latencies.items():
+                latencies.setdefault(kind, []).extend(seconds)
             advertised = machine.advertised or advertised
             if failure is None:
                 break
@@ -203,6 +210,7 @@ def run_acp_conformance(
             if waived >= {p.name for p in PROPERTIES}:
                 break  # nothing is left to judge
     return _ended(
+        latencies,
         target,
         chosen_seed,
         started,
@@ -244,6 +252,7 @@ def cut_shrinking_after(machine: type[AcpMachine], seconds: float) -> None:
 
 
 def _ended(
+    latencies: Mapping[str, list[float]],
     target: AcpTarget,
     seed: int,
     started: float,
@@ -278,7 +287,15 @@ def _ended(
     )
     landed = {k.removeprefix("landed "): v for k, v in stats.items() if k.startswith("landed ")}
     asked = {k.removeprefix("asked "): v for k, v in stats.items() if k.startswith("asked ")}
-    return AcpRun(report, advertised, landed, asked, verdicts, tuple(findings))
+    return AcpRun(
+        report,
+        advertised,
+        landed,
+        asked,
+        verdicts,
+        tuple(findings),
+        {kind: tuple(seconds) for kind, seconds in latencies.items()},
+    )
 
 
 def inapplicable(advertised: Mapping[str, Any], stats: Mapping[str, int]) -> dict[str, str]:

@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -313,6 +313,9 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(run_.report.seconds, 3),
         "examples": run_.report.examples,
         "skipped_by_user": sorted(choice.skip),
+        "cancel_to_abort_ms": {
+            kind: [round(x * 1000, 1) for x in seconds] for kind, seconds in run_.latencies.items()
+        },
         "baseline": choice.baseline.path if choice.baseline is not None else None,
     }
     written = _write_reports(args, run_, run_info, choice.baseline)
@@ -453,6 +456,9 @@ def _print_acp_run(
     if run_.landed:
         where = ", ".join(f"{point} {n}" for point, n in sorted(run_.landed.items()))
         print(f"  cancels that landed where aimed: {where}")
+    aborts = describe_latencies(run_.latencies)
+    if aborts:
+        print(f"  cancel to abort: {aborts}")
     if run_.asked:
         answers = ", ".join(f"{answer} {n}" for answer, n in sorted(run_.asked.items()))
         print(f"  permission requests answered: {answers}")
@@ -510,6 +516,21 @@ def _print_acp_run(
     if summary.expected:
         print(f"  expected by the baseline: {', '.join(summary.expected)}")
     return 1 if failing or crash is not None or summary.stale else 0
+
+
+def describe_latencies(latencies: Mapping[str, Sequence[float]]) -> str:
+    """How long cancels took to abort what they landed on, as one line ("" for none)."""
+    words = {"stream": "model stream closed", "tool": "shell command ended"}
+    parts: list[str] = []
+    for kind in ("stream", "tool"):
+        seconds = sorted(latencies.get(kind, ()))
+        if seconds:
+            median = seconds[len(seconds) // 2] * 1000
+            parts.append(
+                f"{words[kind]} after {median:.0f} ms median, {seconds[-1] * 1000:.0f} ms "
+                f"at most ({len(seconds)} cancels)"
+            )
+    return "; ".join(parts)
 
 
 def _print_finding(finding: Any, replay: str) -> None:

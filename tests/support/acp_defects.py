@@ -5,7 +5,9 @@ machine must fail on each with the property `DEFECTS` names (tests/test_acp_conf
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import os
 import subprocess
 import sys
@@ -225,6 +227,73 @@ def _leaves_a_child() -> None:
     )  # fmt: skip
 
 
+def _stream_outlives_cancel() -> None:
+    # The model's stream is read ahead by a task of its own, which the turn does not own: a
+    # cancelled turn stops taking chunks, and the reader goes on holding the request open.
+    from trio_agents._model import _openai
+
+    stream = _openai.OpenAICompatibleModel.stream
+
+    async def read_ahead(self: Any, request: Any) -> Any:
+        send, receive = trio.open_memory_channel[tuple[Any, BaseException | None]](math.inf)
+
+        async def reader() -> None:
+            # Nobody may be taking the chunks any more: read on, and drop them.
+            async with send:
+                try:
+                    async for chunk in stream(self, request):
+                        with contextlib.suppress(trio.BrokenResourceError):
+                            send.send_nowait((chunk, None))
+                except Exception as exc:
+                    with contextlib.suppress(trio.BrokenResourceError):
+                        send.send_nowait((None, exc))
+
+        trio.lowlevel.spawn_system_task(reader)
+        async with receive:
+            async for chunk, error in receive:
+                if error is not None:
+                    raise error
+                yield chunk
+
+    _openai.OpenAICompatibleModel.stream = read_ahead  # type: ignore[method-assign]
+
+
+def _tool_outlives_cancel() -> None:
+    # A foreground command runs as a job the tool waits for: a cancelled wait leaves the job
+    # running until the session ends.
+    from trio_agents._shell._executor import ShellExecutor
+
+    async def run(self: ShellExecutor, spec: Any) -> Any:
+        return await self.wait(await self.start(spec))
+
+    ShellExecutor.run = run  # type: ignore[method-assign]
+
+
+def _mcp_child_outlives_agent() -> None:
+    # An MCP server is ended by closing its stdin and waiting for it: its own children (an
+    # `npx` wrapper's node, a language server) are never signalled.
+    from trio_agents._mcp import _process
+
+    async def end_leader(process: trio.Process, grace: float) -> None:
+        if process.stdin is not None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await process.stdin.aclose()
+        with trio.move_on_after(grace):
+            await process.wait()
+
+    _process.end_group = end_leader
+
+
+def _mcp_servers_ignored() -> None:
+    # The session is made without the servers the client named (they are "optional").
+    new_session = AcpServer._new_session  # pyright: ignore[reportPrivateUsage]
+
+    async def without_servers(self: Any, params: Any) -> Any:
+        return await new_session(self, {**params, "mcpServers": []})
+
+    AcpServer._new_session = without_servers  # type: ignore[method-assign]
+
+
 def _banner_on_stdout() -> None:
     os.write(1, b"trio-agents acp: ready\n")  # a log line on the protocol's stream
 
@@ -439,6 +508,22 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "unknown-mode-applied": (
         _unknown_mode_applied,
         AcpSeeded("unknown-mode-applied", "config-refused-unchanged"),
+    ),
+    "stream-outlives-cancel": (
+        _stream_outlives_cancel,
+        AcpSeeded("stream-outlives-cancel", "cancel-aborts"),
+    ),
+    "tool-outlives-cancel": (
+        _tool_outlives_cancel,
+        AcpSeeded("tool-outlives-cancel", "cancel-aborts"),
+    ),
+    "mcp-child-outlives-agent": (
+        _mcp_child_outlives_agent,
+        AcpSeeded("mcp-child-outlives-agent", "mcp-reaped"),
+    ),
+    "mcp-servers-ignored": (
+        _mcp_servers_ignored,
+        AcpSeeded("mcp-servers-ignored", "mcp-connected"),
     ),
 }
 

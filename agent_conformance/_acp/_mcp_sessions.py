@@ -1,0 +1,170 @@
+"""The ACP machine's sessions with an MCP server (rules P15 and P17): `session/new` naming a
+stdio MCP server, the suite's own (`_echo_server.py`, run by path), which starts a child
+process of its own as many servers do (an `npx` wrapper, a language server).
+
+The server records its pid and its child's in a file of the example's directory as it
+starts, so what the agent did is read from the server's side and /proc, whatever the agent
+reports: the server must be running when `session/new` is answered; its `echo` tool, offered
+to the model under a name holding the server's and the tool's (`mcp__acpcheck__echo`), must
+return to the model what it was given; and once the agent has exited, no process of the
+server, its child included, may be left (design D473).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition
+
+from .._machine import ConformanceMachine, rule
+from ._client import AgentProcess, Answer
+from ._endpoint import Mcp, Say, ScriptedEndpoint
+from ._procs import Proc, alive, proc_of
+from ._properties import MCP_CONNECTED, MCP_REAPED
+
+__all__ = ["MCP_SERVER", "McpSessions", "check_reaped", "mcp_left"]
+
+MCP_SERVER = "acpcheck"
+"""The name the client gives the server in `mcpServers`."""
+ECHO_SERVER = str(Path(__file__).with_name("_echo_server.py"))
+"""The server's script, run by path (it imports nothing of this package)."""
+
+
+class McpSessions(ConformanceMachine):
+    """The P15 rule of `AcpMachine`, whose state it uses."""
+
+    if TYPE_CHECKING:  # of `AcpMachine`
+        agent: AgentProcess
+        dir: Path
+        tokens: itertools.count[int]
+        log: list[str]
+        sessions: list[Any]
+
+        @property
+        def endpoint(self) -> ScriptedEndpoint: ...
+
+        def _live(self) -> list[Any]: ...
+
+        def _token(self, session: Any) -> str: ...
+
+        def _add_session(self, answer: Answer) -> Any: ...
+
+        def _ask(
+            self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
+        ) -> Answer: ...
+
+        async def _prompt_to_end(
+            self, session: Any, token: str, reply: str, prop: Any = ...
+        ) -> None: ...
+
+    # Only as an example's first session: each starts a server and the agent's client for
+    # it (a second or more in an agent that imports an MCP SDK on first use), and a quarter
+    # of the examples or so is enough to see an agent that never connects or never reaps.
+    @precondition(lambda self: not self.sessions)
+    @rule(call=st.booleans())
+    def mcp_session(self, call: bool) -> None:
+        """session/new naming the suite's stdio MCP server; with `call`, a prompt whose
+        model calls the server's echo tool."""
+        number = next(self.tokens)
+        record = self.dir / f"mcp-{number}.jsonl"
+        server = {
+            "name": MCP_SERVER,
+            "command": sys.executable,
+            "args": [
+                "-m",
+                "agent_conformance._mcp_server",
+                "--record",
+                str(record),
+                "--spawn-child",
+            ],
+            "env": [],
+        }
+        agent = self.agent
+        params = {"cwd": str(agent.workdir), "mcpServers": [server]}
+        answer = self._ask(agent, "session/new", params, " naming a stdio MCP server")
+        MCP_CONNECTED.check(
+            answer.error is None,
+            lambda: (
+                f"session/new naming a stdio MCP server that starts was answered {answer.error}"
+            ),
+        )
+        started = _recorded(record)
+        MCP_CONNECTED.check(
+            "ready" in started,
+            lambda: (
+                f"session/new naming the stdio MCP server `{sys.executable} {ECHO_SERVER} "
+                f"{record}` was answered before the server was started"
+            ),
+        )
+        agent.mcp.extend(p for pid in started.values() if (p := proc_of(pid)) is not None)
+        session = self._add_session(answer)
+        self.log.append("mcp-new")
+        if not call:
+            return
+        token = self._token(session)
+        mark = f"echoed-{token}"
+        reply = f"reply {token} done"
+        endpoint = self.endpoint
+        endpoint.scripts[token] = (Mcp(MCP_SERVER, "echo", {"text": mark}), Say(reply))
+        before = len(endpoint.bodies)
+        self.host.call(self._prompt_to_end, session, token, reply)
+        called = [s for s in endpoint.calls(token) if isinstance(s.step, Mcp)]
+        if not called:
+            # The agent offered the model no tool of the server: no MCP tool reached it.
+            MCP_CONNECTED.fail(
+                f"prompt {token} of a session naming MCP server {MCP_SERVER!r}: no tool the "
+                f"model was offered is its echo (a name holding {MCP_SERVER!r} and ending "
+                "with 'echo')"
+            )
+        shown = "\n".join(endpoint.bodies[before:])
+        MCP_CONNECTED.check(
+            shown.count(mark) >= 2,  # the call's arguments, then its result
+            lambda: (
+                f"prompt {token}: the model called {called[0].tool} with text {mark!r}, and no "
+                "later model request of the turn held the tool's result"
+            ),
+        )
+        self.log.append("mcp-call")
+
+
+def _recorded(record: Path) -> dict[str, int]:
+    """The reference server's record: event -> pid, for `ready` (the server) and `child`."""
+    found: dict[str, int] = {}
+    try:
+        lines = record.read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        try:
+            event: Any = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            fields = cast("dict[str, Any]", event)
+            kind, pid = fields.get("event"), fields.get("pid")
+            if kind in ("ready", "child") and isinstance(pid, int):
+                found[str(kind)] = pid
+    return found
+
+
+def mcp_left(agent: AgentProcess) -> list[Proc]:
+    """The processes of the MCP servers `agent` was given that are still alive."""
+    return [p for p in agent.mcp if alive(p)]
+
+
+def check_reaped(agent: AgentProcess) -> None:
+    """P17, once the agent has exited (and its stragglers had their moment)."""
+    left = mcp_left(agent)
+    MCP_REAPED.check(
+        not left,
+        lambda: (
+            "processes of the MCP servers the client named outlived the agent: "
+            + "; ".join(f"pid {p.pid}: {p.command[:100]}" for p in left)
+        ),
+    )
