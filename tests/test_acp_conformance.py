@@ -46,8 +46,9 @@ def test_our_own_server_passes_the_ci_profile(tmp_path: pathlib.Path) -> None:
     assert "  verdict: CONFORMANT\n" in done.stdout
     outcomes = {row["id"]: row["outcome"] for row in json.loads(report.read_text())["requirements"]}
     # An agent may read a linked file from disk or through the client (the protocol's
-    # choice): in a run where ours did not read through it, TA-FS-001 does not apply.
-    if outcomes["TA-FS-001"] == "not applicable":
+    # choice): a run where ours did not read an edited file through it does not check
+    # TA-FS-001.
+    if outcomes["TA-FS-001"] in ("not applicable", "not reached"):
         outcomes["TA-FS-001"] = "passed"
     assert outcomes == dict.fromkeys(outcomes, "passed")
 
@@ -60,7 +61,9 @@ def seeded_verdicts() -> dict[str, str]:
     def verdict(seeded: AcpSeeded) -> str:
         # Only the defects that never answer wait for a timeout: keep those short.
         short = ("request-answered", "permission-skipped-by-cancel")
-        timeout = "3" if seeded.property in short else "15"
+        # Not much shorter: a session naming an MCP server makes our server import the MCP
+        # SDK, which a loaded machine makes slow.
+        timeout = "8" if seeded.property in short else "15"
         agent = (sys.executable, "-m", "tests.support.acp_defects", seeded.name)
         args: tuple[str, ...] = ("--no-shrink", "--stop-at-first", "--seed", "1")
         args += ("--max-examples", "60", "--timeout", timeout)

@@ -163,6 +163,7 @@ class AgentProcess:
         self.reads: list[Path] = []  # every path `fs/read_text_file` was asked for
         self.seen: dict[tuple[int, int], Proc] = {}
         self.mcp: list[Proc] = []  # the processes of the MCP servers it was given
+        self.mcp_records: list[Path] = []  # where each of those servers records its pids
         self.returncode: int | None = None
         self.stderr_tail = b""
         self._seq = itertools.count(1)

@@ -367,13 +367,19 @@ def _call_of(step: Step | None, tools: object) -> tuple[str, dict[str, Any]] | N
 def mcp_call(
     tools: object, server: str, tool: str, arguments: Mapping[str, Any]
 ) -> tuple[str, dict[str, Any]] | None:
-    """The request's tool that is `server`'s `tool` (a name ending with the tool's and
-    holding the server's), called with `arguments`; None if the agent offers none."""
-    for each in _objects(tools):
-        name = _dig(each.get("function"), "name")
-        if isinstance(name, str) and name.endswith(tool) and server in name:
-            return name, dict(arguments)
-    return None
+    """The request's tool that is `server`'s `tool`, called with `arguments`; None if the
+    agent offers none. Agents name MCP tools their own way (`mcp__server__tool`,
+    `server_tool`, `server.tool`, the tool's own name): a name ending with the tool's and
+    holding the server's is taken first, else the tool's own name."""
+    names = [
+        name
+        for each in _objects(tools)
+        if isinstance(name := _dig(each.get("function"), "name"), str)
+    ]
+    chosen = next((n for n in names if n.endswith(tool) and server in n), None)
+    if chosen is None:
+        chosen = next((n for n in names if n == tool), None)
+    return (chosen, dict(arguments)) if chosen is not None else None
 
 
 def shell_call(tools: object, command: str) -> tuple[str, dict[str, Any]] | None:
