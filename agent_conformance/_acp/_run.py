@@ -160,6 +160,7 @@ def run_acp_conformance(
     latencies: dict[str, list[float]] = {}
     advertised: Mapping[str, Any] = {}
     with tallying() as tally:
+        ended = False
         while True:  # the preflight, again after each property it finds broken
             probe, failure = preflight(target, waived)
             advertised = probe.advertised or advertised
@@ -169,22 +170,12 @@ def run_acp_conformance(
             failures.append(failure)
             findings.append(finding_of(target, failure, waived, "not shrunk"))
             if not (keep_going and _goes_on(failure, waived)):
-                return _ended(
-                    latencies,
-                    target,
-                    chosen_seed,
-                    started,
-                    stats,
-                    histories,
-                    advertised,
-                    tally,
-                    findings,
-                    failures,
-                    waived,
-                    skip,
-                )
+                ended = True
+                break
             waived.add(failure.property.name)  # type: ignore[attr-defined]
         for index in itertools.count():
+            if ended:
+                break
             machine = acp_machine(target, waived)
             if progress is not None or interrupted is not None:
                 report_progress(machine, "acp", progress, 5.0, interrupted)
@@ -207,8 +198,8 @@ def run_acp_conformance(
             if not (keep_going and _goes_on(failure, waived)):
                 break
             waived.add(failure.property.name)  # type: ignore[attr-defined]
-            if waived >= {p.name for p in PROPERTIES}:
-                break  # nothing is left to judge
+            # Nothing is left to judge once every property is waived.
+            ended = waived >= {p.name for p in PROPERTIES}
     return _ended(
         latencies,
         target,

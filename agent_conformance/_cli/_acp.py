@@ -23,6 +23,7 @@ from .._acp._properties import PROPERTIES
 from .._acp._report import json_report, junit_xml, read_baseline, summarize
 from .._acp._report_html import html_report
 from .._acp._requirements import TIERS, by_property, select, selector_problem
+from ._failure import print_found
 from ._lanes import OUTPUT, installed, progress, say
 
 __all__ = ["add_arguments", "run"]
@@ -534,15 +535,10 @@ def describe_latencies(latencies: Mapping[str, Sequence[float]]) -> str:
 
 
 def _print_finding(finding: Any, replay: str) -> None:
-    for line in finding.message.splitlines():
-        print(f"    {line}")
+    aside = ""
     if finding.shrunk.startswith("shrinking cut short"):
-        print(f"    ({finding.shrunk}: the program below is the smallest found by then)")
-    if finding.script is not None:
-        print("    shrunk reproduction (run it with python):")
-        for line in finding.script.splitlines():
-            print(f"      {line}")
-    print(f"    replay this run: {replay}")
+        aside = f"{finding.shrunk}: the program below is the smallest found by then"
+    print_found(finding.message, finding.script, replay, aside)
 
 
 def run_builtin(
