@@ -42,6 +42,7 @@ import h11
 import trio
 
 from .. import _http as http
+from . import _anthropic as anthropic
 from . import _responses as responses
 
 __all__ = [
@@ -192,6 +193,9 @@ class ScriptedEndpoint:
         elif method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
             self.bodies.append(json.dumps(body, ensure_ascii=False))
             await self._complete(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
+        elif method == "POST" and path.endswith("/messages") and isinstance(body, dict):
+            self.bodies.append(json.dumps(body, ensure_ascii=False))
+            await self._message(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
         elif method == "POST" and path.endswith("/responses") and isinstance(body, dict):
             self.bodies.append(json.dumps(body, ensure_ascii=False))
             await self._respond(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
@@ -229,6 +233,56 @@ class ScriptedEndpoint:
         text = step.text if isinstance(step, Say | Hold | Cut) else ("ok" if call is None else "")
         try:
             await self._reply(conn, stream, body, served, text, call)
+        finally:
+            if served is not None:
+                served.ended.set()
+
+    async def _message(
+        self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
+    ) -> None:
+        """An Anthropic Messages call (D474): the same scripts, framed as that API does."""
+        token, index = anthropic.locate(body.get("messages"))
+        tools = anthropic.functions(body.get("tools"))
+        served = self._serve(token, index, tools)
+        step = served.step if served is not None else None
+        call = _call_of(step, tools)
+        if served is not None and call is not None:
+            served.tool = call[0]
+        text = step.text if isinstance(step, Say | Hold | Cut) else ("ok" if call is None else "")
+        message_id = f"msg_{next(self._ids)}"
+        model = str(body.get("model") or MODEL)
+        stop = anthropic.stop_reason(isinstance(step, Cut), call is not None)
+        use = (f"toolu_{next(self._ids)}", *call) if call is not None else None
+        try:
+            if not body.get("stream"):
+                reply = anthropic.message_object(message_id, model, text, use, stop)
+                await http.send_json(conn, stream, 200, reply)
+                return
+            head = h11.Response(
+                status_code=200,
+                headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
+            )
+            await http.send(conn, stream, head)
+            await http.send_data(conn, stream, anthropic.opening(message_id, model))
+            block = 0
+            if text or isinstance(step, Hold):
+                await http.send_data(
+                    conn, stream, anthropic.block_start(0, {"type": "text", "text": ""})
+                )
+                for piece in _pieces(text):
+                    await http.send_data(conn, stream, anthropic.text_delta(0, piece))
+                if isinstance(step, Hold) and served is not None:
+                    served.reached.set()
+                    if not await http.hold(stream, served.released):
+                        served.gone = True
+                        served.gone_at = trio.current_time()
+                        return
+                await http.send_data(conn, stream, anthropic.block_stop(0))
+                block = 1
+            if use is not None:
+                await http.send_data(conn, stream, anthropic.tool_use_blocks(block, *use))
+            await http.send_data(conn, stream, anthropic.closing(stop))
+            await http.send(conn, stream, h11.EndOfMessage())
         finally:
             if served is not None:
                 served.ended.set()

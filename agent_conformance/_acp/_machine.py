@@ -197,6 +197,8 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     def _spawn(self) -> AgentProcess:
         placeholders = {
             "base_url": self.endpoint.base_url,
+            # Anthropic's clients add /v1 themselves (ANTHROPIC_BASE_URL={root_url}).
+            "root_url": self.endpoint.base_url.removesuffix("/v1"),
             "api_key": API_KEY,
             "model": MODEL,
             "dir": str(self.dir),

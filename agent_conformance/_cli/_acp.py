@@ -28,7 +28,7 @@ from ._lanes import OUTPUT, installed, progress, say
 
 __all__ = ["add_arguments", "run"]
 
-PLACEHOLDERS = "{base_url}, {api_key}, {model}, {dir}, {workdir}"
+PLACEHOLDERS = "{base_url}, {root_url}, {api_key}, {model}, {dir}, {workdir}"
 
 
 DEFAULT_TIMEOUT = 20.0

@@ -83,6 +83,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent_conformance._chat._properties", "agent_conformance._verdicts",
             "agent_conformance._acp._requirements", "agent_conformance._acp._report",
             "agent_conformance._acp._report_html", "agent_conformance._acp._echo_server",
+            "agent_conformance._acp._anthropic",
         ),
     ),
     ("conformance: machines", ("agent_conformance._*",)),
@@ -128,7 +129,7 @@ PURE = [
     "agent_conformance._function_specs", "agent_conformance._model_properties",
     "agent_conformance._verdicts", "agent_conformance._acp._requirements",
     "agent_conformance._acp._report", "agent_conformance._acp._report_html",
-    "agent_conformance._acp._echo_server",
+    "agent_conformance._acp._echo_server", "agent_conformance._acp._anthropic",
 ]  # fmt: skip
 
 
