@@ -307,6 +307,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     @rule()
     def new_session(self) -> None:
         """session/new in the example's work directory."""
+        self._plain_session()
+
+    def _plain_session(self) -> None:
         answer = self._ask(
             self.agent, "session/new", {"cwd": str(self.agent.workdir), "mcpServers": []}
         )
