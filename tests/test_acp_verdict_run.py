@@ -40,7 +40,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     report, junit, page = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.html"
     done = _run(
         "banner-on-stdout,helper-child-outlives-agent,cut-reply-answered-end-turn",
-        "--max-examples", "6", "--shrink-budget", "15",
+        "--max-examples", "6", "--shrink-budget", "5",
         "--report-json", str(report), "--junit-xml", str(junit), "--report-html", str(page),
     )  # fmt: skip
     out = done.stdout

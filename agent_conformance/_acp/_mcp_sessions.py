@@ -70,10 +70,10 @@ class McpSessions(ConformanceMachine):
     # first use, as ours does), and one example in ten or so is enough to see an agent that
     # never connects or never reaps. The plain session comes first, so shrinking prefers it.
     @precondition(lambda self: not self.sessions)
-    @rule(call=st.booleans(), server=st.sampled_from((False, False, False, True)))
-    def mcp_session(self, call: bool, server: bool) -> None:
-        """session/new naming the suite's stdio MCP server (or, without `server`, none);
-        with `call`, a prompt whose model calls the server's echo tool."""
+    @rule(server=st.sampled_from((False, False, False, True)))
+    def mcp_session(self, server: bool) -> None:
+        """session/new naming the suite's stdio MCP server (or, without `server`, none),
+        then a prompt whose model calls the server's echo tool."""
         if not server:
             self._plain_session()
             return
@@ -99,8 +99,6 @@ class McpSessions(ConformanceMachine):
         agent.mcp_records.append(record)
         session = self._add_session(answer)
         self.log.append("mcp-new")
-        if not call:
-            return
         token = self._token(session)
         mark = f"echoed-{token}"
         reply = f"reply {token} done"
