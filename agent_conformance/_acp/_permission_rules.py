@@ -2,7 +2,9 @@
 docs/contract.md's ACP section), and what each answer predicts. Pure: no trio.
 
 The machine picks an answer per prompt: allow once, reject, an error, an option that was not
-offered, the outcome `cancelled`, or none yet (held: the machine sends `session/cancel` and
+offered, an answer that is not a `RequestPermissionResponse` (an allow option's selection
+with its outcome flattened, `{"outcome": "selected", "optionId": ...}`), the outcome
+`cancelled`, or none yet (held: the machine sends `session/cancel` and
 answers only after the prompt has). The prompt's one shell command writes a witness file in
 the example's work directory, so "the call ran" is observable for any agent whatever its
 tool updates say.
@@ -24,11 +26,13 @@ __all__ = [
     "reply",
 ]
 
-PermissionAnswer = Literal["allow", "reject", "error", "not-offered", "cancelled", "held"]
+PermissionAnswer = Literal[
+    "allow", "reject", "error", "not-offered", "malformed", "cancelled", "held"
+]
 LateAnswer = Literal["allow", "cancelled"]
 
 ANSWERS: Final[tuple[PermissionAnswer, ...]] = (
-    "allow", "reject", "error", "not-offered", "cancelled", "held",
+    "allow", "reject", "error", "not-offered", "malformed", "cancelled", "held",
 )  # fmt: skip
 LATE_ANSWERS: Final[tuple[LateAnswer, ...]] = ("allow", "cancelled")
 NOT_OFFERED: Final = "acp-check-not-offered"
@@ -61,6 +65,9 @@ def reply(
         while unknown in offered:
             unknown += "-x"
         return {"outcome": {"outcome": "selected", "optionId": unknown}}
+    if answer == "malformed":
+        allowing = _pick(options, "allow_once", "allow_always")
+        return {"outcome": "selected", "optionId": allowing or NOT_OFFERED}
     if answer == "reject":
         rejecting = _pick(options, "reject_once", "reject_always")
         if rejecting is None:
