@@ -552,9 +552,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     @precondition(lambda self: bool(self._live()))
     @rule(
         session=st.integers(0, MAX_SESSIONS - 1),
-        # A held request twice as often: its window (P9: a cancel while the person has
-        # not answered) needs the most of a program, a held request and its cancel.
-        answer=st.sampled_from((*ANSWERS, "held")),
+        # A held request three times as often: its window (P9: a cancel while the person
+        # has not answered) needs the most of a program, a held request and its cancel.
+        answer=st.sampled_from((*ANSWERS, "held", "held")),
         late=st.sampled_from(LATE_ANSWERS),
     )
     def permission(self, session: int, answer: PermissionAnswer, late: LateAnswer) -> None:
