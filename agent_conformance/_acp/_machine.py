@@ -96,8 +96,7 @@ TURN_OUTPUT = frozenset(
     {"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call",
      "tool_call_update", "plan"}
 )  # fmt: skip
-# "mid-stubborn-tool": mid-tool, with a command that ignores SIGTERM (P20: it must still end).
-CancelPoint = Literal["before-model", "mid-stream", "mid-tool", "mid-stubborn-tool"]
+CancelPoint = Literal["before-model", "mid-stream", "mid-tool"]
 
 
 @dataclass
@@ -418,7 +417,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     @precondition(lambda self: bool(self._live()))
     @rule(
         session=st.integers(0, MAX_SESSIONS - 1),
-        point=st.sampled_from(["before-model", "mid-stream", "mid-tool", "mid-stubborn-tool"]),
+        point=st.sampled_from(["before-model", "mid-stream", "mid-tool"]),
     )
     def cancel_prompt(self, session: int, point: CancelPoint) -> None:
         """A prompt cancelled before its model call, in the middle of its stream, or while
@@ -430,12 +429,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
 
     async def _cancel_at(self, session: _Session, token: str, point: CancelPoint) -> None:
         held = Hold(f"partial {token} streaming")
-        if point in ("mid-tool", "mid-stubborn-tool"):
+        if point == "mid-tool":
             witness = _witness(self.agent, token)
-            # Ignored signals stay ignored across exec: the sleep ignores SIGTERM too.
-            deaf = "trap '' TERM; " if point == "mid-stubborn-tool" else ""
-            command = f"{deaf}echo started > {witness}; sleep 30"
-            self.endpoint.scripts[token] = (Shell(command), held)
+            self.endpoint.scripts[token] = (Shell(f"echo started > {witness}; sleep 30"), held)
         else:
             self.endpoint.scripts[token] = (held,)
         cancel = wire.frame(method="session/cancel", params={"sessionId": session.id})
@@ -506,7 +502,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         """Wait (bounded) until the turn is where the cancel should land; whether it got
         there (an agent that offers no shell tool never runs one)."""
         agent, endpoint = self.agent, self.endpoint
-        if point in ("mid-tool", "mid-stubborn-tool"):
+        if point == "mid-tool":
             witness = _witness(agent, token)
             with trio.move_on_after(agent.target.timeout):
                 # The file a real process writes: no event to wait for. A tool that failed
