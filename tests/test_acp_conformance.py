@@ -73,8 +73,11 @@ def seeded_verdicts() -> dict[str, str]:
         found = VIOLATION.search(done.stdout)
         return found.group(1) if found else done.stdout + done.stderr
 
+    # The ones a search finds late go first: started last, they would run alone at the end.
+    late = ("unknown-permission-option-allows", "nan-read-as-json", "stream-outlives-cancel")
+    order = sorted(ACP_SEEDED, key=lambda s: s.name not in late)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        return dict(zip([s.name for s in ACP_SEEDED], pool.map(verdict, ACP_SEEDED), strict=True))
+        return dict(zip([s.name for s in order], pool.map(verdict, order), strict=True))
 
 
 @pytest.mark.parametrize("seeded", ACP_SEEDED, ids=[s.name for s in ACP_SEEDED])
