@@ -27,7 +27,7 @@ from ._durable_machine import DurableMachine, durable_settings
 from ._features import Features, Reasoned, coverage
 from ._function_machine import FunctionMachine, function_settings
 from ._lifecycle_machine import LifecycleMachine, RuntimeFactory
-from ._machine import PROGRAM_NOTE, ConformanceMachine, machine_for
+from ._machine import PROGRAM_NOTE, ConformanceMachine, checked_program, machine_for
 from ._mcp_machine import McpMachine, mcp_settings
 from ._model_machine import ModelMachine, model_settings
 from ._profiles import profile
@@ -411,7 +411,7 @@ def reproduction(
     else:
         lines += ["", f"state = {base}()"]
     # teardown() closes the trio run even when a step raised, as the machine would.
-    body = [step for step in steps if step != "state.teardown()"]
+    body = checked_program(steps, MACHINES[machine].base)
     lines += ["try:", *(f"    {step}" for step in body), "finally:", "    state.teardown()"]
     return "\n".join(lines) + "\n"
 

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import inspect
 import time
-from collections.abc import Callable, Generator, Hashable
+from collections.abc import Callable, Generator, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
 
@@ -26,7 +26,14 @@ from trio_agents.testing import TrioHost
 
 from ._properties import ContractViolation
 
-__all__ = ["PROGRAM_NOTE", "ConformanceMachine", "Draws", "machine_for", "rule"]
+__all__ = [
+    "PROGRAM_NOTE",
+    "ConformanceMachine",
+    "Draws",
+    "checked_program",
+    "machine_for",
+    "rule",
+]
 
 M = TypeVar("M", bound="ConformanceMachine")
 P = ParamSpec("P")
@@ -274,3 +281,25 @@ class Draws:
                 f" from {strategy!r}); print the reproduction again from the same run"
             )
         return self.values.pop(0)
+
+
+def checked_program(steps: Sequence[str], machine: type[ConformanceMachine]) -> list[str]:
+    """A printed program's `steps` (`state.rule(...)` lines) with the machine's invariant,
+    `state.check()`, where Hypothesis runs it without printing it: as the machine starts and
+    after every step, once every `@initialize` rule has run. A replay without it verifies
+    nothing, and skips the closing checks as after a step that was never checked."""
+    pending = {
+        name
+        for name, member in inspect.getmembers(machine)
+        # Hypothesis's own mark of an @initialize rule (it has no public way to list them).
+        if hasattr(member, "hypothesis_stateful_initialize_rule")
+    }
+    program = [] if pending else ["state.check()"]
+    for step in steps:
+        if step in ("state.teardown()", "state.check()"):
+            continue
+        program.append(step)
+        pending.discard(step.removeprefix("state.").split("(", 1)[0])
+        if not pending:
+            program.append("state.check()")
+    return program

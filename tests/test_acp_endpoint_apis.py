@@ -5,6 +5,7 @@ walks away from."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -97,3 +98,136 @@ async def test_a_held_stream_the_client_leaves_is_seen_gone() -> None:
             await served.ended.wait()
         assert served.gone
         await client.close()
+
+
+# -- the Responses API's function calls, read by OpenAI's own client (D476) ----------------
+
+
+def _responses_turns(base_url: str) -> dict[str, Any]:
+    """A function call, its next step after the call's output, and a cut reply, through the
+    openai client (blocking: run in a thread)."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    tools: Any = [
+        {
+            "type": "function",
+            "name": "shell",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                "required": ["command"],
+            },
+            "strict": False,
+        },
+        {"type": "web_search"},  # a built-in tool: never called by a script
+    ]
+    prompt: list[Any] = [{"role": "user", "content": "acp-check-1: go"}]
+    with client.responses.stream(model="m", input=prompt, tools=tools) as stream:
+        first = stream.get_final_response()
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    follow: list[Any] = [
+        *prompt,
+        {"type": "function_call", "call_id": call.call_id, "name": call.name,
+         "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "a b"},
+    ]  # fmt: skip
+    texts: list[str] = []
+    with client.responses.stream(model="m", input=follow, tools=tools) as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                texts.append(event.delta)
+        second = stream.get_final_response()
+    cut = client.responses.create(model="m", input="acp-check-2: go")
+    client.close()
+    return {"first": first, "call": call, "texts": texts, "second": second, "cut": cut}
+
+
+async def test_the_responses_api_calls_a_function_read_by_openais_client() -> None:
+    async with open_endpoint() as endpoint:
+        endpoint.scripts["acp-check-1"] = (Shell("ls -la"), Say("listed the files"))
+        endpoint.scripts["acp-check-2"] = (Cut("cut short here"),)
+        got = await trio.to_thread.run_sync(_responses_turns, endpoint.base_url)
+    assert got["first"].status == "completed"
+    assert got["call"].name == "shell"
+    assert json.loads(got["call"].arguments) == {"command": ["bash", "-lc", "ls -la"]}
+    assert "".join(got["texts"]) == "listed the files"
+    assert len(got["texts"]) > 1  # streamed in pieces
+    assert got["second"].output_text == "listed the files"
+    assert got["cut"].status == "incomplete"
+    assert got["cut"].incomplete_details.reason == "max_output_tokens"
+    assert [s.index for s in endpoint.served] == [0, 1, 0]
+
+
+# -- Gemini's generateContent, read by Google's own client (D476) ---------------------------
+
+
+def _gemini_turns(root_url: str) -> dict[str, Any]:
+    """A function call streamed, its next step after the function's response, and a cut
+    reply not streamed, through google-genai (blocking: run in a thread)."""
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(api_key="sk-test", http_options=types.HttpOptions(base_url=root_url))
+    shell = types.FunctionDeclaration(
+        name="run_shell_command",
+        description="Run a command.",
+        parameters=types.Schema(
+            type=types.Type.OBJECT,
+            properties={
+                "command": types.Schema(type=types.Type.STRING),
+                "directory": types.Schema(type=types.Type.STRING),
+            },
+            required=["command", "directory"],
+        ),
+    )
+    config = types.GenerateContentConfig(tools=[types.Tool(function_declarations=[shell])])
+    prompt = [types.Content(role="user", parts=[types.Part(text="acp-check-1: go")])]
+    first = list(client.models.generate_content_stream(model="m", contents=prompt, config=config))
+    calls = [c for r in first for c in (r.function_calls or [])]
+    follow = [
+        *prompt,
+        types.Content(role="model", parts=[types.Part(function_call=calls[0])]),
+        types.Content(
+            role="user",
+            parts=[
+                types.Part.from_function_response(name="run_shell_command", response={"o": "a"})
+            ],
+        ),
+    ]
+    second = list(client.models.generate_content_stream(model="m", contents=follow, config=config))
+    cut = client.models.generate_content(model="m", contents="acp-check-2: go")
+    return {"first": first, "calls": calls, "second": second, "cut": cut}
+
+
+async def test_gemini_streams_a_function_call_read_by_googles_client() -> None:
+    async with open_endpoint() as endpoint:
+        endpoint.scripts["acp-check-1"] = (Shell("ls -la"), Say("listed the files"))
+        endpoint.scripts["acp-check-2"] = (Cut("cut short here"),)
+        root = endpoint.base_url.removesuffix("/v1")
+        got = await trio.to_thread.run_sync(_gemini_turns, root)
+    (call,) = got["calls"]
+    assert call.name == "run_shell_command"
+    assert call.args == {"command": "ls -la", "directory": "a conformance check"}
+    texts = [r.text for r in got["second"] if r.text]
+    assert "".join(texts) == "listed the files"
+    assert len(texts) > 1  # streamed in pieces
+    assert got["second"][-1].candidates[0].finish_reason == "STOP"
+    assert got["cut"].text == "cut short here"
+    assert got["cut"].candidates[0].finish_reason == "MAX_TOKENS"
+    assert [s.index for s in endpoint.served] == [0, 1, 0]
+
+
+def test_a_gemini_stream_without_sse_is_one_json_array() -> None:
+    from agent_conformance._acp import _gemini as gemini
+    from agent_conformance._acp._framing import Turn
+
+    framed = gemini.framed(Turn("a b c d", ("bash", {"command": "ls"})), "m", sse=False)
+    body = json.loads(b"".join((*framed.before, *framed.pieces, *framed.after)))
+    assert [part for r in body for part in r["candidates"][0]["content"]["parts"]] == [
+        {"text": "a "},
+        {"text": "b "},
+        {"text": "c d"},
+        {"functionCall": {"name": "bash", "args": {"command": "ls"}}},
+    ]
+    assert body[-1]["candidates"][0]["finishReason"] == "STOP"

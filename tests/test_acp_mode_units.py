@@ -117,13 +117,16 @@ def test_permission_answers_are_drawn_per_session_and_fail_closed_without_option
     assert reply("held", offered) is None
     assert [a for a in ("allow", "reject", "error", "not-offered", "cancelled", "held")
             if may_run(a)] == ["allow"]  # fmt: skip
+    # A session's answers are taken in order, the last one kept; a session without any
+    # gets allow.
     agent = client(tmp_path)
-    agent.permission_answers["s1"] = "reject"
+    agent.permission_answers["s1"] = ["reject", "not-offered", "error"]
+    taken = [agent._next_answer("s1") for _ in range(4)]  # pyright: ignore[reportPrivateUsage]
+    assert taken == ["reject", "not-offered", "error", "error"]
+    assert agent._next_answer("s2") == "allow"  # pyright: ignore[reportPrivateUsage]
     params = {"sessionId": "s1", "options": offered}
-    result = agent._client_result("session/request_permission", params)  # pyright: ignore[reportPrivateUsage]
+    result = agent._client_result("session/request_permission", params, "reject")  # pyright: ignore[reportPrivateUsage]
     assert result == selected("no")
-    other = {"sessionId": "s2", "options": offered}
-    assert agent._client_result("session/request_permission", other) == selected("yes")  # pyright: ignore[reportPrivateUsage]
 
 
 def test_templates_fill_placeholders_and_keep_other_braces() -> None:
@@ -155,9 +158,9 @@ def test_descendants_are_known_by_pid_and_start_time() -> None:
         assert not alive(sleeper)
 
 
-def test_the_ci_budget_is_twenty_examples_of_ten_steps() -> None:
+def test_the_ci_budget_is_twenty_examples_of_twenty_steps() -> None:
     budget = acp_settings(profile("ci"))
-    assert (budget.max_examples, budget.stateful_step_count) == (20, 10)
+    assert (budget.max_examples, budget.stateful_step_count) == (20, 20)
 
 
 def test_the_reproduction_replays_the_shrunk_steps() -> None:
@@ -170,7 +173,11 @@ def test_the_reproduction_replays_the_shrunk_steps() -> None:
     script = reproduction(AcpTarget(("agent", "--acp")), failure)
     assert script is not None
     assert "acp_machine(AcpTarget(argv=('agent', '--acp')" in script
-    assert "    state.cancel_prompt(point='mid-tool', session=0)\n" in script
+    # Each step is followed by the invariant Hypothesis runs unprinted, as is the start.
+    assert (
+        "    state.check()\n    state.new_session()\n    state.check()\n"
+        "    state.cancel_prompt(point='mid-tool', session=0)\n    state.check()\n"
+    ) in script
     assert script.count("state.teardown()") == 1
     compile(script, "reproduction", "exec")
     assert private_imports(script) == [], "a reproduction imports public names only"

@@ -44,7 +44,16 @@ def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ("ruff", "check", "trio_agents", "agent_conformance", "tests", "examples", "benchmarks"),
+        (
+            "ruff",
+            "check",
+            "trio_agents",
+            "agent_conformance",
+            "tests",
+            "examples",
+            "benchmarks",
+            "scripts",
+        ),
         (
             "ruff",
             "format",
@@ -54,6 +63,7 @@ def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
             "tests",
             "examples",
             "benchmarks",
+            "scripts",
         ),
         ("mypy",),
         ("pyright",),

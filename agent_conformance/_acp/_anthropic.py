@@ -21,10 +21,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
+from ._framing import Framed, Turn, pieces
+
 __all__ = [
     "block_start",
     "block_stop",
     "closing",
+    "framed",
     "functions",
     "locate",
     "message_object",
@@ -167,3 +170,26 @@ def message_object(
 def stop_reason(cut: bool, called: bool) -> str:
     """The stop reason of a reply: `tool_use`, `max_tokens` or `end_turn`."""
     return "tool_use" if called else ("max_tokens" if cut else "end_turn")
+
+
+def framed(turn: Turn, message_id: str, call_id: str, model: str) -> Framed:
+    """`turn` as Messages: a text block (when there is text, or the stream is held), then a
+    `tool_use` block, then the stop reason; or one message object."""
+    stop = stop_reason(turn.cut, turn.call is not None)
+    use = (call_id, *turn.call) if turn.call is not None else None
+    before = [opening(message_id, model)]
+    after: list[bytes] = []
+    block = 0
+    if turn.text or turn.hold:
+        before.append(block_start(0, {"type": "text", "text": ""}))
+        after.append(block_stop(0))
+        block = 1
+    if use is not None:
+        after.append(tool_use_blocks(block, *use))
+    after.append(closing(stop))
+    return Framed(
+        whole=message_object(message_id, model, turn.text, use, stop),
+        before=tuple(before),
+        pieces=tuple(text_delta(0, piece) for piece in pieces(turn.text)),
+        after=tuple(after),
+    )

@@ -2,7 +2,7 @@
 
 `AgentProcess.run` owns the process: it spawns the command (its own session and process
 group), reads every line it writes, checks each against the schema, answers the agent's
-own requests (permission: as `permission_answers` says for the session, allow once by
+own requests (permission: as `permission_answers` queues for the session, allow once by
 default, or held for the machine to answer later; fs: served from the example's work directory;
 anything else: method not found), and keeps the responses and updates in arrival order,
 each stamped with a sequence number that the frames it sends share, so "after the answer,
@@ -115,12 +115,16 @@ class Update:
 
 @dataclass(frozen=True)
 class PermissionAsk:
-    """A `session/request_permission` the agent sent: when, its id, and its params."""
+    """A `session/request_permission` the agent sent: when, its id, its params, and what the
+    client answered (`held`: not yet; the machine answers it). `stamp` orders it among the
+    endpoint's calls (`wire.stamp`)."""
 
     seq: int
     request_id: Any
     session_id: str
     params: Mapping[str, Any]
+    answer: PermissionAnswer = "allow"
+    stamp: int = field(default_factory=wire.stamp)
 
 
 @dataclass
@@ -155,7 +159,9 @@ class AgentProcess:
         self.updates: list[Update] = []
         self.null_errors: list[Answer] = []  # error responses with id null
         self.agent_requests: list[str] = []
-        self.permission_answers: dict[str, PermissionAnswer] = {}  # by session; else allow
+        # By session, the answers to its next permission requests in order, the last kept
+        # for any after it; allow once for a session with none.
+        self.permission_answers: dict[str, list[PermissionAnswer]] = {}
         self.permission_asks: list[PermissionAsk] = []
         self.buffers: dict[Path, str] = {}
         """Files an editor holds with unsaved changes: `fs/read_text_file` answers this
@@ -493,36 +499,46 @@ class AgentProcess:
             reply = wire.frame(id=message["id"], error={"code": -32602, "message": problem})
         else:
             params: Mapping[str, Any] = message.get("params") or {}
+            answer: PermissionAnswer = "allow"
             if method == "session/request_permission":
                 session_id = str(params.get("sessionId"))
-                self.permission_asks.append(PermissionAsk(seq, message["id"], session_id, params))
-                if self.permission_answers.get(session_id, "allow") == "held":
+                answer = self._next_answer(session_id)
+                ask = PermissionAsk(seq, message["id"], session_id, params, answer)
+                self.permission_asks.append(ask)
+                if answer == "held":
                     return  # the machine answers it, after its cancel
-            reply = self._client_answer(method, params, message["id"])
+            reply = self._client_answer(method, params, message["id"], answer)
         await self.send(reply)
 
-    def _client_answer(self, method: str, params: Mapping[str, Any], request_id: Any) -> bytes:
-        result = self._client_result(method, params)
+    def _next_answer(self, session_id: str) -> PermissionAnswer:
+        queued = self.permission_answers.get(session_id)
+        if not queued:
+            return "allow"
+        return queued.pop(0) if len(queued) > 1 else queued[0]
+
+    def _client_answer(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        request_id: Any,
+        answer: PermissionAnswer = "allow",
+    ) -> bytes:
+        result = self._client_result(method, params, answer)
         if isinstance(result, tuple):
             code, message = result
             return wire.frame(id=request_id, error={"code": code, "message": message})
-        session = str(params.get("sessionId"))
-        if not (
-            method == "session/request_permission"
-            and self.permission_answers.get(session) == "malformed"
-        ):
+        if not (method == "session/request_permission" and answer == "malformed"):
             # Every other answer is valid ACP: only this one breaks the schema, on purpose.
             wire.check_from_client(method, result, response_to=method)
         return wire.frame(id=request_id, result=result)
 
     def _client_result(
-        self, method: str, params: Mapping[str, Any]
+        self, method: str, params: Mapping[str, Any], answer: PermissionAnswer = "allow"
     ) -> dict[str, Any] | tuple[int, str]:
-        """The client's result for one of the agent's requests, or (code, message) of the
-        error to answer it with."""
+        """The client's result for one of the agent's requests (`answer`, for a permission
+        request), or (code, message) of the error to answer it with."""
         if method == "session/request_permission":
             options: Sequence[Mapping[str, Any]] = params.get("options") or []
-            answer = self.permission_answers.get(str(params.get("sessionId")), "allow")
             result = reply(answer, options)
             assert result is not None  # a held request is not answered here
             return result

@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible chat-completions endpoint on 127.0.0.1, for agents under test.
+"""A scripted model endpoint on 127.0.0.1, for agents under test: OpenAI chat completions and
+Responses, Anthropic Messages and Gemini.
 
 The ACP machine puts a token (`acp-check-<n>`) in every prompt it sends and scripts what the
 model answers to it, step by step: a step is the n-th model call of the turn, counted as the
@@ -19,13 +20,21 @@ plain `ok`, so agents that make calls of their own still run. Steps:
                      (offered under a name holding both, as `mcp__server__tool`); an agent
                      that offers none gets the script's next step instead
 
-Streaming replies are standard SSE (`data: {chunk}` events, a usage chunk when
-`stream_options.include_usage` asks, `data: [DONE]`), chunked, over HTTP/1.1 with keep-alive
-(h11). `stream: false` gets one `chat.completion` object; `GET /v1/models` lists the model.
+Each call's answer is put in its API's framing (`_framing`, D476), by the path it was sent
+to, the scripts the same for all:
 
-`POST /v1/responses` (the Responses API, which codex-acp needs) is served for text: the same
-scripts by token, `Say` and `Hold` streamed as Responses events (framed by `_responses`); its
-tools are not read, so a `Shell` step goes on with the next step there.
+    POST .../chat/completions   OpenAI chat completions: SSE `data: {chunk}` events, a
+                                usage chunk when `stream_options.include_usage` asks,
+                                `data: [DONE]`; `stream: false` gets one `chat.completion`
+    POST .../responses          the Responses API (`_responses`), function calls included
+    POST .../messages           Anthropic Messages (`_anthropic`), `tool_use` included
+    POST ...:streamGenerateContent, ...:generateContent
+                                Gemini (`_gemini`), function calls included; SSE with
+                                `alt=sse`, else one JSON array; `...:countTokens` 10
+    GET .../models              the model, listed
+
+Over HTTP/1.1 with keep-alive (h11). Anything else is answered 404 and recorded in
+`bad_requests`.
 """
 
 from __future__ import annotations
@@ -43,7 +52,10 @@ import trio
 
 from .. import _http as http
 from . import _anthropic as anthropic
+from . import _gemini as gemini
 from . import _responses as responses
+from . import _wire as wire
+from ._framing import MODEL, Framed, Turn, chat_framed
 
 __all__ = [
     "API_KEY",
@@ -61,7 +73,6 @@ __all__ = [
     "shell_call",
 ]
 
-MODEL = "conformance-model"
 API_KEY = "sk-conformance-local"
 TOKEN = re.compile(r"acp-check-[0-9]+")
 _SHELL_NAMES = (
@@ -119,6 +130,7 @@ class Served:
     ended: trio.Event = field(default_factory=trio.Event)  # the reply is over, either way
     gone: bool = False  # the client closed the connection before the reply ended
     gone_at: float = 0.0  # when it did (trio.current_time())
+    stamp: int = field(default_factory=wire.stamp)  # orders it among permission requests
 
 
 class ScriptedEndpoint:
@@ -127,8 +139,8 @@ class ScriptedEndpoint:
     port: the port it listens on, once started.
     served: every scripted call, in arrival order.
     unscripted: how many requests got the plain default answer.
-    bodies: the JSON text of every model request (chat completion or Responses), in arrival
-        order: what the model was shown, scripted or not (rule P18).
+    bodies: the JSON text of every model request (whatever its API), in arrival order: what
+        the model was shown, scripted or not (rule P18).
     """
 
     def __init__(self) -> None:
@@ -179,30 +191,63 @@ class ScriptedEndpoint:
     async def _answer_request(
         self, conn: h11.Connection, stream: trio.SocketStream, request: http.Request
     ) -> bool:
-        await self._route(conn, stream, (request.method, request.path), request.body)
+        await self._route(conn, stream, (request.method, request.target), request.body)
         return True
 
     async def _route(
         self, conn: h11.Connection, stream: trio.SocketStream, target: tuple[str, str], body: Any
     ) -> None:
-        method, path = target
-        path = path.split("?", 1)[0].rstrip("/")
+        method, where = target
+        path, _, query = where.partition("?")
+        path = path.rstrip("/")
         if method == "GET" and path.endswith("/models"):
             models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
             await http.send_json(conn, stream, 200, models)
-        elif method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
-            self.bodies.append(json.dumps(body, ensure_ascii=False))
-            await self._complete(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
-        elif method == "POST" and path.endswith("/messages") and isinstance(body, dict):
-            self.bodies.append(json.dumps(body, ensure_ascii=False))
-            await self._message(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
-        elif method == "POST" and path.endswith("/responses") and isinstance(body, dict):
-            self.bodies.append(json.dumps(body, ensure_ascii=False))
-            await self._respond(conn, stream, body)  # pyright: ignore[reportUnknownArgumentType]
+            return
+        if method == "POST" and path.endswith(":countTokens"):  # Gemini's, asked unscripted
+            await http.send_json(conn, stream, 200, {"totalTokens": 10})
+            return
+        if method != "POST" or not isinstance(body, dict):
+            await self._unknown(conn, stream, method, path)
+            return
+        request = cast("Mapping[str, Any]", body)
+        if path.endswith("/chat/completions"):
+            token, index = locate(request.get("messages"))
+            turn, served = self._turn(token, index, request.get("tools"))
+            usage = bool(_dig(request, "stream_options", "include_usage"))
+            framed = chat_framed(turn, f"chatcmpl-{next(self._ids)}", usage=usage)
+            streaming = bool(request.get("stream"))
+        elif path.endswith("/messages"):
+            token, index = anthropic.locate(request.get("messages"))
+            turn, served = self._turn(token, index, anthropic.functions(request.get("tools")))
+            number, model = next(self._ids), str(request.get("model") or MODEL)
+            framed = anthropic.framed(turn, f"msg_{number}", f"toolu_{number}", model)
+            streaming = bool(request.get("stream"))
+        elif path.endswith("/responses"):
+            found = responses.user_and_steps(request.get("input"))
+            tokens = TOKEN.findall(found[0]) if found is not None else []
+            token, index = (str(tokens[-1]) if tokens else None), (found[1] if found else 0)
+            turn, served = self._turn(token, index, responses.functions(request.get("tools")))
+            framed = responses.framed(turn, next(self._ids), str(request.get("model")))
+            streaming = bool(request.get("stream"))
+        elif gemini.is_generate(path):
+            token, index = gemini.locate(request.get("contents"))
+            turn, served = self._turn(token, index, gemini.functions(request.get("tools")))
+            model = path.rsplit("/", 1)[-1].split(":", 1)[0]
+            framed = gemini.framed(turn, model, sse="alt=sse" in query.split("&"))
+            streaming = path.endswith(":streamGenerateContent")
         else:
-            self.bad_requests.append(f"{method} {path}")
-            error = {"error": {"message": f"no such endpoint: {method} {path}", "type": "x"}}
-            await http.send_json(conn, stream, 404, error)
+            await self._unknown(conn, stream, method, path)
+            return
+        self.bodies.append(json.dumps(request, ensure_ascii=False))
+        await self._send(conn, stream, served, framed, streaming)
+
+    async def _unknown(
+        self, conn: h11.Connection, stream: trio.SocketStream, method: str, path: str
+    ) -> None:
+        self.bad_requests.append(f"{method} {path}")
+        error = {"error": {"message": f"no such endpoint: {method} {path}", "type": "x"}}
+        await http.send_json(conn, stream, 404, error)
 
     def _serve(self, token: str | None, index: int, tools: object) -> Served | None:
         """Record a call: the script step it gets (None for an unscripted call)."""
@@ -221,149 +266,45 @@ class ScriptedEndpoint:
         self._arrival = trio.Event()
         return served
 
-    async def _complete(
-        self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
-    ) -> None:
-        token, index = locate(body.get("messages"))
-        served = self._serve(token, index, body.get("tools"))
-        step = served.step if served is not None else None
-        call = _call_of(step, body.get("tools"))
-        if served is not None and call is not None:
-            served.tool = call[0]
-        text = step.text if isinstance(step, Say | Hold | Cut) else ("ok" if call is None else "")
-        try:
-            await self._reply(conn, stream, body, served, text, call)
-        finally:
-            if served is not None:
-                served.ended.set()
-
-    async def _message(
-        self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
-    ) -> None:
-        """An Anthropic Messages call (D474): the same scripts, framed as that API does."""
-        token, index = anthropic.locate(body.get("messages"))
-        tools = anthropic.functions(body.get("tools"))
+    def _turn(self, token: str | None, index: int, tools: object) -> tuple[Turn, Served | None]:
+        """What call `index` of `token`'s script answers (`ok` when unscripted), in no API's
+        terms, and its record. `tools` in the chat-completions shape."""
         served = self._serve(token, index, tools)
         step = served.step if served is not None else None
         call = _call_of(step, tools)
         if served is not None and call is not None:
             served.tool = call[0]
         text = step.text if isinstance(step, Say | Hold | Cut) else ("ok" if call is None else "")
-        message_id = f"msg_{next(self._ids)}"
-        model = str(body.get("model") or MODEL)
-        stop = anthropic.stop_reason(isinstance(step, Cut), call is not None)
-        use = (f"toolu_{next(self._ids)}", *call) if call is not None else None
-        try:
-            if not body.get("stream"):
-                reply = anthropic.message_object(message_id, model, text, use, stop)
-                await http.send_json(conn, stream, 200, reply)
-                return
-            head = h11.Response(
-                status_code=200,
-                headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
-            )
-            await http.send(conn, stream, head)
-            await http.send_data(conn, stream, anthropic.opening(message_id, model))
-            block = 0
-            if text or isinstance(step, Hold):
-                await http.send_data(
-                    conn, stream, anthropic.block_start(0, {"type": "text", "text": ""})
-                )
-                for piece in _pieces(text):
-                    await http.send_data(conn, stream, anthropic.text_delta(0, piece))
-                if isinstance(step, Hold) and served is not None:
-                    served.reached.set()
-                    if not await http.hold(stream, served.released):
-                        served.gone = True
-                        served.gone_at = trio.current_time()
-                        return
-                await http.send_data(conn, stream, anthropic.block_stop(0))
-                block = 1
-            if use is not None:
-                await http.send_data(conn, stream, anthropic.tool_use_blocks(block, *use))
-            await http.send_data(conn, stream, anthropic.closing(stop))
-            await http.send(conn, stream, h11.EndOfMessage())
-        finally:
-            if served is not None:
-                served.ended.set()
+        return Turn(text, call, cut=isinstance(step, Cut), hold=isinstance(step, Hold)), served
 
-    async def _reply(
+    async def _send(
         self,
         conn: h11.Connection,
         stream: trio.SocketStream,
-        body: Mapping[str, Any],
         served: Served | None,
-        text: str,
-        call: tuple[str, dict[str, Any]] | None,
+        framed: Framed,
+        streaming: bool,
     ) -> None:
-        step = served.step if served is not None else None
-        chat_id = f"chatcmpl-{next(self._ids)}"
-        cut = isinstance(step, Cut)
-        if not body.get("stream"):
-            await http.send_json(conn, stream, 200, _completion(chat_id, text, call, cut=cut))
-            return
-        usage = bool(_dig(body, "stream_options", "include_usage"))
-        head = h11.Response(
-            status_code=200,
-            headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
-        )
-        await http.send(conn, stream, head)
-        await http.send_data(
-            conn, stream, _event(_chunk(chat_id, {"role": "assistant", "content": ""}))
-        )
-        for piece in _pieces(text):
-            await http.send_data(conn, stream, _event(_chunk(chat_id, {"content": piece})))
-        if isinstance(step, Hold) and served is not None:
-            served.reached.set()
-            if not await http.hold(stream, served.released):
-                served.gone = True
-                served.gone_at = trio.current_time()
-                return
-        finish = "length" if cut else "stop"
-        if call is not None:
-            delta = {"tool_calls": [_tool_delta(call, chat_id)]}
-            await http.send_data(conn, stream, _event(_chunk(chat_id, delta)))
-            finish = "tool_calls"
-        await http.send_data(conn, stream, _event(_chunk(chat_id, {}, finish)))
-        if usage:
-            await http.send_data(conn, stream, _event(_usage_chunk(chat_id)))
-        await http.send_data(conn, stream, b"data: [DONE]\n\n")
-        await http.send(conn, stream, h11.EndOfMessage())
-
-    async def _respond(
-        self, conn: h11.Connection, stream: trio.SocketStream, body: Mapping[str, Any]
-    ) -> None:
-        """A Responses API call: text only. Its tools are not read (a Shell step goes on with
-        the script's next step, as for an agent that offers no shell tool)."""
-        found = responses.user_and_steps(body.get("input"))
-        tokens = TOKEN.findall(found[0]) if found is not None else []
-        served = self._serve(str(tokens[-1]) if tokens else None, found[1] if found else 0, None)
-        step = served.step if served is not None else None
-        text = step.text if isinstance(step, Say | Hold | Cut) else "ok"
-        cut = isinstance(step, Cut)
-        number = next(self._ids)
-        response_id, item_id, model = f"resp_{number}", f"msg_{number}", str(body.get("model"))
+        """Send one reply, whatever its API: whole, or streamed (and held open after its
+        text until released or the client goes away)."""
         try:
-            if not body.get("stream"):
-                reply = responses.reply_object(response_id, item_id, model, text, cut=cut)
-                await http.send_json(conn, stream, 200, reply)
+            if not streaming:
+                await http.send_json(conn, stream, 200, framed.whole)
                 return
             head = h11.Response(
                 status_code=200,
                 headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
             )
             await http.send(conn, stream, head)
-            for frame in responses.opening(response_id, item_id, model):
+            for frame in (*framed.before, *framed.pieces):
                 await http.send_data(conn, stream, frame)
-            for piece in _pieces(text):
-                await http.send_data(conn, stream, responses.text_delta(item_id, piece))
-            if isinstance(step, Hold) and served is not None:
+            if served is not None and isinstance(served.step, Hold):
                 served.reached.set()
                 if not await http.hold(stream, served.released):
                     served.gone = True
                     served.gone_at = trio.current_time()
                     return
-            for frame in responses.closing(response_id, item_id, model, text, cut=cut):
+            for frame in framed.after:
                 await http.send_data(conn, stream, frame)
             await http.send(conn, stream, h11.EndOfMessage())
         finally:
@@ -489,72 +430,3 @@ def _filler(name: str, schema: Mapping[str, Any]) -> Any:
     if kind == "object":
         return {}
     return "a conformance check"
-
-
-def _pieces(text: str) -> list[str]:
-    """`text` in up to three chunks, cut at spaces: a stream, not one blob."""
-    words = text.split(" ")
-    if len(words) < 3:
-        return [text] if text else []
-    third = max(1, len(words) // 3)
-    cuts = [words[:third], words[third : 2 * third], words[2 * third :]]
-    return [" ".join(c) + (" " if i < 2 else "") for i, c in enumerate(cuts)]
-
-
-def _event(payload: object) -> bytes:
-    return b"data: " + json.dumps(payload).encode() + b"\n\n"
-
-
-def _chunk(chat_id: str, delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": chat_id,
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": MODEL,
-        "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
-    }
-
-
-def _usage_chunk(chat_id: str) -> dict[str, Any]:
-    return {
-        "id": chat_id,
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": MODEL,
-        "choices": [],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }
-
-
-def _tool_delta(call: tuple[str, dict[str, Any]], chat_id: str) -> dict[str, Any]:
-    name, arguments = call
-    return {
-        "index": 0,
-        "id": f"call_{chat_id.rsplit('-', 1)[-1]}",
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
-
-
-def _completion(
-    chat_id: str, text: str, call: tuple[str, dict[str, Any]] | None, *, cut: bool = False
-) -> object:
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if call is not None:
-        tool = _tool_delta(call, chat_id)
-        del tool["index"]
-        message["tool_calls"] = [tool]
-    return {
-        "id": chat_id,
-        "object": "chat.completion",
-        "created": 0,
-        "model": MODEL,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if call is not None else "length" if cut else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }

@@ -36,11 +36,15 @@ class MalformedFrames(SessionListing):
 
         def _raise_found(self, agent: AgentProcess) -> None: ...
 
-    @rule(kind=st.sampled_from(MALFORMED))
-    def malformed(self, kind: Malformed) -> None:
-        """A malformed frame: it gets a JSON-RPC error and the agent keeps serving."""
-        self.host.call(self._malformed, kind)
-        self.log.append(f"malformed-{kind}")
+    # Several kinds a step (D475): a frame costs a line and an answer, while a step of
+    # one kind left most examples without the kind an agent mishandles.
+    @rule(kinds=st.lists(st.sampled_from(MALFORMED), min_size=1, unique=True))
+    def malformed(self, kinds: list[Malformed]) -> None:
+        """Malformed frames, one after another: each gets a JSON-RPC error and the agent
+        keeps serving."""
+        for kind in kinds:
+            self.host.call(self._malformed, kind)
+            self.log.append(f"malformed-{kind}")
 
     async def _malformed(self, kind: Malformed) -> None:
         agent = self.agent

@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 __all__ = [
     "ANSWERS",
     "ERROR",
+    "GOING_ON",
     "LATE_ANSWERS",
     "NOT_OFFERED",
     "LateAnswer",
@@ -34,6 +35,10 @@ LateAnswer = Literal["allow", "cancelled"]
 ANSWERS: Final[tuple[PermissionAnswer, ...]] = (
     "allow", "reject", "error", "not-offered", "malformed", "cancelled", "held",
 )  # fmt: skip
+GOING_ON: Final[tuple[PermissionAnswer, ...]] = (
+    "allow", "reject", "error", "not-offered", "malformed",
+)  # fmt: skip
+"""The answers after which the turn goes on (the model is told, and calls again)."""
 LATE_ANSWERS: Final[tuple[LateAnswer, ...]] = ("allow", "cancelled")
 NOT_OFFERED: Final = "acp-check-not-offered"
 ERROR: Final = (-32000, "the user closed the permission dialog")

@@ -1,14 +1,21 @@
 """The OpenAI Responses API's streaming framing, for the scripted endpoint: the SSE events of
-a reply that is one assistant message of text, and the same reply as one JSON object. Pure:
-no trio, no I/O.
+a reply that is an assistant message of text and at most one function call, and the same
+reply as one JSON object. Pure: no trio, no I/O.
 
 Agents that speak only this API (codex-acp refuses chat completions) read a stream as
-`event: <type>` / `data: <json>` pairs: `response.created`, `response.output_item.added`,
-one `response.output_text.delta` per piece, then `response.output_item.done` carrying the
-whole message and `response.completed` carrying the whole response. A stream that ends
+`event: <type>` / `data: <json>` pairs: `response.created`, `response.output_item.added`
+and `response.content_part.added`, one `response.output_text.delta` per piece, then
+`response.output_text.done`, `response.content_part.done`, `response.output_item.done`
+carrying the whole message and `response.completed` carrying the whole response. A stream that ends
 without `response.completed` is an error to them, so a reply always ends with it, or, for a
 reply cut at the token limit, with `response.incomplete` (status `incomplete`,
 `incomplete_details.reason` `max_output_tokens`), which is how the API says so.
+
+A function call is an output item of its own (`type: function_call`, its `call_id`, `name`
+and `arguments` as a JSON string), streamed as `response.output_item.added`, one
+`response.function_call_arguments.delta`, `...arguments.done` and `output_item.done`. The
+request offers tools flat (`{"type": "function", "name", "parameters"}`), and the call's
+result comes back in `input` as a `function_call_output` item (D476).
 """
 
 from __future__ import annotations
@@ -17,7 +24,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-__all__ = ["closing", "opening", "reply_object", "text_delta", "user_and_steps"]
+from ._framing import Framed, Turn, pieces
+
+__all__ = [
+    "call_events",
+    "closing",
+    "framed",
+    "functions",
+    "opening",
+    "reply_object",
+    "text_delta",
+    "user_and_steps",
+]
 
 _USAGE: Mapping[str, Any] = {
     "input_tokens": 10,
@@ -53,7 +71,7 @@ def _message(item_id: str, text: str | None, *, cut: bool = False) -> dict[str, 
     """The assistant message item; `text` None is the item as it opens (no content yet)."""
     content: list[Any] = []
     if text is not None:
-        content.append({"type": "output_text", "text": text, "annotations": []})
+        content.append(_part(text))
     status = "in_progress" if text is None else "incomplete" if cut else "completed"
     return {
         "type": "message",
@@ -64,11 +82,56 @@ def _message(item_id: str, text: str | None, *, cut: bool = False) -> dict[str, 
     }
 
 
-def opening(response_id: str, item_id: str, model: str) -> list[bytes]:
-    """The events before any text: the response created, its message item added."""
+def opening(response_id: str, item_id: str, model: str, *, message: bool = True) -> list[bytes]:
+    """The events before any text: the response created and, `message`, its message item
+    added (a reply that is only a function call has none)."""
+    created = _event(
+        "response.created", {"response": _response(response_id, model, "in_progress", [])}
+    )
+    if not message:
+        return [created]
+    added = _event(
+        "response.output_item.added", {"output_index": 0, "item": _message(item_id, None)}
+    )
+    part = _event(
+        "response.content_part.added",
+        {"item_id": item_id, "output_index": 0, "content_index": 0, "part": _part("")},
+    )
+    return [created, added, part]
+
+
+def _part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+Call = tuple[str, str, Mapping[str, Any]]
+"""A function call of a reply: its call id, the tool's name, the arguments."""
+
+
+def _function_call(call: Call, *, done: bool) -> dict[str, Any]:
+    call_id, name, arguments = call
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(dict(arguments)) if done else "",
+        "status": "completed" if done else "in_progress",
+    }
+
+
+def call_events(index: int, call: Call) -> list[bytes]:
+    """A function call as output item `index`: added, its arguments in one delta, done."""
+    item = _function_call(call, done=True)
+    where = {"item_id": item["id"], "output_index": index}
     return [
-        _event("response.created", {"response": _response(response_id, model, "in_progress", [])}),
-        _event("response.output_item.added", {"output_index": 0, "item": _message(item_id, None)}),
+        _event(
+            "response.output_item.added",
+            {"output_index": index, "item": _function_call(call, done=False)},
+        ),
+        _event("response.function_call_arguments.delta", {**where, "delta": item["arguments"]}),
+        _event("response.function_call_arguments.done", {**where, "arguments": item["arguments"]}),
+        _event("response.output_item.done", {"output_index": index, "item": item}),
     ]
 
 
@@ -80,25 +143,73 @@ def text_delta(item_id: str, piece: str) -> bytes:
     )
 
 
+def _output(item_id: str, text: str | None, call: Call | None, *, cut: bool) -> list[Any]:
+    output: list[Any] = [] if text is None else [_message(item_id, text, cut=cut)]
+    if call is not None:
+        output.append(_function_call(call, done=True))
+    return output
+
+
 def closing(
-    response_id: str, item_id: str, model: str, text: str, *, cut: bool = False
+    response_id: str,
+    item_id: str,
+    model: str,
+    text: str | None,
+    *,
+    cut: bool = False,
+    call: Call | None = None,
 ) -> list[bytes]:
-    """The events after the text: the message item done with all of `text`, the response
-    completed (with usage), or, `cut`, incomplete at the token limit."""
-    item = _message(item_id, text, cut=cut)
+    """The events after the text (`text` None: the reply had no message item) and the
+    call's: the message item done with all of `text`, the response completed (with usage),
+    or, `cut`, incomplete at the token limit. The call's own events go between the two."""
     status = "incomplete" if cut else "completed"
-    return [
-        _event("response.output_item.done", {"output_index": 0, "item": item}),
-        _event(f"response.{status}", {"response": _response(response_id, model, status, [item])}),
-    ]
+    events: list[bytes] = []
+    if text is not None:
+        where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+        item = _message(item_id, text, cut=cut)
+        events += [
+            _event("response.output_text.done", {**where, "text": text}),
+            _event("response.content_part.done", {**where, "part": _part(text)}),
+            _event("response.output_item.done", {"output_index": 0, "item": item}),
+        ]
+    output = _output(item_id, text, call, cut=cut)
+    if call is not None:
+        events.extend(call_events(len(output) - 1, call))
+    response = _response(response_id, model, status, output)
+    events.append(_event(f"response.{status}", {"response": response}))
+    return events
 
 
 def reply_object(
-    response_id: str, item_id: str, model: str, text: str, *, cut: bool = False
+    response_id: str,
+    item_id: str,
+    model: str,
+    text: str,
+    *,
+    cut: bool = False,
+    call: Call | None = None,
 ) -> dict[str, Any]:
     """The whole reply as one response object, for a request with `stream` false."""
     status = "incomplete" if cut else "completed"
-    return _response(response_id, model, status, [_message(item_id, text, cut=cut)])
+    message = text if text or call is None else None
+    return _response(response_id, model, status, _output(item_id, message, call, cut=cut))
+
+
+def functions(tools: object) -> list[dict[str, Any]]:
+    """The request's function tools in the chat-completions shape the scripts read
+    (`{"function": {"name", "parameters"}}`); built-in tools (`local_shell`, `web_search`,
+    custom grammars) are not offered to a script."""
+    if not isinstance(tools, list):
+        return []
+    found: list[dict[str, Any]] = []
+    for tool in cast("Sequence[object]", tools):
+        if not isinstance(tool, dict):
+            continue
+        fields = cast("Mapping[str, Any]", tool)
+        if fields.get("type") == "function" and isinstance(fields.get("name"), str):
+            parameters: object = fields.get("parameters") or {}
+            found.append({"function": {"name": fields["name"], "parameters": parameters}})
+    return found
 
 
 def user_and_steps(items: object) -> tuple[str, int] | None:
@@ -137,4 +248,20 @@ def _text_of(content: object) -> str:
         str(cast("Mapping[str, Any]", part).get("text", ""))
         for part in parts
         if isinstance(part, dict)
+    )
+
+
+def framed(turn: Turn, number: int, model: str) -> Framed:
+    """`turn` as Responses events: the message item (when there is text, or the stream is
+    held; a reply that is only a call has none), the function call item, the response
+    completed or incomplete; or one response object."""
+    response_id, item_id = f"resp_{number}", f"msg_{number}"
+    call = (f"call_{number}", *turn.call) if turn.call is not None else None
+    message = bool(turn.text or turn.hold or call is None)
+    text = turn.text if message else None
+    return Framed(
+        whole=reply_object(response_id, item_id, model, turn.text, cut=turn.cut, call=call),
+        before=tuple(opening(response_id, item_id, model, message=message)),
+        pieces=tuple(text_delta(item_id, piece) for piece in pieces(turn.text)),
+        after=tuple(closing(response_id, item_id, model, text, cut=turn.cut, call=call)),
     )

@@ -9,6 +9,7 @@ bug, raised at once, never blamed on the agent.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Any, NoReturn, cast
@@ -26,8 +27,18 @@ __all__ = [
     "dig",
     "frame",
     "parse_line",
+    "stamp",
     "tool_status_step",
 ]
+
+_stamps = itertools.count(1)
+
+
+def stamp() -> int:
+    """A number that orders what the client and the endpoint saw (a permission request
+    after the model call whose tool it asks about), whoever saw it."""
+    return next(_stamps)
+
 
 REQUESTS_TO_AGENT: dict[str, type[pydantic.BaseModel]] = {
     "initialize": schema.InitializeRequest,

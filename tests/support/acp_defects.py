@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.abc
+import importlib.machinery
 import math
 import os
 import subprocess
@@ -269,11 +271,37 @@ def _tool_outlives_cancel() -> None:
     ShellExecutor.run = run  # type: ignore[method-assign]
 
 
+def _when_imported(name: str, patch: Callable[[Any], None]) -> None:
+    """Run `patch` on module `name` as it is first imported: a defect in a module the
+    server imports on first use (the MCP SDK's, a second of CPU) costs nothing before."""
+
+    class Patching(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+            if fullname != name:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            loader = spec.loader if spec is not None else None
+            if loader is None:
+                return spec
+            execute = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                execute(module)
+                patch(module)
+
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+            return spec
+
+    sys.meta_path.insert(0, Patching())
+
+
 def _mcp_child_outlives_agent() -> None:
     # An MCP server is ended by closing its stdin and waiting for it: its own children (an
     # `npx` wrapper's node, a language server) are never signalled.
-    from trio_agents._mcp import _process
+    _when_imported("trio_agents._mcp._process", _end_leader_only)
 
+
+def _end_leader_only(_process: Any) -> None:
     async def end_leader(process: trio.Process, grace: float) -> None:
         if process.stdin is not None:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):

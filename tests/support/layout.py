@@ -83,7 +83,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent_conformance._chat._properties", "agent_conformance._verdicts",
             "agent_conformance._acp._requirements", "agent_conformance._acp._report",
             "agent_conformance._acp._report_html", "agent_conformance._acp._echo_server",
-            "agent_conformance._acp._anthropic",
+            "agent_conformance._acp._anthropic", "agent_conformance._acp._framing",
+            "agent_conformance._acp._gemini",
         ),
     ),
     ("conformance: machines", ("agent_conformance._*",)),
@@ -130,6 +131,7 @@ PURE = [
     "agent_conformance._verdicts", "agent_conformance._acp._requirements",
     "agent_conformance._acp._report", "agent_conformance._acp._report_html",
     "agent_conformance._acp._echo_server", "agent_conformance._acp._anthropic",
+    "agent_conformance._acp._framing", "agent_conformance._acp._gemini",
 ]  # fmt: skip
 
 
