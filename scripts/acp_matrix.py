@@ -190,7 +190,7 @@ class Column:
 def run_agent(agent: Agent, prefix: Path, options: Sequence[str], scratch: Path) -> Column:
     column = Column(agent)
     if not agent.installed(prefix):
-        column.problem = f"not installed: python scripts/acp_matrix.py install {agent.name}"
+        column.problem = f"not installed: scripts/install-third-party-agents.sh {agent.name}"
         return column
     report = scratch / f"{agent.name}.json"
     argv = conformance_argv(agent, prefix, [*options, "--report-json", str(report)])
@@ -407,8 +407,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check":
             if args.name not in by_name:
                 raise Unusable(f"no agent {args.name!r} in {args.agents}: {', '.join(by_name)}")
+            agent = by_name[args.name]
+            if not agent.installed(args.prefix):
+                raise Unusable(
+                    f"{agent.name} is not installed in {args.prefix}: run "
+                    f"scripts/install-third-party-agents.sh {agent.name}"
+                )
             extra = [o for o in args.options if o != "--"]
-            command = conformance_argv(by_name[args.name], args.prefix, extra)
+            command = conformance_argv(agent, args.prefix, extra)
             return subprocess.run(command, cwd=ROOT, env=_env(), check=False).returncode
         only = [n for n in args.only.split(",") if n]
         unknown = [n for n in only if n not in by_name]

@@ -45,7 +45,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    assert "FAILED 3 of 26 properties" in out, out
+    assert "FAILED 3 of 27 properties" in out, out
     for line in (
         "MUST            TA-TRANSPORT-001 schema-valid (P7): FAILED",
         "INFO            TA-PROC-002      no-orphans (P6): FAILED",

@@ -22,7 +22,7 @@ from hypothesis.stateful import precondition
 from .._machine import ConformanceMachine, rule
 from . import _wire as wire
 from ._client import AgentProcess, Answer
-from ._properties import SESSIONS_LISTED
+from ._properties import SESSIONS_ALL_LISTED, SESSIONS_LISTED
 
 __all__ = ["BETWEEN", "BULK", "Between", "SessionListing"]
 
@@ -49,6 +49,8 @@ class SessionListing(ConformanceMachine):
         agent: AgentProcess
         sessions: list[Any]
         log: list[str]
+        prompted: set[str]
+        lists_unprompted: bool
 
         def _live(self) -> list[Any]: ...
         def prompt(self, session: int, tool: bool) -> None: ...
@@ -148,15 +150,28 @@ class SessionListing(ConformanceMachine):
     ) -> None:
         counts = Counter(sid for sid, _ in seen)
         twice = sorted(sid for sid, n in counts.items() if n > 1)
-        missing = [sid for sid in expected if sid not in counts]
         where = "of the work directory" if filtered else "of every directory"
         SESSIONS_LISTED.check(
-            not twice and not missing,
+            not twice,
             lambda: (
                 f"a listing {where}, followed to its last page, gave {len(seen)} sessions: "
-                + (f"{twice} more than once" if twice else "")
-                + ("; " if twice and missing else "")
-                + (f"not {missing} of the {len(expected)} created" if missing else "")
+                f"{twice} more than once"
+            ),
+        )
+        # An agent may keep a session only once it holds something (the spec asks for a
+        # list, not for every session): one never prompted is missed only by an agent that
+        # lists such sessions, as this listing or an earlier one showed (D479).
+        self.lists_unprompted = self.lists_unprompted or any(
+            sid in counts for sid in expected if sid not in self.prompted
+        )
+        owed = [sid for sid in expected if sid in self.prompted or self.lists_unprompted]
+        missing = [sid for sid in owed if sid not in counts]
+        SESSIONS_ALL_LISTED.check(
+            not missing,
+            lambda: (
+                f"a listing {where}, followed to its last page, gave {len(seen)} sessions: "
+                f"not {missing} of the {len(owed)} "
+                + ("created" if self.lists_unprompted else "that took a prompt")
             ),
         )
         if not filtered:

@@ -171,6 +171,8 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         self.bulked = False
         self.listings = 0
         self.mcp_made = False
+        self.prompted: set[str] = set()  # sessions sent a prompt, in any process
+        self.lists_unprompted = False  # a listing showed a session never prompted
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
         try:
@@ -417,6 +419,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     ) -> int:
         prompt = [{"type": "text", "text": f"{token}: go"}, *blocks]
         params = {"sessionId": session.id, "prompt": prompt}
+        self.prompted.add(session.id)
         for start, until in list(session.quiet):
             if until == float("inf"):
                 session.quiet.remove((start, until))

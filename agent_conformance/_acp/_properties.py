@@ -30,6 +30,7 @@ __all__ = [
     "QUIET_AFTER_CANCEL",
     "REQUEST_ANSWERED",
     "SCHEMA_VALID",
+    "SESSIONS_ALL_LISTED",
     "SESSIONS_ISOLATED",
     "SESSIONS_LISTED",
     "TOOL_STATUS_FORWARD",
@@ -176,11 +177,18 @@ SESSIONS_LISTED = Property(
     "P11",
     "sessions-listed-once",
     _M,
-    "an agent that advertises sessionCapabilities.list lists every session it created, in "
-    "this process or an earlier one, exactly once across the pages of one listing "
-    "(following each nextCursor), with the cwd it was created in; with cwd given, only the "
-    "sessions of that directory; a session created between two pages makes the later page "
-    "neither repeat nor skip one",
+    "an agent that advertises sessionCapabilities.list answers session/list with its "
+    "sessions, none more than once across the pages of one listing (following each "
+    "nextCursor), each with the cwd it was created in; with cwd given, only the sessions of "
+    "that directory; a session created between two pages makes the later page repeat none",
+)
+SESSIONS_ALL_LISTED = Property(
+    "P11",
+    "sessions-all-listed",
+    _M,
+    "a listing that pages to its end leaves out no session the agent created, in this "
+    "process or an earlier one, that took a prompt; nor, once the agent has listed a session "
+    "that never took one, any other such session (D479)",
 )
 PROMPT_REACHES_MODEL = Property(
     "P18",
@@ -252,6 +260,7 @@ PROPERTIES: tuple[Property, ...] = (
     PERMISSION_SKIPPED_BY_CANCEL,
     TOOL_STATUS_FORWARD,
     SESSIONS_LISTED,
+    SESSIONS_ALL_LISTED,
     PROMPT_REACHES_MODEL,
     CLIENT_TEXT_USED,
     CONFIG_SWITCHED,

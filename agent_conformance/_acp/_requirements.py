@@ -259,6 +259,15 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         tck=("ACP-LIST-001", "ACP-LIST-002"),
     ),
     _r(
+        "TA-LIST-002",
+        "SHOULD",
+        p.SESSIONS_ALL_LISTED,
+        "docs/rfds/session-list.mdx:77,287",
+        "A request with no filters returns all sessions with default sorting; Servers SHOULD "
+        "provide stable cursors and handle invalid cursors gracefully.",
+        capability="agentCapabilities.sessionCapabilities.list",
+    ),
+    _r(
         "TA-FS-001",
         "SHOULD",
         p.CLIENT_TEXT_USED,

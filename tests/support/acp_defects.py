@@ -87,6 +87,23 @@ def _pages_by_update_time() -> None:
     _listing._key = lambda session: (session.updated_at, session.id)  # pyright: ignore[reportPrivateUsage]
 
 
+def _pages_skip_one() -> None:
+    # An off-by-one at the page boundary: the cursor names the first session of the next
+    # page, which then starts after it.
+    page = _listing.page
+
+    def skipping(sessions: Any, params: Any, size: int = _listing.PAGE_SIZE) -> Any:
+        result = page(sessions, params, size)
+        if "nextCursor" in result:
+            bigger = page(sessions, params, size + 1)
+            last = bigger["sessions"][-1]["sessionId"]
+            key = next(_listing._key(s) for s in sessions if s.id == last)  # pyright: ignore[reportPrivateUsage]
+            result["nextCursor"] = _listing._encode(key)  # pyright: ignore[reportPrivateUsage]
+        return result
+
+    _listing.page = skipping
+
+
 def _cancel_answers_end_turn() -> None:
     original = _mapping.stop_reason
 
@@ -515,7 +532,11 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     ),
     "pages-by-update-time": (
         _pages_by_update_time,
-        AcpSeeded("pages-by-update-time", "sessions-listed-once"),
+        AcpSeeded("pages-by-update-time", "sessions-listed-once", ("sessions-all-listed",)),
+    ),
+    "pages-skip-one": (
+        _pages_skip_one,
+        AcpSeeded("pages-skip-one", "sessions-all-listed"),
     ),
     "in-progress-after-the-result": (
         _in_progress_after_the_result,
