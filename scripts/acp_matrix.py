@@ -57,6 +57,7 @@ class Agent:
     api: str = ""
     options: tuple[str, ...] = ()  # more conformance options (a longer --timeout, say)
     extras: tuple[str, ...] = ()  # more packages installed beside it, pinned
+    python: str = "python3"  # the interpreter a PyPI agent's environment is made with
     note: str = ""
 
     def directory(self, prefix: Path) -> Path:
@@ -68,14 +69,17 @@ class Agent:
         marker = self.directory(prefix) / ".installed"
         if marker.exists():
             return marker.read_text().strip() == self.pin
-        if self.source == "npm" and not self.extras:  # installed before the marker existed
+        # Installed by hand, before the marker: the package's own record of its version.
+        if self.source == "npm":
             manifest = self.directory(prefix) / "node_modules" / self.package / "package.json"
             try:
                 found: dict[str, object] = json.loads(manifest.read_text())
                 return found.get("version") == self.version
             except (OSError, ValueError):
                 return False
-        return False
+        dist = re.sub(r"[-.]+", "_", self.package.split("[", 1)[0]).lower()
+        venv = self.directory(prefix) / "venv"
+        return any(venv.glob(f"lib/python*/site-packages/{dist}-{self.version}.dist-info"))
 
     @property
     def pin(self) -> str:
@@ -106,6 +110,7 @@ def load(path: Path) -> list[Agent]:
                 api=str(entry.get("api", "")),
                 options=tuple(str(o) for o in entry.get("options", ())),
                 extras=tuple(str(e) for e in entry.get("extras", ())),
+                python=str(entry.get("python", "python3")),
                 note=str(entry.get("note", "")),
             )
         except KeyError as exc:
@@ -139,7 +144,10 @@ def install(agent: Agent, prefix: Path) -> str:
         subprocess.run([*argv, *packages], check=True)
     else:
         venv = where / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        python = shutil.which(agent.python)
+        if python is None:
+            raise Unusable(f"{agent.name} needs {agent.python}, which is not on PATH")
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
         subprocess.run([*pip, f"{agent.package}=={agent.version}", *agent.extras], check=True)
     (where / ".installed").write_text(agent.pin + "\n")
@@ -149,16 +157,19 @@ def install(agent: Agent, prefix: Path) -> str:
 # -- one agent's run ------------------------------------------------------------------------
 
 
-def conformance_argv(agent: Agent, prefix: Path, extra: Sequence[str] = ()) -> list[str]:
-    """`trio-agents conformance --acp` on `agent`, configured as the list says."""
+def conformance_argv(
+    agent: Agent, prefix: Path, extra: Sequence[str] = (), defaults: Sequence[str] = ()
+) -> list[str]:
+    """`trio-agents conformance --acp` on `agent`, configured as the list says: `defaults`,
+    then the agent's own options, then `extra` (the last given wins)."""
     values = {"prefix": str(agent.directory(prefix)), "python": sys.executable}
     argv = [sys.executable, "-m", "trio_agents._cli", "conformance", "--acp"]
     argv += ["--env", "HOME={dir}"]
     for name, value in agent.env.items():
-        argv += ["--env", f"{name}={value}"]
+        argv += ["--env", f"{name}={_fill(value, values)}"]
     for target, source in agent.config.items():
         argv += ["--config-file", f"{target}=@{ROOT / 'scripts' / 'third-party' / source}"]
-    argv += [*agent.options, *extra, "--"]
+    argv += [*defaults, *agent.options, *extra, "--"]
     return argv + [_fill(part, values) for part in agent.command]
 
 
@@ -193,7 +204,7 @@ def run_agent(agent: Agent, prefix: Path, options: Sequence[str], scratch: Path)
         column.problem = f"not installed: scripts/install-third-party-agents.sh {agent.name}"
         return column
     report = scratch / f"{agent.name}.json"
-    argv = conformance_argv(agent, prefix, [*options, "--report-json", str(report)])
+    argv = conformance_argv(agent, prefix, ["--report-json", str(report)], options)
     started = time.monotonic()
     try:
         done = subprocess.run(
@@ -391,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--only", default="", help="agents, comma-separated")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--max-examples", type=int, default=8)
+    run.add_argument("--timeout", type=float, default=30.0, help="seconds an answer may take")
+    run.add_argument("--shrink-budget", type=float, default=30.0, help="seconds per failure")
     run.add_argument("--out", type=Path, default=ROOT / "docs" / "matrix")
     args = parser.parse_args(argv)
     try:
@@ -422,6 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise Unusable(f"no agent {unknown[0]!r} in {args.agents}: {', '.join(by_name)}")
         chosen = [a for a in agents if not only or a.name in only]
         options = ["--seed", str(args.seed), "--max-examples", str(args.max_examples)]
+        options += ["--timeout", f"{args.timeout:g}", "--shrink-budget", f"{args.shrink_budget:g}"]
         out: Path = args.out
         shutil.rmtree(out / "repro", ignore_errors=True)
         scratch = out / "reports"

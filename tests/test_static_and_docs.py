@@ -41,30 +41,14 @@ def test_readme_example_runs_and_shows_a_cancelled_turn() -> None:
     assert "status after the block: closed" in result.stdout
 
 
+CHECKED = ("trio_agents", "agent_conformance", "tests", "examples", "benchmarks", "scripts")
+
+
 @pytest.mark.parametrize(
     "argv",
     [
-        (
-            "ruff",
-            "check",
-            "trio_agents",
-            "agent_conformance",
-            "tests",
-            "examples",
-            "benchmarks",
-            "scripts",
-        ),
-        (
-            "ruff",
-            "format",
-            "--check",
-            "trio_agents",
-            "agent_conformance",
-            "tests",
-            "examples",
-            "benchmarks",
-            "scripts",
-        ),
+        ("ruff", "check", *CHECKED),
+        ("ruff", "format", "--check", *CHECKED),
         ("mypy",),
         ("pyright",),
     ],

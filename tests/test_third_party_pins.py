@@ -58,14 +58,17 @@ def test_scripts_are_executable_bash_that_parses(script: pathlib.Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_the_check_script_refuses_an_agent_that_is_not_installed(tmp_path: pathlib.Path) -> None:
-    result = subprocess.run(
-        [str(CHECK), "qwen-code"],
-        env={"THIRD_PARTY": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        check=False,
+def run_script(
+    script: pathlib.Path, prefix: pathlib.Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = {"THIRD_PARTY": str(prefix), "PATH": "/usr/bin:/bin", "PYTHON": sys.executable}
+    return subprocess.run(
+        [str(script), *args], env=env, capture_output=True, text=True, check=False
     )
+
+
+def test_the_check_script_refuses_an_agent_that_is_not_installed(tmp_path: pathlib.Path) -> None:
+    result = run_script(CHECK, tmp_path, "qwen-code")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"acp_matrix.py: error: qwen-code is not installed in {tmp_path}: run "
@@ -74,13 +77,7 @@ def test_the_check_script_refuses_an_agent_that_is_not_installed(tmp_path: pathl
 
 
 def test_an_unknown_agent_is_one_line(tmp_path: pathlib.Path) -> None:
-    result = subprocess.run(
-        [str(SCRIPT), "no-such-agent"],
-        env={"THIRD_PARTY": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_script(SCRIPT, tmp_path, "no-such-agent")
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("acp_matrix.py: error: no agent 'no-such-agent' in "), line
