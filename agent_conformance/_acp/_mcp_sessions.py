@@ -136,9 +136,10 @@ class McpSessions(ConformanceMachine):
         self.log.append("mcp-call")
 
 
-def _recorded(record: Path) -> dict[str, int]:
-    """The reference server's record: event -> pid, for `ready` (the server) and `child`."""
-    found: dict[str, int] = {}
+def _recorded(record: Path) -> dict[str, list[int]]:
+    """The reference server's record: event -> pids, for `ready` (the server) and `child`;
+    an agent that starts the server more than once (per prompt, on a load) adds to it."""
+    found: dict[str, list[int]] = {}
     try:
         lines = record.read_text().splitlines()
     except OSError:
@@ -152,7 +153,7 @@ def _recorded(record: Path) -> dict[str, int]:
             fields = cast("dict[str, Any]", event)
             kind, pid = fields.get("event"), fields.get("pid")
             if kind in ("ready", "child") and isinstance(pid, int):
-                found[str(kind)] = pid
+                found.setdefault(str(kind), []).append(pid)
     return found
 
 
@@ -160,7 +161,7 @@ def mcp_left(agent: AgentProcess) -> list[Proc]:
     """The processes of the MCP servers `agent` was given that are still alive (read from
     each server's record as it is first asked: a server may start late)."""
     for record in agent.mcp_records:
-        for pid in _recorded(record).values():
+        for pid in (pid for pids in _recorded(record).values() for pid in pids):
             if pid not in {p.pid for p in agent.mcp} and (proc := proc_of(pid)) is not None:
                 agent.mcp.append(proc)
     return [p for p in agent.mcp if alive(p)]
