@@ -325,6 +325,29 @@ def matrix(columns: Sequence[Column], seed: int, options: Sequence[str]) -> dict
     }
 
 
+def merged(old: Mapping[str, Any], new: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
+    """The matrix `old` with the columns of `new` in place of its own (a run with `--only`
+    redoes some agents and keeps the rest), agents in the list's `order`."""
+    redone = {a["name"] for a in new["agents"]}
+    agents = {a["name"]: a for a in old["agents"] if a["name"] not in redone}
+    agents.update({a["name"]: a for a in new["agents"]})
+    requirements = {r["id"]: r for r in old["requirements"]}
+    for req in requirements.values():
+        req["outcomes"] = {k: v for k, v in req["outcomes"].items() if k not in redone}
+    for req in new["requirements"]:
+        requirements.setdefault(req["id"], {**req, "outcomes": {}})["outcomes"].update(
+            req["outcomes"]
+        )
+    findings = [f for f in old["findings"] if f["agent"] not in redone] + list(new["findings"])
+    rank = {name: n for n, name in enumerate(order)}
+    return {
+        **new,
+        "agents": sorted(agents.values(), key=lambda a: rank.get(a["name"], len(rank))),
+        "requirements": sorted(requirements.values(), key=lambda r: r["id"]),
+        "findings": sorted(findings, key=lambda f: rank.get(f["agent"], len(rank))),
+    }
+
+
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; }
@@ -437,7 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = ["--seed", str(args.seed), "--max-examples", str(args.max_examples)]
         options += ["--timeout", f"{args.timeout:g}", "--shrink-budget", f"{args.shrink_budget:g}"]
         out: Path = args.out
-        shutil.rmtree(out / "repro", ignore_errors=True)
+        for agent in chosen:
+            shutil.rmtree(out / "repro" / agent.name, ignore_errors=True)
         scratch = out / "reports"
         scratch.mkdir(parents=True, exist_ok=True)
         columns: list[Column] = []
@@ -453,7 +477,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(f"{agent.name}: {verdict} ({column.seconds:.0f} s)", flush=True)
             columns.append(column)
-        data = matrix(columns, args.seed, [f"--only {','.join(only)}"] * bool(only) + options)
+        data = matrix(columns, args.seed, options)
+        previous = out / "acp-matrix.json"
+        if only and previous.exists():
+            data = merged(json.loads(previous.read_text()), data, [a.name for a in agents])
         (out / "acp-matrix.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         (out / "acp-matrix.html").write_text(render_html(data))
         print(f"wrote {out / 'acp-matrix.json'} and {out / 'acp-matrix.html'}")

@@ -1,0 +1,14 @@
+# Replays the shrunk failing program of the ACP machine against the same command.
+from agent_conformance import AcpTarget, acp_machine
+
+state = acp_machine(AcpTarget(argv=('/work/main/.third-party/qwen-code/node_modules/.bin/qwen', '--acp', '--auth-type', 'openai'), env=(('HOME', '{dir}'), ('QWEN_TELEMETRY_ENABLED', '0'), ('QWEN_USAGE_STATISTICS_ENABLED', '0')), files=(), timeout=30.0, grace=5.0), waived=['mcp-connected', 'schema-valid'])()
+try:
+    state.check()
+    state.list_sessions(between='write', bulk=True, filtered=True)
+    state.check()
+    state.new_session()
+    state.check()
+    state.prompt(0, False)
+    state.check()
+finally:
+    state.teardown()
