@@ -155,3 +155,21 @@ def test_the_actions_run_step_writes_the_reports_the_summary_and_the_verdict(
     assert (
         empty.stderr.strip() == "acp-action: ACP_AGENT_COMMAND is empty: name the agent's command"
     )
+
+
+def test_a_run_of_some_agents_replaces_only_their_columns() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import acp_matrix
+
+    def column(name: str, outcome: str) -> dict[str, object]:
+        return {
+            "agents": [{"name": name, "verdict": outcome}],
+            "requirements": [{"id": "TA-X-001", "outcomes": {name: outcome}}],
+            "findings": [{"agent": name}] if outcome == "failed" else [],
+        }
+
+    old = acp_matrix.merged(column("a", "failed"), column("b", "passed"), ["a", "b"])
+    new = acp_matrix.merged(old, column("a", "passed"), ["a", "b"])
+    assert [a["name"] for a in new["agents"]] == ["a", "b"]
+    assert new["requirements"][0]["outcomes"] == {"a": "passed", "b": "passed"}
+    assert new["findings"] == []
