@@ -40,6 +40,7 @@ AGENTS = ROOT / "scripts" / "third-party" / "agents.toml"
 PREFIX = ROOT / ".third-party"
 RUN_TIMEOUT = 1800.0  # seconds one agent's run may take, all passes
 REPLAY_TIMEOUT = 600.0
+REPLAYS = 3  # attempts to confirm a failure that hangs on a race
 OUTCOMES = ("passed", "failed", "not reached", "not applicable", "skipped")
 
 
@@ -247,12 +248,22 @@ def confirm(column: Column, out: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(script)
             entry["reproduction"] = str(path.relative_to(out))
-            entry["confirmed"], entry["replay"] = replay(path, row["property"])
+            entry["confirmed"], entry["replay"] = replay(path, row["property"], REPLAYS)
         column.findings.append(entry)
 
 
-def replay(script: Path, prop: str) -> tuple[bool, str]:
-    """Run a reproduction script; whether it failed with `prop`, and its last lines."""
+def replay(script: Path, prop: str, attempts: int = 1) -> tuple[bool, str]:
+    """Run a reproduction script up to `attempts` times, until it fails with `prop` (a race
+    may need more than one); whether it did, and what it said."""
+    said = ""
+    for attempt in range(1, attempts + 1):
+        confirmed, said = _replay_once(script, prop)
+        if confirmed:
+            return True, said + (f" (attempt {attempt} of {attempts})" if attempts > 1 else "")
+    return False, said + (f" ({attempts} attempts)" if attempts > 1 else "")
+
+
+def _replay_once(script: Path, prop: str) -> tuple[bool, str]:
     try:
         done = subprocess.run(
             [sys.executable, str(script)],
@@ -323,6 +334,21 @@ def matrix(columns: Sequence[Column], seed: int, options: Sequence[str]) -> dict
         "requirements": sorted(requirements.values(), key=lambda r: r["id"]),
         "findings": [f for column in columns for f in column.findings],
     }
+
+
+def reconfirm(out: Path, attempts: int) -> int:
+    """Replay each unconfirmed failure of the matrix under `out` again; rewrite the matrix."""
+    path = out / "acp-matrix.json"
+    data = json.loads(path.read_text())
+    for finding in data["findings"]:
+        if finding["confirmed"] or not finding["reproduction"]:
+            continue
+        print(f"{finding['agent']}: replaying {finding['property']}", flush=True)
+        script = out / finding["reproduction"]
+        finding["confirmed"], finding["replay"] = replay(script, finding["property"], attempts)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    (out / "acp-matrix.html").write_text(render_html(data))
+    return 0
 
 
 def merged(old: Mapping[str, Any], new: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
@@ -421,6 +447,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = commands.add_parser("check", help="the suite on one agent")
     check.add_argument("name")
     check.add_argument("options", nargs=argparse.REMAINDER)
+    again = commands.add_parser(
+        "confirm", help="replay the matrix's unconfirmed failures again, and rewrite it"
+    )
+    again.add_argument("--attempts", type=int, default=REPLAYS)
+    again.add_argument("--out", type=Path, default=ROOT / "docs" / "matrix")
     run = commands.add_parser("run", help="the matrix")
     run.add_argument("--only", default="", help="agents, comma-separated")
     run.add_argument("--seed", type=int, default=1)
@@ -452,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra = [o for o in args.options if o != "--"]
             command = conformance_argv(agent, args.prefix, extra)
             return subprocess.run(command, cwd=ROOT, env=_env(), check=False).returncode
+        if args.command == "confirm":
+            return reconfirm(args.out, args.attempts)
         only = [n for n in args.only.split(",") if n]
         unknown = [n for n in only if n not in by_name]
         if unknown:
