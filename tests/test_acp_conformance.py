@@ -89,6 +89,21 @@ def test_a_seeded_defect_is_caught_by_its_property(
     ]
 
 
+def test_an_agent_that_lists_only_prompted_sessions_passes_the_listing_rules(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Many agents keep a session only once it took a prompt, which the spec allows (D479).
+    report = tmp_path / "report.json"
+    agent = (sys.executable, "-m", "tests.support.acp_defects", "lists-only-prompted")
+    done = conformance(
+        "--seed", "1", "--max-examples", "12", "--only", "TA-LIST-001,TA-LIST-002",
+        "--report-json", str(report), "--", *agent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcomes = {row["id"]: row["outcome"] for row in json.loads(report.read_text())["requirements"]}
+    assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
+
+
 def test_every_acp_property_has_a_seeded_defect() -> None:
     assert {p.name for p in PROPERTIES} == {s.property for s in ACP_SEEDED}
 

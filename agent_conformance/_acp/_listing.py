@@ -107,9 +107,10 @@ class SessionListing(ConformanceMachine):
             made = self._create(other)
             if made is not None:
                 self.elsewhere.append(made)
-        # What took a prompt before the listing began: a session written to between its pages
-        # may have been on no page yet.
-        prompted = set(self.prompted)
+        # What has a turn that ended before the listing began: a session written to between
+        # its pages may have been on no page yet, and one whose prompt was cancelled may
+        # hold nothing an agent keeps.
+        answered = {str(s.id) for s in self.sessions if s.turns}
         made_here = [str(session.id) for session in self.sessions] + self.extra_ids
         expected = made_here + ([] if filtered else list(self.elsewhere))
         params: dict[str, Any] = {"cwd": workdir} if filtered else {}
@@ -141,7 +142,7 @@ class SessionListing(ConformanceMachine):
                 break
         else:
             SESSIONS_LISTED.fail(f"session/list still gave a nextCursor after {MAX_PAGES} pages")
-        self._check_listing(expected, late, seen, filtered, prompted)
+        self._check_listing(expected, late, seen, filtered, answered)
         self.log.append(f"list{' bulk' if bulk else ''} {between}")
 
     def _check_listing(
@@ -150,7 +151,7 @@ class SessionListing(ConformanceMachine):
         late: list[str],
         seen: list[tuple[str, object]],
         filtered: bool,
-        prompted: set[str],
+        answered: set[str],
     ) -> None:
         counts = Counter(sid for sid, _ in seen)
         twice = sorted(sid for sid, n in counts.items() if n > 1)
@@ -168,14 +169,14 @@ class SessionListing(ConformanceMachine):
         self.lists_unprompted = self.lists_unprompted or any(
             sid in counts for sid in expected if sid not in self.prompted
         )
-        owed = [sid for sid in expected if sid in prompted or self.lists_unprompted]
+        owed = [sid for sid in expected if sid in answered or self.lists_unprompted]
         missing = [sid for sid in owed if sid not in counts]
         SESSIONS_ALL_LISTED.check(
             not missing,
             lambda: (
                 f"a listing {where}, followed to its last page, gave {len(seen)} sessions: "
                 f"not {missing} of the {len(owed)} "
-                + ("created" if self.lists_unprompted else "that took a prompt")
+                + ("created" if self.lists_unprompted else "with a turn that ended")
             ),
         )
         if not filtered:

@@ -187,8 +187,8 @@ SESSIONS_ALL_LISTED = Property(
     "sessions-all-listed",
     _M,
     "a listing that pages to its end leaves out no session the agent created, in this "
-    "process or an earlier one, that took a prompt; nor, once the agent has listed a session "
-    "that never took one, any other such session (D479)",
+    "process or an earlier one, with a turn that ended before it began; nor, once the agent "
+    "has listed a session that never took a prompt, any other such session (D479)",
 )
 PROMPT_REACHES_MODEL = Property(
     "P18",
