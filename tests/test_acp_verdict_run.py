@@ -25,7 +25,9 @@ def _run(defects: str, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable, "-m", "trio_agents._cli", "conformance", "--acp",
-            "--seed", "1", "--timeout", "10", "--grace", "2", *flags,
+            # Seed 2: its passes reach all three defects within six examples each (seed 1's
+            # draws, since D477, reach the cut reply only later).
+            "--seed", "2", "--timeout", "10", "--grace", "2", *flags,
             "--", sys.executable, "-m", "tests.support.acp_defects", defects,
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
@@ -78,7 +80,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     xmlschema.XMLSchema(str(junit_schema_path())).validate(str(junit))
     text = junit.read_text()
     assert 'failures="3"' in text
-    assert 'tests="26"' in text
+    assert 'tests="27"' in text
     html = page.read_text()
     assert html.count('<section id="f-') == 3
     assert "NOT CONFORMANT" in html
