@@ -224,7 +224,7 @@ def run_agent(agent: Agent, prefix: Path, options: Sequence[str], scratch: Path)
     return column
 
 
-def confirm(column: Column, out: Path) -> None:
+def confirm(column: Column, out: Path, *, replaying: bool = True) -> None:
     """Write each failure's reproduction under `out` and replay it in a fresh process: a
     failure is confirmed when the replay fails with the same property."""
     assert column.report is not None
@@ -248,7 +248,9 @@ def confirm(column: Column, out: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(script)
             entry["reproduction"] = str(path.relative_to(out))
-            entry["confirmed"], entry["replay"] = replay(path, row["property"], REPLAYS)
+            entry["replay"] = "not replayed yet: python scripts/acp_matrix.py confirm"
+            if replaying:
+                entry["confirmed"], entry["replay"] = replay(path, row["property"], REPLAYS)
         column.findings.append(entry)
 
 
@@ -459,6 +461,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--timeout", type=float, default=30.0, help="seconds an answer may take")
     run.add_argument("--shrink-budget", type=float, default=30.0, help="seconds per failure")
     run.add_argument("--out", type=Path, default=ROOT / "docs" / "matrix")
+    run.add_argument(
+        "--reuse", action="store_true", help="take each agent's report from an earlier run"
+    )
+    run.add_argument(
+        "--no-replay", action="store_true", help="write the reproductions, do not run them"
+    )
     args = parser.parse_args(argv)
     try:
         agents = load(args.agents)
@@ -500,9 +508,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         columns: list[Column] = []
         for agent in chosen:
             print(f"{agent.name}: running the suite", flush=True)
-            column = run_agent(agent, args.prefix, options, scratch)
+            earlier = scratch / f"{agent.name}.json"
+            if args.reuse and earlier.exists():
+                report = json.loads(earlier.read_text())
+                column = Column(agent, seconds=float(report.get("seconds", 0.0)), report=report)
+            else:
+                column = run_agent(agent, args.prefix, options, scratch)
             if column.report is not None:
-                confirm(column, out)
+                confirm(column, out, replaying=not args.no_replay)
             verdict = (
                 column.problem or column.report["verdict"]["headline"]
                 if column.report

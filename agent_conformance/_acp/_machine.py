@@ -901,7 +901,11 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         SESSIONS_ISOLATED.held()
         TOOL_STATUS_FORWARD.held()
         session = by_id.get(update.session_id)
-        if session is None:
+        # The listing rule's sessions (made in bulk, in another directory, between pages)
+        # are opened by the client too, though no rule prompts them: agents greet each new
+        # session (`available_commands_update`), and a greeting may come before its answer.
+        listed_only = update.session_id in self.extra_ids or update.session_id in self.elsewhere
+        if session is None and not listed_only:
             SESSIONS_ISOLATED.fail(
                 f"a session/update for session {update.session_id!r}, which the client "
                 f"never opened: {update.update}"
@@ -917,6 +921,8 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         problem = wire.tool_status_step(self.tool_status, update.session_id, update.update)
         if problem is not None:
             TOOL_STATUS_FORWARD.fail(f"session {update.session_id}: {problem}: {update.update}")
+        if session is None:
+            return  # a session of the listing rule: never prompted, never cancelled
         if session.quiet:
             QUIET_AFTER_CANCEL.held()
         if kind in TURN_OUTPUT and any(a < update.seq < b for a, b in session.quiet):

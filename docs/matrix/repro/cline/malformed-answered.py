@@ -1,0 +1,10 @@
+# Replays the shrunk failing program of the ACP machine against the same command.
+from agent_conformance import AcpTarget, acp_machine
+
+state = acp_machine(AcpTarget(argv=('/work/main/.third-party/cline/node_modules/.bin/cline', '--acp'), env=(('HOME', '{dir}'), ('CLINE_NO_AUTO_UPDATE', '1'), ('CLINE_API_KEY', '{api_key}'), ('CLINE_PROVIDER', 'openai-compatible'), ('CLINE_MODEL', '{model}')), files=(('.cline/data/settings/providers.json', '{\n  "version": 1,\n  "lastUsedProvider": "openai-compatible",\n  "modes": {},\n  "providers": {\n    "openai-compatible": {\n      "settings": {\n        "provider": "openai-compatible",\n        "apiKey": "{api_key}",\n        "model": "{model}",\n        "baseUrl": "{base_url}"\n      },\n      "updatedAt": "2026-12-07T00:00:00.000Z",\n      "tokenSource": "manual"\n    }\n  }\n}\n'),), timeout=30.0, grace=5.0), waived=['mcp-connected', 'no-orphans'])()
+try:
+    state.check()
+    state.malformed(kinds=['not-json-number', 'unknown-method', 'unknown-session'])
+    state.check()
+finally:
+    state.teardown()

@@ -1,0 +1,10 @@
+# Replays the shrunk failing program of the ACP machine against the same command.
+from agent_conformance import AcpTarget, acp_machine
+
+state = acp_machine(AcpTarget(argv=('/work/main/.third-party/deepagents-acp/venv/bin/python', '-m', 'deepagents_acp'), env=(('HOME', '{dir}'),), files=(), timeout=30.0, grace=5.0))()
+try:
+    state.check()
+    state.malformed(kinds=['not-json', 'unknown-session', 'method-not-string', 'unknown-method', 'not-json-number', 'bad-params'])
+    state.check()
+finally:
+    state.teardown()

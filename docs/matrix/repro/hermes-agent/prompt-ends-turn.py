@@ -1,0 +1,16 @@
+# Replays the shrunk failing program of the ACP machine against the same command.
+from agent_conformance import AcpTarget, acp_machine
+
+state = acp_machine(AcpTarget(argv=('/work/main/.third-party/hermes-agent/venv/bin/hermes-acp',), env=(('HOME', '{dir}'),), files=(('.hermes/config.yaml', '# hermes-agent pointed at the conformance endpoint: written to {dir}/.hermes/config.yaml\n# (HERMES_HOME defaults to ~/.hermes; HOME={dir}). Chat completions (custom provider).\nmodel:\n  provider: custom\n  default: "{model}"\n  base_url: "{base_url}"\n  api_key: "{api_key}"\n'),), timeout=30.0, grace=5.0))()
+try:
+    state.check()
+    state.new_session()
+    state.check()
+    state.new_session()
+    state.check()
+    state.new_session()
+    state.check()
+    state.cancel_idle(session=0)
+    state.check()
+finally:
+    state.teardown()

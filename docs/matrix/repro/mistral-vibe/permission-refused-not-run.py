@@ -1,0 +1,14 @@
+# Replays the shrunk failing program of the ACP machine against the same command.
+from agent_conformance import AcpTarget, acp_machine
+
+state = acp_machine(AcpTarget(argv=('/work/main/.third-party/mistral-vibe/venv/bin/vibe-acp',), env=(('HOME', '{dir}'), ('LOCAL_API_KEY', '{api_key}')), files=(('.vibe/config.toml', '# mistral-vibe pointed at the conformance endpoint: written to {dir}/.vibe/config.toml\n# (VIBE_HOME defaults to ~/.vibe; HOME={dir}). The API key is read from LOCAL_API_KEY.\nactive_model = "local"\nenable_telemetry = false\nenable_update_checks = false\nenable_auto_update = false\n\n[[providers]]\nname = "local"\napi_base = "{base_url}"\napi_key_env_var = "LOCAL_API_KEY"\napi_style = "openai"\nbackend = "generic"\n\n[[models]]\nname = "{model}"\nprovider = "local"\nalias = "local"\n'),), timeout=30.0, grace=5.0), waived=['cancel-answers-cancelled', 'malformed-answered', 'mcp-connected', 'sessions-isolated'])()
+try:
+    state.check()
+    state.mcp_session(server=False)
+    state.check()
+    state.switch_config(pick=13, session=1, switch='unknown-mode')
+    state.check()
+    state.permission(answer='allow', first=['not-offered', 'error', 'malformed', 'reject', 'allow'], late='allow', session=0)
+    state.check()
+finally:
+    state.teardown()
