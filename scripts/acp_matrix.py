@@ -512,6 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.reuse and earlier.exists():
                 report = json.loads(earlier.read_text())
                 column = Column(agent, seconds=float(report.get("seconds", 0.0)), report=report)
+            elif args.reuse:
+                column = Column(agent, problem="not run: no report of an earlier run to reuse")
             else:
                 column = run_agent(agent, args.prefix, options, scratch)
             if column.report is not None:
