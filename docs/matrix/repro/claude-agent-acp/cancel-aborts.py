@@ -12,5 +12,13 @@ try:
     state.check()
     state.prompt(0, False)
     state.check()
+    state.cancel_prompt(point='mid-stream', session=0)
+    state.check()
+    state.new_session()
+    state.check()
+    state.switch_config(pick=12, session=1, switch='value')
+    state.check()
+    state.cancel_prompt(point='mid-stream', session=1)
+    state.check()
 finally:
     state.teardown()

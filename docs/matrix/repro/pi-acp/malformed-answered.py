@@ -16,5 +16,9 @@ try:
     state.check()
     state.cancel_prompt(point='before-model', session=2)
     state.check()
+    state.prompt_with_context(embedded='blob', link='edited', session=1)
+    state.check()
+    state.malformed(kinds=['not-json', 'unknown-method', 'not-json-number', 'method-not-string'])
+    state.check()
 finally:
     state.teardown()
