@@ -12,10 +12,26 @@ dir="${ACP_REPORT_DIR:-acp-conformance}"
 python="${ACP_PYTHON:-python}"
 mkdir -p "$dir"
 
-# Word-split the command and the extra options as a POSIX shell would, quotes honoured.
-read_words() { "$python" -c 'import shlex, sys; print("\0".join(shlex.split(sys.argv[1])), end="")' "$1"; }
-mapfile -d '' agent < <(read_words "$ACP_AGENT_COMMAND")
-mapfile -d '' extra < <(read_words "${ACP_ARGS:-}")
+# Word-split the command and the extra options as a POSIX shell would, quotes honoured; a
+# value that does not split (an unbalanced quote) stops the run, naming it.
+split_words() {
+  local what="$1" value="$2" words
+  words="$(mktemp)"
+  if ! "$python" -c '
+import shlex, sys
+try:
+    words = shlex.split(sys.argv[1])
+except ValueError as exc:
+    sys.exit(f"acp-action: {sys.argv[2]} {sys.argv[1]!r} does not split into words: {exc}; balance its quotes")
+sys.stdout.write("\0".join(words))' "$value" "$what" >"$words"; then
+    rm -f "$words"
+    exit 2
+  fi
+  mapfile -d '' "$3" <"$words"
+  rm -f "$words"
+}
+split_words ACP_AGENT_COMMAND "$ACP_AGENT_COMMAND" agent
+split_words ACP_ARGS "${ACP_ARGS:-}" extra
 ((${#agent[@]})) || { echo "acp-action: ACP_AGENT_COMMAND is empty: name the agent's command" >&2; exit 2; }
 
 options=(--acp --profile "${ACP_PROFILE:-ci}"
@@ -30,7 +46,10 @@ status=0
 
 verdict="$(sed -n 's/^  verdict: //p' "$dir/console.txt" | tail -n 1)"
 if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
-  echo "verdict=${verdict:-NOT RUN}" >>"$GITHUB_OUTPUT"
+  # "CONFORMANT" or "NOT CONFORMANT", to compare; the headline says what failed below MUST.
+  word="$(printf '%s' "$verdict" | sed -E 's/^(NOT CONFORMANT|CONFORMANT).*/\1/')"
+  echo "verdict=${word:-NOT RUN}" >>"$GITHUB_OUTPUT"
+  echo "headline=${verdict:-NOT RUN}" >>"$GITHUB_OUTPUT"
 fi
 if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then
   {

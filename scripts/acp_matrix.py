@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ AGENTS = ROOT / "scripts" / "third-party" / "agents.toml"
 PREFIX = ROOT / ".third-party"
 RUN_TIMEOUT = 1800.0  # seconds one agent's run may take, all passes
 REPLAY_TIMEOUT = 600.0
+STOP_GRACE = 30.0  # seconds a run past its time has to close its agents once interrupted
 REPLAYS = 3  # attempts to confirm a failure that hangs on a race
 OUTCOMES = ("passed", "failed", "not reached", "not applicable", "skipped")
 
@@ -99,6 +101,7 @@ def load(path: Path) -> list[Agent]:
         raise Unusable(f"cannot read the agent list {path}: {exc}") from None
     agents: list[Agent] = []
     for entry in cast("list[dict[str, Any]]", data.get("agent", [])):
+        _check_entry(path, entry)
         try:
             agent = Agent(
                 name=str(entry["name"]),
@@ -124,6 +127,56 @@ def load(path: Path) -> list[Agent]:
             raise Unusable(f"{path}: {agent.name}: version {agent.version!r} is not a pin")
         agents.append(agent)
     return agents
+
+
+def _check_entry(path: Path, entry: Mapping[str, Any]) -> None:
+    """The fields a user can get wrong in a way `str()` would hide: a command or a list of
+    options given as one string, a table given as something else."""
+    name = entry.get("name", "?")
+    for key in ("command", "options", "extras"):
+        if key in entry and not (
+            isinstance(entry[key], list) and all(isinstance(v, str) for v in entry[key])
+        ):
+            raise Unusable(
+                f"{path}: {name}: {key} must be a list of strings, e.g. "
+                f'{key} = ["{key}-word", "..."], not {entry[key]!r}'
+            )
+    for key in ("env", "config"):
+        if key in entry and not isinstance(entry[key], dict):
+            raise Unusable(f"{path}: {name}: {key} must be a table of strings, not {entry[key]!r}")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise Unusable(f"cannot read {path}: {exc}; `acp_matrix.py run` rewrites it") from None
+
+
+def _run_bounded(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`argv` to its end or for `timeout` seconds. Past that, an interrupt lets the suite
+    close the agents it started (each in its own process group, out of reach of a kill of
+    this one's); what is left a grace later is killed. Raises TimeoutExpired then."""
+    with subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.communicate(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+            raise
+        return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
 # -- installing ---------------------------------------------------------------------------
@@ -206,11 +259,10 @@ def run_agent(agent: Agent, prefix: Path, options: Sequence[str], scratch: Path)
         return column
     report = scratch / f"{agent.name}.json"
     argv = conformance_argv(agent, prefix, ["--report-json", str(report)], options)
+    report.unlink(missing_ok=True)  # a run that writes none must not show the last one's
     started = time.monotonic()
     try:
-        done = subprocess.run(
-            argv, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT
-        )
+        done = _run_bounded(argv, RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
         column.problem = f"the run took longer than {RUN_TIMEOUT:g} s"
         return column
@@ -220,7 +272,10 @@ def run_agent(agent: Agent, prefix: Path, options: Sequence[str], scratch: Path)
         last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
         column.problem = f"no report (exit {done.returncode}): {last}"
         return column
-    column.report = json.loads(report.read_text())
+    try:
+        column.report = json.loads(report.read_text())
+    except ValueError as exc:
+        column.problem = f"its report {report} is not JSON: {exc}"
     return column
 
 
@@ -267,14 +322,7 @@ def replay(script: Path, prop: str, attempts: int = 1) -> tuple[bool, str]:
 
 def _replay_once(script: Path, prop: str) -> tuple[bool, str]:
     try:
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=ROOT,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=REPLAY_TIMEOUT,
-        )
+        done = _run_bounded([sys.executable, str(script)], REPLAY_TIMEOUT)
     except subprocess.TimeoutExpired:
         return False, f"the replay took longer than {REPLAY_TIMEOUT:g} s"
     output = (done.stdout + done.stderr).strip()
@@ -341,7 +389,9 @@ def matrix(columns: Sequence[Column], seed: int, options: Sequence[str]) -> dict
 def reconfirm(out: Path, attempts: int) -> int:
     """Replay each unconfirmed failure of the matrix under `out` again; rewrite the matrix."""
     path = out / "acp-matrix.json"
-    data = json.loads(path.read_text())
+    if not path.exists():
+        raise Unusable(f"no matrix at {path} to confirm: run `acp_matrix.py run` first")
+    data = _read_json(path)
     for finding in data["findings"]:
         if finding["confirmed"] or not finding["reproduction"]:
             continue
@@ -510,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{agent.name}: running the suite", flush=True)
             earlier = scratch / f"{agent.name}.json"
             if args.reuse and earlier.exists():
-                report = json.loads(earlier.read_text())
+                report = _read_json(earlier)
                 column = Column(agent, seconds=float(report.get("seconds", 0.0)), report=report)
             elif args.reuse:
                 column = Column(agent, problem="not run: no report of an earlier run to reuse")
@@ -528,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = matrix(columns, args.seed, options)
         previous = out / "acp-matrix.json"
         if only and previous.exists():
-            data = merged(json.loads(previous.read_text()), data, [a.name for a in agents])
+            data = merged(_read_json(previous), data, [a.name for a in agents])
         (out / "acp-matrix.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         (out / "acp-matrix.html").write_text(render_html(data))
         print(f"wrote {out / 'acp-matrix.json'} and {out / 'acp-matrix.html'}")

@@ -9,8 +9,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 name="${1:?usage: $0 NAME [SEED] [OPTIONS...]}"
-seed="${2:-1}"
-shift $(($# >= 2 ? 2 : 1))
+shift
+seed=1
+if [[ "${1:-}" =~ ^[0-9]+$ ]]; then  # a seed, or the first of the options
+  seed="$1"
+  shift
+fi
 python="${PYTHON:-$root/.venv/bin/python}"
 [[ -x "$python" ]] || python=python3
 exec "$python" "$root/scripts/acp_matrix.py" --prefix "${THIRD_PARTY:-$root/.third-party}" \

@@ -109,6 +109,22 @@ def test_a_wrong_agent_list_is_one_line(tmp_path: pathlib.Path) -> None:
     done = matrix("--agents", str(agents), "install")
     assert done.returncode == 2
     assert done.stderr.strip() == f"acp_matrix.py: error: {agents}: an agent has no 'version'"
+    agents.write_text(
+        '[[agent]]\nname = "x"\nversion = "1.0"\nsource = "npm"\ncommand = "x --acp"\n'
+    )
+    done = matrix("--agents", str(agents), "install")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"acp_matrix.py: error: {agents}: x: command must be a list of strings, e.g. "
+        'command = ["command-word", "..."], not \'x --acp\''
+    )
+    agents.write_text('[[agent]]\nname = "x"\nversion = "1.0"\nsource = "npm"\ncommand = ["x"]\n')
+    done = matrix("--agents", str(agents), "confirm", "--out", str(tmp_path / "none"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"acp_matrix.py: error: no matrix at {tmp_path / 'none' / 'acp-matrix.json'} to "
+        "confirm: run `acp_matrix.py run` first"
+    )
 
 
 def test_the_action_is_composite_and_passes_every_input_to_its_run_step() -> None:
@@ -143,7 +159,8 @@ def test_the_actions_run_step_writes_the_reports_the_summary_and_the_verdict(
     names = sorted(p.name for p in (tmp_path / "reports").iterdir())
     assert names == ["console.txt", "junit.xml", "report.html", "report.json"]
     verdict = "NOT CONFORMANT: 1 MUST requirement(s) failed (TA-TRANSPORT-001)"
-    assert (tmp_path / "output").read_text() == f"verdict={verdict}\n"
+    output = (tmp_path / "output").read_text()
+    assert output == f"verdict=NOT CONFORMANT\nheadline={verdict}\n"
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith(f"## ACP conformance: {verdict}\n")
     assert "TA-TRANSPORT-001 schema-valid (P7): FAILED" in summary
@@ -154,6 +171,15 @@ def test_the_actions_run_step_writes_the_reports_the_summary_and_the_verdict(
     assert empty.returncode == 2
     assert (
         empty.stderr.strip() == "acp-action: ACP_AGENT_COMMAND is empty: name the agent's command"
+    )
+    env["ACP_AGENT_COMMAND"] = "node 'agent.js"
+    unbalanced = subprocess.run(
+        ["bash", str(RUN_STEP)], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert unbalanced.returncode == 2
+    assert unbalanced.stderr.strip() == (
+        'acp-action: ACP_AGENT_COMMAND "node \'agent.js" does not split into words: '
+        "No closing quotation; balance its quotes"
     )
 
 

@@ -51,6 +51,7 @@ class SessionListing(ConformanceMachine):
         log: list[str]
         prompted: set[str]
         lists_unprompted: bool
+        touched: set[str]
 
         def _live(self) -> list[Any]: ...
         def prompt(self, session: int, tool: bool) -> None: ...
@@ -165,9 +166,12 @@ class SessionListing(ConformanceMachine):
         )
         # An agent may keep a session only once it holds something (the spec asks for a
         # list, not for every session): one never prompted is missed only by an agent that
-        # lists such sessions, as this listing or an earlier one showed (D479).
+        # lists such sessions, as this listing or an earlier one showed (D479). A session
+        # loaded or switched holds something too: only an untouched one is evidence.
         self.lists_unprompted = self.lists_unprompted or any(
-            sid in counts for sid in expected if sid not in self.prompted
+            sid in counts
+            for sid in expected
+            if sid not in self.prompted and sid not in self.touched
         )
         owed = [sid for sid in expected if sid in answered or self.lists_unprompted]
         missing = [sid for sid in owed if sid not in counts]

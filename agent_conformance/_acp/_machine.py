@@ -173,6 +173,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         self.mcp_made = False
         self.prompted: set[str] = set()  # sessions sent a prompt, in any process
         self.lists_unprompted = False  # a listing showed a session never prompted
+        self.touched: set[str] = set()  # sessions loaded or switched, in any process
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
         try:
@@ -286,6 +287,10 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     def _ask(
         self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
     ) -> Answer:
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str):
+            self.touched.add(session_id)  # an agent may keep it from now on (D479)
+
         async def ask() -> Answer | None:
             return await agent.answer(await agent.start_request(method, params))
 
@@ -612,8 +617,21 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
             def over() -> bool:  # answered, or waiting on the request held
                 return agent.answered(request_id) or any(a.answer == "held" for a in asks())
 
+            def progress() -> tuple[int, int]:
+                return len(asks()), len(self.endpoint.calls(token))
+
+            def moved_on(since: tuple[int, int]) -> Callable[[], bool]:
+                return lambda: over() or progress() != since
+
             # Only the wire says whether the agent asks: until the answer or a held request.
-            await agent.wait_until(agent.target.timeout, over)
+            # A step runs up to six model calls, commands and requests before the held one:
+            # the timeout bounds a wait in which nothing moves on, not the whole step.
+            seen: tuple[int, int] | None = None
+            for _ in range(3 * (len(answers) + 2)):
+                if over() or progress() == seen:
+                    break
+                seen = progress()
+                await agent.wait_until(agent.target.timeout, moved_on(seen))
             stats = type(self).stats
             for ask in asks():
                 stats[f"asked {ask.answer}"] = stats.get(f"asked {ask.answer}", 0) + 1
@@ -647,10 +665,12 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
             agent.permission_answers.pop(session.id, None)
 
     def _witness_of(self, token: str, ask: PermissionAsk, witnesses: list[Path]) -> Path:
-        """The witness of the command `ask` is about: that of the step of `token`'s script
-        whose model call was served last before it."""
-        before = [s.index for s in self.endpoint.calls(token) if s.stamp < ask.stamp]
-        return witnesses[min(before[-1] if before else 0, len(witnesses) - 1)]
+        """The witness of the command `ask` is about: that of the furthest step of `token`'s
+        script whose model call, served before it, called a tool."""
+        before = [s for s in self.endpoint.calls(token) if s.stamp < ask.stamp]
+        # A side call (a title, a summary) quotes the prompt too, but runs no command.
+        commands = [s.index for s in before if s.tool is not None] or [s.index for s in before]
+        return witnesses[min(max(commands, default=0), len(witnesses) - 1)]
 
     def _refused_not_run(
         self, token: str, witnesses: list[Path], asks: list[PermissionAsk]
