@@ -279,7 +279,29 @@ def run_agent(agent: Agent, prefix: Path, options: Sequence[str], scratch: Path)
     return column
 
 
-def confirm(column: Column, out: Path, *, replaying: bool = True) -> None:
+def portable(script: str, path: Path, prefix: Path) -> str:
+    """`script`, to be written at `path`, with the paths of this machine it names (the
+    agents' install prefix, the checkout) made relative to where it is: it runs from any
+    checkout that installed the agent, or with THIRD_PARTY naming another prefix."""
+    header = ["import os", "", "_HERE = os.path.dirname(os.path.abspath(__file__))"]
+    text = script
+    for name, place, variable in (("PREFIX", prefix, "THIRD_PARTY"), ("ROOT", ROOT, None)):
+        where = place.resolve()
+        quoted = repr(str(where))[:-1]  # the string's opening quote, not its closing one
+        if quoted + "/" not in text and quoted + "'" not in text:
+            continue
+        text = text.replace(quoted + "/", f"{name} + '/").replace(quoted + "'", name)
+        relative = os.path.relpath(where, path.parent.resolve())
+        default = f"os.path.normpath(os.path.join(_HERE, {relative!r}))"
+        value = f"os.environ.get({variable!r}, {default})" if variable else default
+        header.append(f"{name} = {value}")
+    if len(header) == 3:
+        return script
+    first, _, rest = text.partition("\n")
+    return "\n".join([first, *header, rest])
+
+
+def confirm(column: Column, out: Path, prefix: Path, *, replaying: bool = True) -> None:
     """Write each failure's reproduction under `out` and replay it in a fresh process: a
     failure is confirmed when the replay fails with the same property."""
     assert column.report is not None
@@ -301,7 +323,7 @@ def confirm(column: Column, out: Path, *, replaying: bool = True) -> None:
         if script:
             path = out / "repro" / column.agent.name / f"{row['property']}.py"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(script)
+            path.write_text(portable(script, path, prefix))
             entry["reproduction"] = str(path.relative_to(out))
             entry["replay"] = "not replayed yet: python scripts/acp_matrix.py confirm"
             if replaying:
@@ -567,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 column = run_agent(agent, args.prefix, options, scratch)
             if column.report is not None:
-                confirm(column, out, replaying=not args.no_replay)
+                confirm(column, out, args.prefix, replaying=not args.no_replay)
             verdict = (
                 column.problem or column.report["verdict"]["headline"]
                 if column.report
