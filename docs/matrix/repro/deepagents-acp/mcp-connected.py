@@ -1,7 +1,11 @@
 # Replays the shrunk failing program of the ACP machine against the same command.
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+PREFIX = os.environ.get('THIRD_PARTY', os.path.normpath(os.path.join(_HERE, '../../../../.third-party')))
 from agent_conformance import AcpTarget, acp_machine
 
-state = acp_machine(AcpTarget(argv=('/work/main/.third-party/deepagents-acp/venv/bin/python', '-m', 'deepagents_acp'), env=(('HOME', '{dir}'),), files=(), timeout=30.0, grace=5.0), waived=['malformed-answered'])()
+state = acp_machine(AcpTarget(argv=(PREFIX + '/deepagents-acp/venv/bin/python', '-m', 'deepagents_acp'), env=(('HOME', '{dir}'),), files=(), timeout=30.0, grace=5.0), waived=['malformed-answered'])()
 try:
     state.check()
     state.mcp_session(server=True)
