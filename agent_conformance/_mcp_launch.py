@@ -36,7 +36,7 @@ __all__ = [
 
 SERVER = "ref-srv"  # a dash, which tool names keep (M1)
 CONFIGURED_TERM = "trio-agents-configured-term"
-SILENT_TIMEOUT = 2.0  # the start_timeout of a block with a server that never answers
+SILENT_TIMEOUT = 1.0  # the start_timeout of a block with a server that never answers (D483)
 BROKEN = "broken"  # the name of the server that cannot start (M5)
 BESIDE = "beside"  # the name of the good server opened with it
 BadStart = Literal["missing", "exits", "silent", "list-silent", "same-name"]

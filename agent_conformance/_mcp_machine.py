@@ -105,9 +105,9 @@ ADDED_NAMES = ("added_{n}", "Added-{n}", "added.{n} tool/x", "added{n}_" + "x" *
 """The names `add_tool` gives its tools, in turn ({n}: a number of its own)."""
 
 GRACE = 0.2  # the close grace given to the opener: a SIGTERM-ignoring server costs it
-STARVED_TRIES = 3  # a bad start whose good server was starved too is tried this often
+STARVED_TRIES = 4  # a bad start whose good server was starved too is tried this often (D483)
 START_TIMEOUT = 20.0  # a loaded machine starts Python slowly; failing starts are not checked
-START_BOUND = 15.0  # past start_timeout, a block that neither raised nor opened hangs (M5)
+START_BOUND = 8.0  # past start_timeout, a block that neither raised nor opened hangs (M5, D483)
 SEEN_WITHIN = 10.0  # seconds for the server to record a call it was sent
 CANCEL_WITHIN = 3.0  # seconds for the server to record the cancel of a call
 GONE_WITHIN = 1.0  # seconds for a killed process to leave the process table

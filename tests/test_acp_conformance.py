@@ -104,6 +104,20 @@ def test_an_agent_that_lists_only_prompted_sessions_passes_the_listing_rules(
     assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
 
 
+def test_an_agent_of_one_session_a_process_gets_a_verdict(tmp_path: pathlib.Path) -> None:
+    # A second session/new refused is no finding, and the rules go on with one (D482).
+    report = tmp_path / "report.json"
+    agent = (sys.executable, "-m", "tests.support.acp_defects", "one-session-a-process")
+    done = conformance(
+        "--seed", "1", "--max-examples", "4", "--report-json", str(report), "--", *agent
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the agent refused a second session/new in one process" in done.stdout
+    data = json.loads(report.read_text())
+    assert data["one_session_a_process"] is True
+    assert not [row for row in data["requirements"] if row["outcome"] == "failed"]
+
+
 def test_every_acp_property_has_a_seeded_defect() -> None:
     assert {p.name for p in PROPERTIES} == {s.property for s in ACP_SEEDED}
 

@@ -52,6 +52,7 @@ class SessionListing(ConformanceMachine):
         prompted: set[str]
         lists_unprompted: bool
         touched: set[str]
+        one_session: bool
 
         def _live(self) -> list[Any]: ...
         def prompt(self, session: int, tool: bool) -> None: ...
@@ -67,17 +68,20 @@ class SessionListing(ConformanceMachine):
             return None
         return str(answer.result["sessionId"])
 
-    async def _create_many(self, cwd: str, count: int) -> list[str | None]:
+    async def _create_many(self, cwd: str, count: int) -> tuple[list[str | None], int]:
         """`count` session/new requests sent at once (as an editor restoring its tabs
-        would), then their answers: the ids, None for each that failed or got no answer."""
+        would), then their answers: the ids, None for each that failed or got no answer;
+        and how many were answered with an error."""
         params: dict[str, Any] = {"cwd": cwd, "mcpServers": []}
         ids = [await self.agent.start_request("session/new", params) for _ in range(count)]
         made: list[str | None] = []
+        refused = 0
         for request_id in ids:
             answer = await self.agent.answer(request_id)
             ok = answer is not None and answer.error is None
+            refused += answer is not None and answer.error is not None
             made.append(str(answer.result["sessionId"]) if answer is not None and ok else None)
-        return made
+        return made, refused
 
     # Twice an example at most: the other rules' windows need the program's steps more.
     @precondition(lambda self: self.can_list and self.listings < 2)
@@ -90,24 +94,30 @@ class SessionListing(ConformanceMachine):
         which writes to it (`write`); the listing that makes pages does both (D449)."""
         self.listings += 1
         workdir = str(self.agent.workdir)
-        paged = bulk and not self.bulked
+        paged = bulk and not self.bulked and not self.one_session
         if paged:
             self.bulked = True
             if not self._live():
                 # A live session older than the bulk, to write to between the pages: it
                 # lists on a later page, and a write must not move it out of the listing.
                 self.new_session()
-            made_many = self.host.call(self._create_many, workdir, BULK)
-            SESSIONS_LISTED.check(
-                None not in made_many,
-                lambda: f"{made_many.count(None)} of {BULK} session/new sent at once failed",
-            )
-            self.extra_ids.extend(str(sid) for sid in made_many)
-            other = os.path.join(os.path.dirname(workdir), "elsewhere")
-            os.makedirs(other, exist_ok=True)
-            made = self._create(other)
-            if made is not None:
-                self.elsewhere.append(made)
+            made_many, refused = self.host.call(self._create_many, workdir, BULK)
+            if refused == BULK:
+                # Every one refused beside a live session: an agent of one session a
+                # process, which the spec allows (D482). Some refused is a finding.
+                self.one_session = True
+                type(self).stats["one session a process"] = 1
+            else:
+                SESSIONS_LISTED.check(
+                    None not in made_many,
+                    lambda: f"{made_many.count(None)} of {BULK} session/new sent at once failed",
+                )
+                self.extra_ids.extend(str(sid) for sid in made_many)
+                other = os.path.join(os.path.dirname(workdir), "elsewhere")
+                os.makedirs(other, exist_ok=True)
+                made = self._create(other)
+                if made is not None:
+                    self.elsewhere.append(made)
         # What has a turn that ended before the listing began: a session written to between
         # its pages may have been on no page yet, and one whose prompt was cancelled may
         # hold nothing an agent keeps.

@@ -158,6 +158,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         self.tokens = itertools.count(1)
         self.sessions: list[_Session] = []
         self.log: list[str] = []
+        self.one_session = False  # the agent refused a second session/new in one process
         self.owners: dict[str, str] = {}  # token -> the session whose prompt carries it
         # (session, toolCallId) -> the call's last status: any process's announcement
         # counts, and a `tool_call` (a load replays them) starts the call's statuses anew.
@@ -320,7 +321,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         return live[index % len(live)]
 
     def _room(self) -> bool:
-        return len(self._live()) < MAX_SESSIONS
+        return len(self._live()) < (1 if self.one_session else MAX_SESSIONS)
 
     @precondition(lambda self: self._room())
     @rule()
@@ -332,6 +333,13 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         answer = self._ask(
             self.agent, "session/new", {"cwd": str(self.agent.workdir), "mcpServers": []}
         )
+        if answer.error is not None and self._live():
+            # Some agents serve one session a process (no capability says so, and the
+            # spec does not ask for more): the rules go on with the one (D482).
+            self.one_session = True
+            type(self).stats["one session a process"] = 1
+            self.log.append("new refused")
+            return
         if answer.error is not None:
             raise AgentSetupError(
                 f"the agent refused session/new: {answer.error}; if it needs a login or a "

@@ -112,6 +112,9 @@ class AcpRun:
     latencies: Mapping[str, tuple[float, ...]] = field(default_factory=dict[str, tuple[float, ...]])
     """Seconds from each session/cancel that landed to what it aborted being seen gone:
     "stream" (the model request), "tool" (the shell command's processes)."""
+    one_session: bool = False
+    """The agent refused a second session/new in one process: rules that need two sessions
+    of a process were not drawn."""
 
     @property
     def crash(self) -> Finding | None:
@@ -286,6 +289,7 @@ def _ended(
         verdicts,
         tuple(findings),
         {kind: tuple(seconds) for kind, seconds in latencies.items()},
+        bool(stats.get("one session a process")),
     )
 
 

@@ -313,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
         "started_at": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(),
         "seconds": round(run_.report.seconds, 3),
         "examples": run_.report.examples,
+        "one_session_a_process": run_.one_session,
         "skipped_by_user": sorted(choice.skip),
         "cancel_to_abort_ms": {
             kind: [round(x * 1000, 1) for x in seconds] for kind, seconds in run_.latencies.items()
@@ -454,6 +455,11 @@ def _print_acp_run(
         if run_.advertised.get("listSessions")
         else ", session/list not advertised: not checked"
     )
+    if run_.one_session:
+        print(
+            "  the agent refused a second session/new in one process: rules that need two "
+            "sessions of a process were not drawn"
+        )
     if run_.landed:
         where = ", ".join(f"{point} {n}" for point, n in sorted(run_.landed.items()))
         print(f"  cancels that landed where aimed: {where}")

@@ -590,7 +590,24 @@ def _lists_only_prompted() -> None:
     _listing.page = prompted_only
 
 
-VARIANTS: dict[str, Callable[[], None]] = {"lists-only-prompted": _lists_only_prompted}
+def _one_session_a_process() -> None:
+    # Correct too, as localharness is: one session a process, a second session/new refused.
+    new_session = AcpServer._new_session  # pyright: ignore[reportPrivateUsage]
+    made = [0]
+
+    async def one(self: Any, params: Any) -> Any:
+        if made[0]:
+            raise rpc.JsonRpcError(rpc.INVALID_PARAMS, "this process serves one session")
+        made[0] += 1
+        return await new_session(self, params)
+
+    AcpServer._new_session = one  # type: ignore[method-assign]
+
+
+VARIANTS: dict[str, Callable[[], None]] = {
+    "lists-only-prompted": _lists_only_prompted,
+    "one-session-a-process": _one_session_a_process,
+}
 """Changes that keep the server conformant, which the suite must not fail (D479)."""
 
 
