@@ -803,7 +803,10 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     @rule(load_unprompted=st.booleans())
     def restart(self, load_unprompted: bool) -> None:
         """End this agent's input (it must exit, leaving nothing), start it again; with
-        `load_unprompted`, a session never prompted is loaded at once (P12)."""
+        `load_unprompted`, a session never prompted (opened now if there is none) is loaded
+        at once (P12)."""
+        if load_unprompted and self._room() and not self._unprompted():
+            self._plain_session()  # D484: the check this draw asks for, not a no-op
         self._end_of_input(self.agent)
         for session in self.sessions:
             session.live = False
@@ -813,10 +816,15 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         if load_unprompted:
             self._load_an_unprompted()
 
+    def _unprompted(self) -> list[_Session]:
+        return [s for s in self.sessions if not (s.loaded or s.turns)]
+
     def _load_an_unprompted(self) -> None:
-        unprompted = [s for s in self.sessions if not (s.live or s.loaded or s.turns)]
+        unprompted = [s for s in self._unprompted() if not s.live]
         if unprompted:
-            self._load(unprompted[0])
+            # The newest: a session opened and left alone, not one a cancel or a switch of
+            # its mode wrote to since (D484).
+            self._load(unprompted[-1])
 
     @precondition(lambda self: self.can_load and bool(self._live()))
     @rule(session=st.integers(0, MAX_SESSIONS - 1), tool=st.booleans())
