@@ -578,10 +578,16 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         session=st.integers(0, MAX_SESSIONS - 1),
         # Answers that let the turn go on, to the commands before the last (D477): a step
         # tries several answers for the price of one prompt.
-        first=st.lists(st.sampled_from(GOING_ON), max_size=len(GOING_ON), unique=True),
+        # "allow" last (D484): the simplest examples draw the first, and a refusal is what
+        # the rule is about.
+        first=st.lists(
+            st.sampled_from(sorted(GOING_ON, key=lambda a: a == "allow")),
+            max_size=len(GOING_ON),
+            unique=True,
+        ),
         # A held request three times as often: its window (P9: a cancel while the person
         # has not answered) needs the most of a program, a held request and its cancel.
-        answer=st.sampled_from((*ANSWERS, "held", "held")),
+        answer=st.sampled_from(sorted((*ANSWERS, "held", "held"), key=lambda a: a == "allow")),
         late=st.sampled_from(LATE_ANSWERS),
     )
     def permission(
