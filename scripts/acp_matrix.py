@@ -156,7 +156,8 @@ def _read_json(path: Path) -> Any:
 def _run_bounded(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """`argv` to its end or for `timeout` seconds. Past that, an interrupt lets the suite
     close the agents it started (each in its own process group, out of reach of a kill of
-    this one's); what is left a grace later is killed. Raises TimeoutExpired then."""
+    this one's); what is left a grace later is killed. Raises TimeoutExpired then. A Ctrl-C
+    of this script (which no longer reaches the child's new session) is passed on alike."""
     with subprocess.Popen(
         argv,
         cwd=ROOT,
@@ -168,7 +169,7 @@ def _run_bounded(argv: Sequence[str], timeout: float) -> subprocess.CompletedPro
     ) as process:
         try:
             out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except BaseException:  # the timeout, or an interrupt of this script
             os.killpg(process.pid, signal.SIGINT)
             try:
                 process.communicate(timeout=STOP_GRACE)

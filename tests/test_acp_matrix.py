@@ -202,3 +202,23 @@ def test_a_run_of_some_agents_replaces_only_their_columns() -> None:
     assert [a["name"] for a in new["agents"]] == ["a", "b"]
     assert new["requirements"][0]["outcomes"] == {"a": "passed", "b": "passed"}
     assert new["findings"] == []
+
+
+def test_a_run_past_its_time_is_interrupted_and_leaves_no_process() -> None:
+    # The suite runs in a session of its own (its agents out of reach of a kill of the
+    # script's group): past its time it is interrupted, to close them, and then gone (D481).
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import acp_matrix
+
+    marker = f"acp-matrix-overrun-{os.getpid()}"
+    child = f"import time  # {marker}\ntime.sleep(600)"
+    with pytest.raises(subprocess.TimeoutExpired):
+        acp_matrix._run_bounded([sys.executable, "-c", child], timeout=2.0)  # pyright: ignore[reportPrivateUsage]
+    left: list[str] = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                left.append(entry.name)
+        except OSError:
+            continue  # gone meanwhile
+    assert not left
