@@ -55,6 +55,7 @@ class SessionListing(ConformanceMachine):
         one_session: bool
 
         def _live(self) -> list[Any]: ...
+        def _one_session_only(self) -> None: ...
         def prompt(self, session: int, tool: bool) -> None: ...
         def new_session(self) -> None: ...
 
@@ -105,8 +106,7 @@ class SessionListing(ConformanceMachine):
             if refused == BULK:
                 # Every one refused beside a live session: an agent of one session a
                 # process, which the spec allows (D482). Some refused is a finding.
-                self.one_session = True
-                type(self).stats["one session a process"] = 1
+                self._one_session_only()
             else:
                 SESSIONS_LISTED.check(
                     None not in made_many,

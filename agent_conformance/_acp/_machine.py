@@ -334,10 +334,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
             self.agent, "session/new", {"cwd": str(self.agent.workdir), "mcpServers": []}
         )
         if answer.error is not None and self._live():
-            # Some agents serve one session a process (no capability says so, and the
-            # spec does not ask for more): the rules go on with the one (D482).
-            self.one_session = True
-            type(self).stats["one session a process"] = 1
+            self._one_session_only()
             self.log.append("new refused")
             return
         if answer.error is not None:
@@ -347,6 +344,13 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
             )
         self._add_session(answer)
         self.log.append("new")
+
+    def _one_session_only(self) -> None:
+        """Some agents serve one session a process (no capability says so, and the spec
+        does not ask for more): no rule adds another to it, the rules go on with the one,
+        and the report says so (D482)."""
+        self.one_session = True
+        type(self).stats["one session a process"] = 1
 
     def _add_session(self, answer: Answer) -> _Session:
         """The session a session/new answered, added to the live ones."""
