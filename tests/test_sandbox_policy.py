@@ -3,7 +3,14 @@ in order and a later mount wins, so the order is the policy (D131)."""
 
 from __future__ import annotations
 
-from trio_agents._shell._sandbox_policy import SandboxPolicy, bwrap_argv, hidden_targets
+import pytest
+
+from trio_agents._shell._sandbox_policy import (
+    SandboxPolicy,
+    bwrap_argv,
+    command_prefix,
+    hidden_targets,
+)
 
 
 def mounts(argv: list[str]) -> list[tuple[str, ...]]:
@@ -28,9 +35,10 @@ def test_the_workdir_under_tmp_is_bound_after_the_private_tmp() -> None:
     order = mounts(argv)
     assert order.index(("--tmpfs", "/tmp")) < order.index(("--bind", "/tmp/w", "/tmp/w"))
     assert order[0] == ("--ro-bind", "/", "/")
-    assert argv[:3] == ["bwrap", "--unshare-pid", "--die-with-parent"]
+    assert argv[:2] == ["bwrap", "--unshare-user"]
+    assert {"--unshare-pid", "--unshare-ipc", "--die-with-parent"} <= set(argv)
     assert argv[argv.index("--chdir") + 1] == "/tmp/w"
-    assert argv[-4:] == ["--", "bash", "-c", "x"]
+    assert argv[-3:] == ["bash", "-c", "x"]
     assert "--unshare-net" not in argv  # the network is on by default
 
 
@@ -91,3 +99,77 @@ def test_run_by_root_the_command_is_given_no_capabilities() -> None:
     assert as_root[1:3] == ["--cap-drop", "ALL"]
     plain = bwrap_argv("bwrap", SandboxPolicy(), command=["true"], workdir="/w", hidden={})
     assert "--cap-drop" not in plain
+
+
+def test_a_working_directory_holding_proc_or_tmp_does_not_bring_the_hosts_back() -> None:
+    # D485: a writable `/` bound after the fresh /proc and private /tmp covered them with
+    # the host's; it is bound before them now.
+    argv = bwrap_argv("bwrap", SandboxPolicy(), command=["true"], workdir="/", hidden={})
+    order = mounts(argv)
+    bind = order.index(("--bind", "/", "/"))
+    assert bind < order.index(("--proc", "/proc"))
+    assert bind < order.index(("--tmpfs", "/tmp"))
+
+
+def test_home_is_private_and_shows_only_what_the_policy_names() -> None:
+    # D486: an empty tmpfs over HOME, the named paths bound read-only into it, the workdir
+    # (under HOME) bound after, and a secret outside every shown path not mounted at all.
+    argv = bwrap_argv(
+        "bwrap",
+        SandboxPolicy(home=("~/.gitconfig",)),
+        command=["true"],
+        workdir="/home/u/project",
+        hidden={"/home/u/.ssh": True, "/home/u/project/.env": False},
+        home="/home/u",
+        home_shown=("/home/u/.gitconfig",),
+    )
+    order = mounts(argv)
+    home = order.index(("--tmpfs", "/home/u"))
+    assert home < order.index(("--ro-bind", "/home/u/.gitconfig", "/home/u/.gitconfig"))
+    assert home < order.index(("--bind", "/home/u/project", "/home/u/project"))
+    assert ("--tmpfs", "/home/u/.ssh") not in order  # out of sight already
+    assert ("--ro-bind", "/dev/null", "/home/u/project/.env") in order
+    sizes = [argv[i + 1] for i, a in enumerate(argv) if a == "--size"]
+    assert sizes == [str(SandboxPolicy().tmp_size)] * 2  # /tmp and HOME, each bounded
+
+
+def test_limits_are_set_hard_inside_the_sandbox() -> None:
+    prefix = command_prefix(
+        SandboxPolicy(max_processes=64, max_memory=1 << 30), mapped_home=None, mapped=False
+    )
+    assert prefix[:2] == ["bash", "-c"]
+    assert "ulimit -S -H -u 64 -d 1048576 || exit 125" in prefix[2]
+    bare = command_prefix(
+        SandboxPolicy(max_processes=None, max_memory=None), mapped_home=None, mapped=False
+    )
+    assert "ulimit" not in bare[2]
+
+
+def test_a_root_servers_command_drops_to_an_unprivileged_id_through_host_tools() -> None:
+    # D485: the tools come from the host's paths, never the command's PATH, and bash runs
+    # privileged so that BASH_ENV cannot run with the capabilities.
+    tools = {"bash": "/usr/bin/bash", "chown": "/usr/bin/chown", "setpriv": "/sp",
+             "unshare": "/us"}  # fmt: skip
+    argv = bwrap_argv(
+        "bwrap", SandboxPolicy(), command=["true"], workdir="/w", hidden={},
+        home="/root", as_root=True, mapped=True, tools=tools,
+    )  # fmt: skip
+    assert argv[1:3] == ["--cap-drop", "ALL"]
+    caps = [argv[i + 1] for i, a in enumerate(argv) if a == "--cap-add"]
+    assert caps == ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
+    start = argv.index("--") + 1
+    assert argv[start : start + 3] == ["/usr/bin/bash", "-p", "-c"]
+    script = argv[start + 3]
+    assert script.startswith("/usr/bin/chown 65534:65534 -- /root")
+    assert "exec /sp --reuid=65534 --regid=65534 --clear-groups" in script
+    assert "/us --user --map-user=0 --map-group=0" in script
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("home", ("/etc",)), ("tmp_size", 0), ("max_processes", -1), ("max_memory", "1G"),
+     ("home", "~/.gitconfig")],
+)  # fmt: skip
+def test_a_bad_policy_field_is_named(field: str, value: object) -> None:
+    with pytest.raises((TypeError, ValueError), match=f"SandboxPolicy {field}"):
+        SandboxPolicy(**{field: value})  # type: ignore[arg-type]

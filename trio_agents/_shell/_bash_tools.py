@@ -191,9 +191,14 @@ class _Bash(_BashToolBase):
             await trio.lowlevel.checkpoint()
             return _error(f"invalid run_in_background {background!r}: give true or false")
         shell = runtime.shell
+        place = _place(runtime, context, arguments.get("workdir"))
+        if isinstance(place, ToolResult):
+            return place
+        root, workdir = place
         request = ShellRequest(
             command,
-            workdir=_workdir(runtime, context, arguments.get("workdir")),
+            workdir=workdir,
+            root=root,
             timeout=timeout_ms / 1000 if timeout_ms is not None else None,
             # The agent's id: a background job's owner, and for every command the session
             # whose spill directory its output goes to.
@@ -222,17 +227,30 @@ def _failed(result: RunResult) -> bool:
     )
 
 
-def _workdir(runtime: Runtime, context: ToolContext, requested: object) -> str | None:
-    """The model's absolute workdir; else its relative one under the session's cwd; else the
-    session's cwd (header `cwd`); else None (the executor's default)."""
+def _place(
+    runtime: Runtime, context: ToolContext, requested: object
+) -> tuple[str, str] | ToolResult:
+    """(the session's working directory, the command's workdir inside it), both resolved; or
+    the error result that says the workdir is not inside it. The working directory is the
+    session's (header `cwd`), else the executor's. A relative workdir is taken from it; an
+    absolute one, or one that leads out through `..` or a symlink, is refused unless it
+    resolves inside it (D485). Only that directory is bound writable, so a symlink swapped
+    in after this check still leads to a read-only view."""
     agent = runtime.agents.get(context.agent_id)
     cwd = agent.session.header.get("cwd") if agent is not None else None
-    session_cwd = cwd if isinstance(cwd, str) and cwd else None
-    if isinstance(requested, str) and requested:
-        if os.path.isabs(requested) or session_cwd is None:
-            return requested
-        return os.path.join(session_cwd, requested)
-    return session_cwd
+    base = cwd if isinstance(cwd, str) and cwd else (runtime.shell.cwd or os.getcwd())
+    root = os.path.realpath(base)
+    if requested is None or requested == "":
+        return root, root
+    if not isinstance(requested, str) or "\0" in requested:
+        return _error(f"invalid workdir {requested!r}: give a directory path")
+    workdir = os.path.realpath(os.path.join(root, requested))
+    if workdir != root and not workdir.startswith(root.rstrip("/") + "/"):
+        return _error(
+            f"workdir {requested!r} is outside the session's working directory {root}: "
+            "give a directory inside it, or a path relative to it"
+        )
+    return root, workdir
 
 
 JOB_ID_PARAMETERS: Mapping[str, Any] = {

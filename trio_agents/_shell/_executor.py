@@ -354,7 +354,8 @@ class ShellExecutor:
         timeout = min(request.timeout or self.timeout, self.max_timeout)
         base = self.cwd or os.getcwd()
         workdir = os.path.join(base, request.workdir) if request.workdir else base
-        return ShellSpec(request.command, workdir, timeout, request.owner)
+        root = os.path.join(base, request.root) if request.root else None
+        return ShellSpec(request.command, workdir, timeout, request.owner, root=root)
 
     async def run(self, spec: ShellSpec) -> RunResult:
         """Run `spec` in the foreground. Returns for any exit, timeout included; raises only
@@ -411,8 +412,9 @@ class ShellExecutor:
         env = self._environment()
         if not self._sandboxing.active:
             return await spawn(spec, env)
-        argv = self._sandboxing.argv(spec, exposed=self._exposed(spec))
-        return self._sandboxing.started(await spawn(spec, env, argv=argv))
+        spill = self._spill_root.path if self._spill_root is not None else None
+        prepared = self._sandboxing.command(spec, exposed=self._exposed(spec), spill=spill)
+        return self._sandboxing.started(await spawn(spec, env, sandboxed=prepared))
 
     def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
         """The collector of one job's output stream. Seam: a double may give another

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import trio
 
-from ._sandbox import check_sandbox, sandboxed_argv, spill_root
+from ._sandbox import SandboxedCommand, check_sandbox, sandboxed_command, spill_roots
 from ._sandbox_policy import SandboxPolicy
 from ._types import ShellSpec
 
@@ -56,18 +56,23 @@ class ShellSandbox:
         self._checked = True
         return self.active
 
-    def argv(self, spec: ShellSpec, *, exposed: Sequence[str]) -> list[str]:
-        """The bwrap argv that runs `spec` in the sandbox (once `active`), showing it `exposed`
-        besides the policy's view."""
+    def command(
+        self, spec: ShellSpec, *, exposed: Sequence[str], spill: str | None
+    ) -> SandboxedCommand:
+        """How to spawn `spec` in the sandbox (once `active`), showing it `exposed` besides
+        the policy's view, and hiding `spill` (this executor's spill root) whatever TMPDIR
+        is. Raises OSError when a root server's command cannot be mapped (D485)."""
         bwrap, policy = self._bwrap, self.policy
         assert bwrap is not None, "commands run unsandboxed"
         assert policy is not None
-        return sandboxed_argv(
+        root = os.path.abspath(spec.root or spec.workdir)
+        return sandboxed_command(
             bwrap,
             policy,
             ["bash", "-c", spec.command],
             spec.workdir,
-            hidden=(*self._hidden, *spill_root()),
+            root=root,
+            hidden=(*self._hidden, *spill_roots(root), *((spill,) if spill else ())),
             exposed=exposed,
         )
 

@@ -10,33 +10,75 @@ the command's own processes, but not the SIGKILL (D132).
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 import trio
 
 from ._group import group_gone, group_has_live_members, signal_group, signal_members
 from ._output import OutputCollector, StreamOutput
-from ._sandbox import sandboxed_status
+from ._sandbox import SandboxedCommand, sandboxed_status
 from ._types import RunResult, ShellSpec
 
 __all__ = ["kill_at_once", "outcome", "pump", "spawn", "terminate_group"]
 
 
 async def spawn(
-    spec: ShellSpec, env: Mapping[str, str], *, argv: Sequence[str] | None = None
+    spec: ShellSpec, env: Mapping[str, str], *, sandboxed: SandboxedCommand | None = None
 ) -> trio.Process:
-    """`bash -c` (or `argv`, the same wrapped in a sandbox) in a new session (its own process
-    group), stdin closed, with `env` only."""
-    return await trio.lowlevel.open_process(
-        ["bash", "-c", spec.command] if argv is None else list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=spec.workdir,
-        env=env,
-        start_new_session=True,
+    """`bash -c` (or `sandboxed`, the same wrapped in a sandbox) in a new session (its own
+    process group), stdin closed, with `env` only."""
+    if sandboxed is None:
+        return await trio.lowlevel.open_process(
+            ["bash", "-c", spec.command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=spec.workdir,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        process = _popen_here(sandboxed, spec.workdir, env)
+    finally:
+        sandboxed.close()
+    await trio.lowlevel.checkpoint()
+    return process
+
+
+def _popen_here(sandboxed: SandboxedCommand, workdir: str, env: Mapping[str, str]) -> trio.Process:
+    """Start bwrap from this thread, the one trio runs on, blocking it for the fork and exec
+    (a few milliseconds). `trio.lowlevel.open_process` forks in a worker thread, and bwrap's
+    --die-with-parent (the parent-death signal) is tied to the thread that forked, not the
+    process: the worker went idle and exited after 10 s, and took with it every command it
+    had started, a background job, a long build (D488). This thread lives as long as the
+    runtime's commands may, and no longer."""
+    stdout_r, stdout_w = os.pipe()
+    stderr_r, stderr_w = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            sandboxed.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout_w,
+            stderr=stderr_w,
+            cwd=workdir,  # bwrap chdirs the command; this says at once that it is missing
+            env=env,
+            start_new_session=True,
+            pass_fds=sandboxed.pass_fds,
+            preexec_fn=sandboxed.preexec,
+        )
+    except BaseException:
+        os.close(stdout_r)
+        os.close(stderr_r)
+        raise
+    finally:
+        os.close(stdout_w)
+        os.close(stderr_w)
+    # trio has no public way to adopt a started process; this is what open_process does.
+    return trio.Process._create(  # pyright: ignore[reportPrivateUsage]
+        popen, None, trio.lowlevel.FdStream(stdout_r), trio.lowlevel.FdStream(stderr_r)
     )
 
 

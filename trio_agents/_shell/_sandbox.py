@@ -15,24 +15,33 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import trio
 
 from .._errors import SandboxUnavailableError
-from ._sandbox_policy import SandboxPolicy, bwrap_argv, hidden_targets
+from ._sandbox_policy import (
+    SandboxPolicy,
+    bwrap_argv,
+    expand_home,
+    hidden_targets,
+    path_homes,
+)
+from ._userns import idmapped_clone, make_userns, mount_in_private
 
 __all__ = [
     "SandboxVerdict",
+    "SandboxedCommand",
     "check_sandbox",
     "fallback",
     "mark_warned",
     "probe",
     "probe_now",
-    "sandboxed_argv",
+    "root_mapping",
+    "sandboxed_command",
     "sandboxed_status",
-    "spill_root",
+    "spill_roots",
     "unavailable",
 ]
 
@@ -74,24 +83,33 @@ def probe_now(bwrap: str | None) -> SandboxVerdict:
     if found is None:
         verdict = SandboxVerdict(None, f"{bwrap or 'bwrap'} (bubblewrap) is not installed")
     else:
-        argv = bwrap_argv(
-            found, SandboxPolicy(), command=["true"], workdir="/", hidden={}, as_root=_as_root()
-        )
+        verdict = _try(found)
+    return _verdicts.setdefault(key, verdict)
+
+
+def _try(found: str) -> SandboxVerdict:
+    """Run one command the way every command will run: as root, mapped to an unprivileged
+    id in an id-mapped directory (D485), else as root without capabilities (said once)."""
+    with tempfile.TemporaryDirectory(prefix="trio-agents-probe-") as where:
+        try:
+            prepared = sandboxed_command(found, SandboxPolicy(), ["true"], where, probe=True)
+        except OSError as exc:
+            return SandboxVerdict(None, f"{found} cannot make a sandbox here: {exc}")
         try:
             done = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
-                check=False,
+                prepared.argv, stdin=subprocess.DEVNULL, capture_output=True,
+                timeout=PROBE_TIMEOUT, check=False, preexec_fn=prepared.preexec,
+                pass_fds=prepared.pass_fds,
             )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            verdict = SandboxVerdict(None, f"{found} could not be run ({exc})")
-        else:
-            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            if done.returncode == 0:
-                verdict = SandboxVerdict(found, "")
-            else:
-                why = said[-1] if said else f"exit status {done.returncode}"
-                verdict = SandboxVerdict(None, f"{found} cannot make a sandbox here: {why}")
-    return _verdicts.setdefault(key, verdict)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return SandboxVerdict(None, f"{found} could not be run ({exc})")
+        finally:
+            prepared.close()
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    if done.returncode == 0:
+        return SandboxVerdict(found, "")
+    why = said[-1] if said else f"exit status {done.returncode}"
+    return SandboxVerdict(None, f"{found} cannot make a sandbox here: {why}")
 
 
 async def check_sandbox(policy: SandboxPolicy) -> str | None:
@@ -104,6 +122,9 @@ async def check_sandbox(policy: SandboxPolicy) -> str | None:
     global _warned
     verdict = await probe(policy.bwrap)
     if verdict.bwrap is not None:
+        if _root_mapping is not None and not _warned:
+            _warned = True
+            logger.warning("%s", _root_mapping)
         return verdict.bwrap
     if not policy.allow_unsandboxed:
         raise SandboxUnavailableError(unavailable(verdict.reason))
@@ -133,11 +154,23 @@ def mark_warned() -> None:
     _warned = True
 
 
-def spill_root() -> tuple[str, ...]:
-    """Where every session's spill files live, when the private /tmp does not cover it: this
-    process's temporary directory, if TMPDIR puts it elsewhere."""
-    root = os.path.realpath(tempfile.gettempdir())
-    return () if root == "/tmp" else (root,)
+SPILL_PREFIX = "trio-agents-spill-"
+
+
+def spill_roots(root: str) -> tuple[str, ...]:
+    """What to hide so that no command sees any spilled output, whatever TMPDIR is, for a
+    command that may write `root`: this process's temporary directory when TMPDIR puts it
+    outside /tmp, and when that directory holds `root` (so it cannot be hidden whole, D131),
+    every spill root in it, this server's and any other's (D487)."""
+    parent = os.path.realpath(tempfile.gettempdir())
+    paths = [] if parent == "/tmp" else [parent]
+    if root == parent or root.startswith(parent.rstrip("/") + "/"):
+        try:
+            with os.scandir(parent) as entries:
+                paths += [e.path for e in entries if e.name.startswith(SPILL_PREFIX)]
+        except OSError:
+            pass
+    return tuple(paths)
 
 
 _SIGNALS = frozenset(int(s) for s in signal.Signals)
@@ -161,29 +194,130 @@ def _kinds(paths: Iterable[str]) -> dict[str, bool]:
     return kinds
 
 
-def sandboxed_argv(
+@dataclass(slots=True)
+class SandboxedCommand:
+    """What spawns one sandboxed command: its argv, and for a root server's the id-mapped
+    clones of its directories and the function that attaches them between fork and exec.
+    `close()` once it is spawned (or not)."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    preexec: Callable[[], None] | None = None
+    owned: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        """Close the clones' descriptors."""
+        owned, self.owned = self.owned, ()
+        for fd in owned:
+            os.close(fd)
+
+
+_userns: int | None = None  # the namespace a root server's mounts are id-mapped by (D485)
+_root_mapping: str | None = None  # why a root server's commands cannot be mapped, once known
+
+
+def _mapping_namespace() -> int:
+    """The user namespace that id-maps a root server's mounts, made on first use (about
+    20 ms: a fork), kept for the life of the process. Raises OSError."""
+    global _userns
+    if _userns is None:
+        _userns = make_userns()
+    return _userns
+
+
+def sandboxed_command(
     bwrap: str,
     policy: SandboxPolicy,
     command: Sequence[str],
     workdir: str,
     *,
+    root: str | None = None,
     hidden: Iterable[str] = (),
     exposed: Iterable[str] = (),
-) -> list[str]:
-    """The bwrap argv for one command: the policy's hidden paths, plus `hidden`, as they are
-    on disk now (a secret created later is hidden from the next command)."""
-    targets = hidden_targets(policy, hidden, os.environ.get("HOME"))
+    probe: bool = False,
+) -> SandboxedCommand:
+    """How to spawn one command: the policy's hidden paths, plus `hidden`, as they are on
+    disk now (a secret created later is hidden from the next command), the home paths the
+    policy shows that exist, and as root, the command's writable paths id-mapped to its
+    unprivileged id (D485). Raises OSError when a root server's command cannot be mapped:
+    a file system that cannot be id-mapped under the working directory, say."""
+    global _root_mapping
+    home = os.environ.get("HOME") or None
+    home = os.path.normpath(home) if home and os.path.isabs(home) else None
+    targets = hidden_targets(policy, hidden, home)
     # Absolute: bwrap would take a relative one from the workdir it is started in.
     workdir = os.path.abspath(workdir)
-    return bwrap_argv(
+    root = os.path.abspath(root) if root is not None else workdir
+    shown = [p for p in (expand_home(h, home) for h in policy.home) if p is not None]
+    if policy.home_from_path:
+        shown += path_homes(os.environ.get("PATH", ""), home)
+    shown = list(dict.fromkeys(shown))
+    home_shown = [p for p in shown if os.path.lexists(p)]
+    private_home = home if home is not None and os.path.isdir(home) else None
+    exposed = tuple(exposed)
+    as_root = _as_root()
+    userns: int | None = None
+    clones: list[tuple[int, str]] = []
+    if as_root and (probe or _root_mapping is None):
+        try:
+            userns = _mapping_namespace()
+            writable = dict.fromkeys((root, *policy.writable))
+            for path in writable:
+                clones.append((idmapped_clone(path, userns), path))
+            for path in (*policy.read_only, *home_shown, *exposed):
+                clones.append((idmapped_clone(path, userns, read_only=True), path))
+        except OSError as exc:
+            for fd, _ in clones:
+                os.close(fd)
+            if probe:
+                # Root's commands then run as root, without capabilities, as before D485;
+                # said once, by the caller of the probe.
+                _root_mapping = (
+                    f"commands run as root: cannot map them to an unprivileged id ({exc})"
+                )
+                clones, userns = [], None
+            else:
+                raise OSError(
+                    exc.errno,
+                    f"cannot give the command its directories under an unprivileged id: {exc}",
+                ) from None
+    argv = bwrap_argv(
         bwrap,
         policy,
         command=command,
         workdir=workdir,
+        root=root,
         hidden=_kinds(targets),
         exposed=exposed,
-        as_root=_as_root(),
+        home=private_home,
+        home_shown=home_shown,
+        as_root=as_root,
+        mapped=userns is not None,
+        tools=_tools(),
     )
+    if userns is None:
+        return SandboxedCommand(argv)
+    return SandboxedCommand(
+        argv, preexec=mount_in_private(clones), owned=tuple(fd for fd, _ in clones)
+    )
+
+
+_found_tools: dict[str, str] = {}
+
+
+def _tools() -> dict[str, str]:
+    """The absolute paths of what runs before each command in its sandbox, looked up once on
+    this host's PATH (a name not found stays a name, and the command fails saying so)."""
+    if not _found_tools:
+        for name in ("bash", "chown", "setpriv", "unshare"):
+            found = shutil.which(name)
+            _found_tools[name] = os.path.realpath(found) if found else name
+    return _found_tools
+
+
+def root_mapping() -> str | None:
+    """Why a root server's commands run as root (known after the probe), or None."""
+    return _root_mapping
 
 
 def _as_root() -> bool:

@@ -22,12 +22,15 @@ class ShellRequest:
     timeout: seconds the command may run in the foreground (None: the executor's default).
     owner: the session the command belongs to: its spill directory, and for a background
         job the owner token it is stored with (None: unowned, the shared directory).
+    root: the directory a sandboxed command may write, which holds `workdir` (the session's
+        working directory; a relative one is taken from `cwd`; None: the workdir itself).
     """
 
     command: str
     workdir: str | None = None
     timeout: float | None = None
     owner: str | None = None
+    root: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +42,15 @@ class ShellSpec:
     command: run as `bash -c command`.
     workdir: the directory to run it in.
     timeout: seconds it may run in the foreground (`run`); a background job has none.
+    root: the directory a sandboxed command may write (None: `workdir`); the bash tool makes
+        it the session's working directory, and keeps `workdir` inside it (D485).
     """
 
     command: str
     workdir: str
     timeout: float
     owner: str | None
+    root: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
