@@ -66,7 +66,7 @@ EXPORTS = {
         "JobNotFoundError", "LabelNotFoundError", "McpConfigError", "McpServerError",
         "NotAStoreError", "ObserverMisuse",
         "ReadOnlyStoreError", "SandboxUnavailableError",
-        "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
+        "SessionClaimLostError", "SessionExistsError", "SessionLiveElsewhereError", "SessionLiveError",
         "ShellClosedError", "SpillDirectoryError", "StoreBrokenError", "StoreClosedError",
         "StoreConnectionError",
         "StoreFileError", "StoreLockedError", "StoreNotFoundError",
