@@ -63,6 +63,15 @@ def _texts(records: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return [str(data.get("content")) for kind, data in records if kind == "assistant/message"]
 
 
+def _claim_holders(admin: psycopg.Connection[Any], dbname: str) -> list[int]:
+    rows = admin.execute(
+        "SELECT DISTINCT pid FROM pg_locks JOIN pg_database d ON d.oid = pg_locks.database "
+        "WHERE locktype = 'advisory' AND granted AND d.datname = %s",
+        (dbname,),
+    ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
 async def _held(model: ScriptedModel) -> None:
     while model.held == 0:
         await trio.testing.wait_all_tasks_blocked()
@@ -73,9 +82,8 @@ async def test_a_cut_claim_taken_elsewhere_ends_that_session_alone_and_loses_no_
 ) -> None:
     dsn = postgres_server.new_database()
     admin = psycopg.connect(postgres_server.dsn(), autocommit=True)
-    owner_store, taker_store = PostgresStore(dsn), PostgresStore(dsn)
     model = ScriptedModel([reply("one"), reply("stale", hold=True)])
-    async with open_runtime(store=owner_store) as owner, open_runtime(store=taker_store) as taker:
+    async with open_runtime(store=dsn) as owner, open_runtime(store=dsn) as taker:
         s1 = await owner.agents.create(model=model, session_id="s1")
         s2 = await owner.agents.create(model=ScriptedModel(), session_id="s2")
         s1.agent.send("first")
@@ -88,9 +96,9 @@ async def test_a_cut_claim_taken_elsewhere_ends_that_session_alone_and_loses_no_
         # before the taker has taken the session; the taker is connected already.
         allow = sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}")
         admin.execute(allow.format(sql.Identifier(_dbname(dsn)), sql.SQL("false")))
-        assert owner_store._claims_conn is not None
-        pid = owner_store._claims_conn.info.backend_pid
-        row = admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone()
+        holders = _claim_holders(admin, _dbname(dsn))
+        assert len(holders) == 1  # the owner's claims connection, holding s1 and s2
+        row = admin.execute("SELECT pg_terminate_backend(%s, 10000)", holders).fetchone()
         assert row == (True,)
         resumed = await taker.agents.resume("s1", model=ScriptedModel())
         admin.execute(allow.format(sql.Identifier(_dbname(dsn)), sql.SQL("true")))
@@ -101,9 +109,11 @@ async def test_a_cut_claim_taken_elsewhere_ends_that_session_alone_and_loses_no_
         with pytest.raises(ExceptionGroup) as caught:
             await s1.aclose()
         errors = caught.value.exceptions
-        assert len(errors) == 1 and isinstance(errors[0], SessionClaimLostError), errors
+        assert len(errors) == 1, errors
+        assert isinstance(errors[0], SessionClaimLostError)
         message = str(errors[0])
-        assert "'s1'" in message and "taken by another connection" in message
+        assert "'s1'" in message
+        assert "taken by another connection" in message
         assert "\n" not in message
 
         # The taker resumes; the owner's other session goes on.
@@ -168,8 +178,9 @@ async def test_after_a_server_restart_the_runtime_reconnects_and_its_sessions_go
 
         admin = psycopg.connect(own_server.dsn(), autocommit=True)
         with trio.fail_after(RETAKEN_WITHIN):
-            while _advisory_locks(admin, _dbname(dsn)) < 2:
-                await trio.sleep(0.05)  # the store's own reconnect, against a real server
+            # The store's own reconnect, against a real server process: nothing to wait on.
+            while _advisory_locks(admin, _dbname(dsn)) < 2:  # noqa: ASYNC110
+                await trio.sleep(0.05)
         admin.close()
         other = PostgresStore(dsn)
         async with other.running():

@@ -73,9 +73,7 @@ def write_batch(
     return set(ids) - set(stored)
 
 
-def append_fenced(
-    conn: Any, stored: StoredSession, records: Sequence[Record], token: int
-) -> bool:
+def append_fenced(conn: Any, stored: StoredSession, records: Sequence[Record], token: int) -> bool:
     """Append `records` after `stored`'s (the repair `restore` makes) while the session's
     epoch is `token`; False, writing nothing, if it is not."""
     start = len(stored.records)

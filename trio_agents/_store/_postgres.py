@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -39,7 +38,6 @@ import trio
 
 from .._errors import (
     AlreadyRunningError,
-    CorruptSessionError,
     ReadOnlyStoreError,
     SessionClaimLostError,
     SessionLiveElsewhereError,
@@ -51,6 +49,14 @@ from .._errors import (
 from .._nursery import service_nursery
 from ._base import SessionInfo, SessionStore, StoredSession
 from ._pg_claims import lock_key, retake, try_claim, unlock
+from ._pg_connect import (
+    close_all,
+    describe_dsn,
+    is_postgres_url,
+    psycopg_module,
+    until_lost,
+    without_password,
+)
 from ._pg_rows import append_fenced, list_sync, read_sync, write_batch
 from ._pg_schema import migrate, readable
 from ._records import Record
@@ -72,56 +78,6 @@ READ_ONLY: Final = "-c default_transaction_read_only=on"
 CLAIM_LOCK_TIMEOUT: Final = "-c lock_timeout=2000"
 # Waits between attempts to reconnect: doubling from the first to the last (D491).
 BACKOFF: Final = (0.05, 2.0)
-
-
-def is_postgres_url(text: str) -> bool:
-    """Whether `text` names a PostgreSQL database (`postgresql://...` or `postgres://...`)."""
-    return text.startswith(("postgresql://", "postgres://"))
-
-
-def _psycopg() -> Any:
-    try:
-        # Imported when a PostgresStore is made: the driver is an optional extra, and a
-        # program on SQLite should neither need it nor pay for importing it.
-        import psycopg
-    except ImportError as exc:
-        raise StoreConnectionError(
-            "PostgresStore needs the psycopg driver, which is not installed; "
-            "install it with: pip install 'trio-agents[postgres]'"
-        ) from exc
-    return psycopg
-
-
-def _describe(dsn: str) -> tuple[str, str]:
-    """The database a DSN names, without its password, and the password (to keep it out of
-    messages). A DSN that cannot be parsed is named by its scheme only."""
-    conninfo = _psycopg().conninfo
-    try:
-        parts: dict[str, Any] = conninfo.conninfo_to_dict(dsn)
-    except Exception:
-        return "a PostgreSQL database (its DSN cannot be parsed)", ""
-    host = str(parts.get("host") or "localhost")
-    port = str(parts.get("port") or "5432")
-    user = parts.get("user")
-    who = f"{user}@" if user else ""
-    return f"postgresql://{who}{host}:{port}/{parts.get('dbname') or user or ''}", str(
-        parts.get("password") or ""
-    )
-
-
-_URL_SECRET = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s@]*@", re.IGNORECASE)
-_KEYWORD_SECRET = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def without_password(text: str, dsn: str, where: str, password: str) -> str:
-    """`text` (a driver's message) with the DSN named by `where` and the password of any
-    connection string in it masked. The password's bare text is masked too when it is long
-    enough (8 characters) not to occur by chance: masking a short one everywhere mangled
-    the message (a password `e` in `connection`) and showed which letters it holds."""
-    text = text.replace(dsn, where) if dsn else text
-    text = _URL_SECRET.sub(r"\1***@", text)
-    text = _KEYWORD_SECRET.sub(r"\1***", text)
-    return text.replace(password, "***") if len(password) >= 8 else text
 
 
 class PostgresStore(SessionStore):
@@ -166,7 +122,7 @@ class PostgresStore(SessionStore):
                     f"{name} must be a positive finite number of seconds, got {value!r}"
                 )
         self.dsn = dsn
-        self.where, self._password = _describe(dsn)
+        self.where, self._password = describe_dsn(dsn)
         self.readonly = readonly
         self.close_grace = close_grace
         self.connect_timeout = connect_timeout
@@ -235,7 +191,7 @@ class PostgresStore(SessionStore):
             self._claims.clear()  # closing the claims connection releases them all
             self._progress.unpark_all()
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_close_both, conn, claims)
+                await trio.to_thread.run_sync(close_all, conn, claims)
 
     def _connect_both(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any] | None]:
         conn = self._connect()
@@ -254,7 +210,7 @@ class PostgresStore(SessionStore):
         return conn, claims
 
     def _connect(self, extra: str = "") -> psycopg.Connection[Any]:
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         try:
             given = psycopg.conninfo.conninfo_to_dict(self.dsn).get("options")
             ours = f"{KEEPALIVE} {READ_ONLY}" if self.readonly else KEEPALIVE
@@ -307,7 +263,7 @@ class PostgresStore(SessionStore):
             conn = self._conn
             if conn is None:
                 raise StoreClosedError(f"{self!r} closed while waiting to {doing}")
-            psycopg = _psycopg()
+            psycopg = psycopg_module()
             if conn.broken:
                 fresh = await trio.to_thread.run_sync(self._connect)
                 if self._conn is None:  # closed meanwhile: its closing closes only the old
@@ -348,7 +304,7 @@ class PostgresStore(SessionStore):
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
         key = lock_key(self._namespace, session_id)
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         try:
             if not self._claims_back.is_set():
                 raise psycopg.OperationalError("the connection holding claims is being re-made")
@@ -399,14 +355,14 @@ class PostgresStore(SessionStore):
     async def _keep_claims(self) -> None:
         """Watch the claims connection; when it is lost, connect again (with backoff) and
         take every claim again, each only if nobody claimed its session meanwhile (D491)."""
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         while True:
             conn = self._claims_conn
             assert conn is not None
-            await _until_lost(conn, psycopg)
+            await until_lost(conn, psycopg)
             self._claims_back = trio.Event()
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_close_both, conn)
+                await trio.to_thread.run_sync(close_all, conn)
             fresh = await self._reconnect_claims()
             held = dict(self._claims)
             kept: list[str] = await trio.to_thread.run_sync(self._retake_all, fresh, held)
@@ -441,7 +397,7 @@ class PostgresStore(SessionStore):
         )
 
     def _retake_all(self, conn: psycopg.Connection[Any], held: Mapping[str, int]) -> list[str]:
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         kept: list[str] = []
         for sid, key in held.items():
             token = self._tokens.get(sid)
@@ -585,30 +541,3 @@ class PostgresStore(SessionStore):
         snapshot in a worker thread. Always a checkpoint. A damaged session is listed with
         its `damage`. Raises StoreClosedError unless the store is running."""
         return await self._db(list_sync, self.readonly)  # type: ignore[no-any-return]
-
-
-async def _until_lost(conn: psycopg.Connection[Any], psycopg: Any) -> None:
-    """Return once the server closed `conn` (idle in autocommit: anything it sends
-    unasked is a notice, or the end). Reads without blocking, in the event loop's thread,
-    which also claims on it synchronously: a wake-up whose input a claim already took
-    finds nothing to read."""
-    ok = psycopg.pq.ConnStatus.OK
-    while True:
-        try:
-            fd = conn.fileno()
-        except psycopg.Error:
-            return
-        await trio.lowlevel.wait_readable(fd)
-        try:
-            conn.pgconn.consume_input()
-            conn.pgconn.is_busy()  # parses what came, which may end the connection
-        except psycopg.Error:
-            return
-        if conn.broken or conn.closed or conn.pgconn.status != ok:
-            return
-
-
-def _close_both(*conns: psycopg.Connection[Any] | None) -> None:
-    for conn in conns:
-        if conn is not None:
-            conn.close()
