@@ -326,7 +326,7 @@ async def test_stores_opening_a_new_database_at_once_create_the_schema_once(
         with psycopg.connect(postgres_dsn) as conn:
             return conn.execute("SELECT version FROM trio_agents_schema").fetchall()
 
-    assert await trio.to_thread.run_sync(versions) == [(1,)]
+    assert await trio.to_thread.run_sync(versions) == [(1,), (2,)]
 
 
 async def test_a_database_of_a_newer_format_is_refused(postgres_dsn: str) -> None:
@@ -337,7 +337,7 @@ async def test_a_database_of_a_newer_format_is_refused(postgres_dsn: str) -> Non
 
     await trio.to_thread.run_sync(newer)
     for readonly in (False, True):
-        with pytest.raises(UnknownStoreVersionError, match=r"format 99.*reads format 1"):
+        with pytest.raises(UnknownStoreVersionError, match=r"format 99.*reads format 2"):
             async with PostgresStore(postgres_dsn, readonly=readonly).running():
                 pass  # pragma: no cover - never entered
 

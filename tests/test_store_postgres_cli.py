@@ -126,7 +126,7 @@ def test_a_database_that_cannot_be_reached_is_one_line_without_the_password(
     ],
 )
 def test_a_drivers_message_loses_the_password_and_nothing_else(text: str, masked: str) -> None:
-    from trio_agents._store._postgres import without_password
+    from trio_agents._store._pg_connect import without_password
 
     password = "longsecret9" if "longsecret9" in text else "e"
     dsn = "postgresql://u:pw@h:1/d"

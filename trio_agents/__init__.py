@@ -70,6 +70,7 @@ from ._errors import ObserverMisuse as ObserverMisuse
 from ._errors import PersistenceError as PersistenceError
 from ._errors import ReadOnlyStoreError as ReadOnlyStoreError
 from ._errors import SandboxUnavailableError as SandboxUnavailableError
+from ._errors import SessionClaimLostError as SessionClaimLostError
 from ._errors import SessionExistsError as SessionExistsError
 from ._errors import SessionLiveElsewhereError as SessionLiveElsewhereError
 from ._errors import SessionLiveError as SessionLiveError
@@ -207,6 +208,7 @@ __all__ = [
     "SandboxPolicy",
     "SandboxUnavailableError",
     "Session",
+    "SessionClaimLostError",
     "SessionClosed",
     "SessionCreated",
     "SessionExistsError",

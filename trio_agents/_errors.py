@@ -12,6 +12,7 @@ names the value and what to do.
      +-- ShellClosedError ............ [trio.ClosedResourceError, RuntimeError]
      +-- StoreClosedError ............ [trio.ClosedResourceError]
      +-- StoreBrokenError ............ [trio.BrokenResourceError]
+     |    +-- SessionClaimLostError
      +-- StoreLockedError ............ [trio.BusyResourceError]
      +-- StoreFileError .............. [OSError]
      +-- StoreConnectionError ........ [ConnectionError]
@@ -82,6 +83,7 @@ __all__ = [
     "PersistenceError",
     "ReadOnlyStoreError",
     "SandboxUnavailableError",
+    "SessionClaimLostError",
     "SessionExistsError",
     "SessionLiveElsewhereError",
     "SessionLiveError",
@@ -138,6 +140,13 @@ class StoreClosedError(TrioAgentsError, trio.ClosedResourceError):
 class StoreBrokenError(TrioAgentsError, trio.BrokenResourceError):
     """The store's writer failed (its error is the cause): the store cannot make records
     durable any more."""
+
+
+class SessionClaimLostError(StoreBrokenError):
+    """The store lost its claim on one live session (a PostgreSQL connection holding it was
+    cut and another process took the session, or it could not be re-established in time):
+    that session's records cannot be made durable here any more, while the store's other
+    sessions go on. The agent of the session closes; resume the session where it is live."""
 
 
 class StoreLockedError(TrioAgentsError, trio.BusyResourceError):

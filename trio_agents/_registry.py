@@ -37,7 +37,7 @@ from ._agent._approval import Approval
 from ._agent._events import AgentClosed, AgentCreated, EventBus, SessionClosed, SessionCreated
 from ._agent._options import AgentOptions
 from ._agent._parts import check_meta, check_parts
-from ._agent._turn import Closer
+from ._agent._turn import Closer, claim_lost
 from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
 from ._fiber import AgentFiber, Fiber, require_open
 from ._model._seam import Model
@@ -205,6 +205,15 @@ class Lifecycle:
                     self._close_requested = True  # the create was cancelled: roll back
                 try:
                     await self.agent.run(task_status=self)
+                except Exception as exc:
+                    # A session whose claim another process took ends its agent alone: one
+                    # line, and the error for whoever closes the agent; the runtime goes on
+                    # (design D492). Any other failure of the loop still fails the runtime.
+                    lost = claim_lost(exc)
+                    if lost is None:
+                        raise
+                    logger.error("agent %r closed: %s", self.agent.id, lost)
+                    self._errors.append(lost)
                 finally:
                     # Also when a task of the agent's fiber crashed: unregister and detach
                     # anyway, so nothing is left half-closed (rule L5).
@@ -287,7 +296,9 @@ class Lifecycle:
                         f"close_grace={grace}s; check the store, or give a longer close_grace"
                     )
         except Exception as exc:
-            self._errors.append(exc)
+            # The flush of a session given up repeats the loss the loop already reported.
+            if not (claim_lost(exc) and any(claim_lost(e) for e in self._errors)):
+                self._errors.append(exc)
         finally:
             self._unregister()
             self._detach()

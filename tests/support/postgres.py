@@ -71,6 +71,7 @@ class PgServer:
     root: pathlib.Path
     version: str
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    options: str = ""
 
     @property
     def socket_dir(self) -> pathlib.Path:
@@ -88,6 +89,15 @@ class PgServer:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.dsn(name)
+
+    def restart(self) -> None:
+        """Stop at once (`immediate`: as a crash would, every connection cut) and start
+        again on the same directory and socket; returns once it accepts connections."""
+        stop = [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "immediate"]
+        stopped = _run_as(self, [*stop, "-w"])
+        if stopped.returncode != 0:
+            raise AssertionError(f"the PostgreSQL server did not stop: {stopped.stderr}")
+        _start(self)
 
     def stop(self) -> None:
         """Stop at once and remove the directory. `immediate`, not `fast`: a fast shutdown
@@ -199,22 +209,27 @@ def start_server(*, fsync: bool = False) -> PgServer:
     if init.returncode != 0:
         raise AssertionError(f"initdb failed ({bindir}): {init.stderr.strip()[-2000:]}")
     durability = "" if fsync else "-c fsync=off -c full_page_writes=off "
-    options = f"-k {root} -c listen_addresses= {durability}-c max_connections=200"
-    start = _run_as(
-        server,
-        [
-            str(bindir / "pg_ctl"), "start", "-D", str(server.data), "-l", str(root / "log"),
-            "-w", "-t", "60", "-o", options,
-        ],
-    )  # fmt: skip
-    if start.returncode != 0:
-        log = (root / "log").read_text(errors="replace") if (root / "log").exists() else ""
-        raise AssertionError(f"the PostgreSQL server did not start: {start.stderr}{log[-2000:]}")
+    server.options = f"-k {root} -c listen_addresses= {durability}-c max_connections=200"
+    _start(server)
     version = subprocess.run(
         [str(bindir / "postgres"), "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()
     server.version = version
     return server
+
+
+def _start(server: PgServer) -> None:
+    start = _run_as(
+        server,
+        [
+            str(server.bindir / "pg_ctl"), "start", "-D", str(server.data), "-l",
+            str(server.root / "log"), "-w", "-t", "60", "-o", server.options,
+        ],
+    )  # fmt: skip
+    if start.returncode != 0:
+        log = server.root / "log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        raise AssertionError(f"the PostgreSQL server did not start: {start.stderr}{text[-2000:]}")
 
 
 def user_tables(dsn: str) -> list[str]:

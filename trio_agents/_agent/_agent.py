@@ -64,6 +64,7 @@ from ._turn import (
     StepAborted,
     Turn,
     Wakeup,
+    claim_lost,
     commit,
     committed,
     holds,
@@ -402,6 +403,11 @@ class Agent:
                 end = await self._run_steps(turn)
         except Exception as exc:
             if holds(exc, PersistenceError):
+                lost = claim_lost(exc)
+                if lost is not None:
+                    # Another process has the session now: this turn ends here, saying why
+                    # (in memory and in TurnEnded; the store writes nothing more of it).
+                    end = errored(str(lost))
                 raise  # a record that cannot be made durable must not pass as a failed turn
             if replaces_cancellation(exc):
                 # A model or tool turned our own cancellation into an error: it was a close.

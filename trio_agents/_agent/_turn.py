@@ -10,7 +10,7 @@ from typing import Final, Literal, NewType
 
 import trio
 
-from .._errors import PersistenceError
+from .._errors import PersistenceError, SessionClaimLostError
 from .._frozen import thaw
 from .._model._seam import Finish, ModelChunk, TextDelta, ToolCall
 from .._store._records import (
@@ -34,6 +34,7 @@ __all__ = [
     "StepAborted",
     "Turn",
     "Wakeup",
+    "claim_lost",
     "commit",
     "committed",
     "holds",
@@ -164,6 +165,26 @@ def holds(exc: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(kind)[0] is not None  # pyright: ignore[reportUnknownMemberType]
     return isinstance(exc, kind)
+
+
+def claim_lost(exc: BaseException) -> SessionClaimLostError | None:
+    """The SessionClaimLostError behind `exc` (itself, a member of a group at any depth, or
+    a cause, as `commit` chains it to its PersistenceError), or None. Such a loss ends its
+    agent alone, not the runtime (design D492)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        link = todo.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        if isinstance(link, SessionClaimLostError):
+            return link
+        if isinstance(link, BaseExceptionGroup):
+            todo.extend(link.exceptions)  # pyright: ignore[reportUnknownMemberType,reportUnknownArgumentType]
+        if link.__cause__ is not None:
+            todo.append(link.__cause__)
+    return None
 
 
 def replaces_cancellation(exc: BaseException) -> bool:

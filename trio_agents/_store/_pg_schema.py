@@ -37,6 +37,13 @@ STEPS: Final[tuple[tuple[str, ...], ...]] = (
             PRIMARY KEY (session_id, seq)
         )""",
     ),
+    # Format 2: claims are fenced (design D490). Each claim sets its session's epoch to a
+    # new value of the sequence, and a write of the session's records is refused unless the
+    # epoch is still the writer's: rows of format 1 start at 0, which no claim hands out.
+    (
+        "ALTER TABLE trio_agents_sessions ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0",
+        "CREATE SEQUENCE trio_agents_claim_epochs",
+    ),
 )
 FORMAT_VERSION: Final = len(STEPS)
 

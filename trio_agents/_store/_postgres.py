@@ -13,9 +13,13 @@ asks the server for TCP keepalives) frees its sessions without anyone cleaning u
 is taken with `pg_try_advisory_lock`, which answers at once and never waits for the holder:
 entering a session stays synchronous, as the runtime's publication needs (design D321).
 
-Records are also fenced by their key: `(session_id, seq)` is the primary key, so if two
-stores ever wrote one session (a claims connection lost while its session stayed live),
-the second write of a seq fails rather than interleaving two histories.
+A claim also carries a fencing token (`_pg_claims`): if the claims connection is cut while
+its process lives, the server drops the lock and another process may take the session; the
+first one's writes of it are then refused in their own transaction, and that one session
+is given up here with SessionClaimLostError while the store's others go on (design D490).
+A lost connection is re-established, with backoff, for `reconnect_timeout` seconds: the
+writer's queued records stay queued, and the claims are taken again, each kept only if no
+one claimed its session meanwhile (D491).
 
 A store opened with `readonly=True` (what `trio-agents sessions` opens) has one connection,
 whose transactions the server itself keeps read-only, and never creates the tables: a
@@ -25,11 +29,7 @@ database without them reads as holding no sessions (design D363).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
-import re
-import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -38,8 +38,8 @@ import trio
 
 from .._errors import (
     AlreadyRunningError,
-    CorruptSessionError,
     ReadOnlyStoreError,
+    SessionClaimLostError,
     SessionLiveElsewhereError,
     StoreBrokenError,
     StoreClosedError,
@@ -47,12 +47,21 @@ from .._errors import (
     StoreLockedError,
 )
 from .._nursery import service_nursery
-from ._base import SessionInfo, SessionStore, StoredSession, summarize
-from ._pg_schema import has_tables, migrate, readable
-from ._records import TURN_START, Record
+from ._base import SessionInfo, SessionStore, StoredSession
+from ._pg_claims import lock_key, retake, try_claim, unlock
+from ._pg_connect import (
+    close_all,
+    describe_dsn,
+    is_postgres_url,
+    psycopg_module,
+    until_lost,
+    without_password,
+)
+from ._pg_rows import append_fenced, list_sync, read_sync, write_batch
+from ._pg_schema import migrate, readable
+from ._records import Record
 from ._session import Session
 from ._sqlite import COMMIT_TRIGGERS, MAX_BATCH
-from ._stored_rows import stored_session
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,64 +73,11 @@ __all__ = ["PostgresStore", "is_postgres_url"]
 KEEPALIVE: Final = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
 # A read-only store's connection: the server refuses any write in it, ours or a bug's.
 READ_ONLY: Final = "-c default_transaction_read_only=on"
-
-
-def is_postgres_url(text: str) -> bool:
-    """Whether `text` names a PostgreSQL database (`postgresql://...` or `postgres://...`)."""
-    return text.startswith(("postgresql://", "postgres://"))
-
-
-def _psycopg() -> Any:
-    try:
-        # Imported when a PostgresStore is made: the driver is an optional extra, and a
-        # program on SQLite should neither need it nor pay for importing it.
-        import psycopg
-    except ImportError as exc:
-        raise StoreConnectionError(
-            "PostgresStore needs the psycopg driver, which is not installed; "
-            "install it with: pip install 'trio-agents[postgres]'"
-        ) from exc
-    return psycopg
-
-
-def _describe(dsn: str) -> tuple[str, str]:
-    """The database a DSN names, without its password, and the password (to keep it out of
-    messages). A DSN that cannot be parsed is named by its scheme only."""
-    conninfo = _psycopg().conninfo
-    try:
-        parts: dict[str, Any] = conninfo.conninfo_to_dict(dsn)
-    except Exception:
-        return "a PostgreSQL database (its DSN cannot be parsed)", ""
-    host = str(parts.get("host") or "localhost")
-    port = str(parts.get("port") or "5432")
-    user = parts.get("user")
-    who = f"{user}@" if user else ""
-    return f"postgresql://{who}{host}:{port}/{parts.get('dbname') or user or ''}", str(
-        parts.get("password") or ""
-    )
-
-
-_URL_SECRET = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s@]*@", re.IGNORECASE)
-_KEYWORD_SECRET = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def without_password(text: str, dsn: str, where: str, password: str) -> str:
-    """`text` (a driver's message) with the DSN named by `where` and the password of any
-    connection string in it masked. The password's bare text is masked too when it is long
-    enough (8 characters) not to occur by chance: masking a short one everywhere mangled
-    the message (a password `e` in `connection`) and showed which letters it holds."""
-    text = text.replace(dsn, where) if dsn else text
-    text = _URL_SECRET.sub(r"\1***@", text)
-    text = _KEYWORD_SECRET.sub(r"\1***", text)
-    return text.replace(password, "***") if len(password) >= 8 else text
-
-
-def lock_key(namespace: str, session_id: str) -> int:
-    """The advisory lock key of a session: 64 bits of a hash of its id, and of the schema
-    the store's tables are in, so that stores in two schemas of one database never claim
-    each other's sessions. A collision (about 2**-64 per pair) only refuses a resume."""
-    digest = hashlib.sha256(f"{namespace}\0{session_id}".encode("utf-8", "surrogatepass"))
-    return int.from_bytes(digest.digest()[:8], "big", signed=True)
+# The claims connection's bound on waiting for a row lock: a claim's bump waits for a write
+# of the session under way elsewhere, in the event loop's thread (D490).
+CLAIM_LOCK_TIMEOUT: Final = "-c lock_timeout=2000"
+# Waits between attempts to reconnect: doubling from the first to the last (D491).
+BACKOFF: Final = (0.05, 2.0)
 
 
 class PostgresStore(SessionStore):
@@ -131,10 +87,14 @@ class PostgresStore(SessionStore):
     where: the database, as messages name it (the DSN without its password).
     readonly: whether the store was opened for reading only.
     close_grace: seconds leaving `running()` waits for queued records to be committed.
+    reconnect_timeout: seconds a lost connection is retried (with backoff) before the store
+        gives up: the writer then fails (StoreBrokenError), and each claimed session is
+        given up (SessionClaimLostError).
 
     Any number of stores, in processes on any hosts, may share the database: a session live
     in one cannot be entered or restored in another (SessionLiveElsewhereError, a
-    DuplicateSessionError), and a holder whose connection ends frees its sessions.
+    DuplicateSessionError), and a holder whose connection ends frees its sessions. A store
+    whose claim on a session was cut and taken by another store gives up that session only.
     """
 
     def __init__(
@@ -144,23 +104,29 @@ class PostgresStore(SessionStore):
         readonly: bool = False,
         close_grace: float = 5.0,
         connect_timeout: float = 10.0,
+        reconnect_timeout: float = 30.0,
     ) -> None:
         """`readonly=True` only reads: nothing is created, migrated or written, a database
         without the tables holds no sessions, and sessions cannot be entered or restored.
-        `close_grace` and `connect_timeout` must be positive finite numbers of seconds
-        (ValueError). Raises StoreConnectionError if psycopg is not installed. Nothing is
-        connected until `running()`."""
+        `close_grace`, `connect_timeout` and `reconnect_timeout` must be positive finite
+        numbers of seconds (ValueError). Raises StoreConnectionError if psycopg is not
+        installed. Nothing is connected until `running()`."""
         super().__init__()
-        for name, value in (("close_grace", close_grace), ("connect_timeout", connect_timeout)):
+        for name, value in (
+            ("close_grace", close_grace),
+            ("connect_timeout", connect_timeout),
+            ("reconnect_timeout", reconnect_timeout),
+        ):
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(
                     f"{name} must be a positive finite number of seconds, got {value!r}"
                 )
         self.dsn = dsn
-        self.where, self._password = _describe(dsn)
+        self.where, self._password = describe_dsn(dsn)
         self.readonly = readonly
         self.close_grace = close_grace
         self.connect_timeout = connect_timeout
+        self.reconnect_timeout = reconnect_timeout
         self._conn: psycopg.Connection[Any] | None = None
         self._claims_conn: psycopg.Connection[Any] | None = None
         self._namespace = ""
@@ -174,6 +140,11 @@ class PostgresStore(SessionStore):
         self._progress = trio.lowlevel.ParkingLot()
         self._writer_error: BaseException | None = None
         self._claims: dict[str, int] = {}  # session id -> advisory lock key held
+        # Session id -> the fencing token of its latest claim here; kept past a release
+        # while records of the session are still queued, which are written under it.
+        self._tokens: dict[str, int] = {}
+        self._lost: dict[str, str] = {}  # session id -> why its claim was lost (D490)
+        self._claims_back = trio.Event()  # set while the claims connection is up
 
     def __repr__(self) -> str:
         return f"<PostgresStore {self.where!r}>"
@@ -190,8 +161,9 @@ class PostgresStore(SessionStore):
         Entering and leaving are checkpoints. Raises AlreadyRunningError if the store is
         already running, StoreConnectionError if the server cannot be reached (naming the
         database, never the password), UnknownStoreVersionError for a schema newer than
-        this version reads. A failure of the writer does not cancel the block: `flush`
-        raises StoreBrokenError from then on, and leaving raises the writer's error.
+        this version reads. A lost connection is re-established for `reconnect_timeout`
+        seconds. A failure of the writer does not cancel the block: `flush` raises
+        StoreBrokenError from then on, and leaving raises the writer's error.
         """
         if self._conn is not None:
             raise AlreadyRunningError(f"{self!r} is already running; one runtime at a time")
@@ -200,6 +172,9 @@ class PostgresStore(SessionStore):
         try:
             async with service_nursery() as nursery:
                 nursery.start_soon(self._writer)
+                if claims is not None:
+                    self._claims_back.set()
+                    nursery.start_soon(self._keep_claims)
                 try:
                     yield
                 finally:
@@ -211,11 +186,12 @@ class PostgresStore(SessionStore):
             if self._pending:
                 raise self._not_stored()
         finally:
+            conn, claims = self._conn, self._claims_conn
             self._conn = self._claims_conn = None
             self._claims.clear()  # closing the claims connection releases them all
             self._progress.unpark_all()
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_close_both, conn, claims)
+                await trio.to_thread.run_sync(close_all, conn, claims)
 
     def _connect_both(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any] | None]:
         conn = self._connect()
@@ -227,17 +203,18 @@ class PostgresStore(SessionStore):
             row = conn.execute("SELECT current_schema()").fetchone()
             assert row is not None
             self._namespace = str(row[0])
-            claims = self._connect()
+            claims = self._connect(CLAIM_LOCK_TIMEOUT)
         except BaseException:
             conn.close()
             raise
         return conn, claims
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        psycopg = _psycopg()
+    def _connect(self, extra: str = "") -> psycopg.Connection[Any]:
+        psycopg = psycopg_module()
         try:
             given = psycopg.conninfo.conninfo_to_dict(self.dsn).get("options")
             ours = f"{KEEPALIVE} {READ_ONLY}" if self.readonly else KEEPALIVE
+            ours = f"{ours} {extra}" if extra else ours
             return psycopg.connect(  # type: ignore[no-any-return]
                 self.dsn,
                 autocommit=True,
@@ -279,24 +256,41 @@ class PostgresStore(SessionStore):
 
     async def _db(self, fn: Callable[..., Any], *args: Any, doing: str = "read") -> Any:
         """`fn(conn, *args)` in a worker thread, one at a time; a driver error about the
-        connection comes out as StoreConnectionError naming the database."""
+        connection comes out as StoreConnectionError naming the database. A connection
+        found lost (a server restart) is replaced first, once per call (D491)."""
         self._check_open()
         async with self._lock:
             conn = self._conn
             if conn is None:
                 raise StoreClosedError(f"{self!r} closed while waiting to {doing}")
-            psycopg = _psycopg()
+            psycopg = psycopg_module()
+            if conn.broken:
+                fresh = await trio.to_thread.run_sync(self._connect)
+                if self._conn is None:  # closed meanwhile: its closing closes only the old
+                    fresh.close()
+                    raise StoreClosedError(f"{self!r} closed while waiting to {doing}")
+                self._conn = conn = fresh
             try:
                 return await trio.to_thread.run_sync(fn, conn, *args)
             except psycopg.OperationalError as exc:
                 raise self._connection_error(doing, exc) from exc
 
+    async def _backoff(self, started: float, delay: float) -> float:
+        """Wait before the next attempt to reconnect; the next delay. Raises TooSlowError
+        once `reconnect_timeout` has passed since `started`."""
+        left = started + self.reconnect_timeout - trio.current_time()
+        if left <= 0:
+            raise trio.TooSlowError
+        await trio.sleep(min(delay, left))
+        return min(delay * 2, BACKOFF[1])
+
     # -- claims -------------------------------------------------------------------------
 
     def _claim(self, session_id: str) -> None:
         """A session-level advisory lock on the claims connection, held while the session
-        is live here. `pg_try_advisory_lock` never waits for another holder: one round trip
-        to the server, made in the caller's thread because entering is synchronous."""
+        is live here, and a new fencing token for its writes. `pg_try_advisory_lock` never
+        waits for another holder: two round trips to the server, made in the caller's
+        thread because entering is synchronous."""
         if session_id in self._claims:
             return
         if self.readonly:
@@ -310,27 +304,107 @@ class PostgresStore(SessionStore):
                 f"{self!r} is not running; use it inside `async with store.running()`"
             )
         key = lock_key(self._namespace, session_id)
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         try:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if not self._claims_back.is_set():
+                raise psycopg.OperationalError("the connection holding claims is being re-made")
+            token = try_claim(conn, key, session_id)
+        except psycopg.errors.LockNotAvailable:
+            raise SessionLiveElsewhereError(
+                f"session {session_id!r} is still being written by another connection to "
+                f"{self.where}; close it there first, or try again"
+            ) from None
         except psycopg.Error as exc:
             raise self._connection_error("claim a session in", exc) from exc
-        if row is None or not row[0]:
+        if token is None:
             raise SessionLiveElsewhereError(
                 f"session {session_id!r} is live on another connection to {self.where}; "
                 "close it there first"
             )
         self._claims[session_id] = key
+        self._tokens[session_id] = token
+        self._lost.pop(session_id, None)
 
     def _release(self, session_id: str) -> None:
         key = self._claims.pop(session_id, None)
         conn = self._claims_conn
-        if key is None or conn is None:
+        if key is not None and conn is not None:
+            unlock(conn, key)
+
+    def _lose(self, session_id: str, why: str) -> None:
+        """Give up one session: its claim is someone else's now, or cannot be re-taken.
+        Its queued records are dropped by the writer, and its flushes raise."""
+        if session_id in self._lost:
             return
-        psycopg = _psycopg()
-        # A connection that failed holds no lock any more: the server dropped them all.
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        self._lost[session_id] = why
+        key = self._claims.pop(session_id, None)
+        conn = self._claims_conn
+        if key is not None and conn is not None and self._claims_back.is_set():
+            unlock(conn, key)
+        self._wake.set()  # the writer drops the session's queued records
+        self._progress.unpark_all()
+
+    def _taken(self, session_id: str) -> str:
+        return (
+            f"session {session_id!r} was taken by another connection to {self.where} after "
+            "this process lost its claim on it (the connection holding the claim was cut); "
+            "its records since its last commit were not stored here; resume it where it is "
+            "live now"
+        )
+
+    async def _keep_claims(self) -> None:
+        """Watch the claims connection; when it is lost, connect again (with backoff) and
+        take every claim again, each only if nobody claimed its session meanwhile (D491)."""
+        psycopg = psycopg_module()
+        while True:
+            conn = self._claims_conn
+            assert conn is not None
+            await until_lost(conn, psycopg)
+            self._claims_back = trio.Event()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(close_all, conn)
+            fresh = await self._reconnect_claims()
+            held = dict(self._claims)
+            kept: list[str] = await trio.to_thread.run_sync(self._retake_all, fresh, held)
+            self._claims_conn = fresh
+            self._claims_back.set()
+            for sid, key in held.items():
+                if sid not in kept:
+                    self._lose(sid, self._taken(sid))
+                elif self._claims.get(sid) != key:  # released while it was being re-taken
+                    unlock(fresh, key)
+
+    async def _reconnect_claims(self) -> psycopg.Connection[Any]:
+        started, delay = trio.current_time(), BACKOFF[0]
+        while True:
+            try:
+                return await trio.to_thread.run_sync(self._connect, CLAIM_LOCK_TIMEOUT)
+            except StoreConnectionError as exc:
+                try:
+                    delay = await self._backoff(started, delay)
+                except trio.TooSlowError:
+                    # Each claimed session is given up; the store still tries to connect
+                    # again, for the sessions entered later.
+                    for sid in list(self._claims):
+                        self._lose(sid, self._unreachable(sid, exc))
+                    started = trio.current_time()
+
+    def _unreachable(self, session_id: str, exc: StoreConnectionError) -> str:
+        return (
+            f"session {session_id!r} lost its claim in {self.where}: the connection holding "
+            f"it could not be made again within reconnect_timeout={self.reconnect_timeout}s "
+            f"({exc}); resume it once the server is back"
+        )
+
+    def _retake_all(self, conn: psycopg.Connection[Any], held: Mapping[str, int]) -> list[str]:
+        psycopg = psycopg_module()
+        kept: list[str] = []
+        for sid, key in held.items():
+            token = self._tokens.get(sid)
+            with contextlib.suppress(psycopg.Error):
+                if token is not None and retake(conn, key, sid, token):
+                    kept.append(sid)
+        return kept
 
     # -- the write path -----------------------------------------------------------------
 
@@ -341,9 +415,11 @@ class PostgresStore(SessionStore):
 
     def _detached(self, session: Session) -> None:
         self._rows.discard(session.id)
+        self._lost.pop(session.id, None)
         if not any(pending is session for pending, _, _ in self._pending):
             self._headers.pop(session.id, None)
             self._committed.pop(session.id, None)
+            self._tokens.pop(session.id, None)
 
     def _appended(self, session: Session, record: Record) -> None:
         self._pending.append((session, len(session) - 1, record))
@@ -351,9 +427,15 @@ class PostgresStore(SessionStore):
             self._wake.set()
 
     def _committed_all(self, session: Session) -> bool:
+        # A lost session is never committed: its flush raises SessionClaimLostError.
+        if session.id in self._lost:
+            return False
         return self._committed.get(session.id, len(session)) >= len(session)
 
-    def _raise_if_broken(self) -> None:
+    def _raise_if_broken(self, session_id: str | None = None) -> None:
+        why = self._lost.get(session_id) if session_id is not None else None
+        if why is not None:
+            raise SessionClaimLostError(why)
         if self._writer_error is not None:
             raise StoreBrokenError(
                 f"the store cannot write any more: {self._writer_error}"
@@ -362,7 +444,7 @@ class PostgresStore(SessionStore):
 
     async def _persist(self, session: Session) -> None:
         while session.id in self._headers:
-            self._raise_if_broken()
+            self._raise_if_broken(session.id)
             self._persisting.add(session.id)
             self._wake.set()
             await self._progress.park()
@@ -370,12 +452,13 @@ class PostgresStore(SessionStore):
 
     async def flush(self, session: Session) -> None:
         """Have the writer commit now, and return once every record appended to `session`
-        so far is committed. Always a checkpoint. While records remain to commit, raises
-        StoreBrokenError (chained to the writer's error) if the writer has failed, and
-        StoreClosedError if the store is not running."""
+        so far is committed. Always a checkpoint. Raises SessionClaimLostError if the
+        store lost its claim on the session (another process took it). While records
+        remain to commit, raises StoreBrokenError (chained to the writer's error) if the
+        writer has failed, and StoreClosedError if the store is not running."""
         target = len(session)
-        while self._committed.get(session.id, target) < target:
-            self._raise_if_broken()
+        while session.id in self._lost or self._committed.get(session.id, target) < target:
+            self._raise_if_broken(session.id)
             self._wake.set()
             await self._progress.park()
         await trio.lowlevel.checkpoint()
@@ -390,147 +473,71 @@ class PostgresStore(SessionStore):
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            while self._pending or self._persisting:
+            started: float | None = None
+            delay = BACKOFF[0]
+            while True:
+                if self._lost:  # records of a session given up are never written (D490)
+                    self._pending = [p for p in self._pending if p[0].id not in self._lost]
+                    self._persisting -= self._lost.keys()
+                    self._progress.unpark_all()
+                if not (self._pending or self._persisting):
+                    break
                 batch = list(self._pending)
                 wanted = {s.id for s, _, _ in batch} | self._persisting
                 headers = {sid: self._headers[sid] for sid in wanted if sid in self._headers}
+                tokens = {sid: self._tokens[sid] for sid in wanted if sid in self._tokens}
                 try:
-                    await self._db(_write_batch, headers, batch, doing="write to")
+                    lost = await self._db(write_batch, headers, batch, tokens, doing="write to")
+                except StoreConnectionError as exc:
+                    # A lost connection (a server restart): the records stay queued and the
+                    # batch is tried again, with whatever was appended since (D491).
+                    started = trio.current_time() if started is None else started
+                    try:
+                        delay = await self._backoff(started, delay)
+                        continue
+                    except trio.TooSlowError:
+                        self._fail(exc)
+                        return
                 except Exception as exc:
-                    # Reported by every flush and by leaving `running()`, not raised here
-                    # where it would cancel whatever the store's owner is doing.
-                    self._writer_error = exc
-                    self._progress.unpark_all()
+                    self._fail(exc)
                     return
                 del self._pending[: len(batch)]
                 for sid in headers:
                     self._headers.pop(sid, None)
                 self._persisting.difference_update(wanted)
                 for session, seq, _ in batch:
-                    self._committed[session.id] = max(self._committed.get(session.id, 0), seq + 1)
+                    if session.id not in lost:
+                        done = self._committed.get(session.id, 0)
+                        self._committed[session.id] = max(done, seq + 1)
+                for sid in lost:
+                    self._lose(sid, self._taken(sid))
                 self._progress.unpark_all()
                 # One batch per wake-up, as SqliteStore: records appended during this commit
                 # wait for their own trigger, so both stores commit at the same boundaries.
-                break
+                if not lost:
+                    break
+
+    def _fail(self, exc: BaseException) -> None:
+        # Reported by every flush and by leaving `running()`, not raised here where it
+        # would cancel whatever the store's owner is doing.
+        self._writer_error = exc
+        self._progress.unpark_all()
 
     # -- reads --------------------------------------------------------------------------
 
     async def _read(self, session_id: str) -> StoredSession | None:
-        stored: StoredSession | None = await self._db(_read_sync, session_id, self.readonly)
+        stored: StoredSession | None = await self._db(read_sync, session_id, self.readonly)
         if stored is not None and not stored.records:
             self._rows.add(session_id)
         return stored
 
     async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
-        await self._db(_append_sync, stored, records, doing="write to")
+        token = self._tokens.get(stored.id, -1)
+        if not await self._db(append_fenced, stored, records, token, doing="write to"):
+            raise SessionClaimLostError(self._taken(stored.id))
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every stored session, oldest first (by creation time, then id), read in one
         snapshot in a worker thread. Always a checkpoint. A damaged session is listed with
         its `damage`. Raises StoreClosedError unless the store is running."""
-        return await self._db(_list_sync, self.readonly)  # type: ignore[no-any-return]
-
-
-def _close_both(*conns: psycopg.Connection[Any] | None) -> None:
-    for conn in conns:
-        if conn is not None:
-            conn.close()
-
-
-def _write_batch(
-    conn: psycopg.Connection[Any],
-    headers: Mapping[str, Mapping[str, Any]],
-    batch: Sequence[tuple[Session, int, Record]],
-) -> None:
-    now = time.time()
-    with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-        if headers:
-            cur.executemany(
-                "INSERT INTO trio_agents_sessions (id, header, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s)",
-                [
-                    (sid, json.dumps(dict(h)), float(h.get("created_at", 0.0)), now)
-                    for sid, h in headers.items()
-                ],
-            )
-        if batch:
-            cur.executemany(
-                "INSERT INTO trio_agents_records (session_id, seq, type, data) "
-                "VALUES (%s, %s, %s, %s)",
-                [(s.id, seq, r.type, r.data_json()) for s, seq, r in batch],
-            )
-            cur.execute(
-                "UPDATE trio_agents_sessions SET updated_at = %s WHERE id = ANY(%s)",
-                (now, sorted({s.id for s, _, _ in batch})),
-            )
-
-
-def _append_sync(
-    conn: psycopg.Connection[Any], stored: StoredSession, records: Sequence[Record]
-) -> None:
-    start = len(stored.records)
-    with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO trio_agents_records (session_id, seq, type, data) VALUES (%s, %s, %s, %s)",
-            [(stored.id, start + i, r.type, r.data_json()) for i, r in enumerate(records)],
-        )
-        cur.execute(
-            "UPDATE trio_agents_sessions SET updated_at = %s WHERE id = %s",
-            (time.time(), stored.id),
-        )
-
-
-def _read_sync(
-    conn: psycopg.Connection[Any], session_id: str, maybe_bare: bool
-) -> StoredSession | None:
-    """`maybe_bare`: the store did not create the tables, which may not exist yet (or may
-    have been created since the store opened)."""
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        if maybe_bare and not has_tables(conn):
-            return None
-        return _read_in(conn, session_id)
-
-
-def _read_in(conn: psycopg.Connection[Any], session_id: str) -> StoredSession | None:
-    row = conn.execute(
-        "SELECT header FROM trio_agents_sessions WHERE id = %s", (session_id,)
-    ).fetchone()
-    if row is None:
-        return None
-    rows = conn.execute(
-        "SELECT seq, type, data FROM trio_agents_records WHERE session_id = %s ORDER BY seq",
-        (session_id,),
-    ).fetchall()
-    return stored_session(session_id, row[0], rows, "database")
-
-
-def _list_sync(conn: psycopg.Connection[Any], maybe_bare: bool) -> list[SessionInfo]:
-    infos: list[SessionInfo] = []
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        if maybe_bare and not has_tables(conn):
-            return infos
-        rows = conn.execute(
-            "SELECT id, created_at, updated_at FROM trio_agents_sessions ORDER BY created_at, id"
-        ).fetchall()
-        for sid, created_at, updated_at in rows:
-            try:
-                stored = _read_in(conn, sid)
-            except CorruptSessionError as exc:
-                counted = conn.execute(
-                    "SELECT COUNT(*), COUNT(*) FILTER (WHERE type = %s) FROM trio_agents_records "
-                    "WHERE session_id = %s",
-                    (TURN_START, sid),
-                ).fetchone()
-                assert counted is not None
-                count, turns = counted
-                infos.append(
-                    SessionInfo(
-                        sid, float(created_at), count, turns, None, str(exc), updated_at=updated_at
-                    )
-                )
-                continue
-            assert stored is not None
-            infos.append(summarize(sid, stored.header, stored.records, float(updated_at)))
-    return infos
+        return await self._db(list_sync, self.readonly)  # type: ignore[no-any-return]
