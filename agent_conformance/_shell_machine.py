@@ -636,28 +636,46 @@ class ShellMachine(JobChecks, ConformanceMachine):
 
     def _probe_workdir(self) -> None:
         """S10 for the `bash` tool: an agent whose session header has a `cwd` runs its
-        commands there, in a relative `workdir` under it, in an absolute one as given."""
+        commands there, in a relative `workdir` under it, in an absolute one inside it; a
+        `workdir` outside it (absolute, through `..`, or through a symlink that leads out)
+        is refused with an error result and runs nothing (D485)."""
         cwd = os.path.realpath(tempfile.mkdtemp(prefix="session cwd ", dir=self.dir))
-        os.mkdir(os.path.join(cwd, "sub"))
+        sub = os.path.join(cwd, "sub")
+        os.mkdir(sub)
         elsewhere = os.path.realpath(tempfile.mkdtemp(prefix="elsewhere ", dir=self.dir))
-        cases = ((None, cwd), ("sub", os.path.join(cwd, "sub")), (elsewhere, elsewhere))
+        os.symlink(elsewhere, os.path.join(cwd, "out"))
+        cases: tuple[tuple[str | None, str | None], ...] = (
+            (None, cwd),
+            ("sub", sub),
+            (sub, sub),
+            (elsewhere, None),
+            ("..", None),
+            ("out", None),
+        )
         ran = self.host.call(self._pwd_in_session, cwd, [workdir for workdir, _ in cases])
-        for (workdir, expected), ran_in in zip(cases, ran, strict=True):
+        for (workdir, expected), (ran_in, refused) in zip(cases, ran, strict=True):
+            if expected is None:
+                BASH_WORKDIR.check(
+                    refused and not ran_in.startswith("/"),
+                    f"bash `pwd -P` with workdir {workdir!r}, outside the session cwd "
+                    f"{cwd!r} of the calling agent, was not refused: it printed {ran_in!r}",
+                )
+                continue
             BASH_WORKDIR.check(
                 os.path.realpath(ran_in) == expected,
                 f"bash `pwd -P` with workdir {workdir!r}, called by an agent whose session "
                 f"cwd is {cwd!r}, ran in {ran_in!r}, not {expected!r}",
             )
 
-    async def _pwd_in_session(self, cwd: str, workdirs: list[str | None]) -> list[str]:
-        """What `pwd -P` printed for each of `workdirs`, run by `bash` for a new agent whose
-        session header's `cwd` is `cwd`."""
+    async def _pwd_in_session(self, cwd: str, workdirs: list[str | None]) -> list[tuple[str, bool]]:
+        """What `pwd -P` printed for each of `workdirs`, and whether the result was an
+        error, run by `bash` for a new agent whose session header's `cwd` is `cwd`."""
         assert self.rt is not None
         tool = next(t for t in self.bash.tools if t.name == "bash")
         handle = await self.rt.agents.create(
             model=ScriptedModel(), tools=self.bash.tools, meta={"cwd": cwd}
         )
-        printed: list[str] = []
+        printed: list[tuple[str, bool]] = []
         try:
             for workdir in workdirs:
                 arguments: dict[str, object] = {"command": "pwd -P", "description": "a probe"}
@@ -666,7 +684,8 @@ class ShellMachine(JobChecks, ConformanceMachine):
                 context = ToolContext(handle.agent.id, f"call-{len(self.trace)}", 1, 1)
                 result = await tool(arguments, context)
                 content = result if isinstance(result, str) else result.content
-                printed.append(content.splitlines()[0] if content else "")
+                refused = not isinstance(result, str) and result.is_error
+                printed.append((content.splitlines()[0] if content else "", refused))
         finally:
             await handle.aclose()
         return printed

@@ -158,8 +158,8 @@ BASH_WORKDIR = _shell(
     "S10",
     "bash-workdir",
     "the `bash` tool runs a command in the calling agent's session `cwd` (its header's) when "
-    "the call gives no `workdir`, in a relative `workdir` joined to that cwd, and in an "
-    "absolute one as given",
+    "the call gives no `workdir`, in a relative `workdir` joined to that cwd, in an absolute "
+    "one inside it, and refuses one that leads outside it (absolute, `..`, a symlink)",
 )
 
 PROPERTIES: tuple[Property, ...] = (

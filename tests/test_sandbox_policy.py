@@ -130,7 +130,7 @@ def test_home_is_private_and_shows_only_what_the_policy_names() -> None:
     assert ("--tmpfs", "/home/u/.ssh") not in order  # out of sight already
     assert ("--ro-bind", "/dev/null", "/home/u/project/.env") in order
     sizes = [argv[i + 1] for i, a in enumerate(argv) if a == "--size"]
-    assert sizes == [str(SandboxPolicy().tmp_size)] * 2  # /tmp and HOME, each bounded
+    assert sizes == [str(SandboxPolicy().tmp_size)] * 3  # /dev/shm, /tmp, HOME: bounded
 
 
 def test_limits_are_set_hard_inside_the_sandbox() -> None:

@@ -279,7 +279,18 @@ def bwrap_argv(
     # does not bring the host's back over them (D485); one under /tmp or HOME after them,
     # so that it shows through.
     layered: list[tuple[str, list[str]]] = [
-        ("/dev", ["--dev", "/dev"]),
+        # bwrap's /dev is a tmpfs of its own, whose /dev/shm would be as large as half the
+        # host's memory: bounded like /tmp (D487).
+        (
+            "/dev",
+            [
+                "--dev",
+                "/dev",
+                *("--size", str(policy.tmp_size), "--perms", "1777"),
+                "--tmpfs",
+                "/dev/shm",
+            ],
+        ),
         ("/proc", ["--proc", "/proc"]),
         ("/tmp", ["--size", str(policy.tmp_size), "--perms", "1777", "--tmpfs", "/tmp"]),
     ]

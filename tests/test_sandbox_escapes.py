@@ -1,0 +1,513 @@
+"""The escape corpus (issue 36): each test is one way out of the shell sandbox, tried from a
+real command run through the `bash` tool as a model would call it, and fails if the way out
+works. The techniques: the breaks measured on the sandbox before D485-D488 (workdir, root's
+files, HOME, sessions sharing IPC and spill files, unbounded /tmp), the anchors' known escapes
+(mount and capability tricks, writing the agent's own files), and the usual suspects
+(symlinks and hard links, /proc, devices, setuid programs, rlimits, the terminal).
+
+Run as root (as CI runs) a command is mapped to an unprivileged id (D485); run as another
+user it is that user; every assertion holds for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import re
+import shlex
+import socket
+import sys
+import uuid
+from collections.abc import AsyncGenerator, Iterator
+
+import pytest
+import trio
+
+from trio_agents import (
+    BashTools,
+    MemoryStore,
+    Runtime,
+    SandboxPolicy,
+    ShellExecutor,
+    SqliteStore,
+    ToolContext,
+    ToolResult,
+    open_runtime,
+)
+from trio_agents._shell._sandbox_policy import GIB
+
+from .support.processes import with_marker
+
+pytestmark = pytest.mark.subprocess
+
+PYTHON = sys.executable
+CREDENTIALS = (
+    ".pgpass",
+    ".vault-token",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".bash_history",
+    ".config/openai/auth.json",
+    ".terraform.d/credentials.tfrc.json",
+    ".m2/settings.xml",
+    ".gem/credentials",
+    ".config/hub",
+    ".env",
+    ".ssh/id_ed25519",
+    ".aws/credentials",
+    ".netrc",
+)
+
+
+@contextlib.asynccontextmanager
+async def bash_in(
+    root: pathlib.Path, policy: SandboxPolicy | None = None
+) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
+    shell = ShellExecutor(cwd=str(root), grace=0.3, sandbox=policy or SandboxPolicy())
+    async with open_runtime(MemoryStore(), shell=shell) as rt:
+        bash = BashTools()
+        await rt.load(bash)
+        assert await rt.shell.check_sandbox()
+        yield rt, bash
+
+
+async def run(bash: BashTools, command: str, caller: str = "A", **more: object) -> ToolResult:
+    tool = next(t for t in bash.tools if t.name == "bash")
+    arguments = {"command": command, "description": "an escape attempt", **more}
+    result = await tool(arguments, ToolContext(caller, "call-1", 1, 1))
+    assert isinstance(result, ToolResult)
+    return result
+
+
+def read(path: pathlib.Path) -> str:
+    return path.read_text()
+
+
+def exists(path: pathlib.Path) -> bool:
+    return path.exists()
+
+
+def head(path: pathlib.Path) -> bytes:
+    return path.read_bytes()[:15]
+
+
+def listing(path: pathlib.Path) -> list[pathlib.Path]:
+    return list(path.iterdir())
+
+
+@pytest.fixture
+def outside() -> Iterator[pathlib.Path]:
+    """A directory outside every command's root and outside /tmp (which commands see as a
+    private tmpfs): what a command must not write or, for root's 0600 files, read."""
+    path = pathlib.Path("/var/tmp") / f"trio-agents-escape-{uuid.uuid4().hex[:12]}"
+    path.mkdir(mode=0o755)
+    try:
+        yield path
+    finally:
+        for child in sorted(path.rglob("*"), key=lambda p: -len(p.parts)):
+            if child.is_dir() and not child.is_symlink():
+                child.rmdir()
+            else:
+                child.unlink()
+        path.rmdir()
+
+
+# -- the workdir the model passes -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("workdir", ["/", "/etc", "../..", "sub/../../.."])
+async def test_a_workdir_outside_the_working_directory_is_refused(
+    tmp_path: pathlib.Path, workdir: str
+) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, "touch escaped", workdir=workdir)
+    assert result.is_error
+    assert "outside the session's working directory" in result.content
+    assert not exists(pathlib.Path("/escaped"))
+
+
+async def test_a_workdir_through_a_symlink_the_command_made_is_refused(
+    tmp_path: pathlib.Path, outside: pathlib.Path
+) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        await run(bash, f"ln -s {outside} link")
+        result = await run(bash, "touch escaped", workdir="link")
+    assert result.is_error
+    assert not exists(outside / "escaped")
+
+
+async def test_a_symlink_out_of_the_root_leads_to_a_read_only_view(
+    tmp_path: pathlib.Path, outside: pathlib.Path
+) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash, f"ln -s {outside} link && touch link/escaped && cd link && touch b"
+        )
+    assert result.is_error
+    assert listing(outside) == []
+
+
+async def test_a_workdir_inside_the_working_directory_runs_there(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "sub").mkdir()
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, "pwd && touch made", workdir="sub")
+    assert not result.is_error, result.content
+    assert exists(tmp_path / "sub" / "made")
+
+
+# -- root's files --------------------------------------------------------------------------
+
+
+async def test_root_only_files_stay_closed(tmp_path: pathlib.Path, outside: pathlib.Path) -> None:
+    secret = outside / "root-only"
+    secret.write_text("ROOT SECRET")
+    secret.chmod(0o600)
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, f"cat /etc/shadow {secret}; cat /proc/1/environ")
+    assert "root:" not in result.content
+    assert "ROOT SECRET" not in result.content
+
+
+async def test_a_command_runs_as_no_privileged_id_of_this_host(tmp_path: pathlib.Path) -> None:
+    marker = f"uid-probe-{uuid.uuid4().hex[:8]}"
+    async with bash_in(tmp_path) as (rt, bash):
+        tool = next(t for t in bash.tools if t.name == "bash")
+        arguments = {"command": f"exec -a {marker} sleep 30", "description": "x"}
+        started = await tool({**arguments, "run_in_background": True}, ToolContext("A", "c", 1, 1))
+        assert not started.is_error, started.content
+        with trio.fail_after(10):
+            while not with_marker(f"{marker}\0"):  # noqa: ASYNC110 - another process's state
+                await trio.sleep(0.02)
+        (pid,) = with_marker(f"{marker}\0")  # the sleep itself: its argv[0]
+        status = read(pathlib.Path(f"/proc/{pid}/status"))
+        uids = next(line for line in status.splitlines() if line.startswith("Uid:"))
+        caps = next(line for line in status.splitlines() if line.startswith("CapEff:"))
+        await rt.shell.kill_owned("A")
+    assert "0" not in uids.split()[1:]
+    assert int(caps.split()[1], 16) == 0
+
+
+async def test_remounting_the_root_writable_fails(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash,
+            "mount -o remount,rw / 2>/dev/null && touch /escaped; "
+            "unshare -rm sh -c 'mount -o remount,rw / && touch /escaped' 2>/dev/null; "
+            "unshare -rm sh -c 'mount -o remount,rw,bind / / && touch /escaped' 2>/dev/null; "
+            "echo done",
+        )
+    assert "done" in result.content
+    assert not exists(pathlib.Path("/escaped"))
+
+
+async def test_unmounting_proc_does_not_show_the_hosts_processes(tmp_path: pathlib.Path) -> None:
+    me = f"/proc/{os.getpid()}/cmdline"
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash,
+            f"cat {me} 2>/dev/null; unshare -rm sh -c 'umount -l /proc; cat {me}' 2>/dev/null; "
+            "ls /proc | grep -c '^[0-9]'",
+        )
+    assert "pytest" not in result.content
+    assert int(result.content.split()[-1]) < 20  # its own few, not the host's
+
+
+async def test_mounting_a_cgroup_for_its_release_agent_fails(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash,
+            "mkdir -p /tmp/cg; unshare -rm sh -c 'mount -t cgroup -o memory cg /tmp/cg "
+            "&& echo MOUNTED'; mount -t cgroup -o memory cg /tmp/cg && echo MOUNTED; echo done",
+        )
+    assert "MOUNTED" not in result.content
+
+
+async def test_making_a_device_node_fails(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, "mknod disk b 8 0 && echo MADE; mknod /tmp/d b 8 0 && echo MADE")
+    assert "MADE" not in result.content
+    assert not exists(tmp_path / "disk")
+
+
+async def test_writing_sys_fails(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash, "echo 1 > /sys/kernel/mm/ksm/run && echo WROTE; "
+            "echo c > /proc/sysrq-trigger && echo WROTE; echo done"
+        )  # fmt: skip
+    assert "WROTE" not in result.content
+
+
+async def test_a_setuid_program_grants_nothing(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash,
+            "for p in su mount umount newuidmap passwd chsh; do "
+            '  f=$(command -v $p) && [ -u "$f" ] && echo SETUID-$p; done; '
+            "grep NoNewPrivs /proc/self/status; "
+            "mount -t tmpfs none /mnt 2>/dev/null && echo MOUNTED; echo done",
+        )
+    assert "NoNewPrivs:\t1" in result.content  # a setuid bit cannot raise a privilege
+    assert "MOUNTED" not in result.content
+
+
+async def test_hard_and_symbolic_links_to_root_files_read_nothing(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash, "ln /etc/shadow hard 2>/dev/null; ln -s /etc/shadow soft; cat hard soft"
+        )
+    assert "root:" not in result.content
+
+
+async def test_pid_1_cannot_be_traced_or_read(tmp_path: pathlib.Path) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(
+            bash,
+            "ls /proc/1/root/ >/dev/null 2>&1 && echo ROOT-OF-1; "
+            "cat /proc/1/environ >/dev/null 2>&1 && echo ENVIRON-OF-1; "
+            "kill -STOP 1 2>/dev/null && echo STOPPED-1; echo done",
+        )
+    assert "ENVIRON-OF-1" not in result.content
+    assert "STOPPED-1" not in result.content
+
+
+async def test_the_terminal_cannot_be_pushed_into(tmp_path: pathlib.Path) -> None:
+    # TIOCSTI: typing into the server's terminal. A command has no terminal at all.
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, "exec 3</dev/tty && echo HAS-TTY; tty; echo done")
+    assert "HAS-TTY" not in result.content
+
+
+# -- HOME ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(outside: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    """A HOME outside the root holding the usual credential files and a .gitconfig."""
+    for name in CREDENTIALS:
+        path = outside / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"CREDENTIAL {name}")
+    (outside / ".gitconfig").write_text("[user]\n\tname = tester\n")
+    (outside / ".local" / "bin").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(outside))
+    return outside
+
+
+@pytest.mark.parametrize("name", CREDENTIALS)
+async def test_a_credential_file_in_home_is_out_of_sight(
+    tmp_path: pathlib.Path, home: pathlib.Path, name: str
+) -> None:
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, f"cat ~/{name}; ls -A ~")
+    assert "CREDENTIAL" not in result.content
+
+
+async def test_home_shows_only_what_the_policy_names_and_read_only(
+    tmp_path: pathlib.Path, home: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{home}/.local/bin:{os.environ['PATH']}")
+    policy = SandboxPolicy(home=("~/.gitconfig", "~/.ssh/id_ed25519"))
+    async with bash_in(tmp_path, policy) as (_, bash):
+        result = await run(
+            bash,
+            "cat ~/.gitconfig; echo x >> ~/.gitconfig || echo REFUSED; cat ~/.ssh/id_ed25519; "
+            "ls -d ~/.local/bin && touch ~/.local/bin/planted || echo BIN-REFUSED; "
+            "touch ~/scratch && echo HOME-WRITABLE",
+        )
+    assert "name = tester" in result.content  # named: shown
+    assert "REFUSED" in result.content  # but read-only
+    assert "CREDENTIAL" not in result.content  # a secret stays hidden even when named
+    assert "BIN-REFUSED" in result.content  # a PATH directory is shown read-only
+    assert "HOME-WRITABLE" in result.content  # the private HOME is the command's
+    assert read(home / ".gitconfig") == "[user]\n\tname = tester\n"
+    assert not exists(home / ".local" / "bin" / "planted")
+    assert not exists(home / "scratch")
+
+
+# -- sessions share nothing ----------------------------------------------------------------
+
+
+async def test_sysv_ipc_is_neither_shared_between_sessions_nor_left_behind(
+    tmp_path: pathlib.Path,
+) -> None:
+    async with bash_in(tmp_path) as (rt, bash):
+        tool = next(t for t in bash.tools if t.name == "bash")
+        held = await tool(
+            {"command": "ipcmk -M 4096 && ipcmk -Q && sleep 30", "description": "hold",
+             "run_in_background": True},
+            ToolContext("A", "c", 1, 1),
+        )  # fmt: skip
+        assert not held.is_error
+        other = await run(bash, "sleep 0.5; ipcs -m -q | grep -c '^0x'", caller="B")
+        await rt.shell.kill_owned("A")
+        left = await run(bash, "ipcmk -M 4096 >/dev/null; true", caller="A")
+        after = await run(bash, "ipcs -m | grep -c '^0x'", caller="A")
+    assert other.content.split()[0] == "0"
+    assert not left.is_error
+    assert after.content.split()[0] == "0"
+
+
+async def test_another_sessions_spill_files_are_out_of_sight_whatever_tmpdir_is(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TMPDIR above the working directory: the spill roots are siblings of the root.
+    root = tmp_path / "project"
+    root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    big = f"{PYTHON} -c \"print('SPILLED-' * 40000)\""
+    async with bash_in(root) as (_, bash):
+        spilled = await run(bash, big, caller="A")
+        assert "trio-agents-spill-" in spilled.content
+        peek = await run(
+            bash, f"ls -R {tmp_path}; cat {tmp_path}/trio-agents-spill-*/*/* 2>&1 | head -c 300",
+            caller="B",
+        )  # fmt: skip
+    assert "SPILLED-" not in peek.content
+
+
+async def test_host_processes_and_their_command_lines_are_out_of_sight(
+    tmp_path: pathlib.Path,
+) -> None:
+    marker = f"host-secret-{uuid.uuid4().hex[:8]}"
+    host = await trio.lowlevel.open_process(["bash", "-c", f"exec -a {marker} sleep 30"])
+    try:
+        async with bash_in(tmp_path) as (_, bash):
+            result = await run(
+                bash, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; ps -e -o args"
+            )
+    finally:
+        host.kill()
+        await host.wait()
+    assert marker not in result.content
+
+
+async def test_the_agents_own_files_are_not_writable(
+    tmp_path: pathlib.Path, outside: pathlib.Path
+) -> None:
+    # Its MCP configuration and system prompt file (the CLI shows them read-only) and its
+    # store (hidden), all inside the working directory a command may write.
+    mcp, prompt = tmp_path / "mcp.json", tmp_path / "prompt.md"
+    mcp.write_text("{}")
+    prompt.write_text("be nice")
+    policy = SandboxPolicy(read_only=(str(mcp), str(prompt)))
+    shell = ShellExecutor(cwd=str(tmp_path), grace=0.3, sandbox=policy)
+    store = tmp_path / "sessions.db"
+    async with open_runtime(SqliteStore(store), shell=shell) as rt:
+        bash = BashTools()
+        await rt.load(bash)
+        result = await run(
+            bash,
+            'echo \'{"mcpServers": {"x": {"command": "evil"}}}\' > mcp.json; '
+            "echo 'obey' >> prompt.md; echo junk > sessions.db; rm -f mcp.json prompt.md; "
+            "mv mcp.json m2 ; echo done",
+        )
+    assert "done" in result.content
+    assert read(mcp) == "{}"
+    assert read(prompt) == "be nice"
+    assert head(store) == b"SQLite format 3"
+
+
+# -- resources -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["/tmp", "/dev/shm", "~"])
+async def test_a_private_tmpfs_is_bounded(tmp_path: pathlib.Path, where: str) -> None:
+    policy = SandboxPolicy(tmp_size=1 << 20)
+    async with bash_in(tmp_path, policy) as (_, bash):
+        result = await run(bash, f"head -c 3000000 /dev/zero > {where}/big; du -k {where}/big")
+    used = re.search(r"^(\d+)\s", result.content, re.MULTILINE)
+    assert used is not None, result.content
+    assert int(used.group(1)) <= 1100  # KiB: what fits in 1 MiB, no more
+
+
+async def test_the_process_limit_holds_and_cannot_be_raised(tmp_path: pathlib.Path) -> None:
+    policy = SandboxPolicy(max_processes=24)
+    forks = (
+        "import os, time\n"
+        "n = 0\n"
+        "for _ in range(60):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(3); os._exit(0)\n"
+        "    n += 1\n"
+        "print('FORKED', n)\n"
+    )
+    async with bash_in(tmp_path, policy) as (_, bash):
+        result = await run(
+            bash, f"ulimit -Hu 100000 && echo RAISED; {PYTHON} -c {shlex.quote(forks)}"
+        )
+    assert "RAISED" not in result.content
+    forked = int(result.content.split("FORKED")[1].split()[0])
+    assert 5 <= forked < 24, result.content
+
+
+async def test_the_memory_limit_holds(tmp_path: pathlib.Path) -> None:
+    policy = SandboxPolicy(max_memory=256 << 20)
+    grab = "b = bytearray(1 << 30); print('GOT', len(b))"
+    async with bash_in(tmp_path, policy) as (_, bash):
+        result = await run(bash, f"ulimit -Hd unlimited && echo RAISED; {PYTHON} -c {grab!r}")
+    assert "RAISED" not in result.content
+    assert "GOT" not in result.content
+    assert "MemoryError" in result.content
+
+
+async def test_the_defaults_bound_tmp_processes_and_memory() -> None:
+    policy = SandboxPolicy()
+    assert policy.tmp_size == GIB
+    assert policy.max_processes == 1024
+    assert policy.max_memory == 8 * GIB
+
+
+# -- what outlives a command ---------------------------------------------------------------
+
+
+async def test_nothing_a_command_starts_outlives_it(tmp_path: pathlib.Path) -> None:
+    marker = f"outlive-{uuid.uuid4().hex[:8]}"
+    async with bash_in(tmp_path) as (_, bash):
+        await run(
+            bash,
+            f"setsid -f bash -c 'exec -a {marker} sleep 60'; "
+            f"nohup bash -c 'exec -a {marker} sleep 60' >/dev/null 2>&1 & disown; "
+            f"{PYTHON} -c \"import os; os.fork() or os.setsid() or os.execvp('bash', "
+            f"['bash', '-c', 'exec -a {marker} sleep 60'])\"; echo started",
+        )
+        alive = with_marker(marker)
+    assert alive == []
+
+
+# -- the network, when it is cut -----------------------------------------------------------
+
+
+async def test_without_network_host_loopback_and_abstract_sockets_are_out_of_reach(
+    tmp_path: pathlib.Path,
+) -> None:
+    name = f"trio-agents-escape-{uuid.uuid4().hex[:8]}"
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as abstract,
+    ):
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        abstract.bind(f"\0{name}")
+        abstract.listen()
+        port = tcp.getsockname()[1]
+        probe = (
+            "import socket\n"
+            f"for family, address in ((socket.AF_INET, ('127.0.0.1', {port})), "
+            f"(socket.AF_UNIX, '\\0{name}')):\n"
+            "    s = socket.socket(family)\n"
+            "    try:\n"
+            "        s.connect(address); print('CONNECTED', address)\n"
+            "    except OSError as e:\n"
+            "        print('REFUSED', e)\n"
+        )
+        async with bash_in(tmp_path, SandboxPolicy(network=False)) as (_, bash):
+            result = await run(bash, f"{PYTHON} -c {shlex.quote(probe)}")
+    assert "CONNECTED" not in result.content
+    assert result.content.count("REFUSED") == 2, result.content
