@@ -19,7 +19,7 @@ import shlex
 import socket
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 
 import pytest
 import trio
@@ -78,6 +78,19 @@ async def run(bash: BashTools, command: str, caller: str = "A", **more: object) 
     result = await tool(arguments, ToolContext(caller, "call-1", 1, 1))
     assert isinstance(result, ToolResult)
     return result
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait for another process to make `condition` true (no event tells us), for at most
+    ten real seconds: ample on two loaded cores."""
+    with trio.move_on_after(10):
+        while not condition():  # noqa: ASYNC110 - another process's state
+            await trio.sleep(0.02)
+    assert condition()
+
+
+def stat_mode(path: pathlib.Path) -> int:
+    return path.stat().st_mode
 
 
 def read(path: pathlib.Path) -> str:
@@ -172,13 +185,9 @@ async def test_root_only_files_stay_closed(tmp_path: pathlib.Path, outside: path
 async def test_a_command_runs_as_no_privileged_id_of_this_host(tmp_path: pathlib.Path) -> None:
     marker = f"uid-probe-{uuid.uuid4().hex[:8]}"
     async with bash_in(tmp_path) as (rt, bash):
-        tool = next(t for t in bash.tools if t.name == "bash")
-        arguments = {"command": f"exec -a {marker} sleep 30", "description": "x"}
-        started = await tool({**arguments, "run_in_background": True}, ToolContext("A", "c", 1, 1))
+        started = await run(bash, f"exec -a {marker} sleep 30", run_in_background=True)
         assert not started.is_error, started.content
-        with trio.fail_after(10):
-            while not with_marker(f"{marker}\0"):  # noqa: ASYNC110 - another process's state
-                await trio.sleep(0.02)
+        await until(lambda: bool(with_marker(f"{marker}\0")))
         (pid,) = with_marker(f"{marker}\0")  # the sleep itself: its argv[0]
         status = read(pathlib.Path(f"/proc/{pid}/status"))
         uids = next(line for line in status.splitlines() if line.startswith("Uid:"))
@@ -279,6 +288,48 @@ async def test_the_terminal_cannot_be_pushed_into(tmp_path: pathlib.Path) -> Non
     assert "HAS-TTY" not in result.content
 
 
+async def test_a_setuid_or_setgid_bit_cannot_be_set(tmp_path: pathlib.Path) -> None:
+    # A root server's command owns files that are root's on disk: a setuid bit on one would
+    # give root to whoever runs it on the host (found by a red team, D489).
+    async with bash_in(tmp_path) as (_, bash):
+        await run(
+            bash,
+            "cp /usr/bin/id x; chmod 4755 x; chmod u+s x; chmod g+s x; "
+            f"{PYTHON} -c \"import os; os.chmod('x', 0o6755)\"; "
+            "install -m 4755 /usr/bin/id y; mkdir d; chmod 2775 d",
+        )
+    for name in ("x", "y", "d"):
+        assert stat_mode(tmp_path / name) & 0o6000 == 0, name
+
+
+async def test_the_servers_keyring_is_out_of_reach(tmp_path: pathlib.Path) -> None:
+    probe = (
+        "import ctypes, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {'x86_64': 250, 'aarch64': 219}.get(__import__('platform').machine())\n"
+        "# KEYCTL_GET_KEYRING_ID of the session keyring (-3), creating none\n"
+        "print('KEYRING', libc.syscall(nr, 0, -3, 0), ctypes.get_errno())\n"
+    )
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, f"{PYTHON} -c {shlex.quote(probe)}")
+    assert "KEYRING -1 1" in result.content, result.content  # EPERM
+
+
+async def test_a_hidden_path_cannot_be_renamed_into_sight(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The working directory is HOME: `mv ~/.config aside`, then read `gh`'s token under its
+    # new name in the next command (found by a red team, D489).
+    (tmp_path / ".config" / "gh").mkdir(parents=True)
+    (tmp_path / ".config" / "gh" / "hosts.yml").write_text("GH-TOKEN")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    async with bash_in(tmp_path) as (_, bash):
+        await run(bash, "mv .config moved; mv .config/gh .config/g2; rm -rf .config/gh")
+        result = await run(bash, "cat moved/gh/hosts.yml .config/g2/hosts.yml .config/gh/*")
+    assert "GH-TOKEN" not in result.content
+    assert read(tmp_path / ".config" / "gh" / "hosts.yml") == "GH-TOKEN"
+
+
 # -- HOME ----------------------------------------------------------------------------------
 
 
@@ -333,14 +384,12 @@ async def test_sysv_ipc_is_neither_shared_between_sessions_nor_left_behind(
     tmp_path: pathlib.Path,
 ) -> None:
     async with bash_in(tmp_path) as (rt, bash):
-        tool = next(t for t in bash.tools if t.name == "bash")
-        held = await tool(
-            {"command": "ipcmk -M 4096 && ipcmk -Q && sleep 30", "description": "hold",
-             "run_in_background": True},
-            ToolContext("A", "c", 1, 1),
-        )  # fmt: skip
+        held = await run(
+            bash, "ipcmk -M 4096 && ipcmk -Q && touch made && sleep 30", run_in_background=True
+        )
         assert not held.is_error
-        other = await run(bash, "sleep 0.5; ipcs -m -q | grep -c '^0x'", caller="B")
+        await until(lambda: exists(tmp_path / "made"))
+        other = await run(bash, "ipcs -m -q | grep -c '^0x'", caller="B")
         await rt.shell.kill_owned("A")
         left = await run(bash, "ipcmk -M 4096 >/dev/null; true", caller="A")
         after = await run(bash, "ipcs -m | grep -c '^0x'", caller="A")
@@ -384,12 +433,33 @@ async def test_host_processes_and_their_command_lines_are_out_of_sight(
     assert marker not in result.content
 
 
+async def test_a_spill_root_made_after_a_job_started_stays_out_of_its_sight(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The working directory holds TMPDIR, and a job that started before any output spilled
+    # watches for the spill files (found by a red team, D489).
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    watch = f"touch ready; for i in $(seq 300); do cat {tmp_path}/trio-agents-spill-*/*/* "
+    watch += "2>/dev/null | head -c 100 >> seen; sleep 0.02; done"
+    big = f"{PYTHON} -c \"print('SPILLED-' * 40000)\""
+    async with bash_in(tmp_path) as (rt, bash):
+        await run(bash, watch, caller="A", run_in_background=True)
+        await until(lambda: exists(tmp_path / "ready"))
+        spilled = await run(bash, big, caller="B")
+        assert "trio-agents-spill-" in spilled.content
+        await run(bash, "true", caller="B")
+        await rt.shell.kill_owned("A")
+    assert "SPILLED" not in read(tmp_path / "seen")
+
+
 async def test_the_agents_own_files_are_not_writable(
     tmp_path: pathlib.Path, outside: pathlib.Path
 ) -> None:
     # Its MCP configuration and system prompt file (the CLI shows them read-only) and its
     # store (hidden), all inside the working directory a command may write.
-    mcp, prompt = tmp_path / "mcp.json", tmp_path / "prompt.md"
+    (tmp_path / "conf").mkdir()
+    mcp, prompt = tmp_path / "conf" / "mcp.json", tmp_path / "prompt.md"
     mcp.write_text("{}")
     prompt.write_text("be nice")
     policy = SandboxPolicy(read_only=(str(mcp), str(prompt)))
@@ -400,9 +470,10 @@ async def test_the_agents_own_files_are_not_writable(
         await rt.load(bash)
         result = await run(
             bash,
-            'echo \'{"mcpServers": {"x": {"command": "evil"}}}\' > mcp.json; '
-            "echo 'obey' >> prompt.md; echo junk > sessions.db; rm -f mcp.json prompt.md; "
-            "mv mcp.json m2 ; echo done",
+            'echo \'{"mcpServers": {"x": {"command": "evil"}}}\' > conf/mcp.json; '
+            "echo 'obey' >> prompt.md; echo junk > sessions.db; rm -f conf/mcp.json prompt.md; "
+            "mv conf/mcp.json m2; mv conf c2 && mkdir conf && echo '{}x' > conf/mcp.json; "
+            "echo done",
         )
     assert "done" in result.content
     assert read(mcp) == "{}"

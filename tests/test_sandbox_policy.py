@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trio_agents._shell._sandbox_policy import (
+    UNPRIVILEGED,
     SandboxPolicy,
     bwrap_argv,
     command_prefix,
@@ -160,8 +161,10 @@ def test_a_root_servers_command_drops_to_an_unprivileged_id_through_host_tools()
     start = argv.index("--") + 1
     assert argv[start : start + 3] == ["/usr/bin/bash", "-p", "-c"]
     script = argv[start + 3]
-    assert script.startswith("/usr/bin/chown 65534:65534 -- /root")
-    assert "exec /sp --reuid=65534 --regid=65534 --clear-groups" in script
+    me = UNPRIVILEGED
+    assert me not in (0, 65534)  # not root, and not nobody, whose processes a host has
+    assert script.startswith(f"/usr/bin/chown {me}:{me} -- /root")
+    assert f"exec /sp --reuid={me} --regid={me} --clear-groups" in script
     assert "/us --user --map-user=0 --map-group=0" in script
 
 
@@ -173,3 +176,35 @@ def test_a_root_servers_command_drops_to_an_unprivileged_id_through_host_tools()
 def test_a_bad_policy_field_is_named(field: str, value: object) -> None:
     with pytest.raises((TypeError, ValueError), match=f"SandboxPolicy {field}"):
         SandboxPolicy(**{field: value})  # type: ignore[arg-type]
+
+
+def test_what_is_hidden_or_read_only_in_the_root_has_its_parents_pinned() -> None:
+    # D489: a directory between the root and a hidden or read-only path is a mount point,
+    # which cannot be renamed; bound before the read-only path, never over a private mount.
+    argv = bwrap_argv(
+        "bwrap",
+        SandboxPolicy(read_only=("/home/u/p/conf/mcp.json",)),
+        command=["true"],
+        workdir="/home/u/p",
+        hidden={"/home/u/p/.local/share/s.db": False},
+        home="/home/u",
+    )
+    order = mounts(argv)
+    for pinned in ("/home/u/p/conf", "/home/u/p/.local", "/home/u/p/.local/share"):
+        assert ("--bind", pinned, pinned) in order
+    assert order.index(("--bind", "/home/u/p/conf", "/home/u/p/conf")) < order.index(
+        ("--ro-bind", "/home/u/p/conf/mcp.json", "/home/u/p/conf/mcp.json")
+    )
+    around = bwrap_argv(
+        "bwrap", SandboxPolicy(), command=["true"], workdir="/home", home="/home/u",
+        hidden={"/home/u/.ssh/id": False, "/home/v/.ssh/id": False},
+    )  # fmt: skip
+    binds = [m for m in mounts(around) if m[0] == "--bind"]
+    assert ("--bind", "/home/u", "/home/u") not in binds  # would bring the real HOME back
+    assert ("--bind", "/home/v/.ssh", "/home/v/.ssh") in binds
+
+
+def test_the_seccomp_filter_is_loaded_from_the_descriptor_given() -> None:
+    argv = bwrap_argv("bwrap", SandboxPolicy(), command=["true"], workdir="/w", hidden={},
+                      seccomp=7)  # fmt: skip
+    assert argv[argv.index("--seccomp") + 1] == "7"

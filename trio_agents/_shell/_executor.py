@@ -412,7 +412,11 @@ class ShellExecutor:
         env = self._environment()
         if not self._sandboxing.active:
             return await spawn(spec, env)
-        spill = self._spill_root.path if self._spill_root is not None else None
+        # Made before the first command, not at the first spill: a command already running
+        # when the root appeared would not have it hidden (D489).
+        if self._spill_root is None:
+            self._spill_root = SpillRoot()
+        spill = self._spill_root.path
         prepared = self._sandboxing.command(spec, exposed=self._exposed(spec), spill=spill)
         return self._sandboxing.started(await spawn(spec, env, sandboxed=prepared))
 

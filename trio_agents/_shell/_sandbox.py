@@ -28,6 +28,7 @@ from ._sandbox_policy import (
     hidden_targets,
     path_homes,
 )
+from ._seccomp import program
 from ._userns import idmapped_clone, make_userns, mount_in_private
 
 __all__ = [
@@ -281,6 +282,10 @@ def sandboxed_command(
                     exc.errno,
                     f"cannot give the command its directories under an unprivileged id: {exc}",
                 ) from None
+    owned = [fd for fd, _ in clones]
+    seccomp = _filter()
+    if seccomp is not None:
+        owned.append(seccomp)
     argv = bwrap_argv(
         bwrap,
         policy,
@@ -294,12 +299,27 @@ def sandboxed_command(
         as_root=as_root,
         mapped=userns is not None,
         tools=_tools(),
+        seccomp=seccomp,
     )
-    if userns is None:
-        return SandboxedCommand(argv)
     return SandboxedCommand(
-        argv, preexec=mount_in_private(clones), owned=tuple(fd for fd, _ in clones)
+        argv,
+        pass_fds=(seccomp,) if seccomp is not None else (),
+        preexec=mount_in_private(clones) if userns is not None else None,
+        owned=tuple(owned),
     )
+
+
+def _filter() -> int | None:
+    """A new descriptor holding the seccomp filter, for one command's bwrap to read (each
+    its own: a shared one would be read to its end by the first); None where the
+    architecture has none."""
+    code = program()
+    if code is None:
+        return None
+    fd = os.memfd_create("trio-agents-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, code)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 _found_tools: dict[str, str] = {}

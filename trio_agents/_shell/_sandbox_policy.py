@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._util import check_bool, check_number, check_strings
-from ._userns import UNPRIVILEGED
 
 __all__ = [
     "DEFAULT_SECRET_PATHS",
     "GIB",
+    "UNPRIVILEGED",
     "SandboxPolicy",
     "bwrap_argv",
     "command_prefix",
@@ -33,6 +33,10 @@ __all__ = [
 ]
 
 GIB = 1 << 30
+UNPRIVILEGED = 2147483632
+"""The id a root server's commands run as, outside their own user namespace: one no user or
+daemon of a host has (not `nobody`, whose processes could reach into a command's files
+through /proc, D489)."""
 
 DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     "~/.ssh",
@@ -241,6 +245,7 @@ def bwrap_argv(
     as_root: bool = False,
     mapped: bool = False,
     tools: Mapping[str, str] | None = None,
+    seccomp: int | None = None,
 ) -> list[str]:
     """The argv that runs `command` in `workdir` under `policy`.
 
@@ -252,7 +257,8 @@ def bwrap_argv(
     no private home), and `home_shown` the existing paths of the policy's `home`, shown in
     it. `as_root`: this process runs as root, whose capabilities bwrap keeps in the sandbox
     unless told; `mapped` (the caller has id-mapped the writable paths, `_userns`): the
-    command runs as an unprivileged id (D485).
+    command runs as an unprivileged id (D485). `seccomp`: a descriptor bwrap reads the
+    filter of `_seccomp.program()` from (D489).
     """
     workdir = os.path.normpath(workdir)
     root = os.path.normpath(root) if root is not None else workdir
@@ -311,6 +317,7 @@ def bwrap_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--die-with-parent",
+        *(("--seccomp", str(seccomp)) if seccomp is not None else ()),
         *("--ro-bind", "/", "/"),
         *("--setenv", "TMPDIR", "/tmp"),
     ]
@@ -318,14 +325,39 @@ def bwrap_argv(
         argv.append("--unshare-net")
     for _, options in layered:
         argv += options
+    home_paths = [os.path.normpath(p) for p in home_shown]
+    # Every directory between a writable one and what is hidden or read-only inside it is
+    # bound onto itself first: a mount point cannot be renamed, so a command cannot move
+    # `~/.config` aside and read `gh`'s token under the new name in its next command, nor
+    # move the agent's store or configuration away and put its own in their place (D489).
+    # Never one that is or holds a private mount, nor one in a private mount that the
+    # writable directory is not in: its host copy would cover the private one.
+    privates = ["/tmp", *((private_home,) if private_home else ())]
+
+    def pinnable(directory: str, top: str) -> bool:
+        return not any(
+            _inside(m, directory) or (_inside(directory, m) and not _inside(top, m))
+            for m in privates
+        )
+
+    pinned: dict[str, None] = {}
+    for path in (*hidden, *policy.read_only, *home_paths, *exposed):
+        for top in writable:
+            if path != top and _inside(path, top):
+                parent = os.path.dirname(path)
+                while parent != top and _inside(parent, top):
+                    if pinnable(parent, top):
+                        pinned.setdefault(parent, None)
+                    parent = os.path.dirname(parent)
+    for directory in sorted(pinned, key=lambda d: d.count("/")):
+        argv += ["--bind", directory, directory]
     # After the writable binds: a home path shown read-only stays so in a writable HOME.
-    shown_home = [os.path.normpath(p) for p in home_shown]
-    for path in shown_home:
+    for path in home_paths:
         if path not in writable:
             argv += ["--ro-bind", path, path]
     for path in policy.read_only:
         argv += ["--ro-bind", path, path]
-    shown = (*writable, *policy.read_only, *shown_home)
+    shown = (*writable, *policy.read_only, *home_paths)
     for path, is_dir in hidden.items():
         if is_dir and _inside(root, path):
             continue  # hiding it would hide the root; its secrets are listed on their own
@@ -342,7 +374,7 @@ def bwrap_argv(
     # Never one that is, or is in, a bound directory: that would change the host's.
     made: dict[str, None] = {}
     tmpfs = ["/tmp", *((private_home,) if private_home else ())]
-    bound = (*writable, *shown_home, *exposed, *policy.read_only)
+    bound = (*writable, *home_paths, *exposed, *policy.read_only)
     for path in bound:
         for top in tmpfs:
             if path != top and _inside(path, top):

@@ -5,7 +5,7 @@ Linux only, through the new mount API (`open_tree`, `mount_setattr`, `move_mount
 
 A mount is id-mapped through a user namespace; this one maps, for uids and gids alike,
 
-    0 <-> UNPRIVILEGED (65534, nobody), and every other id to itself
+    0 <-> UNPRIVILEGED (an id no one of the host has), and every other id to itself
 
 so in the command's working directory and the other directories it may write, each an
 id-mapped clone, what root owns on disk shows as the command's, and what the command
@@ -21,9 +21,9 @@ import select
 from collections.abc import Callable, Sequence
 from typing import Final
 
-__all__ = ["UNPRIVILEGED", "IdMapped", "idmapped_clone", "make_userns", "mount_in_private"]
+from ._sandbox_policy import UNPRIVILEGED
 
-UNPRIVILEGED: Final = 65534  # nobody: what a root server's commands run as, outside
+__all__ = ["IdMapped", "idmapped_clone", "make_userns", "mount_in_private"]
 _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
 _CLONE_NEWUSER: Final = 0x10000000
