@@ -191,3 +191,12 @@ async def test_live_calls_go_pending_in_progress_then_completed_or_failed_and_a_
         assert [u["status"] for u in updates] == ["pending", live[call_id][-1]["status"]]
         assert updates[0] == live[call_id][0]
         assert updates[-1] == live[call_id][-1]
+
+
+def test_a_bash_call_asking_for_another_directory_names_it() -> None:
+    # D485: a permission request shows where the command runs, when not the session's cwd.
+    assert tool_call_title("bash", {"command": "rm -rf x", "workdir": "../other"}) == (
+        "rm -rf x (in ../other)"
+    )
+    assert tool_call_title("bash", {"command": "ls", "workdir": "."}) == "ls"
+    assert tool_call_title("bash", {"command": "ls", "workdir": ""}) == "ls"

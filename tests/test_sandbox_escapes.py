@@ -290,7 +290,7 @@ async def test_the_terminal_cannot_be_pushed_into(tmp_path: pathlib.Path) -> Non
 
 async def test_a_setuid_or_setgid_bit_cannot_be_set(tmp_path: pathlib.Path) -> None:
     # A root server's command owns files that are root's on disk: a setuid bit on one would
-    # give root to whoever runs it on the host (found by a red team, D489).
+    # give root to whoever runs it on the host (found by a red team, D493).
     async with bash_in(tmp_path) as (_, bash):
         await run(
             bash,
@@ -319,7 +319,7 @@ async def test_a_hidden_path_cannot_be_renamed_into_sight(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The working directory is HOME: `mv ~/.config aside`, then read `gh`'s token under its
-    # new name in the next command (found by a red team, D489).
+    # new name in the next command (found by a red team, D493).
     (tmp_path / ".config" / "gh").mkdir(parents=True)
     (tmp_path / ".config" / "gh" / "hosts.yml").write_text("GH-TOKEN")
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -437,7 +437,7 @@ async def test_a_spill_root_made_after_a_job_started_stays_out_of_its_sight(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The working directory holds TMPDIR, and a job that started before any output spilled
-    # watches for the spill files (found by a red team, D489).
+    # watches for the spill files (found by a red team, D493).
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
     watch = f"touch ready; for i in $(seq 300); do cat {tmp_path}/trio-agents-spill-*/*/* "
@@ -462,7 +462,7 @@ async def test_the_agents_own_files_are_not_writable(
     mcp, prompt = tmp_path / "conf" / "mcp.json", tmp_path / "prompt.md"
     mcp.write_text("{}")
     prompt.write_text("be nice")
-    policy = SandboxPolicy(read_only=(str(mcp), str(prompt)))
+    policy = SandboxPolicy(protected=(str(mcp), str(prompt), "/etc/elsewhere.json"))
     shell = ShellExecutor(cwd=str(tmp_path), grace=0.3, sandbox=policy)
     store = tmp_path / "sessions.db"
     async with open_runtime(SqliteStore(store), shell=shell) as rt:
@@ -552,12 +552,13 @@ async def test_nothing_a_command_starts_outlives_it(tmp_path: pathlib.Path) -> N
     assert alive == []
 
 
-# -- the network, when it is cut -----------------------------------------------------------
+# -- the network ----------------------------------------------------------------------------
 
 
-async def test_without_network_host_loopback_and_abstract_sockets_are_out_of_reach(
-    tmp_path: pathlib.Path,
-) -> None:
+@contextlib.contextmanager
+def host_services() -> Iterator[tuple[int, str]]:
+    """A TCP server on this host's loopback and an abstract Unix socket: what a command must
+    not reach (D494). Yields the port and the abstract name."""
     name = f"trio-agents-escape-{uuid.uuid4().hex[:8]}"
     with (
         socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
@@ -567,18 +568,95 @@ async def test_without_network_host_loopback_and_abstract_sockets_are_out_of_rea
         tcp.listen()
         abstract.bind(f"\0{name}")
         abstract.listen()
-        port = tcp.getsockname()[1]
-        probe = (
-            "import socket\n"
-            f"for family, address in ((socket.AF_INET, ('127.0.0.1', {port})), "
-            f"(socket.AF_UNIX, '\\0{name}')):\n"
-            "    s = socket.socket(family)\n"
-            "    try:\n"
-            "        s.connect(address); print('CONNECTED', address)\n"
-            "    except OSError as e:\n"
-            "        print('REFUSED', e)\n"
-        )
-        async with bash_in(tmp_path, SandboxPolicy(network=False)) as (_, bash):
-            result = await run(bash, f"{PYTHON} -c {shlex.quote(probe)}")
+        yield tcp.getsockname()[1], name
+
+
+def reach(port: int, name: str) -> str:
+    """A command that tries the host's services every way it may know them."""
+    probe = (
+        "import socket\n"
+        f"for family, address in ((socket.AF_INET, ('127.0.0.1', {port})), "
+        f"(socket.AF_INET, ('10.0.2.2', {port})), (socket.AF_UNIX, '\\0{name}')):\n"
+        "    s = socket.socket(family)\n"
+        "    s.settimeout(3)\n"
+        "    try:\n"
+        "        s.connect(address); print('CONNECTED', address)\n"
+        "    except OSError as e:\n"
+        "        print('REFUSED', e)\n"
+    )
+    return f"{PYTHON} -c {shlex.quote(probe)}"
+
+
+@pytest.mark.parametrize("network", [True, False])
+async def test_host_loopback_and_abstract_sockets_are_out_of_reach(
+    tmp_path: pathlib.Path, network: bool
+) -> None:
+    # D494: by default a network of its own (slirp4netns gives it the way out), and none at
+    # all with network=False; the host's loopback is never the command's.
+    with host_services() as (port, name):
+        async with bash_in(tmp_path, SandboxPolicy(network=network)) as (_, bash):
+            result = await run(bash, reach(port, name))
     assert "CONNECTED" not in result.content
-    assert result.content.count("REFUSED") == 2, result.content
+    assert result.content.count("REFUSED") == 3, result.content
+
+
+async def test_a_command_has_a_way_out_and_leaves_no_stack_behind(tmp_path: pathlib.Path) -> None:
+    # The command's own interface and route out (an outside address is not a test's to
+    # reach), and no slirp4netns left once the commands are done.
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, "cat /proc/net/route | awk '$2 == \"00000000\" {print $1}'")
+        for _ in range(3):
+            await run(bash, "true")
+    assert result.content.split()[0] == "tap0", result.content
+    assert slirps() == []
+
+
+async def test_the_hosts_network_is_shared_only_when_asked(tmp_path: pathlib.Path) -> None:
+    with host_services() as (port, name):
+        policy = SandboxPolicy(host_network=True)
+        async with bash_in(tmp_path, policy) as (_, bash):
+            result = await run(bash, reach(port, name))
+    assert "CONNECTED ('127.0.0.1'" in result.content
+
+
+def slirps() -> list[int]:
+    """This process's slirp4netns children still alive."""
+    me = str(os.getpid())
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if "(slirp4netns)" in stat and fields[1] == me and fields[0] not in "ZX":
+                found.append(int(entry))
+    return found
+
+
+async def test_bwrap_is_forked_from_the_thread_trio_runs_on(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # D488: bwrap's --die-with-parent follows the thread that forked it. Forked in one of
+    # trio's worker threads, every command died with SIGKILL once that thread had been idle
+    # for 10 s (a background job, a long build). Seen from outside, it needs those 10 s of
+    # real time; the cause is seen at once: which thread forks.
+    import subprocess
+    import threading
+
+    forked_in: list[int] = []
+    real = subprocess.Popen
+
+    def recording(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        argv = args[0] if args else kwargs.get("args")
+        if isinstance(argv, list) and str(argv[0]).endswith("bwrap"):
+            forked_in.append(threading.get_ident())
+        return real(*args, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    async with bash_in(tmp_path) as (_, bash):
+        result = await run(bash, "echo ran")
+    assert "ran" in result.content
+    assert forked_in
+    assert set(forked_in) == {threading.get_ident()}

@@ -179,7 +179,7 @@ def test_a_bad_policy_field_is_named(field: str, value: object) -> None:
 
 
 def test_what_is_hidden_or_read_only_in_the_root_has_its_parents_pinned() -> None:
-    # D489: a directory between the root and a hidden or read-only path is a mount point,
+    # D493: a directory between the root and a hidden or read-only path is a mount point,
     # which cannot be renamed; bound before the read-only path, never over a private mount.
     argv = bwrap_argv(
         "bwrap",

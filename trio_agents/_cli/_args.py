@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .._agent._system_prompt import coding_system_prompt
 from .._shell._env import check_env_name
-from .._shell._sandbox import fallback, mark_warned, probe_now, unavailable
+from .._shell._sandbox import fallback, mark_warned, probe_now, root_mapping, unavailable
 from .._shell._sandbox_policy import SandboxPolicy
 from .._store._errors import non_directory_ancestor
 from .._store._postgres import is_postgres_url
@@ -126,11 +127,32 @@ def add_system_prompt(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--system-prompt-file",
         dest="system_prompt",
-        type=prompt_file,
+        action=_PromptFile,
         metavar="PATH",
         default=coding_system_prompt,
         help="send the text of this UTF-8 file as the system prompt instead of the default",
     )
+
+
+class _PromptFile(argparse.Action):
+    """Reads the file as `prompt_file` does (a usage error naming it when it cannot), stores
+    its text as the system prompt, and remembers its path: commands must not rewrite the
+    file the agent is steered by (`steering_files`, D493)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        assert isinstance(values, str)
+        try:
+            text = prompt_file(values)
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"argument {option_string}: {exc}")
+        setattr(namespace, self.dest, text)
+        namespace.system_prompt_file = os.path.abspath(values)
 
 
 def env_name(text: str) -> str:
@@ -156,7 +178,8 @@ def add_pass_env(parser: argparse.ArgumentParser) -> None:
 
 
 def add_sandbox(parser: argparse.ArgumentParser) -> None:
-    """`--allow-unsandboxed` and `--no-network`: how the bash tools' commands are confined."""
+    """`--allow-unsandboxed`, `--no-network` and `--expose-home`: how the bash tools'
+    commands are confined."""
     parser.add_argument(
         "--allow-unsandboxed",
         action="store_true",
@@ -168,19 +191,61 @@ def add_sandbox(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="cut sandboxed shell commands off the network",
     )
+    parser.add_argument(
+        "--expose-home",
+        type=home_path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="show this path of your home (e.g. ~/.gitconfig) to commands, read-only; they "
+        "see a private, empty HOME otherwise, but for the directories on PATH (repeatable)",
+    )
+
+
+def home_path(text: str) -> str:
+    """An argparse type: a path in the user's home as `SandboxPolicy(home=...)` takes it
+    (`~/...`); an absolute one inside HOME is turned into that form."""
+    home = os.path.normpath(os.path.expanduser("~"))
+    if text == "~" or text.startswith("~/"):
+        return text
+    full = os.path.normpath(os.path.abspath(text))
+    if full == home or full.startswith(home.rstrip("/") + "/"):
+        return "~" + full[len(home) :] if full != home else "~"
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not in your home ({home}): give a path like ~/.gitconfig"
+    )
+
+
+def steering_files(args: argparse.Namespace) -> tuple[str, ...]:
+    """The files the agent is steered by that exist (its MCP configuration, its system prompt
+    file): shown to commands read-only, so that none can rewrite them (D493)."""
+    paths = [*(str(p) for p in getattr(args, "mcp", []) or [])]
+    prompt = getattr(args, "system_prompt_file", None)
+    if isinstance(prompt, str):
+        paths.append(prompt)
+    found = [os.path.abspath(p) for p in paths if os.path.isfile(p)]
+    return tuple(dict.fromkeys(found))
 
 
 def sandbox_policy(command: str, args: argparse.Namespace) -> SandboxPolicy | None:
     """The policy the flags ask for, once bubblewrap was found to work here (checked now, so a
     machine that cannot sandbox is told before anything starts); None after printing the one
     line that says it cannot and how to allow the fallback. A fallback is said on stderr."""
-    policy = SandboxPolicy(allow_unsandboxed=args.allow_unsandboxed, network=not args.no_network)
+    policy = SandboxPolicy(
+        allow_unsandboxed=args.allow_unsandboxed,
+        network=not args.no_network,
+        home=tuple(args.expose_home),
+        protected=steering_files(args),
+    )
     verdict = probe_now(policy.bwrap)
     if verdict.bwrap is None:
         if not policy.allow_unsandboxed:
             print(f"trio-agents {command}: {unavailable(verdict.reason)}", file=sys.stderr)
             return None
         print(f"trio-agents {command}: {fallback(verdict.reason)}", file=sys.stderr)
+        mark_warned()
+    elif root_mapping() is not None:
+        print(f"trio-agents {command}: {root_mapping()}", file=sys.stderr)
         mark_warned()
     return policy
 

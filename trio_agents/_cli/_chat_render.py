@@ -78,6 +78,9 @@ def describe_call(name: str, arguments: Mapping[str, Any], *, width: int = WIDTH
         detail = lines[0] + (" ..." if len(lines) > 1 else "")
         if arguments.get("run_in_background") is True:
             detail += "  (in the background)"
+        workdir = arguments.get("workdir")
+        if isinstance(workdir, str) and workdir.strip() and workdir.strip() != ".":
+            detail += f"  (in {_lines_of(workdir.strip())[0]})"  # asked for: shown (D485)
     elif len(arguments) == 1 and isinstance(next(iter(arguments.values())), str):
         detail = _lines_of(str(next(iter(arguments.values()))))[0]
     else:

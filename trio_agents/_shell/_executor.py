@@ -413,12 +413,13 @@ class ShellExecutor:
         if not self._sandboxing.active:
             return await spawn(spec, env)
         # Made before the first command, not at the first spill: a command already running
-        # when the root appeared would not have it hidden (D489).
+        # when the root appeared would not have it hidden (D493).
         if self._spill_root is None:
             self._spill_root = SpillRoot()
         spill = self._spill_root.path
         prepared = self._sandboxing.command(spec, exposed=self._exposed(spec), spill=spill)
-        return self._sandboxing.started(await spawn(spec, env, sandboxed=prepared))
+        process = await spawn(spec, env, sandboxed=prepared)
+        return self._sandboxing.started(process, prepared.helper)
 
     def _collector(self, label: str, spill: SpillSource) -> OutputCollector:
         """The collector of one job's output stream. Seam: a double may give another
@@ -472,3 +473,5 @@ class ShellExecutor:
         Always a checkpoint.
         """
         await terminate_group(process, self.grace, sandboxed=self._sandboxing.confines(process))
+        if process.returncode is not None:
+            await self._sandboxing.release(process)  # its network, once nothing uses it

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import trio
 
+from ._network import SlirpHelper
 from ._sandbox import SandboxedCommand, check_sandbox, sandboxed_command, spill_roots
 from ._sandbox_policy import SandboxPolicy
 from ._types import ShellSpec
@@ -26,7 +27,7 @@ __all__ = ["ShellSandbox"]
 class ShellSandbox:
     """The sandbox state of one executor; `policy` None runs every command unsandboxed."""
 
-    __slots__ = ("_bwrap", "_checked", "_hidden", "_started", "policy")
+    __slots__ = ("_bwrap", "_checked", "_helpers", "_hidden", "_started", "policy")
 
     def __init__(self, policy: SandboxPolicy | None) -> None:
         self.policy = policy
@@ -35,6 +36,8 @@ class ShellSandbox:
         self._hidden: list[str] = []
         # By identity, and forgotten with the process: it only matters while one is handled.
         self._started: weakref.WeakSet[trio.Process] = weakref.WeakSet()
+        # Each networked command's slirp4netns, until its group is dead (by identity).
+        self._helpers: dict[int, SlirpHelper] = {}
 
     @property
     def active(self) -> bool:
@@ -76,10 +79,20 @@ class ShellSandbox:
             exposed=exposed,
         )
 
-    def started(self, process: trio.Process) -> trio.Process:
-        """Remember that `process` runs under bwrap; return it."""
+    def started(self, process: trio.Process, helper: SlirpHelper | None = None) -> trio.Process:
+        """Remember that `process` runs under bwrap, with `helper` its network; return it."""
         self._started.add(process)
+        if helper is not None:
+            self._helpers[id(process)] = helper
         return process
+
+    async def release(self, process: trio.Process) -> None:
+        """Let the network of `process` go, once its group is dead. Idempotent; a checkpoint."""
+        helper = self._helpers.pop(id(process), None)
+        if helper is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await helper.release()
 
     def confines(self, process: trio.Process) -> bool:
         """Whether `process` was started under bwrap."""

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 import trio
 
 from ._group import group_gone, group_has_live_members, signal_group, signal_members
+from ._network import attach
 from ._output import OutputCollector, StreamOutput
 from ._sandbox import SandboxedCommand, sandboxed_status
 from ._types import RunResult, ShellSpec
@@ -42,9 +43,26 @@ async def spawn(
         )
     try:
         process = _popen_here(sandboxed, spec.workdir, env)
+    except BaseException:
+        if sandboxed.network is not None:
+            sandboxed.network.close()
+        raise
     finally:
         sandboxed.close()
-    await trio.lowlevel.checkpoint()
+    handshake = sandboxed.network
+    if handshake is None:
+        await trio.lowlevel.checkpoint()
+        return process
+    try:
+        sandboxed.helper = await attach(handshake, userns=sandboxed.userns)
+    except BaseException:
+        # The command never ran: bwrap still waits at its block descriptor.
+        with trio.CancelScope(shield=True):
+            kill_at_once([process])
+            await process.wait()
+        raise
+    finally:
+        handshake.close()
     return process
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import trio
 
 from .._errors import SandboxUnavailableError
+from ._network import NetworkHandshake, SlirpHelper, slirp4netns
 from ._sandbox_policy import (
     SandboxPolicy,
     bwrap_argv,
@@ -93,7 +94,10 @@ def _try(found: str) -> SandboxVerdict:
     id in an id-mapped directory (D485), else as root without capabilities (said once)."""
     with tempfile.TemporaryDirectory(prefix="trio-agents-probe-") as where:
         try:
-            prepared = sandboxed_command(found, SandboxPolicy(), ["true"], where, probe=True)
+            # The network handshake needs trio; whether slirp4netns works is found out by
+            # the first command that asks for it (and said in its error result).
+            policy = SandboxPolicy(host_network=True)
+            prepared = sandboxed_command(found, policy, ["true"], where, probe=True)
         except OSError as exc:
             return SandboxVerdict(None, f"{found} cannot make a sandbox here: {exc}")
         try:
@@ -205,9 +209,12 @@ class SandboxedCommand:
     pass_fds: tuple[int, ...] = ()
     preexec: Callable[[], None] | None = None
     owned: tuple[int, ...] = ()
+    network: NetworkHandshake | None = None
+    userns: bool = False  # bwrap makes a user namespace of its own (run unprivileged)
+    helper: SlirpHelper | None = None  # the command's network, once it is set up
 
     def close(self) -> None:
-        """Close the clones' descriptors."""
+        """Close what only the child needed (the clones, the child's ends of the pipes)."""
         owned, self.owned = self.owned, ()
         for fd in owned:
             os.close(fd)
@@ -286,6 +293,26 @@ def sandboxed_command(
     seccomp = _filter()
     if seccomp is not None:
         owned.append(seccomp)
+    handshake: NetworkHandshake | None = None
+    child_ends: tuple[int, int] | None = None
+    resolv: int | None = None
+    slirp = slirp4netns() if policy.network and not policy.host_network else None
+    if slirp is not None:
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        for fd in (info_r, block_w):
+            os.set_inheritable(fd, False)
+        handshake = NetworkHandshake(info_r, block_w, block_r, slirp)
+        child_ends = (info_w, block_r)
+        owned += child_ends
+        resolv = _resolv()
+        if resolv is not None:
+            owned.append(resolv)
+    elif policy.network and not policy.host_network:
+        _say_once(
+            "commands share this host's network (loopback services included): slirp4netns "
+            "is not installed (apt-get install slirp4netns)"
+        )
     argv = bwrap_argv(
         bwrap,
         policy,
@@ -300,13 +327,46 @@ def sandboxed_command(
         mapped=userns is not None,
         tools=_tools(),
         seccomp=seccomp,
+        network=child_ends,
+        resolv=resolv,
     )
+    passed = [fd for fd in (seccomp, resolv) if fd is not None] + list(child_ends or ())
     return SandboxedCommand(
         argv,
-        pass_fds=(seccomp,) if seccomp is not None else (),
+        pass_fds=tuple(passed),
         preexec=mount_in_private(clones) if userns is not None else None,
         owned=tuple(owned),
+        network=handshake,
+        userns=not as_root,
     )
+
+
+_said: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _said:
+        _said.add(line)
+        logger.warning("%s", line)
+
+
+def _resolv() -> int | None:
+    """A resolv.conf for a command with a network of its own, when the host's names only
+    loopback servers (systemd-resolved's 127.0.0.53, a local dnsmasq): those are not in
+    its reach, slirp4netns' forwarder (10.0.2.3) is. None: the host's serves as it is."""
+    try:
+        with open("/etc/resolv.conf", encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    servers = [ln.split()[1] for ln in lines if ln.startswith("nameserver") and len(ln.split()) > 1]
+    if servers and not all(a.startswith("127.") or a == "::1" for a in servers):
+        return None
+    kept = [ln for ln in lines if not ln.startswith("nameserver")]
+    fd = os.memfd_create("trio-agents-resolv", os.MFD_CLOEXEC)
+    os.write(fd, "\n".join(["nameserver 10.0.2.3", *kept, ""]).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _filter() -> int | None:

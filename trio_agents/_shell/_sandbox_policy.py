@@ -36,7 +36,7 @@ GIB = 1 << 30
 UNPRIVILEGED = 2147483632
 """The id a root server's commands run as, outside their own user namespace: one no user or
 daemon of a host has (not `nobody`, whose processes could reach into a command's files
-through /proc, D489)."""
+through /proc, D493)."""
 
 DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     "~/.ssh",
@@ -82,11 +82,20 @@ class SandboxPolicy:
     hidden: more paths hidden the same way (the runtime adds its store's directory).
     writable: directories commands may write to, besides their workdir.
     read_only: paths re-exposed read-only after the hiding of /tmp (e.g. a tool cache).
-    network: False cuts commands off the network (`--unshare-net`).
+    network: False cuts commands off the network (`--unshare-net`). True (the default)
+        gives each command a network of its own with outbound access through slirp4netns,
+        a user-mode stack: the host's loopback services and abstract Unix sockets are out
+        of its reach (D494).
+    host_network: with `network`, share this host's network instead, loopback services
+        and abstract sockets included (as before D494; also what happens where
+        slirp4netns is missing, said once).
     home: paths of the user's home (`~/...`) shown to commands, read-only, in the private
         HOME every command gets; the rest of the real HOME is out of sight. `("~",)` shows
         all of it (the secret paths stay hidden). Name one in `writable` to let commands
         write it (`writable` takes absolute paths).
+    protected: files and directories commands must not change, whatever directory they may
+        write (the agent's own configuration: its MCP configuration, its system prompt
+        file): bound read-only where they lie in one, and left as they are elsewhere.
     home_from_path: also show, read-only, each directory of the home that holds an entry of
         PATH (`~/.local` for `~/.local/bin`, `~/.pyenv` for its shims): the tools the user
         installed there and put on the commands' PATH.
@@ -105,9 +114,11 @@ class SandboxPolicy:
     writable: tuple[str, ...] = ()
     read_only: tuple[str, ...] = ()
     network: bool = True
+    host_network: bool = False
     allow_unsandboxed: bool = False
     bwrap: str | None = None
     home: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
     home_from_path: bool = True
     tmp_size: int = GIB
     max_processes: int | None = 1024
@@ -117,7 +128,7 @@ class SandboxPolicy:
         # Checked here, since a mistake weakens the sandbox without a word: a str is read
         # as its characters (`writable="//"` binds `/` writable), `network="no"` is true,
         # and a relative hidden path used to be skipped (D383).
-        for name in ("secret_paths", "hidden", "writable", "read_only", "home"):
+        for name in ("secret_paths", "hidden", "writable", "read_only", "home", "protected"):
             paths = check_strings(f"SandboxPolicy {name}", getattr(self, name))
             home_ok = name in ("secret_paths", "hidden", "home")
             for path in paths:
@@ -140,6 +151,7 @@ class SandboxPolicy:
         check_bool("SandboxPolicy network", self.network)
         check_bool("SandboxPolicy allow_unsandboxed", self.allow_unsandboxed)
         check_bool("SandboxPolicy home_from_path", self.home_from_path)
+        check_bool("SandboxPolicy host_network", self.host_network)
         if self.bwrap is not None and not (isinstance(self.bwrap, str) and self.bwrap):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"SandboxPolicy bwrap must be a path or None, got {self.bwrap!r}")
 
@@ -246,6 +258,8 @@ def bwrap_argv(
     mapped: bool = False,
     tools: Mapping[str, str] | None = None,
     seccomp: int | None = None,
+    network: tuple[int, int] | None = None,
+    resolv: int | None = None,
 ) -> list[str]:
     """The argv that runs `command` in `workdir` under `policy`.
 
@@ -258,7 +272,9 @@ def bwrap_argv(
     it. `as_root`: this process runs as root, whose capabilities bwrap keeps in the sandbox
     unless told; `mapped` (the caller has id-mapped the writable paths, `_userns`): the
     command runs as an unprivileged id (D485). `seccomp`: a descriptor bwrap reads the
-    filter of `_seccomp.program()` from (D489).
+    filter of `_seccomp.program()` from (D493). `network`: the info and block descriptors
+    of the handshake that gives the command a network of its own (`_network`, D494), and
+    `resolv` one holding the resolv.conf it sees then.
     """
     workdir = os.path.normpath(workdir)
     root = os.path.normpath(root) if root is not None else workdir
@@ -323,13 +339,18 @@ def bwrap_argv(
     ]
     if not policy.network:
         argv.append("--unshare-net")
+    elif network is not None:
+        info, block = network
+        argv += ["--unshare-net", "--info-fd", str(info), "--block-fd", str(block)]
+        if resolv is not None:
+            argv += ["--ro-bind-data", str(resolv), "/etc/resolv.conf"]
     for _, options in layered:
         argv += options
     home_paths = [os.path.normpath(p) for p in home_shown]
     # Every directory between a writable one and what is hidden or read-only inside it is
     # bound onto itself first: a mount point cannot be renamed, so a command cannot move
     # `~/.config` aside and read `gh`'s token under the new name in its next command, nor
-    # move the agent's store or configuration away and put its own in their place (D489).
+    # move the agent's store or configuration away and put its own in their place (D493).
     # Never one that is or holds a private mount, nor one in a private mount that the
     # writable directory is not in: its host copy would cover the private one.
     privates = ["/tmp", *((private_home,) if private_home else ())]
@@ -340,8 +361,11 @@ def bwrap_argv(
             for m in privates
         )
 
+    guarded = [
+        os.path.normpath(p) for p in policy.protected if any(_inside(p, w) for w in writable)
+    ]
     pinned: dict[str, None] = {}
-    for path in (*hidden, *policy.read_only, *home_paths, *exposed):
+    for path in (*hidden, *policy.read_only, *guarded, *home_paths, *exposed):
         for top in writable:
             if path != top and _inside(path, top):
                 parent = os.path.dirname(path)
@@ -355,7 +379,7 @@ def bwrap_argv(
     for path in home_paths:
         if path not in writable:
             argv += ["--ro-bind", path, path]
-    for path in policy.read_only:
+    for path in (*policy.read_only, *guarded):
         argv += ["--ro-bind", path, path]
     shown = (*writable, *policy.read_only, *home_paths)
     for path, is_dir in hidden.items():

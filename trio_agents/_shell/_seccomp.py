@@ -1,4 +1,4 @@
-"""The seccomp filter every sandboxed command runs under (D489), as the classic BPF program
+"""The seccomp filter every sandboxed command runs under (D493), as the classic BPF program
 bwrap loads with `--seccomp FD`. Pure: it only assembles bytes.
 
 It refuses (EPERM), and allows everything else:

@@ -204,8 +204,9 @@ TITLE_LENGTH = 200
 
 
 def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
-    """What an editor shows for a call: a `bash` call's command, on one line and readable
-    (the full command is the call's `rawInput`); an MCP tool's server and tool
+    """What an editor shows for a call: a `bash` call's command, on one line and readable,
+    with the workdir it asks for when it asks for one (the full command is the call's
+    `rawInput`); an MCP tool's server and tool
     (`server: tool`); another tool's `description`, or its name and main argument (a
     command, a job id), or its name."""
     mcp = mcp_title(name)
@@ -213,6 +214,11 @@ def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
         return mcp
     command = arguments.get("command")
     if name == "bash" and isinstance(command, str) and command.strip():
+        # Where it runs, when the model asked for another directory than the session's:
+        # a permission request shows it before the user allows the command (D485).
+        workdir = arguments.get("workdir")
+        if isinstance(workdir, str) and workdir.strip() and os.path.normpath(workdir) != ".":
+            return _one_line(f"{command} (in {workdir})")
         return _one_line(command)
     description = arguments.get("description")
     if isinstance(description, str) and description.strip():

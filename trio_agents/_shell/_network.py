@@ -1,0 +1,186 @@
+"""A sandboxed command's own network: a network namespace of its own (bwrap's
+`--unshare-net`), given outbound access by slirp4netns, a user-mode TCP/IP stack, so that
+the host's loopback services and abstract Unix sockets are out of its reach (D494).
+
+The handshake, per command: bwrap is started with `--info-fd` (it writes the pid of its
+sandbox's first process there) and `--block-fd` (that process waits for a byte on it after
+its own set-up, before the command runs). Once that process is waiting, its namespaces are
+complete (bwrap's loopback set-up races with slirp4netns' otherwise), slirp4netns attaches
+a `tap0` device to them and says it is ready, and the byte releases the command.
+
+slirp4netns leads a process group of its own and is given the read end of a pipe whose write
+end only this process holds (`--exit-fd`): it exits when that end is closed, by `release`
+once the command's group is dead, or by the kernel when this process dies, SIGKILL
+included. It is also killed outright if it has not gone within a grace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+
+import trio
+
+__all__ = ["NetworkHandshake", "SlirpHelper", "attach", "slirp4netns"]
+
+_READ: dict[str, int] = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}
+SETUP_BOUND = 10.0  # seconds bwrap's set-up and slirp4netns' may take on two loaded cores
+POLL = 0.001  # seconds between looks at /proc/PID/syscall
+
+
+def slirp4netns() -> str | None:
+    """The slirp4netns executable on PATH, or None."""
+    return shutil.which("slirp4netns")
+
+
+@dataclass(slots=True)
+class NetworkHandshake:
+    """The parent's ends of the two pipes bwrap was given: it reads the sandbox's pid from
+    `info` and writes the byte that releases the command to `block`; `block_child` is the
+    descriptor number bwrap waits on, as bwrap sees it."""
+
+    info: int
+    block: int
+    block_child: int
+    slirp: str
+
+    def close(self) -> None:
+        for fd in (self.info, self.block):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.info = self.block = -1
+
+
+@dataclass(slots=True)
+class SlirpHelper:
+    """The slirp4netns of one command, and the pipe end that keeps it alive."""
+
+    process: trio.Process
+    exit_w: int
+
+    async def release(self, grace: float = 2.0) -> None:
+        """Let it exit (close the pipe end), and reap it; SIGKILL it past `grace`. A
+        checkpoint; shielded, so that it is never left half released."""
+        with trio.CancelScope(shield=True):
+            if self.exit_w >= 0:
+                os.close(self.exit_w)
+                self.exit_w = -1
+            with trio.move_on_after(grace):
+                await self.process.wait()
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
+
+
+class NetworkSetupError(OSError):
+    """The command's network could not be set up; the command did not run."""
+
+
+async def _sandbox_pid(info: int) -> int:
+    """The pid bwrap writes to its info descriptor (JSON), read to its end or to a whole
+    object."""
+    data = b""
+    stream = trio.lowlevel.FdStream(info)
+    try:
+        while True:
+            chunk = await stream.receive_some(4096)
+            data += chunk
+            try:
+                pid = json.loads(data)["child-pid"]
+            except ValueError:
+                if not chunk:
+                    raise NetworkSetupError(
+                        0, f"bwrap said nothing of its sandbox ({data[:200]!r})"
+                    ) from None
+                continue
+            if not isinstance(pid, int):
+                raise NetworkSetupError(0, f"bwrap gave no pid ({data[:200]!r})")
+            return pid
+    finally:
+        await stream.aclose()
+
+
+async def _parked(pid: int, fd: int) -> None:
+    """Wait until process `pid` blocks in read(fd): bwrap at its --block-fd, its set-up
+    done. No event says so; /proc/PID/syscall does (a bounded poll)."""
+    number = _READ.get(platform.machine())
+    if number is None:
+        raise NetworkSetupError(0, f"no network namespace on {platform.machine()} yet")
+    want = f"{number} 0x{fd:x} "
+    with trio.move_on_after(SETUP_BOUND):
+        while not _in_syscall(pid, want):  # noqa: ASYNC110 - another process's state
+            await trio.sleep(POLL)
+        return
+    raise NetworkSetupError(0, f"the sandbox was not set up within {SETUP_BOUND:g} s")
+
+
+def _in_syscall(pid: int, want: str) -> bool:
+    """Whether /proc/PID/syscall starts with `want` (procfs: never blocks)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as handle:
+            return handle.read().startswith(want)
+    except OSError as exc:
+        raise NetworkSetupError(0, f"the sandbox ended while it was set up ({exc})") from None
+
+
+async def attach(handshake: NetworkHandshake, *, userns: bool) -> SlirpHelper:
+    """Give the sandbox bwrap was started with `handshake` its network and release its
+    command; the helper to `release` once the command's group is dead. `userns`: the
+    sandbox has a user namespace of its own (bwrap run unprivileged), which slirp4netns must
+    enter to configure its network. Raises NetworkSetupError (the caller kills the
+    sandbox)."""
+    pid = await _sandbox_pid(handshake.info)
+    handshake.info = -1  # closed by _sandbox_pid's stream
+    await _parked(pid, handshake.block_child)
+    ready_r, ready_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    argv = [
+        handshake.slirp,
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        f"--ready-fd={ready_w}",
+        f"--exit-fd={exit_r}",
+        *((f"--userns-path=/proc/{pid}/ns/user",) if userns else ()),
+        str(pid),
+        "tap0",
+    ]
+    try:
+        process = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # it narrates every packet it forwards
+            start_new_session=True,
+            pass_fds=(ready_w, exit_r),
+        )
+    except BaseException:
+        for fd in (ready_r, exit_w):
+            os.close(fd)
+        raise
+    finally:
+        os.close(ready_w)
+        os.close(exit_r)
+    helper = SlirpHelper(process, exit_w)
+    try:
+        stream = trio.lowlevel.FdStream(ready_r)
+        try:
+            with trio.move_on_after(SETUP_BOUND):
+                if await stream.receive_some(1):
+                    os.write(handshake.block, b"x")  # the command runs now
+                    return helper
+            raise NetworkSetupError(
+                0, f"slirp4netns did not set up the network (status {process.returncode})"
+            )
+        finally:
+            await stream.aclose()
+    except BaseException:
+        await helper.release()
+        raise
