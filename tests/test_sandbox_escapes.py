@@ -16,6 +16,7 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import socket
 import sys
 import uuid
@@ -35,13 +36,13 @@ from trio_agents import (
     ToolResult,
     open_runtime,
 )
-from trio_agents._shell._sandbox_policy import GIB
 
 from .support.processes import with_marker
 
 pytestmark = pytest.mark.subprocess
 
 PYTHON = sys.executable
+GIB = 1 << 30
 CREDENTIALS = (
     ".pgpass",
     ".vault-token",
@@ -118,12 +119,7 @@ def outside() -> Iterator[pathlib.Path]:
     try:
         yield path
     finally:
-        for child in sorted(path.rglob("*"), key=lambda p: -len(p.parts)):
-            if child.is_dir() and not child.is_symlink():
-                child.rmdir()
-            else:
-                child.unlink()
-        path.rmdir()
+        shutil.rmtree(path)
 
 
 # -- the workdir the model passes -----------------------------------------------------------
@@ -399,9 +395,11 @@ async def test_sysv_ipc_is_neither_shared_between_sessions_nor_left_behind(
 
 
 async def test_another_sessions_spill_files_are_out_of_sight_whatever_tmpdir_is(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    outside: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # TMPDIR above the working directory: the spill roots are siblings of the root.
+    # TMPDIR above the working directory, and not under /tmp (which every command sees as
+    # a private tmpfs): the spill roots lie in the directory that holds the root.
+    tmp_path = outside
     root = tmp_path / "project"
     root.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -598,6 +596,35 @@ async def test_host_loopback_and_abstract_sockets_are_out_of_reach(
             result = await run(bash, reach(port, name))
     assert "CONNECTED" not in result.content
     assert result.content.count("REFUSED") == 3, result.content
+
+
+async def test_an_abstract_socket_of_one_session_is_out_of_anothers_reach(
+    tmp_path: pathlib.Path,
+) -> None:
+    name = f"trio-agents-escape-{uuid.uuid4().hex[:8]}"
+    serve = (
+        "import socket, time\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        f"s.bind('\\0{name}'); s.listen()\n"
+        "open('listening', 'w').close()\n"
+        "time.sleep(30)\n"
+    )
+    connect = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        f"    s.connect('\\0{name}'); print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('REFUSED', e)\n"
+    )
+    async with bash_in(tmp_path) as (rt, bash):
+        await run(bash, f"{PYTHON} -c {shlex.quote(serve)}", caller="A", run_in_background=True)
+        await until(lambda: exists(tmp_path / "listening"))
+        own = await run(bash, f"{PYTHON} -c {shlex.quote(connect)}", caller="A")
+        other = await run(bash, f"{PYTHON} -c {shlex.quote(connect)}", caller="B")
+        await rt.shell.kill_owned("A")
+    assert "REFUSED" in other.content, other.content
+    assert "CONNECTED" in own.content or "REFUSED" in own.content  # its own: either way
 
 
 async def test_a_command_has_a_way_out_and_leaves_no_stack_behind(tmp_path: pathlib.Path) -> None:

@@ -180,6 +180,7 @@ class ShellExecutor:
             finally:
                 with trio.CancelScope(shield=True):
                     await self.close_jobs()
+                    await self._sandboxing.release_networks()
                 self._nursery = None
                 self._remove_spills()
 
@@ -308,6 +309,7 @@ class ShellExecutor:
         the jobs: their owner is going away. Always a checkpoint.
         """
         await self._kill_all([j for j in self._jobs.running() if j.owner == owner], notify=False)
+        await self._sandboxing.release_network(owner)
         if self._spill_root is not None:
             self._spill_root.remove_directory(owner)
 
@@ -417,7 +419,12 @@ class ShellExecutor:
         if self._spill_root is None:
             self._spill_root = SpillRoot()
         spill = self._spill_root.path
-        prepared = self._sandboxing.command(spec, exposed=self._exposed(spec), spill=spill)
+        # An owner's network lives until its jobs are killed or the executor closes; a
+        # command run outside `running()` has no such end, and gets a network of its own.
+        netns = await self._sandboxing.network_for(spec.owner) if self._accepting() else None
+        prepared = self._sandboxing.command(
+            spec, exposed=self._exposed(spec), spill=spill, netns=netns
+        )
         process = await spawn(spec, env, sandboxed=prepared)
         return self._sandboxing.started(process, prepared.helper)
 

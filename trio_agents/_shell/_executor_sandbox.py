@@ -16,8 +16,14 @@ from collections.abc import Iterable, Sequence
 
 import trio
 
-from ._network import SlirpHelper
-from ._sandbox import SandboxedCommand, check_sandbox, sandboxed_command, spill_roots
+from ._network import SessionNetwork, SlirpHelper, session_network, slirp4netns
+from ._sandbox import (
+    SandboxedCommand,
+    check_sandbox,
+    maps_root,
+    sandboxed_command,
+    spill_roots,
+)
 from ._sandbox_policy import SandboxPolicy
 from ._types import ShellSpec
 
@@ -27,7 +33,7 @@ __all__ = ["ShellSandbox"]
 class ShellSandbox:
     """The sandbox state of one executor; `policy` None runs every command unsandboxed."""
 
-    __slots__ = ("_bwrap", "_checked", "_helpers", "_hidden", "_started", "policy")
+    __slots__ = ("_bwrap", "_checked", "_helpers", "_hidden", "_networks", "_started", "policy")
 
     def __init__(self, policy: SandboxPolicy | None) -> None:
         self.policy = policy
@@ -38,6 +44,8 @@ class ShellSandbox:
         self._started: weakref.WeakSet[trio.Process] = weakref.WeakSet()
         # Each networked command's slirp4netns, until its group is dead (by identity).
         self._helpers: dict[int, SlirpHelper] = {}
+        # A root server's: each owner's network namespace, shared by its commands (D494).
+        self._networks: dict[str | None, SessionNetwork] = {}
 
     @property
     def active(self) -> bool:
@@ -59,8 +67,53 @@ class ShellSandbox:
         self._checked = True
         return self.active
 
+    async def network_for(self, owner: str | None) -> int | None:
+        """The network namespace `owner`'s commands enter, made with its slirp4netns on the
+        first command (a root server's whose commands are mapped; None otherwise: each
+        command then gets one of its own from bwrap). Raises NetworkSetupError."""
+        policy = self.policy
+        if (
+            policy is None
+            or not policy.network
+            or policy.host_network
+            or not maps_root()
+            or (slirp := slirp4netns()) is None
+        ):
+            await trio.lowlevel.checkpoint()
+            return None
+        network = self._networks.get(owner)
+        if network is None:
+            network = await session_network(slirp)
+            if owner in self._networks:  # made meanwhile by another command of the owner
+                await network.release()
+                network = self._networks[owner]
+            else:
+                self._networks[owner] = network
+        else:
+            await trio.lowlevel.checkpoint()
+        return network.netns
+
+    async def release_network(self, owner: str | None) -> None:
+        """Let `owner`'s network go (its commands are dead). A checkpoint."""
+        network = self._networks.pop(owner, None)
+        if network is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await network.release()
+
+    async def release_networks(self) -> None:
+        """Let every owner's network go (the executor closes). A checkpoint."""
+        for owner in list(self._networks):
+            await self.release_network(owner)
+        await trio.lowlevel.checkpoint()
+
     def command(
-        self, spec: ShellSpec, *, exposed: Sequence[str], spill: str | None
+        self,
+        spec: ShellSpec,
+        *,
+        exposed: Sequence[str],
+        spill: str | None,
+        netns: int | None = None,
     ) -> SandboxedCommand:
         """How to spawn `spec` in the sandbox (once `active`), showing it `exposed` besides
         the policy's view, and hiding `spill` (this executor's spill root) whatever TMPDIR
@@ -77,6 +130,7 @@ class ShellSandbox:
             root=root,
             hidden=(*self._hidden, *spill_roots(root), *((spill,) if spill else ())),
             exposed=exposed,
+            netns=netns,
         )
 
     def started(self, process: trio.Process, helper: SlirpHelper | None = None) -> trio.Process:

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 
 import trio
 
-__all__ = ["NetworkHandshake", "SlirpHelper", "attach", "slirp4netns"]
+__all__ = [
+    "NetworkHandshake",
+    "SessionNetwork",
+    "SlirpHelper",
+    "attach",
+    "make_netns",
+    "session_network",
+    "slirp4netns",
+]
 
 _READ: dict[str, int] = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}
 SETUP_BOUND = 10.0  # seconds bwrap's set-up and slirp4netns' may take on two loaded cores
@@ -183,4 +191,127 @@ async def attach(handshake: NetworkHandshake, *, userns: bool) -> SlirpHelper:
             await stream.aclose()
     except BaseException:
         await helper.release()
+        raise
+
+
+_CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+
+
+def _loopback_up() -> None:  # pragma: no cover - runs in the forked child only
+    """Bring `lo` up in the calling process's network namespace."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | _IFF_UP, b""))
+
+
+def make_netns() -> int:
+    """A descriptor (close-on-exec) of a new network namespace with its loopback up. Needs
+    root. A child makes it and exits; the descriptor keeps it. Raises OSError."""
+    import ctypes
+    import select
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child only unshares and waits
+        try:
+            os.close(ready_r)
+            os.close(go_w)
+            ok = libc.unshare(_CLONE_NEWNET) == 0
+            if ok:
+                try:
+                    _loopback_up()
+                except OSError:
+                    ok = False
+            os.write(ready_w, b"1" if ok else b"0")
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        select.select([ready_r], [], [], 10.0)
+        if os.read(ready_r, 1) != b"1":
+            raise OSError(0, "cannot make a network namespace with its loopback up")
+        return os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(ready_r)
+        os.close(go_w)
+        os.waitpid(pid, 0)
+
+
+@dataclass(slots=True)
+class SessionNetwork:
+    """One owner's network namespace, shared by all its commands, and its slirp4netns
+    (a root server's: its commands enter it between fork and exec, D494)."""
+
+    netns: int
+    helper: SlirpHelper
+
+    async def release(self) -> None:
+        """Stop its slirp4netns and let the namespace go. A checkpoint; shielded."""
+        try:
+            await self.helper.release()
+        finally:
+            if self.netns >= 0:
+                os.close(self.netns)
+                self.netns = -1
+
+
+async def session_network(slirp: str) -> SessionNetwork:
+    """A new network namespace with slirp4netns attached and ready. Raises
+    NetworkSetupError."""
+    netns = make_netns()
+    ready_r, ready_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    argv = [
+        slirp,
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        f"--ready-fd={ready_w}",
+        f"--exit-fd={exit_r}",
+        "--netns-type=path",
+        f"/proc/{os.getpid()}/fd/{netns}",
+        "tap0",
+    ]
+    try:
+        process = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=(ready_w, exit_r),
+        )
+    except BaseException:
+        for fd in (ready_r, exit_w, netns):
+            os.close(fd)
+        raise
+    finally:
+        os.close(ready_w)
+        os.close(exit_r)
+    network = SessionNetwork(netns, SlirpHelper(process, exit_w))
+    try:
+        stream = trio.lowlevel.FdStream(ready_r)
+        try:
+            with trio.move_on_after(SETUP_BOUND):
+                if await stream.receive_some(1):
+                    return network
+            raise NetworkSetupError(
+                0, f"slirp4netns did not set up the network (status {process.returncode})"
+            )
+        finally:
+            await stream.aclose()
+    except BaseException:
+        await network.release()
         raise

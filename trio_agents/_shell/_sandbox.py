@@ -37,6 +37,7 @@ __all__ = [
     "SandboxedCommand",
     "check_sandbox",
     "fallback",
+    "maps_root",
     "mark_warned",
     "probe",
     "probe_now",
@@ -243,6 +244,7 @@ def sandboxed_command(
     hidden: Iterable[str] = (),
     exposed: Iterable[str] = (),
     probe: bool = False,
+    netns: int | None = None,
 ) -> SandboxedCommand:
     """How to spawn one command: the policy's hidden paths, plus `hidden`, as they are on
     disk now (a secret created later is hidden from the next command), the home paths the
@@ -296,8 +298,13 @@ def sandboxed_command(
     handshake: NetworkHandshake | None = None
     child_ends: tuple[int, int] | None = None
     resolv: int | None = None
-    slirp = slirp4netns() if policy.network and not policy.host_network else None
-    if slirp is not None:
+    own_network = policy.network and not policy.host_network
+    slirp = slirp4netns() if own_network and netns is None else None
+    if own_network and netns is not None and userns is not None:
+        resolv = _resolv()  # the session's network, entered between fork and exec
+        if resolv is not None:
+            owned.append(resolv)
+    elif slirp is not None:
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         for fd in (info_r, block_w):
@@ -308,7 +315,7 @@ def sandboxed_command(
         resolv = _resolv()
         if resolv is not None:
             owned.append(resolv)
-    elif policy.network and not policy.host_network:
+    elif own_network and netns is None:
         _say_once(
             "commands share this host's network (loopback services included): slirp4netns "
             "is not installed (apt-get install slirp4netns)"
@@ -334,7 +341,7 @@ def sandboxed_command(
     return SandboxedCommand(
         argv,
         pass_fds=tuple(passed),
-        preexec=mount_in_private(clones) if userns is not None else None,
+        preexec=mount_in_private(clones, netns) if userns is not None else None,
         owned=tuple(owned),
         network=handshake,
         userns=not as_root,
@@ -393,6 +400,12 @@ def _tools() -> dict[str, str]:
             found = shutil.which(name)
             _found_tools[name] = os.path.realpath(found) if found else name
     return _found_tools
+
+
+def maps_root() -> bool:
+    """Whether this process's commands run mapped to an unprivileged id (it runs as root,
+    and the probe found id-mapped mounts work)."""
+    return _as_root() and _root_mapping is None
 
 
 def root_mapping() -> str | None:

@@ -342,8 +342,8 @@ def bwrap_argv(
     elif network is not None:
         info, block = network
         argv += ["--unshare-net", "--info-fd", str(info), "--block-fd", str(block)]
-        if resolv is not None:
-            argv += ["--ro-bind-data", str(resolv), "/etc/resolv.conf"]
+    if resolv is not None and policy.network:
+        argv += ["--ro-bind-data", str(resolv), "/etc/resolv.conf"]
     for _, options in layered:
         argv += options
     home_paths = [os.path.normpath(p) for p in home_shown]

@@ -28,6 +28,7 @@ _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
 _CLONE_NEWUSER: Final = 0x10000000
 _CLONE_NEWNS: Final = 0x00020000
+_CLONE_NEWNET: Final = 0x40000000
 _MS_REC: Final = 0x4000
 _MS_PRIVATE: Final = 0x40000
 # The same numbers on every architecture: they came after the syscall tables were unified.
@@ -131,11 +132,12 @@ IdMapped = tuple[int, str]
 """A detached id-mapped clone's descriptor, and the path it goes over."""
 
 
-def mount_in_private(clones: Sequence[IdMapped]) -> Callable[[], None]:
+def mount_in_private(clones: Sequence[IdMapped], netns: int | None = None) -> Callable[[], None]:
     """The function a command's child runs between fork and exec (`preexec_fn`): a mount
     namespace of its own, nothing propagated back, and each clone attached over its path,
-    so that bwrap binds the id-mapped directories where the command expects them. Only
-    ctypes calls: nothing that takes a lock another thread could hold at the fork."""
+    so that bwrap binds the id-mapped directories where the command expects them; and with
+    `netns`, that network namespace entered (its session's, D494). Only ctypes calls:
+    nothing that takes a lock another thread could hold at the fork."""
     encoded = [(fd, os.fsencode(path)) for fd, path in clones]
 
     def attach() -> None:
@@ -149,5 +151,7 @@ def mount_in_private(clones: Sequence[IdMapped]) -> Callable[[], None]:
             )
             if moved < 0:
                 raise _failed("move_mount")
+        if netns is not None and _libc.setns(netns, _CLONE_NEWNET) != 0:
+            raise _failed("setns(CLONE_NEWNET)")
 
     return attach
