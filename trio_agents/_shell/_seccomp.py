@@ -22,8 +22,7 @@ from __future__ import annotations
 import errno
 import platform
 import struct
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = ["program"]
 
@@ -49,8 +48,7 @@ _I386: Final[_Table] = ((288, 286, 287), ((15, 1), (94, 1), (306, 2), (452, 2)))
 _AARCH64: Final[_Table] = ((219, 217, 218), ((52, 1), (53, 2), (452, 2)))
 
 
-@dataclass(frozen=True, slots=True)
-class _Op:
+class _Op(NamedTuple):
     code: int
     k: int
     true: str | None = None  # a label to jump to when the test holds
