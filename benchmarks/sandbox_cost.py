@@ -82,7 +82,7 @@ def _run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="another checkout to compare with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--commands", type=int, default=40)

@@ -20,7 +20,8 @@ import shutil
 import socket
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
+from typing import cast
 
 import pytest
 import trio
@@ -554,7 +555,7 @@ async def test_nothing_a_command_starts_outlives_it(tmp_path: pathlib.Path) -> N
 
 
 @contextlib.contextmanager
-def host_services() -> Iterator[tuple[int, str]]:
+def host_services() -> Generator[tuple[int, str], None, None]:
     """A TCP server on this host's loopback and an abstract Unix socket: what a command must
     not reach (D494). Yields the port and the abstract name."""
     name = f"trio-agents-escape-{uuid.uuid4().hex[:8]}"
@@ -649,7 +650,7 @@ async def test_the_hosts_network_is_shared_only_when_asked(tmp_path: pathlib.Pat
 def slirps() -> list[int]:
     """This process's slirp4netns children still alive."""
     me = str(os.getpid())
-    found = []
+    found: list[int] = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -676,8 +677,8 @@ async def test_bwrap_is_forked_from_the_thread_trio_runs_on(
     real = subprocess.Popen
 
     def recording(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
-        argv = args[0] if args else kwargs.get("args")
-        if isinstance(argv, list) and str(argv[0]).endswith("bwrap"):
+        argv = cast("list[object]", args[0] if args else kwargs.get("args"))
+        if str(argv[0]).endswith("bwrap"):
             forked_in.append(threading.get_ident())
         return real(*args, **kwargs)  # type: ignore[call-overload,no-any-return]
 
