@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import trio
 
+from ._userns import in_new_namespace
+
 __all__ = [
     "NetworkHandshake",
     "SessionNetwork",
@@ -147,17 +149,25 @@ async def attach(handshake: NetworkHandshake, *, userns: bool) -> SlirpHelper:
     pid = await _sandbox_pid(handshake.info)
     handshake.info = -1  # closed by _sandbox_pid's stream
     await _parked(pid, handshake.block_child)
+    target = [*((f"--userns-path=/proc/{pid}/ns/user",) if userns else ()), str(pid)]
+    helper = await _start_slirp(handshake.slirp, target)
+    os.write(handshake.block, b"x")  # the command runs now
+    return helper
+
+
+async def _start_slirp(slirp: str, target: list[str]) -> SlirpHelper:
+    """slirp4netns attached to `target` (its arguments naming the namespace) and ready: the
+    helper to release. Raises NetworkSetupError when it does not say it is ready."""
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
     argv = [
-        handshake.slirp,
+        slirp,
         "--configure",
         "--mtu=65520",
         "--disable-host-loopback",
         f"--ready-fd={ready_w}",
         f"--exit-fd={exit_r}",
-        *((f"--userns-path=/proc/{pid}/ns/user",) if userns else ()),
-        str(pid),
+        *target,
         "tap0",
     ]
     try:
@@ -182,7 +192,6 @@ async def attach(handshake: NetworkHandshake, *, userns: bool) -> SlirpHelper:
         try:
             with trio.move_on_after(SETUP_BOUND):
                 if await stream.receive_some(1):
-                    os.write(handshake.block, b"x")  # the command runs now
                     return helper
             raise NetworkSetupError(
                 0, f"slirp4netns did not set up the network (status {process.returncode})"
@@ -214,39 +223,8 @@ def _loopback_up() -> None:  # pragma: no cover - runs in the forked child only
 
 def make_netns() -> int:
     """A descriptor (close-on-exec) of a new network namespace with its loopback up. Needs
-    root. A child makes it and exits; the descriptor keeps it. Raises OSError."""
-    import ctypes
-    import select
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child only unshares and waits
-        try:
-            os.close(ready_r)
-            os.close(go_w)
-            ok = libc.unshare(_CLONE_NEWNET) == 0
-            if ok:
-                try:
-                    _loopback_up()
-                except OSError:
-                    ok = False
-            os.write(ready_w, b"1" if ok else b"0")
-            os.read(go_r, 1)
-        finally:
-            os._exit(0)
-    os.close(ready_w)
-    os.close(go_r)
-    try:
-        select.select([ready_r], [], [], 10.0)
-        if os.read(ready_r, 1) != b"1":
-            raise OSError(0, "cannot make a network namespace with its loopback up")
-        return os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    finally:
-        os.close(ready_r)
-        os.close(go_w)
-        os.waitpid(pid, 0)
+    root. Raises OSError."""
+    return in_new_namespace(_CLONE_NEWNET, _loopback_up, lambda pid: None)
 
 
 @dataclass(slots=True)
@@ -271,47 +249,9 @@ async def session_network(slirp: str) -> SessionNetwork:
     """A new network namespace with slirp4netns attached and ready. Raises
     NetworkSetupError."""
     netns = make_netns()
-    ready_r, ready_w = os.pipe()
-    exit_r, exit_w = os.pipe()
-    argv = [
-        slirp,
-        "--configure",
-        "--mtu=65520",
-        "--disable-host-loopback",
-        f"--ready-fd={ready_w}",
-        f"--exit-fd={exit_r}",
-        "--netns-type=path",
-        f"/proc/{os.getpid()}/fd/{netns}",
-        "tap0",
-    ]
     try:
-        process = await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            pass_fds=(ready_w, exit_r),
-        )
+        helper = await _start_slirp(slirp, ["--netns-type=path", f"/proc/{os.getpid()}/fd/{netns}"])
     except BaseException:
-        for fd in (ready_r, exit_w, netns):
-            os.close(fd)
+        os.close(netns)
         raise
-    finally:
-        os.close(ready_w)
-        os.close(exit_r)
-    network = SessionNetwork(netns, SlirpHelper(process, exit_w))
-    try:
-        stream = trio.lowlevel.FdStream(ready_r)
-        try:
-            with trio.move_on_after(SETUP_BOUND):
-                if await stream.receive_some(1):
-                    return network
-            raise NetworkSetupError(
-                0, f"slirp4netns did not set up the network (status {process.returncode})"
-            )
-        finally:
-            await stream.aclose()
-    except BaseException:
-        await network.release()
-        raise
+    return SessionNetwork(netns, helper)

@@ -23,7 +23,7 @@ from typing import Final
 
 from ._sandbox_policy import UNPRIVILEGED
 
-__all__ = ["IdMapped", "idmapped_clone", "make_userns", "mount_in_private"]
+__all__ = ["IdMapped", "idmapped_clone", "in_new_namespace", "make_userns", "mount_in_private"]
 _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
 _CLONE_NEWUSER: Final = 0x10000000
@@ -67,10 +67,11 @@ def id_map(unprivileged: int = UNPRIVILEGED) -> str:
     return f"0 {u} 1\n1 1 {u - 1}\n{u} 0 1\n{u + 1} {u + 1} {_MAX_ID - u - 1}\n"
 
 
-def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
-    """A descriptor (close-on-exec) of a new user namespace with the mapping above. Needs
-    root. A child process makes the namespace and waits while its maps are written, then
-    exits: the descriptor keeps the namespace. Raises OSError."""
+def in_new_namespace(flag: int, setup: Callable[[], None], after: Callable[[int], None]) -> int:
+    """A descriptor (close-on-exec) of a new namespace of kind `flag` (CLONE_NEW*), made by a
+    child that unshares, runs `setup` in it and waits while `after(child_pid)` runs here;
+    the descriptor keeps the namespace once the child exits. Raises OSError."""
+    kind = {_CLONE_NEWUSER: "user", _CLONE_NEWNET: "net"}[flag]
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -78,7 +79,12 @@ def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
         try:
             os.close(ready_r)
             os.close(go_w)
-            ok = _libc.unshare(_CLONE_NEWUSER) == 0
+            ok = _libc.unshare(flag) == 0
+            if ok:
+                try:
+                    setup()
+                except OSError:
+                    ok = False
             os.write(ready_w, b"1" if ok else b"0")
             os.read(go_r, 1)
         finally:
@@ -88,16 +94,26 @@ def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
     try:
         select.select([ready_r], [], [], 10.0)
         if os.read(ready_r, 1) != b"1":
-            raise OSError(0, "cannot make a user namespace (unshare(CLONE_NEWUSER) refused)")
-        text = id_map(unprivileged)
-        for name in ("uid_map", "gid_map"):
-            with open(f"/proc/{pid}/{name}", "w") as handle:
-                handle.write(text)
-        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+            raise OSError(0, f"cannot make a {kind} namespace here (unshare refused)")
+        after(pid)
+        return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.close(ready_r)
         os.close(go_w)  # lets the child exit
         os.waitpid(pid, 0)
+
+
+def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
+    """A descriptor of a new user namespace with the mapping above. Needs root: this process
+    writes the child's maps. Raises OSError."""
+
+    def write_maps(pid: int) -> None:
+        text = id_map(unprivileged)
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{name}", "w") as handle:
+                handle.write(text)
+
+    return in_new_namespace(_CLONE_NEWUSER, lambda: None, write_maps)
 
 
 def idmapped_clone(path: str, userns: int, *, read_only: bool = False) -> int:
