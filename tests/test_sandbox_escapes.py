@@ -28,7 +28,6 @@ import trio
 
 from trio_agents import (
     BashTools,
-    MemoryStore,
     Runtime,
     SandboxPolicy,
     ShellExecutor,
@@ -38,6 +37,7 @@ from trio_agents import (
     open_runtime,
 )
 
+from .support.helpers import bash_runtime
 from .support.processes import with_marker
 
 pytestmark = pytest.mark.subprocess
@@ -66,10 +66,7 @@ CREDENTIALS = (
 async def bash_in(
     root: pathlib.Path, policy: SandboxPolicy | None = None
 ) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
-    shell = ShellExecutor(cwd=str(root), grace=0.3, sandbox=policy or SandboxPolicy())
-    async with open_runtime(MemoryStore(), shell=shell) as rt:
-        bash = BashTools()
-        await rt.load(bash)
+    async with bash_runtime(grace=0.3, cwd=root, sandbox=policy) as (rt, bash):
         assert await rt.shell.check_sandbox()
         yield rt, bash
 

@@ -16,6 +16,7 @@ from trio_agents import (
     EventBus,
     MemoryStore,
     Runtime,
+    SandboxPolicy,
     ShellExecutor,
     open_runtime,
 )
@@ -51,12 +52,14 @@ class Recorder:
 
 @asynccontextmanager
 async def bash_runtime(
-    grace: float = 0.5, cwd: pathlib.Path | None = None
+    grace: float = 0.5, cwd: pathlib.Path | None = None, sandbox: SandboxPolicy | None = None
 ) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
     """A runtime over a MemoryStore with `BashTools` loaded; a short kill grace. `cwd` is
     the commands' workdir: the one place a sandboxed command may write, so a test's FIFOs
-    go there."""
-    shell = ShellExecutor(grace=grace, cwd=None if cwd is None else str(cwd))
+    go there. `sandbox`: the policy (None: the default one)."""
+    shell = ShellExecutor(
+        grace=grace, cwd=None if cwd is None else str(cwd), sandbox=sandbox or SandboxPolicy()
+    )
     async with open_runtime(MemoryStore(), shell=shell) as rt:
         bash = BashTools()
         await rt.load(bash)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import trio
 
-from ._userns import in_new_namespace
+from ._userns import CLONE_NEWNET, in_new_namespace
 
 __all__ = [
     "NetworkHandshake",
@@ -203,7 +203,6 @@ async def _start_slirp(slirp: str, target: list[str]) -> SlirpHelper:
         raise
 
 
-_CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
@@ -224,7 +223,7 @@ def _loopback_up() -> None:  # pragma: no cover - runs in the forked child only
 def make_netns() -> int:
     """A descriptor (close-on-exec) of a new network namespace with its loopback up. Needs
     root. Raises OSError."""
-    return in_new_namespace(_CLONE_NEWNET, _loopback_up, lambda pid: None)
+    return in_new_namespace(CLONE_NEWNET, _loopback_up, lambda pid: None)
 
 
 @dataclass(slots=True)

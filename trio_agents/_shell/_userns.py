@@ -23,12 +23,19 @@ from typing import Final
 
 from ._sandbox_policy import UNPRIVILEGED
 
-__all__ = ["IdMapped", "idmapped_clone", "in_new_namespace", "make_userns", "mount_in_private"]
+__all__ = [
+    "CLONE_NEWNET",
+    "IdMapped",
+    "idmapped_clone",
+    "in_new_namespace",
+    "make_userns",
+    "mount_in_private",
+]
 _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
 _CLONE_NEWUSER: Final = 0x10000000
 _CLONE_NEWNS: Final = 0x00020000
-_CLONE_NEWNET: Final = 0x40000000
+CLONE_NEWNET: Final = 0x40000000
 _MS_REC: Final = 0x4000
 _MS_PRIVATE: Final = 0x40000
 # The same numbers on every architecture: they came after the syscall tables were unified.
@@ -71,7 +78,7 @@ def in_new_namespace(flag: int, setup: Callable[[], None], after: Callable[[int]
     """A descriptor (close-on-exec) of a new namespace of kind `flag` (CLONE_NEW*), made by a
     child that unshares, runs `setup` in it and waits while `after(child_pid)` runs here;
     the descriptor keeps the namespace once the child exits. Raises OSError."""
-    kind = {_CLONE_NEWUSER: "user", _CLONE_NEWNET: "net"}[flag]
+    kind = {_CLONE_NEWUSER: "user", CLONE_NEWNET: "net"}[flag]
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -167,7 +174,7 @@ def mount_in_private(clones: Sequence[IdMapped], netns: int | None = None) -> Ca
             )
             if moved < 0:
                 raise _failed("move_mount")
-        if netns is not None and _libc.setns(netns, _CLONE_NEWNET) != 0:
+        if netns is not None and _libc.setns(netns, CLONE_NEWNET) != 0:
             raise _failed("setns(CLONE_NEWNET)")
 
     return attach
