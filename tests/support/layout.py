@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "trio_agents._shell._readable", "trio_agents._shell._output",
             "trio_agents._shell._group", "trio_agents._shell._env", "trio_agents._shell._types",
             "trio_agents._shell._spill", "trio_agents._shell._dumpable",
-            "trio_agents._shell._sandbox_policy",
+            "trio_agents._shell._sandbox_policy", "trio_agents._shell._seccomp",
+            "trio_agents._shell._userns",
             "trio_agents._mcp._config",
             "trio_agents.acp._jsonrpc", "trio_agents.acp._mapping", "trio_agents.acp._modes",
             "trio_agents.acp._permissions", "trio_agents.acp._params", "trio_agents.acp._prompt",
@@ -51,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "trio_agents._store.*", "trio_agents._shell._sandbox", "trio_agents._shell._process",
             "trio_agents._shell._executor_sandbox", "trio_agents._shell._jobs",
+            "trio_agents._shell._network",
             "trio_agents._shell._executor", "trio_agents._model.*", "trio_agents._mcp._tools",
             "trio_agents._mcp._process", "trio_agents._mcp._tool", "trio_agents._mcp._servers",
             "trio_agents._tool.*",

@@ -17,11 +17,14 @@ included. It is also killed outright if it has not gone within a grace.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import platform
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 from dataclasses import dataclass
 
@@ -210,10 +213,6 @@ _IFF_UP = 0x1
 
 def _loopback_up() -> None:  # pragma: no cover - runs in the forked child only
     """Bring `lo` up in the calling process's network namespace."""
-    import fcntl
-    import socket
-    import struct
-
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         request = struct.pack("16sH14s", b"lo", 0, b"")
         flags = struct.unpack("16sH14s", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]

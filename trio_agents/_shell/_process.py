@@ -95,7 +95,7 @@ def _popen_here(sandboxed: SandboxedCommand, workdir: str, env: Mapping[str, str
         os.close(stdout_w)
         os.close(stderr_w)
     # trio has no public way to adopt a started process; this is what open_process does.
-    return trio.Process._create(  # pyright: ignore[reportPrivateUsage]
+    return trio._subprocess.Process._create(  # pyright: ignore[reportPrivateUsage]
         popen, None, trio.lowlevel.FdStream(stdout_r), trio.lowlevel.FdStream(stderr_r)
     )
 
