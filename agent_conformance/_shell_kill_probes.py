@@ -29,6 +29,7 @@ PAST_TIMEOUT_TRIES = 4
 # Real seconds a process of a group SIGKILLed as run() returned may take to leave the process
 # table, on a loaded machine, before it counts as left alive (S1's margin; D399, D446).
 SURVIVOR_MARGIN = 5.0
+_POLL = 0.01  # seconds between looks for a leader's mark (another process's file: no event)
 
 
 async def probe_past_timeout(
@@ -243,18 +244,35 @@ async def _cancelled_once(shell: ShellExecutor, workdir: str) -> str | None:
 async def _run_bounded(
     shell: ShellExecutor, spec: ShellSpec, armed: str, bound: float
 ) -> tuple[RunResult, float, bool]:
-    """Run `spec`; if it has not returned after `bound` seconds, SIGKILL its group from here
-    (so a run that never escalates still returns). Returns (result, seconds, whether it had
-    to be killed from here)."""
+    """Run `spec`; if processes of its group still run `bound` seconds after the command was
+    seen to start, SIGKILL them from here (so a run that never escalates still returns).
+    Returns (result, seconds, whether they had to be killed from here).
+
+    The bound counts from the leader's mark (`armed`), not from the call: on a loaded
+    machine a sandbox may take longer to start than the timeout and the grace together,
+    and the timeout is the command's, not its start's. A leader never seen (starved, and
+    killed before it wrote its mark) is given the bound from the call, twice over. A group
+    that is dead while run() has not returned is given the survivors' margin, then is a
+    violation of its own: run() must return once its group is gone."""
     hung = False
     # trio's clock: the real one in a run, a test's own clock in a test of the probe.
     started = trio.current_time()
 
     async def watchdog() -> None:
         nonlocal hung
+        with trio.move_on_after(bound):
+            while not _exists(armed):  # noqa: ASYNC110 - another process's file
+                await trio.sleep(_POLL)
         await trio.sleep(bound)
+        alive = _marked(armed)
+        if not alive:
+            await trio.sleep(SURVIVOR_MARGIN)
+            GROUP_KILLED.fail(
+                f"run() of a command past its timeout had not returned "
+                f"{trio.current_time() - started:.2f}s after it was called, its group dead"
+            )
         hung = True
-        for pid in _marked(armed):
+        for pid in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 

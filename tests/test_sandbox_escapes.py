@@ -18,7 +18,9 @@ import re
 import shlex
 import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from typing import cast
@@ -36,6 +38,7 @@ from trio_agents import (
     ToolResult,
     open_runtime,
 )
+from trio_agents._shell import _network
 
 from .support.helpers import bash_runtime
 from .support.processes import with_marker
@@ -644,6 +647,56 @@ async def test_the_hosts_network_is_shared_only_when_asked(tmp_path: pathlib.Pat
     assert "CONNECTED ('127.0.0.1'" in result.content
 
 
+async def test_a_root_holding_a_mount_that_cannot_be_id_mapped_is_still_written(
+    tmp_path: pathlib.Path,
+) -> None:
+    # `/` holds proc, sysfs and devtmpfs, which cannot be id-mapped: every command of a root
+    # server started in `/` failed (EINVAL). Now the root's own mount is id-mapped and each
+    # mount below it is brought on its own, as it is where it cannot be mapped.
+    inner = tmp_path / "proc-here"
+    inner.mkdir()
+    await trio.run_process(["mount", "-t", "proc", "proc", str(inner)])
+    try:
+        async with bash_in(tmp_path) as (_, bash):
+            result = await run(bash, "echo made > made; stat -c %u made; ls proc-here | grep -c .")
+    finally:
+        await trio.run_process(["umount", "-l", str(inner)])
+    owner, entries = result.content.split()[:2]
+    assert (tmp_path / "made").read_text() == "made\n", result.content
+    assert (tmp_path / "made").stat().st_uid == 0  # written through the mapping, as root's
+    assert owner == "0", result.content
+    assert int(entries) > 0, result.content
+
+
+async def test_a_root_server_started_in_the_root_directory_runs_its_commands_mapped() -> None:
+    # `/` itself: a clone put over it is seen only by a process rooted in it.
+    mark = pathlib.Path(tempfile.mkdtemp(prefix="trio-agents-slash-", dir="/var/tmp"))
+    try:
+        async with bash_in(pathlib.Path("/")) as (_, bash):
+            result = await run(bash, f"id -u; echo made > {mark}/made")
+        assert result.content.split()[0] == "0", result.content
+        assert (mark / "made").read_text() == "made\n", result.content
+        assert (mark / "made").stat().st_uid == 0
+    finally:
+        shutil.rmtree(mark)
+
+
+def test_a_tun_device_closed_to_the_user_means_the_hosts_network_said_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # slirp4netns opens /dev/net/tun inside the sandbox's user namespace as the server's
+    # user; where the device is 0600 (some CI images) it failed every command. Now such a
+    # host shares its network, as one without slirp4netns does, and the line says why.
+    monkeypatch.setattr(os, "geteuid", lambda: 65534)
+    monkeypatch.setattr(os, "access", lambda path, mode: path != _network.TUN)
+    because = _network.no_network_because()
+    assert _network.slirp4netns() is None
+    assert because.startswith("/dev/net/tun is closed to this user"), because
+    assert "chmod 0666 /dev/net/tun" in because
+    monkeypatch.setattr(os, "access", lambda path, mode: True)
+    assert _network.no_network_because() == ""
+
+
 def slirps() -> list[int]:
     """This process's slirp4netns children still alive."""
     me = str(os.getpid())
@@ -667,7 +720,6 @@ async def test_bwrap_is_forked_from_the_thread_trio_runs_on(
     # trio's worker threads, every command died with SIGKILL once that thread had been idle
     # for 10 s (a background job, a long build). Seen from outside, it needs those 10 s of
     # real time; the cause is seen at once: which thread forks.
-    import subprocess
     import threading
 
     forked_in: list[int] = []

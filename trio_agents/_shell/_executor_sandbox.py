@@ -70,7 +70,7 @@ class ShellSandbox:
     async def network_for(self, owner: str | None) -> int | None:
         """The network namespace `owner`'s commands enter, made with its slirp4netns on the
         first command (a root server's whose commands are mapped; None otherwise: each
-        command then gets one of its own from bwrap). Raises NetworkSetupError."""
+        command then gets one of its own from bwrap). Raises OSError."""
         policy = self.policy
         if (
             policy is None

@@ -38,6 +38,7 @@ __all__ = [
     "SlirpHelper",
     "attach",
     "make_netns",
+    "no_network_because",
     "session_network",
     "slirp4netns",
 ]
@@ -47,9 +48,28 @@ SETUP_BOUND = 10.0  # seconds bwrap's set-up and slirp4netns' may take on two lo
 POLL = 0.001  # seconds between looks at /proc/PID/syscall
 
 
+TUN = "/dev/net/tun"
+
+
 def slirp4netns() -> str | None:
-    """The slirp4netns executable on PATH, or None."""
-    return shutil.which("slirp4netns")
+    """The slirp4netns executable on PATH, or None when there is none or it could not work
+    here (`no_network_because` says why)."""
+    return None if no_network_because() else shutil.which("slirp4netns")
+
+
+def no_network_because() -> str:
+    """Why commands cannot have a network of their own here, or "" when they can.
+    slirp4netns opens the tun device inside the sandbox's user namespace, as the user who
+    started it: a host whose device is closed to that user (mode 0600) refuses it there."""
+    if shutil.which("slirp4netns") is None:
+        return "slirp4netns is not installed (apt-get install slirp4netns)"
+    if os.geteuid() != 0 and not os.access(TUN, os.R_OK | os.W_OK):
+        try:
+            mode = f"mode {os.stat(TUN).st_mode & 0o777:04o}"
+        except OSError:
+            mode = "not there"
+        return f"{TUN} is closed to this user ({mode}; `chmod 0666 {TUN}` opens it)"
+    return ""
 
 
 @dataclass(slots=True)
@@ -92,8 +112,10 @@ class SlirpHelper:
             await self.process.wait()
 
 
-class NetworkSetupError(OSError):
-    """The command's network could not be set up; the command did not run."""
+def _setup_failed(why: str) -> OSError:
+    """The command's network could not be set up; the command did not run. An OSError, as
+    any other failure to start a command is, and its text is `why` alone."""
+    return OSError(why)
 
 
 async def _sandbox_pid(info: int) -> int:
@@ -109,12 +131,12 @@ async def _sandbox_pid(info: int) -> int:
                 pid = json.loads(data)["child-pid"]
             except ValueError:
                 if not chunk:
-                    raise NetworkSetupError(
-                        0, f"bwrap said nothing of its sandbox ({data[:200]!r})"
+                    raise _setup_failed(
+                        f"bwrap said nothing of its sandbox ({data[:200]!r})"
                     ) from None
                 continue
             if not isinstance(pid, int):
-                raise NetworkSetupError(0, f"bwrap gave no pid ({data[:200]!r})")
+                raise _setup_failed(f"bwrap gave no pid ({data[:200]!r})")
             return pid
     finally:
         await stream.aclose()
@@ -125,13 +147,13 @@ async def _parked(pid: int, fd: int) -> None:
     done. No event says so; /proc/PID/syscall does (a bounded poll)."""
     number = _READ.get(platform.machine())
     if number is None:
-        raise NetworkSetupError(0, f"no network namespace on {platform.machine()} yet")
+        raise _setup_failed(f"no network namespace on {platform.machine()} yet")
     want = f"{number} 0x{fd:x} "
     with trio.move_on_after(SETUP_BOUND):
         while not _in_syscall(pid, want):  # noqa: ASYNC110 - another process's state
             await trio.sleep(POLL)
         return
-    raise NetworkSetupError(0, f"the sandbox was not set up within {SETUP_BOUND:g} s")
+    raise _setup_failed(f"the sandbox was not set up within {SETUP_BOUND:g} s")
 
 
 def _in_syscall(pid: int, want: str) -> bool:
@@ -140,14 +162,14 @@ def _in_syscall(pid: int, want: str) -> bool:
         with open(f"/proc/{pid}/syscall") as handle:
             return handle.read().startswith(want)
     except OSError as exc:
-        raise NetworkSetupError(0, f"the sandbox ended while it was set up ({exc})") from None
+        raise _setup_failed(f"the sandbox ended while it was set up ({exc})") from None
 
 
 async def attach(handshake: NetworkHandshake, *, userns: bool) -> SlirpHelper:
     """Give the sandbox bwrap was started with `handshake` its network and release its
     command; the helper to `release` once the command's group is dead. `userns`: the
     sandbox has a user namespace of its own (bwrap run unprivileged), which slirp4netns must
-    enter to configure its network. Raises NetworkSetupError (the caller kills the
+    enter to configure its network. Raises an OSError (the caller kills the
     sandbox)."""
     pid = await _sandbox_pid(handshake.info)
     handshake.info = -1  # closed by _sandbox_pid's stream
@@ -160,7 +182,7 @@ async def attach(handshake: NetworkHandshake, *, userns: bool) -> SlirpHelper:
 
 async def _start_slirp(slirp: str, target: list[str]) -> SlirpHelper:
     """slirp4netns attached to `target` (its arguments naming the namespace) and ready: the
-    helper to release. Raises NetworkSetupError when it does not say it is ready."""
+    helper to release. Raises an OSError when it does not say it is ready."""
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
     argv = [
@@ -196,8 +218,8 @@ async def _start_slirp(slirp: str, target: list[str]) -> SlirpHelper:
             with trio.move_on_after(SETUP_BOUND):
                 if await stream.receive_some(1):
                     return helper
-            raise NetworkSetupError(
-                0, f"slirp4netns did not set up the network (status {process.returncode})"
+            raise _setup_failed(
+                f"slirp4netns did not set up the network (status {process.returncode})"
             )
         finally:
             await stream.aclose()
@@ -245,7 +267,7 @@ class SessionNetwork:
 
 async def session_network(slirp: str) -> SessionNetwork:
     """A new network namespace with slirp4netns attached and ready. Raises
-    NetworkSetupError."""
+    an OSError."""
     netns = make_netns()
     try:
         helper = await _start_slirp(slirp, ["--netns-type=path", f"/proc/{os.getpid()}/fd/{netns}"])

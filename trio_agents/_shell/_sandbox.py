@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import trio
 
 from .._errors import SandboxUnavailableError
-from ._network import NetworkHandshake, SlirpHelper, slirp4netns
+from ._network import NetworkHandshake, SlirpHelper, no_network_because, slirp4netns
 from ._sandbox_policy import (
     SandboxPolicy,
     bwrap_argv,
@@ -30,7 +30,7 @@ from ._sandbox_policy import (
     path_homes,
 )
 from ._seccomp import program
-from ._userns import idmapped_clone, make_userns, mount_in_private
+from ._userns import idmapped_tree, make_userns, mount_in_private
 
 __all__ = [
     "SandboxVerdict",
@@ -273,9 +273,9 @@ def sandboxed_command(
             userns = _mapping_namespace()
             writable = dict.fromkeys((root, *policy.writable))
             for path in writable:
-                clones.append((idmapped_clone(path, userns), path))
+                clones += idmapped_tree(path, userns)
             for path in (*policy.read_only, *home_shown, *exposed):
-                clones.append((idmapped_clone(path, userns, read_only=True), path))
+                clones += idmapped_tree(path, userns, read_only=True)
         except OSError as exc:
             for fd, _ in clones:
                 os.close(fd)
@@ -317,8 +317,8 @@ def sandboxed_command(
             owned.append(resolv)
     elif own_network and netns is None:
         _say_once(
-            "commands share this host's network (loopback services included): slirp4netns "
-            "is not installed (apt-get install slirp4netns)"
+            "commands share this host's network (loopback services included): "
+            + no_network_because()
         )
     argv = bwrap_argv(
         bwrap,

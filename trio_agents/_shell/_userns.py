@@ -16,7 +16,9 @@ creates is written as root's. Everywhere else root's files are another user's to
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+import re
 import select
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -27,9 +29,11 @@ __all__ = [
     "CLONE_NEWNET",
     "IdMapped",
     "idmapped_clone",
+    "idmapped_tree",
     "in_new_namespace",
     "make_userns",
     "mount_in_private",
+    "mounts_below",
 ]
 _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
@@ -123,32 +127,89 @@ def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
     return in_new_namespace(_CLONE_NEWUSER, lambda: None, write_maps)
 
 
-def idmapped_clone(path: str, userns: int, *, read_only: bool = False) -> int:
+def idmapped_clone(
+    path: str, userns: int | None, *, read_only: bool = False, recursive: bool = True
+) -> int:
     """A detached, id-mapped clone of the mount tree at `path` (a descriptor, close-on-exec),
-    mapped through the namespace `userns`; nothing is attached anywhere yet. Raises OSError
-    (e.g. EINVAL from a file system that cannot be id-mapped)."""
+    mapped through the namespace `userns` (None: not id-mapped); nothing is attached
+    anywhere yet. `recursive=False` clones the mount at `path` without those below it.
+    Raises OSError (e.g. EINVAL from a file system that cannot be id-mapped)."""
+    deep = _AT_RECURSIVE if recursive else 0
     fd: int = _libc.syscall(
-        _SYS_OPEN_TREE,
-        _AT_FDCWD,
-        os.fsencode(path),
-        _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE,
+        _SYS_OPEN_TREE, _AT_FDCWD, os.fsencode(path), _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | deep
     )
     if fd < 0:
         raise _failed(f"cannot clone the mount at {path}")
-    attr = _MountAttr(_MOUNT_ATTR_IDMAP | (_MOUNT_ATTR_RDONLY if read_only else 0), 0, 0, userns)
+    flags = (_MOUNT_ATTR_IDMAP if userns is not None else 0) | (
+        _MOUNT_ATTR_RDONLY if read_only else 0
+    )
+    if not flags:
+        return fd
+    attr = _MountAttr(flags, 0, 0, userns or 0)
     done = _libc.syscall(
-        _SYS_MOUNT_SETATTR,
-        fd,
-        b"",
-        _AT_EMPTY_PATH | _AT_RECURSIVE,
-        ctypes.byref(attr),
-        ctypes.sizeof(attr),
+        _SYS_MOUNT_SETATTR, fd, b"", _AT_EMPTY_PATH | deep, ctypes.byref(attr), ctypes.sizeof(attr)
     )
     if done < 0:
         error = _failed(f"cannot id-map {path}")
         os.close(fd)
         raise error
     return fd
+
+
+def idmapped_tree(path: str, userns: int, *, read_only: bool = False) -> list[IdMapped]:
+    """The clones that give `path` id-mapped, in the order to attach them: one, or, where a
+    mount below `path` cannot be id-mapped (proc, sysfs, devtmpfs below `/`), `path`'s own
+    mount and each mount below it on its own: id-mapped where it can be, else as it is (the
+    host's ids; the command writes there only what its unprivileged id may). Raises OSError."""
+    try:
+        return [(idmapped_clone(path, userns, read_only=read_only), path)]
+    except OSError as exc:
+        below = mounts_below(path)
+        if exc.errno != errno.EINVAL or not below:
+            raise
+    clones: list[IdMapped] = []
+    try:
+        clones.append((idmapped_clone(path, userns, read_only=read_only, recursive=False), path))
+        for mount in below:
+            try:
+                fd = idmapped_clone(mount, userns, read_only=read_only)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                fd = idmapped_clone(mount, None, read_only=read_only)
+            clones.append((fd, mount))
+    except BaseException:
+        for fd, _ in clones:
+            os.close(fd)
+        raise
+    return clones
+
+
+def mounts_below(path: str, mountinfo: str | None = None) -> list[str]:
+    """The mount points strictly below `path`, outermost only (each brings those below it),
+    from /proc/self/mountinfo (or the text `mountinfo`)."""
+    if mountinfo is None:
+        with open("/proc/self/mountinfo") as handle:
+            mountinfo = handle.read()
+    prefix = path.rstrip("/") + "/"
+    found: list[str] = []
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            point = _unescape(fields[4])
+            if point.startswith(prefix) and point != prefix and point not in found:
+                found.append(point)
+    found.sort(key=lambda p: p.count("/"))
+    outermost: list[str] = []
+    for point in found:
+        if not any(point.startswith(o.rstrip("/") + "/") for o in outermost):
+            outermost.append(point)
+    return outermost
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 IdMapped = tuple[int, str]
@@ -174,6 +235,11 @@ def mount_in_private(clones: Sequence[IdMapped], netns: int | None = None) -> Ca
             )
             if moved < 0:
                 raise _failed("move_mount")
+            # A mount put over `/` hides the old root only from a process rooted in it
+            # (lookups start at the root, below what is stacked on it); rooted there, the
+            # process is not chrooted as the kernel sees it, so bwrap may still unshare.
+            if target == b"/" and (_libc.fchdir(fd) != 0 or _libc.chroot(b".") != 0):
+                raise _failed("entering the clone of /")
         if netns is not None and _libc.setns(netns, CLONE_NEWNET) != 0:
             raise _failed("setns(CLONE_NEWNET)")
 
