@@ -12,6 +12,7 @@ user it is that user; every assertion holds for both.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pathlib
 import re
@@ -45,7 +46,10 @@ from .support.processes import with_marker
 
 pytestmark = pytest.mark.subprocess
 
-PYTHON = sys.executable
+# The interpreter itself, shown read-only to the commands: a checkout's venv under /tmp is
+# under the sandbox's private /tmp, and one under HOME (pyenv's) under its private HOME.
+PYTHON = os.path.realpath(sys.executable)
+PYTHON_HOME = os.path.realpath(sys.base_prefix)
 GIB = 1 << 30
 CREDENTIALS = (
     ".pgpass",
@@ -69,6 +73,8 @@ CREDENTIALS = (
 async def bash_in(
     root: pathlib.Path, policy: SandboxPolicy | None = None
 ) -> AsyncGenerator[tuple[Runtime, BashTools], None]:
+    policy = policy or SandboxPolicy()
+    policy = dataclasses.replace(policy, read_only=(*policy.read_only, PYTHON_HOME))
     async with bash_runtime(grace=0.3, cwd=root, sandbox=policy) as (rt, bash):
         assert await rt.shell.check_sandbox()
         yield rt, bash
@@ -688,12 +694,19 @@ def test_a_tun_device_closed_to_the_user_means_the_hosts_network_said_why(
     # user; where the device is 0600 (some CI images) it failed every command. Now such a
     # host shares its network, as one without slirp4netns does, and the line says why.
     monkeypatch.setattr(os, "geteuid", lambda: 65534)
-    monkeypatch.setattr(os, "access", lambda path, mode: path != _network.TUN)
+
+    def closed_tun(path: str, mode: int) -> bool:
+        return path != _network.TUN
+
+    def open_all(path: str, mode: int) -> bool:
+        return True
+
+    monkeypatch.setattr(os, "access", closed_tun)
     because = _network.no_network_because()
     assert _network.slirp4netns() is None
     assert because.startswith("/dev/net/tun is closed to this user"), because
     assert "chmod 0666 /dev/net/tun" in because
-    monkeypatch.setattr(os, "access", lambda path, mode: True)
+    monkeypatch.setattr(os, "access", open_all)
     assert _network.no_network_because() == ""
 
 

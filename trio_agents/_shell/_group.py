@@ -33,6 +33,12 @@ def group_has_live_members(pgid: int) -> bool:
     """Whether any process of group `pgid` is still alive (zombies are dead: they only wait
     for whoever adopted them, init in the end, to reap them)."""
     try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False  # the kernel knows of no member, zombie or not: /proc need not be read
+    except (PermissionError, ValueError, OverflowError):
+        pass
+    try:
         return bool(live_group_members(pgid))
     except OSError:
         return signal_group(pgid, 0)  # no /proc: ask the kernel (zombies then count)

@@ -34,6 +34,7 @@ __all__ = [
     "make_userns",
     "mount_in_private",
     "mounts_below",
+    "netns_in_this_thread",
 ]
 _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
@@ -112,6 +113,25 @@ def in_new_namespace(flag: int, setup: Callable[[], None], after: Callable[[int]
         os.close(ready_r)
         os.close(go_w)  # lets the child exit
         os.waitpid(pid, 0)
+
+
+def netns_in_this_thread(setup: Callable[[], None]) -> int:
+    """A descriptor (close-on-exec) of a new network namespace, made by the calling thread,
+    which runs `setup` in it and goes back to its own (a network namespace is a thread's:
+    the rest of the process never leaves its own). Call it from a thread that ends after
+    it: one whose way back failed must run nothing else. Needs root. Raises OSError."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.unshare(CLONE_NEWNET) != 0:
+            raise _failed("cannot make a network namespace here")
+        try:
+            setup()
+            return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            if _libc.setns(own, CLONE_NEWNET) != 0:
+                raise _failed("cannot return to this process's network namespace")
+    finally:
+        os.close(own)
 
 
 def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
