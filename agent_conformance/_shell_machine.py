@@ -346,19 +346,30 @@ class ShellMachine(JobChecks, ConformanceMachine):
         self.trace.append(f"direct {token!r} {kind}")
 
     def _check_resolved(self, number: int, command: str, owner: str | None) -> None:
-        """`resolve` of a request that names a working directory and a timeout, or not,
-        chosen by `number` (no draw: the programs stay the ones the seed gives) (S10)."""
+        """`resolve` of requests that name a working directory and a timeout, or not: every
+        pairing of three workdirs (none, relative, absolute) and three timeouts (none, one
+        under the cap, one far above it), each time (S10). `resolve` starts nothing, so all
+        nine cost nothing, and a wrong one is found on the first job started directly,
+        not only on a seventh. `number` is unused: the programs stay the ones the seed
+        gives."""
+        del number
         shell = self.shell
         base = shell.cwd or os.getcwd()
-        workdir = (None, "sub/dir", os.path.join(base, "elsewhere"))[number % 3]
-        timeout = (None, 0.5, shell.max_timeout * 1000)[number // 3 % 3]
-        request = ShellRequest(command, workdir=workdir, timeout=timeout, owner=owner)
+        for workdir in (None, "sub/dir", os.path.join(base, "elsewhere")):
+            for timeout in (None, 0.5, shell.max_timeout * 1000):
+                self._check_one_resolved(
+                    ShellRequest(command, workdir=workdir, timeout=timeout, owner=owner), base
+                )
+
+    def _check_one_resolved(self, request: ShellRequest, base: str) -> None:
+        shell = self.shell
         spec = shell.resolve(request)
+        workdir, timeout = request.workdir, request.timeout
         wanted = (
-            command,
+            request.command,
             os.path.normpath(os.path.join(base, workdir) if workdir else base),
             min(timeout or shell.timeout, shell.max_timeout),
-            owner,
+            request.owner,
         )
         got = (spec.command, os.path.normpath(spec.workdir), spec.timeout, spec.owner)
         SPEC_RESOLVED.check(

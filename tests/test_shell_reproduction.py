@@ -12,7 +12,7 @@ import pytest
 from agent_conformance import ContractViolation
 from agent_conformance._conformance import run_conformance
 
-from .support.known_bad._shell import empty_owner_is_nobody
+from .support.known_bad._shell import empty_owner_is_nobody_unsandboxed
 
 ROOT = pathlib.Path(__file__).parent.parent
 
@@ -20,8 +20,8 @@ ROOT = pathlib.Path(__file__).parent.parent
 @pytest.mark.subprocess
 def test_a_printed_shell_reproduction_fails_the_same_way(tmp_path: pathlib.Path) -> None:
     [report] = run_conformance(
-        shell_factory=empty_owner_is_nobody,
-        shell_spec="tests.support.known_bad:empty_owner_is_nobody",
+        shell_factory=empty_owner_is_nobody_unsandboxed,
+        shell_spec="tests.support.known_bad._shell:empty_owner_is_nobody_unsandboxed",
         seed=1,
         max_examples=60,
     )

@@ -491,6 +491,11 @@ spill_world_readable = shell_factory_for(_SpillWorldReadable)
 close_kills_before_silencing = shell_factory_for(_CloseKillsBeforeSilencing)
 owner_close_does_not_wait = shell_factory_for(_OwnerCloseDoesNotWait)
 empty_owner_is_nobody = shell_factory_for(ShellExecutor, _EmptyOwnerIsNobody)
+# The same defect without the sandbox, for the test of printed reproductions: shrinking
+# replays the program hundreds of times, and unsandboxed commands start five times faster.
+empty_owner_is_nobody_unsandboxed = shell_factory_for(
+    ShellExecutor, _EmptyOwnerIsNobody, sandboxed=False
+)
 error_by_exit_code = shell_factory_for(ShellExecutor, _ErrorByExitCode)
 workdir_made_absolute = shell_factory_for(ShellExecutor, _WorkdirMadeAbsolute)
 
