@@ -73,7 +73,7 @@ def _sandbox_available(request: pytest.FixtureRequest, bwrap: tuple[str | None, 
         pytest.fail(f"this test needs bubblewrap, and it could not be had: {reason}")
 
 
-# The test files that take longest on CI's two workers (seconds of a worker, measured on a
+# The test files that take longest on CI's workers (seconds of a worker, measured on a
 # clean-clone run), run first: a long file started last runs alone at the end while the other
 # worker idles (D483). Pytest-xdist keeps this order with --no-loadscope-reorder (addopts).
 LONGEST_FIRST = (

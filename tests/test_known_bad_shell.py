@@ -1,6 +1,6 @@
 """The shell machine's seeded defects (tests/support/known_bad/_shell.py), each caught by the
 property docs/conformance.md names for it. A file of their own: they run real processes and
-take as long as all the others together, so the two workers share them (D483, D498)."""
+take as long as all the others together, so the workers share them (D483, D498)."""
 
 from __future__ import annotations
 

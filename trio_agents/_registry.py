@@ -38,7 +38,14 @@ from ._agent._events import AgentClosed, AgentCreated, EventBus, SessionClosed, 
 from ._agent._options import AgentOptions
 from ._agent._parts import check_meta, check_parts
 from ._agent._turn import Closer, claim_lost
-from ._errors import FiberClosedError, FlushTimeoutError, SessionExistsError, SessionLiveError
+from ._errors import (
+    FiberClosedError,
+    FlushTimeoutError,
+    PersistenceError,
+    SessionExistsError,
+    SessionLiveError,
+    StoreBrokenError,
+)
 from ._fiber import AgentFiber, Fiber, require_open
 from ._model._seam import Model
 from ._nursery import report_started, runs_inside, start_service
@@ -154,6 +161,7 @@ class Lifecycle:
         "_done",
         "_errors",
         "_loop_exited",
+        "_loop_failed_to_persist",
         "_nursery",
         "_registered",
         "_serving",
@@ -183,6 +191,7 @@ class Lifecycle:
         self._loop_exited = False
         self._done = trio.Event()
         self._errors: list[Exception] = []
+        self._loop_failed_to_persist = False  # the loop ended with a PersistenceError
         self.disposer_key: int | None = None  # its entry in the owner's disposers
         self._detach_session: Callable[[], None] | None = None
         self._registered = False
@@ -211,6 +220,7 @@ class Lifecycle:
                     # (design D492). Any other failure of the loop still fails the runtime.
                     lost = claim_lost(exc)
                     if lost is None:
+                        self._loop_failed_to_persist = isinstance(exc, PersistenceError)
                         raise
                     logger.error("agent %r closed: %s", self.agent.id, lost)
                     self._errors.append(lost)
@@ -296,8 +306,12 @@ class Lifecycle:
                         f"close_grace={grace}s; check the store, or give a longer close_grace"
                     )
         except Exception as exc:
-            # The flush of a session given up repeats the loss the loop already reported.
-            if not (claim_lost(exc) and any(claim_lost(e) for e in self._errors)):
+            # The flush of a session given up repeats the loss the loop already reported, and
+            # so does that of a store already broken when the loop's commit failed (D499).
+            repeated = (claim_lost(exc) and any(claim_lost(e) for e in self._errors)) or (
+                isinstance(exc, StoreBrokenError) and self._loop_failed_to_persist
+            )
+            if not repeated:
                 self._errors.append(exc)
         finally:
             self._unregister()
