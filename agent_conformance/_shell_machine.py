@@ -340,19 +340,17 @@ class ShellMachine(JobChecks, ConformanceMachine):
         owned by nobody (None), by the empty string, or by a token no caller has."""
         number, gate, command, lines = self._prepare(kind, code)
         spec = self.shell.resolve(ShellRequest(command))
-        self._check_resolved(number, command, token)
+        self._check_resolved(command, token)
         job_id = self.host.call(lambda: self.shell.start(spec, owner=token))
         self._begin(job_id, token, kind, code, number, lines, gate)
         self.trace.append(f"direct {token!r} {kind}")
 
-    def _check_resolved(self, number: int, command: str, owner: str | None) -> None:
+    def _check_resolved(self, command: str, owner: str | None) -> None:
         """`resolve` of requests that name a working directory and a timeout, or not: every
         pairing of three workdirs (none, relative, absolute) and three timeouts (none, one
         under the cap, one far above it), each time (S10). `resolve` starts nothing, so all
         nine cost nothing, and a wrong one is found on the first job started directly,
-        not only on a seventh. `number` is unused: the programs stay the ones the seed
-        gives."""
-        del number
+        not only on a seventh."""
         shell = self.shell
         base = shell.cwd or os.getcwd()
         for workdir in (None, "sub/dir", os.path.join(base, "elsewhere")):

@@ -55,22 +55,28 @@ TUN = "/dev/net/tun"
 def slirp4netns() -> str | None:
     """The slirp4netns executable on PATH, or None when there is none or it could not work
     here (`no_network_because` says why)."""
-    return None if no_network_because() else shutil.which("slirp4netns")
+    found = shutil.which("slirp4netns")
+    return None if found is None or _tun_closed() else found
 
 
 def no_network_because() -> str:
-    """Why commands cannot have a network of their own here, or "" when they can.
-    slirp4netns opens the tun device inside the sandbox's user namespace, as the user who
-    started it: a host whose device is closed to that user (mode 0600) refuses it there."""
+    """Why commands cannot have a network of their own here, or "" when they can."""
     if shutil.which("slirp4netns") is None:
         return "slirp4netns is not installed (apt-get install slirp4netns)"
-    if os.geteuid() != 0 and not os.access(TUN, os.R_OK | os.W_OK):
-        try:
-            mode = f"mode {os.stat(TUN).st_mode & 0o777:04o}"
-        except OSError:
-            mode = "not there"
-        return f"{TUN} is closed to this user ({mode}; `chmod 0666 {TUN}` opens it)"
-    return ""
+    return _tun_closed()
+
+
+def _tun_closed() -> str:
+    """Why the tun device is closed to this process's user, or "". slirp4netns opens it
+    inside the sandbox's user namespace, as the user who started it: a host whose device is
+    closed to that user (mode 0600) refuses it there; root opens it whatever its mode."""
+    if os.geteuid() == 0 or os.access(TUN, os.R_OK | os.W_OK):
+        return ""
+    try:
+        mode = f"mode {os.stat(TUN).st_mode & 0o777:04o}"
+    except OSError:
+        mode = "not there"
+    return f"{TUN} is closed to this user ({mode}; `chmod 0666 {TUN}` opens it)"
 
 
 @dataclass(slots=True)

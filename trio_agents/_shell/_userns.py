@@ -26,11 +26,9 @@ from typing import Final
 from ._sandbox_policy import UNPRIVILEGED
 
 __all__ = [
-    "CLONE_NEWNET",
     "IdMapped",
     "idmapped_clone",
     "idmapped_tree",
-    "in_new_namespace",
     "make_userns",
     "mount_in_private",
     "mounts_below",
@@ -40,7 +38,7 @@ _MAX_ID: Final = 4294967295  # (uid_t)-1 is never an id
 
 _CLONE_NEWUSER: Final = 0x10000000
 _CLONE_NEWNS: Final = 0x00020000
-CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWNET: Final = 0x40000000
 _MS_REC: Final = 0x4000
 _MS_PRIVATE: Final = 0x40000
 # The same numbers on every architecture: they came after the syscall tables were unified.
@@ -79,11 +77,29 @@ def id_map(unprivileged: int = UNPRIVILEGED) -> str:
     return f"0 {u} 1\n1 1 {u - 1}\n{u} 0 1\n{u + 1} {u + 1} {_MAX_ID - u - 1}\n"
 
 
-def in_new_namespace(flag: int, setup: Callable[[], None], after: Callable[[int], None]) -> int:
-    """A descriptor (close-on-exec) of a new namespace of kind `flag` (CLONE_NEW*), made by a
-    child that unshares, runs `setup` in it and waits while `after(child_pid)` runs here;
-    the descriptor keeps the namespace once the child exits. Raises OSError."""
-    kind = {_CLONE_NEWUSER: "user", CLONE_NEWNET: "net"}[flag]
+def netns_in_this_thread(setup: Callable[[], None]) -> int:
+    """A descriptor (close-on-exec) of a new network namespace, made by the calling thread,
+    which runs `setup` in it and goes back to its own (a network namespace is a thread's:
+    the rest of the process never leaves its own). Call it from a thread that ends after
+    it: one whose way back failed must run nothing else. Needs root. Raises OSError."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.unshare(_CLONE_NEWNET) != 0:
+            raise _failed("cannot make a network namespace here")
+        try:
+            setup()
+            return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            if _libc.setns(own, _CLONE_NEWNET) != 0:
+                raise _failed("cannot return to this process's network namespace")
+    finally:
+        os.close(own)
+
+
+def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
+    """A descriptor (close-on-exec) of a new user namespace with the mapping above. Needs
+    root. A child process makes the namespace and waits while its maps are written, then
+    exits: the descriptor keeps the namespace. Raises OSError."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -91,12 +107,7 @@ def in_new_namespace(flag: int, setup: Callable[[], None], after: Callable[[int]
         try:
             os.close(ready_r)
             os.close(go_w)
-            ok = _libc.unshare(flag) == 0
-            if ok:
-                try:
-                    setup()
-                except OSError:
-                    ok = False
+            ok = _libc.unshare(_CLONE_NEWUSER) == 0
             os.write(ready_w, b"1" if ok else b"0")
             os.read(go_r, 1)
         finally:
@@ -106,45 +117,16 @@ def in_new_namespace(flag: int, setup: Callable[[], None], after: Callable[[int]
     try:
         select.select([ready_r], [], [], 10.0)
         if os.read(ready_r, 1) != b"1":
-            raise OSError(0, f"cannot make a {kind} namespace here (unshare refused)")
-        after(pid)
-        return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
-    finally:
-        os.close(ready_r)
-        os.close(go_w)  # lets the child exit
-        os.waitpid(pid, 0)
-
-
-def netns_in_this_thread(setup: Callable[[], None]) -> int:
-    """A descriptor (close-on-exec) of a new network namespace, made by the calling thread,
-    which runs `setup` in it and goes back to its own (a network namespace is a thread's:
-    the rest of the process never leaves its own). Call it from a thread that ends after
-    it: one whose way back failed must run nothing else. Needs root. Raises OSError."""
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if _libc.unshare(CLONE_NEWNET) != 0:
-            raise _failed("cannot make a network namespace here")
-        try:
-            setup()
-            return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            if _libc.setns(own, CLONE_NEWNET) != 0:
-                raise _failed("cannot return to this process's network namespace")
-    finally:
-        os.close(own)
-
-
-def make_userns(unprivileged: int = UNPRIVILEGED) -> int:
-    """A descriptor of a new user namespace with the mapping above. Needs root: this process
-    writes the child's maps. Raises OSError."""
-
-    def write_maps(pid: int) -> None:
+            raise OSError(0, "cannot make a user namespace (unshare(CLONE_NEWUSER) refused)")
         text = id_map(unprivileged)
         for name in ("uid_map", "gid_map"):
             with open(f"/proc/{pid}/{name}", "w") as handle:
                 handle.write(text)
-
-    return in_new_namespace(_CLONE_NEWUSER, lambda: None, write_maps)
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(ready_r)
+        os.close(go_w)  # lets the child exit
+        os.waitpid(pid, 0)
 
 
 def idmapped_clone(
@@ -260,7 +242,7 @@ def mount_in_private(clones: Sequence[IdMapped], netns: int | None = None) -> Ca
             # process is not chrooted as the kernel sees it, so bwrap may still unshare.
             if target == b"/" and (_libc.fchdir(fd) != 0 or _libc.chroot(b".") != 0):
                 raise _failed("entering the clone of /")
-        if netns is not None and _libc.setns(netns, CLONE_NEWNET) != 0:
-            raise _failed("setns(CLONE_NEWNET)")
+        if netns is not None and _libc.setns(netns, _CLONE_NEWNET) != 0:
+            raise _failed("setns(_CLONE_NEWNET)")
 
     return attach
