@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import pytest
 import trio
+import trio.testing
 
 import trio_agents._shell._executor as shell_module
 import trio_agents._shell._process as shell_process
@@ -194,3 +195,23 @@ def test_an_executors_sandbox_policy_is_read_only() -> None:
     assert ShellExecutor(sandbox=None).sandbox is None
     with pytest.raises(AttributeError):
         executor.sandbox = None  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]
+
+
+async def test_a_member_that_appears_after_a_sandboxs_term_gets_its_own(
+    tmp_path: pathlib.Path,
+) -> None:
+    # The leader stands for bwrap (spared the TERM) still setting its sandbox up: the command
+    # it starts once the first TERM has gone out must get one too, and run its trap within
+    # the grace, not die of the SIGKILL after it (D500).
+    gate, trapped = tmp_path / "gate", tmp_path / "trapped"
+    os.mkfifo(gate)
+    child = f"(trap 'echo > {trapped}; exit 3' TERM; sleep 30 & wait)"
+    leader = f"trap '' TERM; read line < {gate}; {child} & wait"
+    process = await trio.lowlevel.open_process(["bash", "-c", leader], start_new_session=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: shell_process.terminate_group(process, 20.0, sandboxed=True))
+        await trio.testing.wait_all_tasks_blocked()  # the first round of TERMs has gone out
+        await trio.Path(gate).write_text("go\n")  # the leader starts its command
+    assert trapped.exists()
+    assert process.returncode == 0  # the leader waited for its child: no SIGKILL came
+    assert not live_group_members(process.pid)

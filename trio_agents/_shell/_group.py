@@ -88,14 +88,16 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def signal_members(pgid: int, sig: int, *, spare: int) -> None:
-    """Send `sig` to every live member of group `pgid` but `spare`, one by one (a process
-    forked meanwhile may miss it: whoever calls this sends SIGKILL to the group later)."""
+def signal_members(pgid: int, sig: int, *, spare: int, sent: set[int]) -> None:
+    """Send `sig` to every live member of group `pgid` but `spare` and those in `sent`, one
+    by one, and add them to `sent` (a process forked meanwhile misses it: whoever calls this
+    calls it again, with the same set, until the group is gone)."""
     try:
         members = live_group_members(pgid)
     except OSError:
         return
     for pid in members:
-        if pid != spare:
+        if pid != spare and pid not in sent:
+            sent.add(pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)

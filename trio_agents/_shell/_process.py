@@ -17,13 +17,17 @@ from collections.abc import Iterable, Mapping
 
 import trio
 
-from ._group import group_gone, group_has_live_members, signal_group, signal_members
+from ._group import GROUP_POLL, group_gone, group_has_live_members, signal_group, signal_members
 from ._network import attach
 from ._output import OutputCollector, StreamOutput
 from ._sandbox import SandboxedCommand, sandboxed_status
 from ._types import RunResult, ShellSpec
 
 __all__ = ["kill_at_once", "outcome", "pump", "spawn", "terminate_group"]
+
+# The longest interval between looks for members of a sandbox's group that appeared after
+# its SIGTERM: each look reads /proc, and the grace may be seconds long.
+_LATE_MEMBER_POLL_MAX = 0.1
 
 
 async def spawn(
@@ -115,15 +119,13 @@ async def terminate_group(process: trio.Process, grace: float, *, sandboxed: boo
         # All gone: do not signal a group id the kernel may have reused.
         await trio.lowlevel.checkpoint()
         return
-    if sandboxed:
-        # bwrap itself dies of SIGTERM, and its sandbox with it at once: the command's
-        # processes get the TERM and the grace, bwrap only the final SIGKILL.
-        signal_members(process.pid, signal.SIGTERM, spare=process.pid)
-    else:
+    if not sandboxed:
         signal_group(process.pid, signal.SIGTERM)
     # The grace is for the whole group, not only the leader: a grandchild that cleans
     # up on TERM gets its chance too.
     with trio.move_on_after(grace):
+        if sandboxed:
+            await _terminate_sandbox(process)
         await process.wait()
         await group_gone(process.pid)
     signal_group(process.pid, signal.SIGKILL)
@@ -134,6 +136,25 @@ async def terminate_group(process: trio.Process, grace: float, *, sandboxed: boo
     # group's members are unknown), so this is a bounded poll.
     with trio.move_on_after(grace):
         await group_gone(process.pid)
+
+
+async def _terminate_sandbox(process: trio.Process) -> None:
+    """SIGTERM every member of a sandbox's group but bwrap, until bwrap has exited.
+
+    bwrap itself dies of SIGTERM, and its sandbox with it at once: the command's processes
+    get the TERM and the grace, bwrap only the final SIGKILL. Members are signalled one by
+    one, again as they appear: a TERM sent while bwrap still sets the sandbox up reaches
+    only the namespace's init, which drops it (it has no handler), and the command, started
+    a moment later on a loaded machine, would never see one (D500). The look is repeated
+    with a growing interval: the window is the sandbox's start-up, and each look reads
+    /proc."""
+    sent: set[int] = set()
+    interval = GROUP_POLL
+    while process.returncode is None:
+        signal_members(process.pid, signal.SIGTERM, spare=process.pid, sent=sent)
+        with trio.move_on_after(interval):
+            await process.wait()
+        interval = min(interval * 2, _LATE_MEMBER_POLL_MAX)
 
 
 def kill_at_once(processes: Iterable[trio.Process]) -> int:
