@@ -99,7 +99,7 @@ from ._shell_probes import (
 from ._targets import McpOpener
 from ._vocabulary import mcp_tool_name
 
-__all__ = ["PROPERTIES", "McpMachine", "mcp_settings"]
+__all__ = ["PROPERTIES", "McpMachine", "mcp_settings", "starved_start"]
 
 ADDED_NAMES = ("added_{n}", "Added-{n}", "added.{n} tool/x", "added{n}_" + "x" * 70)
 """The names `add_tool` gives its tools, in turn ({n}: a number of its own)."""
@@ -150,6 +150,21 @@ def mcp_settings(base: Settings) -> Settings:
         stateful_step_count=min(base.stateful_step_count, 10),
         phases=[phase for phase in base.phases if phase is not Phase.shrink],
     )
+
+
+
+def starved_start(kind: BadStart, error: object) -> bool:
+    """Whether a bad start of `kind` that raised `error` (or "hung", or None) shows a slow
+    start of a loaded machine rather than the opener's finding: in a block with a silent
+    server and its short timeout, the good server missed it too (at initialize or at
+    tools/list, whichever it had reached), or the broken one that answers initialize had not
+    yet. Such a start is tried again with twice the time (D425, D435, D502)."""
+    if kind not in SILENT:
+        return False
+    said = str(error)
+    if getattr(error, "server", None) == BESIDE:
+        return "no answer to" in said
+    return kind == "list-silent" and "no answer to initialize" in said
 
 
 class McpMachine(ConformanceMachine):
@@ -583,12 +598,7 @@ class McpMachine(ConformanceMachine):
         for _ in range(STARVED_TRIES):
             with secret_environment():
                 error = self.host.call(self._open_bad, servers, timeout)
-            # The good server, too, missed the short timeout of a block with a silent one
-            # (at initialize or at tools/list, whichever it had reached): a loaded machine's
-            # slow start, not the opener's finding. Tried again with twice the time (D425,
-            # D435).
-            starved = getattr(error, "server", None) == BESIDE and "no answer to" in str(error)
-            if not (kind in SILENT and starved):
+            if not starved_start(kind, error):
                 break
             timeout *= 2
         told = f"entering a block of {[s.name for s in servers]} where {BAD_SAYS[kind]}"
