@@ -152,7 +152,6 @@ def mcp_settings(base: Settings) -> Settings:
     )
 
 
-
 def starved_start(kind: BadStart, error: object) -> bool:
     """Whether a bad start of `kind` that raised `error` (or "hung", or None) shows a slow
     start of a loaded machine rather than the opener's finding: in a block with a silent

@@ -449,14 +449,25 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
     @precondition(lambda self: bool(self._live()))
     @rule(
         session=st.integers(0, MAX_SESSIONS - 1),
-        point=st.sampled_from(["before-model", "mid-stream", "mid-tool"]),
+        point=st.sampled_from(["before-model", "mid-stream", "mid-tool", "awaiting-permission"]),
     )
-    def cancel_prompt(self, session: int, point: CancelPoint) -> None:
-        """A prompt cancelled before its model call, in the middle of its stream, or while
-        its shell tool runs: it must answer `cancelled`, then stay quiet."""
+    def cancel_prompt(
+        self, session: int, point: CancelPoint | Literal["awaiting-permission"]
+    ) -> None:
+        """A prompt cancelled before its model call, in the middle of its stream, while its
+        shell tool runs, or while the agent waits for the person to answer the permission
+        request of that tool: it must answer `cancelled`, then stay quiet; the last is
+        P9's window, and the person's answer, given once the prompt has answered, is
+        `allow`, which must run nothing (an agent that does not ask runs the command and
+        ends its turn)."""
         chosen = self._pick(session)
         token = self._token(chosen)
-        self.host.call(self._cancel_at, chosen, token, point)
+        if point == "awaiting-permission":
+            # The permission rule reaches it too, but rarely: its request is held only
+            # after every earlier answer of its list, and only in a mode that asks.
+            self.host.call(self._permission, chosen, token, ["held"], "allow")
+        else:
+            self.host.call(self._cancel_at, chosen, token, point)
         self.log.append(f"cancel-{point}")
 
     async def _cancel_at(self, session: _Session, token: str, point: CancelPoint) -> None:
