@@ -76,23 +76,24 @@ def _sandbox_available(request: pytest.FixtureRequest, bwrap: tuple[str | None, 
 
 
 # The test files that take longest on CI's workers (seconds of a worker, measured on a
-# clean-clone run), run first: a long file started last runs alone at the end while the other
-# worker idles (D483). Pytest-xdist keeps this order with --no-loadscope-reorder (addopts).
+# clean-clone run at three workers), run first: a long file started last runs alone at the
+# end while the others idle (D483, D503). Pytest-xdist keeps this order with
+# --no-loadscope-reorder (addopts).
 LONGEST_FIRST = (
-    "test_acp_conformance.py",  # 470 s
-    "test_known_bad_shell.py",  # 300 s
-    "test_known_bad.py",  # 280 s
-    "test_cli.py",  # 114 s
-    "test_chat_machine.py",  # 100 s
-    "test_static_and_docs.py",  # 76 s
-    "test_peer_adapters.py",  # 58 s
-    "test_acp_verdict_run.py",  # 52 s
-    "test_shell_reproduction.py",  # 46 s
+    "test_acp_conformance.py",  # 518 s
+    "test_known_bad.py",  # 372 s
+    "test_known_bad_shell.py",  # 240 s
+    "test_static_and_docs.py",  # 154 s
+    "test_cli.py",  # 147 s
+    "test_chat_machine.py",  # 140 s
+    "test_acp_verdict_run.py",  # 61 s
+    "test_shell_reproduction.py",  # 39 s
+    "test_peer_adapters.py",  # 33 s
+    "test_sandbox.py",  # 33 s
+    "test_shell_machine.py",  # 29 s
+    "test_sandbox_escapes.py",  # 28 s
     "test_signals.py",  # 27 s
-    "test_ack_durability.py",  # 25 s
-    "test_features.py",  # 24 s
-    "test_cli_mistakes.py",  # 22 s
-    "test_agent_machine.py",  # 20 s
+    "test_cli_mistakes.py",  # 26 s
 )
 
 

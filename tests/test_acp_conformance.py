@@ -74,7 +74,12 @@ def seeded_verdicts() -> dict[str, str]:
         return found.group(1) if found else done.stdout + done.stderr
 
     # The ones a search finds late go first: started last, they would run alone at the end.
-    late = ("unknown-permission-option-allows", "nan-read-as-json", "stream-outlives-cancel")
+    late = (
+        "prompt-waits-for-permission-after-cancel",
+        "empty-session-not-found",
+        "queued-counts-as-committed",
+        "load-replays-no-agent-text",
+    )
     order = sorted(ACP_SEEDED, key=lambda s: s.name not in late)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         return dict(zip([s.name for s in order], pool.map(verdict, order), strict=True))
