@@ -57,6 +57,7 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
                 "surrogate",
                 "not-strict-json",
                 "no-id-method-not-string",
+                "not-a-request-object",
             ]
         )
     )
@@ -111,6 +112,10 @@ def bad_frames(draw: st.DrawFn, number: int) -> tuple[bytes, str]:
         # JSON-RPC 2.0's own example: not a notification either, so answered with id null.
         not_method: Any = draw(st.integers() | st.none() | st.lists(st.integers(), max_size=2))
         return _line({"jsonrpc": "2.0", "method": not_method, "params": "bar"}), "null"
+    if kind == "not-a-request-object":
+        # No "jsonrpc": not a notification, whatever it holds (JSON-RPC 2.0's `{"foo": "boo"}`).
+        frame = draw(st.dictionaries(st.sampled_from(["foo", "method", "params"]), json_values))
+        return _line(frame), "null"
     if kind == "null-id":
         return _line({"jsonrpc": "2.0", "id": None, "method": "initialize", "params": {}}), "null"
     if kind == "huge":

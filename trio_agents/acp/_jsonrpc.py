@@ -186,8 +186,10 @@ def parse(line: bytes) -> Message | None:
         detail = cast("Mapping[str, Any]", error) if isinstance(error, dict) else None
         return Response(request_id, frame.get("result"), detail)
     if frame.get("jsonrpc") != "2.0":
-        # Only a frame that looks like a request (it has an id) is answered.
-        return Invalid(request_id, INVALID_REQUEST, '"jsonrpc" must be "2.0"', "id" in frame)
+        # Not a request object, so not a notification either: answered, with its id when
+        # it has a valid one, else null, as JSON-RPC 2.0's own example (`{"foo": "boo"}`)
+        # is (D504).
+        return Invalid(request_id, INVALID_REQUEST, '"jsonrpc" must be "2.0"', True)
     if not valid_id:
         return Invalid(
             None, INVALID_REQUEST, f"id must be a string or an integer: {raw_id!r}", True
