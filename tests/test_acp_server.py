@@ -275,3 +275,44 @@ async def test_a_connection_ending_on_an_error_still_writes_its_frames_whole() -
     assert pipe.written.endswith(b"\n"), bytes(pipe.written[-80:])
     answer = json.loads(pipe.written)
     schema.InitializeResponse.model_validate(answer["result"])
+
+
+async def test_loading_a_live_session_replays_it_and_the_session_goes_on() -> None:
+    # A client reopening a thread it has open (the ACP test kit does): not refused (D505).
+    model = ScriptedModel([reply("first answer"), reply("second answer")])
+    async with acp_peer(lambda: model) as peer:
+        sid = await new_session(peer)
+        await peer.result("session/prompt", {"sessionId": sid, "prompt": text("hello")})
+        before = len(peer.updates(sid))
+        result = await peer.result(
+            "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+        )
+        schema.LoadSessionResponse.model_validate(result)
+        replayed = peer.updates(sid)[before:]
+        kinds = [(u["sessionUpdate"], u.get("content", {}).get("text")) for u in replayed]
+        assert ("user_message_chunk", "hello") in kinds
+        assert ("agent_message_chunk", "first answer") in kinds
+        answer = await peer.result("session/prompt", {"sessionId": sid, "prompt": text("again")})
+        assert answer == {"stopReason": "end_turn"}
+        assert len(peer.runtime.agents.list()) == 1  # the same agent, not a second one
+        check_wire(peer)
+
+
+@pytest.mark.parametrize(
+    ("cwd", "servers", "said"),
+    [
+        ("/", [], "cwd mismatch: live in /tmp, requested /"),
+        ("/tmp", [{"name": "x", "command": "true", "args": [], "env": []}], "MCP servers []"),
+    ],
+)
+async def test_loading_a_live_session_elsewhere_or_with_other_servers_is_refused(
+    cwd: str, servers: list[dict[str, Any]], said: str
+) -> None:
+    async with acp_peer() as peer:
+        sid = await new_session(peer)
+        answer = await peer.request(
+            "session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": servers}
+        )
+        assert answer["error"]["code"] == -32602
+        assert said in answer["error"]["message"]
+        assert len(peer.runtime.agents.list()) == 1  # the live session is left as it was

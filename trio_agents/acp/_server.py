@@ -409,8 +409,14 @@ class AcpServer:
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
         servers = m.mcp_servers(params)
-        if sid in self._sessions or sid in self._loading:
-            raise rpc.JsonRpcError.invalid_params(f"session {sid} is already loaded")
+        live = self._sessions.get(sid)
+        if live is not None:
+            # A client reopening a thread it has open (D505).
+            return await self._opener.reattach(live, cwd, servers, replay=self._update)
+        if sid in self._loading:
+            raise rpc.JsonRpcError.invalid_params(
+                f"session {sid} is being loaded by an earlier session/load; wait for its answer"
+            )
         self._loading.add(sid)
         try:
             return await self._opener.load(

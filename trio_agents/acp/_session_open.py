@@ -37,7 +37,7 @@ from . import _modes as modes
 from ._pacing import OutputBudget, PacedModel
 from ._permissions import AcpApprover, ClientRequest
 from ._session_scope import SessionScope, open_session_scope
-from ._session_state import Answer
+from ._session_state import Answer, SessionState
 
 __all__ = ["Install", "SessionOpener", "commands_of"]
 
@@ -156,6 +156,42 @@ class SessionOpener:
             raise
         await trio.lowlevel.checkpoint()
         return Answer(settings.advertised(), sid, _commands(settings.model.active()))
+
+    async def reattach(
+        self,
+        session: SessionState,
+        cwd: str,
+        servers: Sequence[McpServer],
+        *,
+        replay: Callable[[str, Mapping[str, Any]], None],
+    ) -> Answer:
+        """Answer `session/load` of `session`, live on this connection already: `replay` its
+        history as updates, as a load from the store does, and answer as that load does; the
+        session goes on as it is, a turn under way included (its later updates follow the
+        replay). Always a checkpoint.
+
+        Raises JsonRpcError (invalid params) when the load names another cwd or other MCP
+        servers than the live session has: its commands run there, and its tools are
+        those, so taking the load would mislead the client (D505)."""
+        sid = session.id
+        if cwd != session.cwd:
+            raise rpc.JsonRpcError.invalid_params(
+                f"session {sid} cwd mismatch: live in {session.cwd}, requested {cwd}"
+            )
+        if tuple(servers) != session.scope.servers:
+            live = [s.name for s in session.scope.servers]
+            raise rpc.JsonRpcError.invalid_params(
+                f"session {sid} is live with MCP servers {live}; load it with the same ones "
+                f"(it was given {[s.name for s in servers]})"
+            )
+        # The history, then the live updates: no await between the two.
+        for record in session.handle.agent.session.records:
+            for update in m.updates_for_record(record, replay=True):
+                replay(sid, update)
+        await trio.lowlevel.checkpoint()
+        return Answer(
+            session.settings.advertised(), sid, _commands(session.settings.model.active())
+        )
 
     async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
         """The session's fiber, with its MCP servers connected (design D260)."""

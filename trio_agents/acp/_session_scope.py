@@ -38,14 +38,18 @@ params were well formed, and the agent could not carry the request out (design D
 
 
 class SessionScope:
-    """One session's fiber and the tools its agent gets: the base tools, then every MCP
-    server's (a live sequence that follows `tools/list_changed`)."""
+    """One session's fiber, the MCP servers the client named for it, and the tools its
+    agent gets: the base tools, then every MCP server's (a live sequence that follows
+    `tools/list_changed`)."""
 
-    __slots__ = ("fiber", "tools")
+    __slots__ = ("fiber", "servers", "tools")
 
-    def __init__(self, fiber: Fiber, tools: Sequence[Tool]) -> None:
+    def __init__(
+        self, fiber: Fiber, tools: Sequence[Tool], servers: Sequence[McpServer] = ()
+    ) -> None:
         self.fiber = fiber
         self.tools = tools
+        self.servers = tuple(servers)
 
     async def aclose(self) -> None:
         """Close the session's agent, then its MCP servers. Shielded and bounded (the agent's
@@ -98,4 +102,4 @@ async def open_session_scope(
         with trio.CancelScope(shield=True):
             await fiber.aclose()
         raise
-    return SessionScope(fiber, tools)
+    return SessionScope(fiber, tools, servers)
