@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import time
+from typing import Final
 
 import trio
 
@@ -30,6 +31,9 @@ PAST_TIMEOUT_TRIES = 4
 # table, on a loaded machine, before it counts as left alive (S1's margin; D399, D446).
 SURVIVOR_MARGIN = 5.0
 _POLL = 0.01  # seconds between looks for a leader's mark (another process's file: no event)
+# What a try of the past-timeout probe returns when the command never started before its
+# SIGKILL after the grace: nothing to judge (D506).
+NEVER_STARTED: Final[tuple[Property, str]] = (OUTCOME_FIELDS, "the command never started")
 
 
 async def probe_past_timeout(
@@ -45,12 +49,18 @@ async def probe_past_timeout(
     what happens. So a SIGKILL of a trapping command is right when the command had begun
     its trap (it got SIGTERM) and the run lasted the timeout and the grace; one with no sign
     of SIGTERM, or a run past the bound, is tried again, and is a violation only when every
-    try shows it."""
+    try shows it. A try whose command never started (a loaded machine's sandbox had not
+    started it when the SIGKILL came, after the grace) shows nothing, and spares the
+    verdict (D506)."""
+    unseen = 0
     for tried in range(1, PAST_TIMEOUT_TRIES + 1):
         starved = await _past_timeout_once(shell, workdir, deaf=deaf, exit_code=exit_code)
         if starved is None:
             return
-        if tried == PAST_TIMEOUT_TRIES:
+        if starved is NEVER_STARTED:
+            unseen += 1
+            continue
+        if tried == PAST_TIMEOUT_TRIES and not unseen:
             prop, happened = starved
             prop.fail(f"{happened} (in {tried} of {tried} tries)")
 
@@ -133,6 +143,11 @@ async def _past_timeout_once(
             )
         if got_term:
             return group_grace()
+        if not trap_set:
+            # The sandbox had not started the command by the end of the grace (a loaded
+            # machine): the kill after the grace is right, and this try shows nothing of
+            # the TERM it never saw (D506).
+            return NEVER_STARTED
         return OUTCOME_FIELDS, f"{wrong}, and it never ran its SIGTERM trap"
     OUTCOME_FIELDS.fail(wrong)
 

@@ -59,27 +59,46 @@ async def test_any_other_outcome_is_a_violation(
         await probe_past_timeout(Reporting(outcome), str(tmp_path), deaf=deaf, exit_code=3)
 
 
-async def test_a_sigkill_without_its_pid_or_a_sign_of_sigterm_is_tried_again(
+async def test_a_sigkill_after_the_grace_of_a_command_that_never_started_is_no_finding(
     tmp_path: pathlib.Path,
 ) -> None:
-    # A SIGKILL before bash wrote its pid, with no mark of its trap either: starved or never
-    # sent SIGTERM; four tries that all look so are a violation (D393).
+    # A SIGKILL after the grace, before bash wrote its pid, with no mark of its trap either:
+    # on a loaded machine the sandbox had not started the command by then, and the kill
+    # was right; four such tries show nothing to judge (D506).
     shell = Starved(lasted=0.2, marked=frozenset(), pid=False)
-    with pytest.raises(ContractViolation, match=r"never ran its SIGTERM trap \(in 4 of 4 tries\)"):
-        await probe_past_timeout(shell, str(tmp_path), deaf=False)
+    await probe_past_timeout(shell, str(tmp_path), deaf=False)
+    assert shell.tries == PAST_TIMEOUT_TRIES
+
+
+async def test_a_try_in_which_the_command_never_started_spares_the_others_verdict(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Three tries with the pid written and no sign of SIGTERM, one that never started: a
+    # violation needs every try to show it (D393, D506).
+    shell = Starved(lasted=0.2, marked=frozenset(), pid_on=frozenset({1, 2, 4}))
+    await probe_past_timeout(shell, str(tmp_path), deaf=False)
+    assert shell.tries == PAST_TIMEOUT_TRIES
 
 
 class Starved(ShellExecutor):
     """Runs nothing; writes what the command would have written before its SIGKILL: its pid
-    (the trap was set; not with `pid=False`) and, on the tries listed in `marked`, its
-    trap's mark (it got SIGTERM). Each run lasts `lasted` seconds on the clock and reports a
-    SIGKILL."""
+    (the trap was set; not with `pid=False`, or only on the tries in `pid_on`) and, on the
+    tries listed in `marked`, its trap's mark (it got SIGTERM). Each run lasts `lasted`
+    seconds on the clock and reports a SIGKILL."""
 
-    def __init__(self, lasted: float, marked: frozenset[int], *, pid: bool = True) -> None:
+    def __init__(
+        self,
+        lasted: float,
+        marked: frozenset[int],
+        *,
+        pid: bool = True,
+        pid_on: frozenset[int] | None = None,
+    ) -> None:
         super().__init__(sandbox=None, grace=0.1)
         self.lasted = lasted
         self.marked = marked
         self.pid = pid
+        self.pid_on = pid_on  # the tries that write the pid, when not all or none
         self.tries = 0
 
     async def run(self, spec: ShellSpec) -> RunResult:
@@ -90,7 +109,7 @@ class Starved(ShellExecutor):
         assert mark is not None, spec.command
         # Written synchronously: a worker thread would let the autojump clock leap past
         # the probe's bound.
-        if self.pid:
+        if self.pid if self.pid_on is None else self.tries in self.pid_on:
             _write(pid_file[1], "4242\n")
         if self.tries in self.marked:
             _write(mark[1], "\n")
