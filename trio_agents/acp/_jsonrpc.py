@@ -19,6 +19,7 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "REQUEST_CANCELLED",
     "ClientRequestError",
     "Invalid",
     "JsonRpcError",
@@ -40,6 +41,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800  # ACP's `$/cancel_request`: the request was cancelled
 
 _MESSAGES = {
     PARSE_ERROR: "Parse error",
@@ -47,6 +49,7 @@ _MESSAGES = {
     METHOD_NOT_FOUND: "Method not found",
     INVALID_PARAMS: "Invalid params",
     INTERNAL_ERROR: "Internal error",
+    REQUEST_CANCELLED: "Request cancelled",
 }
 
 RequestId = int | str

@@ -75,7 +75,7 @@ def initialize_result(version: str) -> dict[str, Any]:
             "loadSession": True,
             "mcpCapabilities": dict(MCP_CAPABILITIES),
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "version": version},

@@ -191,6 +191,11 @@ SHAPES: Mapping[str, Shape] = {
     "session/list": _object({}, {"cwd": _string, "cursor": _string}),
     "session/prompt": _object({"sessionId": _string, "prompt": _list(CONTENT_BLOCK)}),
     "session/cancel": _object({"sessionId": _string}),
+    "session/resume": _object(
+        {"sessionId": _string, "cwd": _string},
+        {"mcpServers": _list(_any_object), **_DIRECTORIES},
+    ),
+    "session/close": _object({"sessionId": _string}),
 }
 
 

@@ -119,6 +119,10 @@ class AcpServer:
         self._max_line = max_line
         self._sessions: dict[str, SessionState] = {}
         self._loading: set[str] = set()
+        # The client's requests in flight, for `$/cancel_request` (D507): a prompt by its
+        # session, any other by the scope its answer runs in.
+        self._prompting: dict[rpc.RequestId, SessionState] = {}
+        self._answering: dict[rpc.RequestId, trio.CancelScope] = {}
         self._closed = False
         self._client_reads_files = False  # whether `initialize` offered fs.readTextFile
         self._out, self._out_receive = trio.open_memory_channel[Outgoing](math.inf)
@@ -278,6 +282,7 @@ class AcpServer:
             except rpc.JsonRpcError as exc:
                 self._send(rpc.encode_error(message.id, exc.code, exc.detail))
             else:
+                self._prompting[message.id] = session
                 prompts.start_soon(self._settle, message.id, session, prompt)
         elif isinstance(message, rpc.Request):
             others.start_soon(self._answer, message)
@@ -326,8 +331,20 @@ class AcpServer:
     # -- requests ----------------------------------------------------------------------------
 
     async def _answer(self, request: rpc.Request) -> None:
+        scope = trio.CancelScope()
+        self._answering[request.id] = scope
         try:
-            result = await self._request(request.method, request.params)
+            with scope:
+                result = await self._request(request.method, request.params)
+            if scope.cancelled_caught:
+                self._send(
+                    rpc.encode_error(
+                        request.id,
+                        rpc.REQUEST_CANCELLED,
+                        f"{request.method} cancelled by the client",
+                    )
+                )
+                return
         except rpc.JsonRpcError as exc:
             self._send(rpc.encode_error(request.id, exc.code, exc.detail))
         except Exception as exc:
@@ -340,6 +357,9 @@ class AcpServer:
                     self._update(result.session_id, update)
             else:
                 self._send_result(request.id, result)
+        finally:
+            if self._answering.get(request.id) is scope:
+                del self._answering[request.id]
 
     def _send_result(self, request_id: rpc.RequestId, result: Any) -> None:
         """Seam: a double may change how a request's result is answered (twice, late)."""
@@ -363,6 +383,10 @@ class AcpServer:
             return await self._new_session(params)
         if method == "session/load":
             return await self._load_session(params)
+        if method == "session/resume":
+            return await self._load_session(params, replay=False)
+        if method == "session/close":
+            return await self._close_session(params)
         if method in ("session/set_mode", "session/set_config_option"):
             await trio.lowlevel.checkpoint()
             return self._configure(method, params)
@@ -374,6 +398,8 @@ class AcpServer:
     def _notification(self, message: rpc.Notification) -> None:
         if message.method == "session/cancel":
             self._cancel(message.params)
+        elif message.method == "$/cancel_request":
+            self._cancel_request(message.params.get("requestId"))
         else:
             logger.info("notification %s ignored", message.method)
 
@@ -404,18 +430,22 @@ class AcpServer:
                 logger.warning("session/list leaves out a damaged session: %s", info.damage)
         return _listing.page([info for info in infos if info.damage is None], params)
 
-    async def _load_session(self, params: Mapping[str, Any]) -> Answer:
-        self._check_open("session/load")
+    async def _load_session(self, params: Mapping[str, Any], *, replay: bool = True) -> Answer:
+        """`session/load`, or without `replay` `session/resume`: the same session made live,
+        its history replayed as updates first or not at all (D507)."""
+        method = "session/load" if replay else "session/resume"
+        self._check_open(method)
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
         servers = m.mcp_servers(params)
+        updates = self._update if replay else None
         live = self._sessions.get(sid)
         if live is not None:
             # A client reopening a thread it has open (D505).
-            return await self._opener.reattach(live, cwd, servers, replay=self._update)
+            return await self._opener.reattach(live, cwd, servers, replay=updates)
         if sid in self._loading:
             raise rpc.JsonRpcError.invalid_params(
-                f"session {sid} is being loaded by an earlier session/load; wait for its answer"
+                f"session {sid} is being opened by an earlier request; wait for its answer"
             )
         self._loading.add(sid)
         try:
@@ -425,10 +455,32 @@ class AcpServer:
                 servers,
                 still_open=self._check_not_closed,
                 install=self._install,
-                replay=self._update,
+                replay=updates,
             )
         finally:
             self._loading.discard(sid)
+
+    async def _close_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`session/close`: the session's turn is cancelled as by `session/cancel` (its prompt
+        answered first), its jobs killed, its agent and MCP servers closed; it stays stored,
+        so it can be loaded again (D507)."""
+        sid = m.require_session_id(params)
+        session = self._sessions.pop(sid, None)
+        if session is None:
+            await trio.lowlevel.checkpoint()
+            raise rpc.JsonRpcError.invalid_params(f"session {sid} is not open on this connection")
+        prompt = session.prompt
+        if prompt is not None:
+            prompt.cancel_requested = True
+        session.handle.agent.cancel("session/close", cause="user")
+        with trio.CancelScope(shield=True):
+            # Once begun, the close is whole: the session is gone from the table already.
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.aclose)
+                nursery.start_soon(self._kill_jobs, sid)
+            if prompt is not None:
+                await prompt.answered.wait()
+        return {}
 
     def _check_not_closed(self, method: str) -> None:
         if self._closed:
@@ -494,11 +546,31 @@ class AcpServer:
         turn is queued by then, and its records are committed.
         Seam: a double may change when, or with what, a prompt is answered.
         """
-        outcome = await settle(session, prompt, self._runtime.sessions, self._client_read)
-        if isinstance(outcome, rpc.JsonRpcError):
-            self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
-        else:
-            self._send_result(request_id, {"stopReason": outcome})
+        try:
+            outcome = await settle(session, prompt, self._runtime.sessions, self._client_read)
+            if isinstance(outcome, rpc.JsonRpcError):
+                self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
+            else:
+                self._send_result(request_id, {"stopReason": outcome})
+        finally:
+            prompt.answered.set()
+            if self._prompting.get(request_id) is session:
+                del self._prompting[request_id]
+
+    def _cancel_request(self, request_id: object) -> None:
+        """`$/cancel_request`: a prompt in flight is cancelled as by `session/cancel` (it
+        answers `cancelled`, a valid result); another request's answer is cancelled and
+        answered -32800; one not in flight (answered already) is ignored (D507)."""
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            logger.warning("$/cancel_request ignored: requestId %r", request_id)
+            return
+        session = self._prompting.get(request_id)
+        if session is not None:
+            self._cancel({"sessionId": session.id})
+            return
+        scope = self._answering.get(request_id)
+        if scope is not None:
+            scope.cancel()
 
     def _cancel(self, params: Mapping[str, Any]) -> None:
         """Seam: a double may change what a `session/cancel` does to the prompt in flight."""

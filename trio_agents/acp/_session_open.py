@@ -30,6 +30,7 @@ from .._model._offline import COMMANDS, OfflineModel
 from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
+from .._store._records import Record
 from .._tool._seam import Tool
 from . import _jsonrpc as rpc
 from . import _mapping as m
@@ -108,10 +109,11 @@ class SessionOpener:
         *,
         still_open: Callable[[str], None],
         install: Install,
-        replay: Callable[[str, Mapping[str, Any]], None],
+        replay: Callable[[str, Mapping[str, Any]], None] | None,
     ) -> Answer:
         """Resume the stored session `sid` in `cwd` with `servers`, `replay` its history as
-        updates, install it and answer `session/load`. Always a checkpoint.
+        updates (not for `session/resume`: None), install it and answer `session/load` or
+        `session/resume`. Always a checkpoint.
 
         Raises JsonRpcError (invalid params) for a session not stored, one the store cannot
         read, one stored with another cwd, or one live already (here or in another
@@ -143,11 +145,10 @@ class SessionOpener:
                 )
             except DuplicateSessionError as exc:
                 raise rpc.JsonRpcError.invalid_params(str(exc)) from None
-            still_open("session/load")
+            still_open("session/load" if replay is not None else "session/resume")
             # The history first, then the live updates: no await between the two.
-            for record in handle.agent.session.records:
-                for update in m.updates_for_record(record, replay=True):
-                    replay(sid, update)
+            if replay is not None:
+                _replay(handle.agent.session.records, sid, replay)
             install(scope, handle, cwd, settings)
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -163,12 +164,12 @@ class SessionOpener:
         cwd: str,
         servers: Sequence[McpServer],
         *,
-        replay: Callable[[str, Mapping[str, Any]], None],
+        replay: Callable[[str, Mapping[str, Any]], None] | None,
     ) -> Answer:
-        """Answer `session/load` of `session`, live on this connection already: `replay` its
-        history as updates, as a load from the store does, and answer as that load does; the
-        session goes on as it is, a turn under way included (its later updates follow the
-        replay). Always a checkpoint.
+        """Answer `session/load` (or, `replay` None, `session/resume`) of `session`, live on
+        this connection already: `replay` its history as updates, as a load from the store
+        does, and answer as that load does; the session goes on as it is, a turn under way
+        included (its later updates follow the replay). Always a checkpoint.
 
         Raises JsonRpcError (invalid params) when the load names another cwd or other MCP
         servers than the live session has: its commands run there, and its tools are
@@ -185,9 +186,8 @@ class SessionOpener:
                 f"(it was given {[s.name for s in servers]})"
             )
         # The history, then the live updates: no await between the two.
-        for record in session.handle.agent.session.records:
-            for update in m.updates_for_record(record, replay=True):
-                replay(sid, update)
+        if replay is not None:
+            _replay(session.handle.agent.session.records, sid, replay)
         await trio.lowlevel.checkpoint()
         return Answer(
             session.settings.advertised(), sid, _commands(session.settings.model.active())
@@ -215,6 +215,14 @@ class SessionOpener:
 def commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
     """The commands `model` understands: the offline model's slash commands, else none."""
     return COMMANDS if isinstance(model, OfflineModel) else ()
+
+
+def _replay(
+    records: Sequence[Record], sid: str, replay: Callable[[str, Mapping[str, Any]], None]
+) -> None:
+    for record in records:
+        for update in m.updates_for_record(record, replay=True):
+            replay(sid, update)
 
 
 def _commands(model: Model) -> list[dict[str, Any]]:

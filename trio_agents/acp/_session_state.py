@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import trio
 
 from .._errors import TrioAgentsError
 from .._registry import AgentHandle
@@ -26,6 +28,7 @@ class PromptState:
     first_record: int = 0  # the session's length when it was sent: its turn's records follow
     message_id: str | None = None  # None until it is sent (its links read)
     cancel_requested: bool = False
+    answered: trio.Event = field(default_factory=trio.Event)  # its answer is queued
 
 
 @dataclass(frozen=True, slots=True)
