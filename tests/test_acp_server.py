@@ -298,11 +298,14 @@ async def test_loading_a_live_session_replays_it_and_the_session_goes_on() -> No
         check_wire(peer)
 
 
+ANOTHER_SERVER: list[dict[str, Any]] = [{"name": "x", "command": "true", "args": [], "env": []}]
+
+
 @pytest.mark.parametrize(
     ("cwd", "servers", "said"),
     [
         ("/", [], "cwd mismatch: live in /tmp, requested /"),
-        ("/tmp", [{"name": "x", "command": "true", "args": [], "env": []}], "MCP servers []"),
+        ("/tmp", ANOTHER_SERVER, "MCP servers []"),
     ],
 )
 async def test_loading_a_live_session_elsewhere_or_with_other_servers_is_refused(

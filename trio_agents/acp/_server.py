@@ -333,6 +333,7 @@ class AcpServer:
     async def _answer(self, request: rpc.Request) -> None:
         scope = trio.CancelScope()
         self._answering[request.id] = scope
+        result: Any = None
         try:
             with scope:
                 result = await self._request(request.method, request.params)
