@@ -1,7 +1,7 @@
 """`trio-agents acp` driven by the official Node ACP client, `@agentclientprotocol/sdk` 0.25.1
-(issue 6, acceptance 2; issue 17, acceptance 2: one permission request, allowed). The test
-installs the pinned package with npm into `.ci/node/` (ignored by git) the first time it
-runs."""
+(issue 6, acceptance 2; issue 17, acceptance 2: one permission request, allowed), and at
+2.4.0 for the session methods ACP stabilised in 2026 (D507). The tests install each pinned
+package with npm into `.ci/` (ignored by git) the first time they run."""
 
 from __future__ import annotations
 
@@ -15,24 +15,37 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NODE_DIR = ROOT / ".ci" / "node"
 SDK = "@agentclientprotocol/sdk@0.25.1"
+# The 2.x app API, stable v1 by default: resume, close and `$/cancel_request`.
+NODE_2026_DIR = ROOT / ".ci" / "node-2.4.0"
+SDK_2026 = "@agentclientprotocol/sdk@2.4.0"
 
 pytestmark = pytest.mark.subprocess
 
 
-@pytest.fixture(scope="module")
-def sdk_dir() -> pathlib.Path:
+def _installed(where: pathlib.Path, package: str) -> pathlib.Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are needed for the Node ACP client test")
-    marker = NODE_DIR / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
-    if not marker.exists() or '"version": "0.25.1"' not in marker.read_text():
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
+    version = package.rsplit("@", 1)[1]
+    marker = where / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
+    if not marker.exists() or f'"version": "{version}"' not in marker.read_text():
+        where.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            ["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", SDK],
+            ["npm", "install", "--prefix", str(where), "--no-audit", "--no-fund", package],
             check=True,
             capture_output=True,
             timeout=300,
         )
-    return NODE_DIR
+    return where
+
+
+@pytest.fixture(scope="module")
+def sdk_dir() -> pathlib.Path:
+    return _installed(NODE_DIR, SDK)
+
+
+@pytest.fixture(scope="module")
+def sdk_2026_dir() -> pathlib.Path:
+    return _installed(NODE_2026_DIR, SDK_2026)
 
 
 def test_the_node_client_runs_the_echo_and_cancel_scenario(
@@ -49,6 +62,22 @@ def test_the_node_client_runs_the_echo_and_cancel_scenario(
     driver = pathlib.Path(__file__).parent / "support" / "acp_node_client.mjs"
     result = subprocess.run(
         ["node", str(driver), str(sdk_dir), str(tmp_path), *agent],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith("PASS")
+
+
+def test_the_node_client_at_2_4_resumes_closes_and_cancels_a_request(
+    sdk_2026_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    agent = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(tmp_path / "s.db")]
+    driver = pathlib.Path(__file__).parent / "support" / "acp_node_client_2026.mjs"
+    result = subprocess.run(
+        ["node", str(driver), str(sdk_2026_dir), str(tmp_path), *agent],
         capture_output=True,
         text=True,
         timeout=60,

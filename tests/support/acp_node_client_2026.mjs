@@ -1,0 +1,95 @@
+// Drives `trio-agents acp` with the official Node ACP client at 2.4.0 (its stable v1 app
+// API, which parses every session/update it receives against the stable schema): the session
+// methods ACP stabilised in 2026, D507. A prompt cancelled by aborting its request (the
+// SDK sends `$/cancel_request`), `session/close`, then `session/resume` (no replay) and a
+// prompt to the resumed session. Exits 0 when every check holds; prints what failed.
+// Usage: node acp_node_client_2026.mjs <sdk dir> <cwd> <agent command> [args...]
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [sdkDir, cwd, command, ...args] = process.argv.slice(2);
+const sdk = await import(
+  pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js"))
+    .href
+);
+
+function check(condition, message) {
+  if (!condition) {
+    console.error(`FAIL: ${message}`);
+    process.exit(1);
+  }
+}
+
+const agent = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+const exited = new Promise((resolve) => agent.on("exit", (code) => resolve(code)));
+const updates = [];
+let onUpdate = () => {};
+const app = sdk
+  .client({ name: "trio-agents-node-2026" })
+  .onNotification("session/update", ({ params }) => {
+    updates.push(params);
+    onUpdate();
+  });
+const stream = sdk.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+const timer = setTimeout(() => check(false, "timed out after 30 s"), 30000);
+const texts = (sid, from = 0) =>
+  updates
+    .slice(from)
+    .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk")
+    .map((u) => u.update.content.text)
+    .join("");
+
+await app.connectWith(stream, async (ctx) => {
+  const init = await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: {},
+  });
+  const caps = init.agentCapabilities?.sessionCapabilities ?? {};
+  check(caps.resume && caps.close, `sessionCapabilities ${JSON.stringify(caps)}`);
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+
+  const echo = await ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "hello" }],
+  });
+  check(echo.stopReason === "end_turn", `echo stopReason ${echo.stopReason}`);
+
+  // Aborting the request sends $/cancel_request for it.
+  const abort = new AbortController();
+  const held = ctx.request(
+    "session/prompt",
+    { sessionId, prompt: [{ type: "text", text: "/hold" }] },
+    { cancellationSignal: abort.signal },
+  );
+  await new Promise((resolve) => {
+    onUpdate = () => texts(sessionId).includes("holding") && resolve();
+    onUpdate();
+  });
+  abort.abort();
+  const cancelled = await held;
+  check(cancelled.stopReason === "cancelled", `cancel stopReason ${cancelled.stopReason}`);
+
+  const closed = await ctx.request("session/close", { sessionId });
+  check(Object.keys(closed ?? {}).length === 0, `close answered ${JSON.stringify(closed)}`);
+
+  const before = updates.length;
+  await ctx.request("session/resume", { sessionId, cwd });
+  const replayed = updates
+    .slice(before)
+    .filter((u) => u.update.sessionUpdate.endsWith("message_chunk"));
+  check(replayed.length === 0, `resume replayed ${JSON.stringify(replayed)}`);
+  const again = await ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "again" }],
+  });
+  check(again.stopReason === "end_turn", `resumed stopReason ${again.stopReason}`);
+  check(texts(sessionId, before).endsWith("echo: again"), `resumed text ${texts(sessionId, before)}`);
+});
+
+agent.stdin.end();
+const code = await exited;
+check(code === 0, `agent exit code ${code}`);
+clearTimeout(timer);
+console.log("PASS");
