@@ -215,7 +215,7 @@ def test_deny_all_runs_no_command_and_approve_all_runs_it(acpx: Acpx) -> None:
     assert statuses == {"offline-1": ["pending", "in_progress", "completed"]}, describe(allowed)
 
 
-def test_a_session_made_by_sessions_new_is_loaded_by_later_acpx_processes(acpx: Acpx) -> None:
+def test_a_session_made_by_sessions_new_is_resumed_by_later_acpx_processes(acpx: Acpx) -> None:
     made = acpx.run("sessions", "new")
     assert made.returncode == 0, describe(made)
     (created,) = [json.loads(line) for line in made.stdout.splitlines() if "acpxSessionId" in line]
@@ -228,7 +228,10 @@ def test_a_session_made_by_sessions_new_is_loaded_by_later_acpx_processes(acpx: 
         assert prompted.returncode == 0, describe(prompted)
         found = messages(prompted)
         assert requests(found, "session/new") == [], describe(prompted)
-        (load,) = requests(found, "session/load")
+        # acpx resumes a session when the agent advertises `session/resume` (D507), and
+        # loads it otherwise.
+        assert requests(found, "session/load") == [], describe(prompted)
+        (load,) = requests(found, "session/resume")
         assert load["params"]["sessionId"] == sid
         assert "result" in answer_to(found, load), describe(prompted)
         (prompt,) = requests(found, "session/prompt")
