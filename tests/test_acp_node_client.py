@@ -48,20 +48,13 @@ def sdk_2026_dir() -> pathlib.Path:
     return _installed(NODE_2026_DIR, SDK_2026)
 
 
-def test_the_node_client_runs_the_echo_and_cancel_scenario(
-    sdk_dir: pathlib.Path, tmp_path: pathlib.Path
-) -> None:
-    agent = [
-        sys.executable,
-        "-m",
-        "trio_agents._cli",
-        "acp",
-        "--store",
-        str(tmp_path / "s.sqlite3"),
-    ]
-    driver = pathlib.Path(__file__).parent / "support" / "acp_node_client.mjs"
+def _drive(driver: str, sdk: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """Run `driver` (in tests/support) with the SDK installed in `sdk` against a server of
+    this checkout storing in `tmp_path`; it prints PASS when every check of it held."""
+    agent = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(tmp_path / "s.db")]
+    script = pathlib.Path(__file__).parent / "support" / driver
     result = subprocess.run(
-        ["node", str(driver), str(sdk_dir), str(tmp_path), *agent],
+        ["node", str(script), str(sdk), str(tmp_path), *agent],
         capture_output=True,
         text=True,
         timeout=60,
@@ -69,19 +62,15 @@ def test_the_node_client_runs_the_echo_and_cancel_scenario(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("PASS")
+
+
+def test_the_node_client_runs_the_echo_and_cancel_scenario(
+    sdk_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    _drive("acp_node_client.mjs", sdk_dir, tmp_path)
 
 
 def test_the_node_client_at_2_4_resumes_closes_and_cancels_a_request(
     sdk_2026_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
-    agent = [sys.executable, "-m", "trio_agents._cli", "acp", "--store", str(tmp_path / "s.db")]
-    driver = pathlib.Path(__file__).parent / "support" / "acp_node_client_2026.mjs"
-    result = subprocess.run(
-        ["node", str(driver), str(sdk_2026_dir), str(tmp_path), *agent],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("PASS")
+    _drive("acp_node_client_2026.mjs", sdk_2026_dir, tmp_path)

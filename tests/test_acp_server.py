@@ -14,10 +14,9 @@ import trio.testing
 from acp import schema
 
 from trio_agents import Finish, MemoryStore, ModelChunk, ModelRequest, TextDelta
-from trio_agents._store._base import StoredSession
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
-from .support.acp_peer import AcpPeer, acp_peer
+from .support.acp_peer import AcpPeer, GatedStore, acp_peer
 
 
 def text(value: str) -> list[dict[str, Any]]:
@@ -118,19 +117,6 @@ async def test_end_of_input_answers_a_held_prompt_cancelled_and_closes_every_age
         assert stored.records[-1].type == "turn/end"
         assert stored.records[-1].data["reason"] == {"kind": "closed"}
         assert second
-
-
-class GatedStore(MemoryStore):
-    """Loading waits for the test: a `session/load` can be caught half-way."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate: trio.Event | None = None
-
-    async def load(self, session_id: str) -> StoredSession:
-        if self.gate is not None:
-            await self.gate.wait()
-        return await super().load(session_id)
 
 
 async def test_a_load_racing_the_teardown_closes_what_it_resumed() -> None:

@@ -11,10 +11,9 @@ import trio.testing
 from acp import schema
 
 from trio_agents import MemoryStore
-from trio_agents._store._base import StoredSession
 from trio_agents.testing import ScriptedModel, reply
 
-from .support.acp_peer import AcpPeer, acp_peer
+from .support.acp_peer import AcpPeer, GatedStore, acp_peer
 
 
 def text(value: str) -> list[dict[str, Any]]:
@@ -92,19 +91,6 @@ async def test_cancel_request_of_a_prompt_cancels_its_turn() -> None:
         await trio.testing.wait_all_tasks_blocked()
         await peer.notify("$/cancel_request", {"requestId": prompt})
         assert (await peer.answer(prompt))["result"] == {"stopReason": "cancelled"}
-
-
-class GatedStore(MemoryStore):
-    """Loading waits until `gate` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate: trio.Event | None = None
-
-    async def load(self, session_id: str) -> StoredSession:
-        if self.gate is not None:
-            await self.gate.wait()
-        return await super().load(session_id)
 
 
 async def test_cancel_request_of_a_load_answers_minus_32800_and_leaves_nothing() -> None:

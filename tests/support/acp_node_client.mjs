@@ -3,7 +3,7 @@
 // when asked, then hold + cancel, then end of input. Exits 0 when every check holds; prints
 // what failed otherwise.
 // Usage: node acp_node_client.mjs <sdk dir> <cwd> <agent command> [args...]
-import { spawn } from "node:child_process";
+import { check, startAgent } from "./acp_node_common.mjs";
 import { Readable, Writable } from "node:stream";
 import fs from "node:fs";
 import path from "node:path";
@@ -14,15 +14,7 @@ const sdk = await import(
   pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist/acp.js")).href
 );
 
-function check(condition, message) {
-  if (!condition) {
-    console.error(`FAIL: ${message}`);
-    process.exit(1);
-  }
-}
-
-const agent = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => agent.on("exit", (code) => resolve(code)));
+const { agent, exited } = startAgent(command, args);
 const texts = new Map();
 const asked = [];
 let onUpdate = () => {};

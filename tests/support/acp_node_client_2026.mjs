@@ -4,7 +4,7 @@
 // SDK sends `$/cancel_request`), `session/close`, then `session/resume` (no replay) and a
 // prompt to the resumed session. Exits 0 when every check holds; prints what failed.
 // Usage: node acp_node_client_2026.mjs <sdk dir> <cwd> <agent command> [args...]
-import { spawn } from "node:child_process";
+import { check, startAgent } from "./acp_node_common.mjs";
 import { Readable, Writable } from "node:stream";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -15,15 +15,7 @@ const sdk = await import(
     .href
 );
 
-function check(condition, message) {
-  if (!condition) {
-    console.error(`FAIL: ${message}`);
-    process.exit(1);
-  }
-}
-
-const agent = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => agent.on("exit", (code) => resolve(code)));
+const { agent, exited } = startAgent(command, args);
 const updates = [];
 let onUpdate = () => {};
 const app = sdk

@@ -21,7 +21,22 @@ from trio_agents import (
     open_runtime,
 )
 from trio_agents._model._offline import OfflineModel
+from trio_agents._store._base import StoredSession
 from trio_agents.acp._server import AcpServer
+
+
+class GatedStore(MemoryStore):
+    """Loading waits while `gate` is an unset event: a `session/load` can be caught
+    half-way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: trio.Event | None = None
+
+    async def load(self, session_id: str) -> StoredSession:
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().load(session_id)
 
 
 class AcpPeer:
