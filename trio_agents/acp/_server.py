@@ -206,14 +206,18 @@ class AcpServer:
                 await trio.lowlevel.checkpoint()
             async with trio.open_nursery() as nursery:
                 for session in sessions:
-                    nursery.start_soon(session.aclose)
-                    # Its background jobs get their kill grace now, while its turn's
-                    # foreground command gets its own: one after the other they took two
-                    # graces, past P6's bound (D384). The agent's close kills any job its
-                    # turn starts meanwhile, as before.
-                    nursery.start_soon(self._kill_jobs, session.id)
+                    nursery.start_soon(self._end_session, session)
         finally:
             done.set()
+
+    async def _end_session(self, session: SessionState) -> None:
+        """Close `session`'s agent and MCP servers and kill its jobs, at once."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.aclose)
+            # Its background jobs get their kill grace now, while its turn's foreground
+            # command gets its own: one after the other they took two graces, past P6's
+            # bound (D384). The agent's close kills any job its turn starts meanwhile.
+            nursery.start_soon(self._kill_jobs, session.id)
 
     async def _kill_jobs(self, owner: str) -> None:
         shell = self._runtime.shell
@@ -476,9 +480,7 @@ class AcpServer:
         session.handle.agent.cancel("session/close", cause="user")
         with trio.CancelScope(shield=True):
             # Once begun, the close is whole: the session is gone from the table already.
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(session.aclose)
-                nursery.start_soon(self._kill_jobs, sid)
+            await self._end_session(session)
             if prompt is not None:
                 await prompt.answered.wait()
         return {}
