@@ -170,18 +170,32 @@ async def test_arguments_that_are_not_strict_json_never_reach_the_wire() -> None
         check_wire(peer)
 
 
-def test_the_writer_merges_a_run_of_text_chunks_of_one_session_and_keeps_the_order() -> None:
+def test_the_writer_merges_a_run_of_text_chunks_of_one_message_and_keeps_the_order() -> None:
     from trio_agents.acp._frames import Text, encode
 
     other = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
-    wire = encode([Text("a", "he"), Text("a", "llo"), other, Text("b", "x"), Text("a", "!")])
+    wire = encode(
+        [
+            Text("a", "he", "m1"),
+            Text("a", "llo", "m1"),
+            Text("a", " next", "m2"),  # another message of the session: its own update
+            other,
+            Text("b", "x", "m1"),
+            Text("a", "!", "m2"),
+        ]
+    )
     frames = [json.loads(line) for line in wire.splitlines()]
+    updates = [frames[i] for i in (0, 1, 3, 4)]
     assert [
-        (f["params"]["sessionId"], f["params"]["update"]["content"]["text"])
-        for f in [frames[0], frames[2], frames[3]]
-    ] == [("a", "hello"), ("b", "x"), ("a", "!")]
-    assert frames[1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    for frame in (frames[0], frames[2], frames[3]):
+        (
+            f["params"]["sessionId"],
+            f["params"]["update"]["messageId"],
+            f["params"]["update"]["content"]["text"],
+        )
+        for f in updates
+    ] == [("a", "m1", "hello"), ("a", "m2", " next"), ("b", "m1", "x"), ("a", "m2", "!")]
+    assert frames[2] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    for frame in updates:
         schema.SessionNotification.model_validate(frame["params"])
 
 

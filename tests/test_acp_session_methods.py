@@ -1,6 +1,6 @@
-"""The session methods ACP stabilised in 2026 (D507): `session/close`, `session/resume` and
-`$/cancel_request`, in process over memory streams, each answer held to the schema where
-the pinned SDK knows it."""
+"""What ACP stabilised in 2026 (D507-D509): `session/close`, `session/resume`,
+`session/delete`, `$/cancel_request`, message ids and usage, in process over memory streams,
+each answer held to the schema where the pinned SDK knows it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import trio
 import trio.testing
 from acp import schema
 
-from trio_agents import MemoryStore
-from trio_agents.testing import ScriptedModel, reply
+from trio_agents import Finish, MemoryStore, TextDelta, ToolCall, Usage
+from trio_agents.testing import ScriptedModel, ScriptedStep, reply, tool_step
 
 from .support.acp_peer import AcpPeer, GatedStore, acp_peer
 
@@ -25,7 +25,7 @@ async def new_session(peer: AcpPeer) -> str:
     return str(result["sessionId"])
 
 
-async def test_initialize_advertises_resume_and_close() -> None:
+async def test_initialize_advertises_resume_close_and_delete() -> None:
     async with acp_peer() as peer:
         result = await peer.result("initialize", {"protocolVersion": 1})
         schema.InitializeResponse.model_validate(result)
@@ -33,6 +33,7 @@ async def test_initialize_advertises_resume_and_close() -> None:
             "list": {},
             "resume": {},
             "close": {},
+            "delete": {},
         }
 
 
@@ -59,6 +60,112 @@ async def test_close_cancels_the_turn_answers_its_prompt_first_and_frees_the_ses
             "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
         )
         schema.LoadSessionResponse.model_validate(loaded)
+
+
+async def test_delete_removes_a_session_from_the_list_closing_it_first_if_open() -> None:
+    store = MemoryStore()
+    async with acp_peer(store=store) as peer:
+        kept, closed_one, open_one = [await new_session(peer) for _ in range(3)]
+        for sid in (kept, closed_one, open_one):
+            await peer.result("session/prompt", {"sessionId": sid, "prompt": text("hi")})
+        await peer.result("session/close", {"sessionId": closed_one})
+        prompt = await peer.start_request(
+            "session/prompt", {"sessionId": open_one, "prompt": text("/hold")}
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        for sid in (closed_one, open_one):
+            deleted = await peer.result("session/delete", {"sessionId": sid})
+            assert deleted == {}
+        # The open one was closed first: its prompt answered, its agent gone.
+        [answer] = [f for f in peer.frames if f.get("id") == prompt]
+        assert answer["result"] == {"stopReason": "cancelled"}
+        assert [a.id for a in peer.runtime.agents.list()] == [kept]
+        listed = await peer.result("session/list", {})
+        assert [info["sessionId"] for info in listed["sessions"]] == [kept]
+        # Deleting again, or a session never made, succeeds silently (the spec's SHOULD).
+        assert await peer.result("session/delete", {"sessionId": open_one}) == {}
+        assert await peer.result("session/delete", {"sessionId": "never-made"}) == {}
+        gone = await peer.request(
+            "session/load", {"sessionId": open_one, "cwd": "/tmp", "mcpServers": []}
+        )
+        assert gone["error"]["code"] == -32602
+        assert open_one in gone["error"]["message"]
+        bad = await peer.request("session/delete", {})
+        assert bad["error"]["code"] == -32602
+        assert "sessionId" in bad["error"]["message"]
+
+
+async def test_each_message_has_one_id_live_and_the_same_in_a_replay() -> None:
+    store = MemoryStore()
+    # A turn of two steps, each with text: two assistant messages, streamed in pieces.
+    steps = [
+        tool_step(("bash_output", {"job_id": "none"}), text="Looking first. "),
+        reply("Found nothing there.", chunks=4),
+    ]
+    model = ScriptedModel(steps)
+
+    def chunks(updates: list[dict[str, Any]], kind: str) -> list[tuple[str, str]]:
+        return [
+            (u["messageId"], u["content"]["text"]) for u in updates if u["sessionUpdate"] == kind
+        ]
+
+    def merged(pieces: list[tuple[str, str]]) -> dict[str, str]:
+        whole: dict[str, str] = {}
+        for message_id, piece in pieces:
+            whole[message_id] = whole.get(message_id, "") + piece
+        return whole
+
+    async with acp_peer(lambda: model, store=store) as peer:
+        sid = await new_session(peer)
+        await peer.result("session/prompt", {"sessionId": sid, "prompt": text("look")})
+        live = merged(chunks(peer.updates(sid), "agent_message_chunk"))
+    assert list(live.values()) == ["Looking first. ", "Found nothing there."]
+    assert len(set(live)) == 2
+    async with acp_peer(lambda: model, store=store) as peer:
+        await peer.result("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        updates = peer.updates(sid)
+        for update in updates:
+            schema.SessionNotification.model_validate({"sessionId": sid, "update": update})
+        assert merged(chunks(updates, "agent_message_chunk")) == live
+        [(user_id, said)] = chunks(updates, "user_message_chunk")
+    assert said == "look"
+    assert user_id not in live
+
+
+def _step_using(text_or_call: str | tuple[str, dict[str, Any]], used: Usage) -> ScriptedStep:
+    if isinstance(text_or_call, str):
+        return ScriptedStep((TextDelta(text_or_call), Finish("stop", used)))
+    return ScriptedStep((ToolCall("c1", *text_or_call), Finish("tool_calls", used)))
+
+
+async def test_a_turns_usage_is_in_its_answer_and_each_calls_in_a_usage_update() -> None:
+    steps = [
+        _step_using(("bash_output", {"job_id": "none"}), Usage(100, 20)),
+        _step_using("done", Usage(150, 5)),
+    ]
+    async with acp_peer(lambda: ScriptedModel(steps), context_window=8000) as peer:
+        sid = await new_session(peer)
+        answer = await peer.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        schema.PromptResponse.model_validate(answer)
+        assert answer == {
+            "stopReason": "end_turn",
+            "usage": {"totalTokens": 275, "inputTokens": 250, "outputTokens": 25},
+        }
+        usages = [u for u in peer.updates(sid) if u["sessionUpdate"] == "usage_update"]
+        for update in usages:
+            schema.SessionNotification.model_validate({"sessionId": sid, "update": update})
+        assert [(u["used"], u["size"]) for u in usages] == [(120, 8000), (155, 8000)]
+    # Without the window's size there is no usage_update (the protocol wants it), and a
+    # model that says nothing of usage leaves it out of the answer.
+    async with acp_peer(lambda: ScriptedModel(steps)) as peer:
+        sid = await new_session(peer)
+        await peer.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert not [u for u in peer.updates(sid) if u["sessionUpdate"] == "usage_update"]
+    async with acp_peer(lambda: ScriptedModel([reply("hi")]), context_window=8000) as peer:
+        sid = await new_session(peer)
+        answer = await peer.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert answer == {"stopReason": "end_turn"}
+        assert not [u for u in peer.updates(sid) if u["sessionUpdate"] == "usage_update"]
 
 
 async def test_resume_makes_a_stored_session_live_without_replaying_it() -> None:

@@ -201,6 +201,52 @@ async def test_a_session_live_in_one_store_is_refused_by_another(
         detach_other()
 
 
+async def test_a_deleted_session_is_gone_and_its_id_free(store_factory: StoreFactory) -> None:
+    async with open_runtime(store_factory()) as rt:
+        for sid in ("kept", "gone"):
+            handle = await rt.agents.create(model=ScriptedModel(), session_id=sid)
+            handle.agent.send(f"prompt of {sid}")
+            await handle.agent.wait_idle()
+            await handle.aclose()
+        assert await rt.sessions.delete("gone") is True
+        # Deleting what is not stored is no error: the outcome is the one asked for.
+        assert await rt.sessions.delete("gone") is False
+        assert await rt.sessions.delete("never") is False
+    store = store_factory()
+    async with store.running():
+        assert [info.id for info in await store.list_sessions()] == ["kept"]
+        assert not await store.exists("gone")
+        with pytest.raises(SessionNotFoundError, match="'gone'"):
+            await store.restore("gone")
+        assert len((await store.load("kept")).records) > 0
+        # The id is free: a new session of that id starts from nothing.
+        session = Session("gone", {"created_at": 3.0})
+        detach = store.enter(session)
+        session.append("turn/start", {"turn": 1})
+        await store.flush(session)
+        assert (await store.load("gone")).records == session.records
+        with pytest.raises(SessionLiveError, match="'gone' is live in this store; close"):
+            await store.delete("gone")
+        detach()
+
+
+async def test_a_session_live_in_another_store_is_not_deleted(
+    shared_factory: StoreFactory,
+) -> None:
+    one, other = shared_factory(), shared_factory()
+    async with one.running(), other.running():
+        session = Session("s1")
+        detach = one.enter(session)
+        session.append("turn/start", {"turn": 1})
+        await one.flush(session)
+        with pytest.raises(SessionLiveElsewhereError, match="'s1'"):
+            await other.delete("s1")
+        assert (await other.load("s1")).records == session.records
+        detach()
+        assert await other.delete("s1") is True
+        assert not await one.exists("s1")
+
+
 async def test_a_store_not_running_refuses_sessions(shared_factory: StoreFactory) -> None:
     store = shared_factory()
     with pytest.raises(StoreClosedError, match="not running"):

@@ -54,7 +54,8 @@ def _update_after_cancel() -> None:
         await settle(self, request_id, session, prompt)
         if prompt.cancel_requested:
             # A last chunk the stream had buffered, sent after the answer.
-            self._update(session.id, _mapping.agent_text_update("...and one more thing"))
+            late_text = _mapping.agent_text_update("...and one more thing", "late")
+            self._update(session.id, late_text)
 
     AcpServer._settle = late  # type: ignore[method-assign]
 
@@ -152,8 +153,10 @@ def _crossed_sessions() -> None:
 def _load_without_text() -> None:
     original = _mapping.updates_for_record
 
-    def updates(record: Any, *, replay: bool) -> list[dict[str, Any]]:
-        found = original(record, replay=replay)
+    def updates(
+        record: Any, *, replay: bool, step: tuple[int, int] = (0, 0)
+    ) -> list[dict[str, Any]]:
+        found = original(record, replay=replay, step=step)
         if replay:  # replays the prompts, forgets what the model answered
             return [u for u in found if u.get("sessionUpdate") != "agent_message_chunk"]
         return found

@@ -86,6 +86,15 @@ def add_parser(commands: Any) -> None:
         help="how long session/new and session/load wait for each MCP server the editor names"
         " to start and answer initialize (default: 10)",
     )
+    acp.add_argument(
+        "--context-window",
+        type=_tokens,
+        default=None,
+        metavar="TOKENS",
+        help="the model's context window, in tokens: each model call's usage is then reported"
+        " to the editor as a usage_update (default: not reported; a prompt's answer carries its"
+        " usage either way)",
+    )
     add_system_prompt(acp)
     add_pass_env(acp)
     add_sandbox(acp)
@@ -133,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             shell,
             args.mcp_start_timeout,
             args.system_prompt,
+            args.context_window,
         )
     except* (
         StoreFileError,
@@ -154,6 +164,7 @@ async def _main(
     shell: ShellExecutor,
     mcp_start_timeout: float,
     system_prompt: SystemPrompt,
+    context_window: int | None,
 ) -> int:
     stop = trio.Event()
     limit = teardown_limit(options.close_grace, shell.grace)
@@ -169,6 +180,7 @@ async def _main(
             shell=shell,
             mcp_start_timeout=mcp_start_timeout,
             system_prompt=system_prompt,
+            context_window=context_window,
         )
         nursery.cancel_scope.cancel(reason="the server is done")
     return signals.status(0)
@@ -210,6 +222,17 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not (0 < value < math.inf):
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _tokens(text: str) -> int:
+    """An argparse type: a whole number of tokens > 0, or a usage error that says so."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number of tokens > 0, got {text!r}")
     return value
 
 

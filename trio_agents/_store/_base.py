@@ -281,6 +281,51 @@ class SessionStore(abc.ABC):
             raise SessionNotFoundError(f"no session {session_id!r} is stored in {self!r}")
         return stored
 
+    async def delete(self, session_id: str) -> bool:
+        """Remove a stored session, its header and records, for good: it is no longer
+        listed, loaded or restored, and its id may be used again. Whether it was stored
+        (deleting a session that is not stored is no error: the outcome is the same).
+
+        Always a checkpoint. Raises SessionLiveError if the session is live in this store
+        (close its agent first), SessionLiveElsewhereError if another process has it live
+        (a store that claims sessions), what the store raises when it cannot write
+        (not running, read-only, broken), and NotImplementedError for a store subclass
+        that does not implement `_delete`. Serialized with `restore` of the same id.
+        """
+        lock = self._restoring.setdefault(session_id, trio.Lock())
+        try:
+            async with lock:
+                self._check_running()
+                await self._settle(session_id)
+                if session_id in self._live:
+                    raise SessionLiveError(
+                        f"session {session_id!r} is live in this store; close its agent "
+                        "before deleting it"
+                    )
+                # Held while the rows go, so no other process enters the session meanwhile.
+                self._claim(session_id)
+                try:
+                    return await self._delete(session_id)
+                finally:
+                    if session_id not in self._live:
+                        self._release(session_id)
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._restoring.pop(session_id, None)
+
+    async def _settle(self, session_id: str) -> None:
+        """Return once no record of `session_id` is queued for writing (a closed session
+        whose flush timed out), which would write the session again after its delete.
+        Always checkpoints; this default has no queue."""
+        await trio.lowlevel.checkpoint()
+
+    async def _delete(self, session_id: str) -> bool:
+        """Remove the stored session `session_id` (not live, and claimed here); whether it
+        was stored. Always checkpoints."""
+        raise NotImplementedError(
+            f"{self!r} cannot delete sessions: its class does not implement _delete"
+        )
+
     async def exists(self, session_id: str) -> bool:
         """Whether the session is stored (it has a record). Always a checkpoint. Raises
         CorruptSessionError for damaged records (a store that validates them)."""
@@ -403,6 +448,11 @@ class MemoryStore(SessionStore):
         if stored is None:
             return None
         return StoredSession(session_id, stored[0], tuple(stored[1]))
+
+    async def _delete(self, session_id: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        self._updated.pop(session_id, None)
+        return self._data.pop(session_id, None) is not None
 
     async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
         await trio.lowlevel.checkpoint()

@@ -21,7 +21,7 @@ from ._records import TURN_START, Record
 from ._session import Session
 from ._stored_rows import stored_session
 
-__all__ = ["append_fenced", "list_sync", "read_sync", "write_batch"]
+__all__ = ["append_fenced", "delete_fenced", "list_sync", "read_sync", "write_batch"]
 
 # The sessions of a batch still held with the writer's tokens, each with the number of
 # records it has stored: a batch retried after a lost connection may have been committed
@@ -85,6 +85,23 @@ def append_fenced(conn: Any, stored: StoredSession, records: Sequence[Record], t
             _INSERT,
             [(stored.id, start + i, r.type, r.data_json()) for i, r in enumerate(records)],
         )
+    return True
+
+
+def delete_fenced(conn: Any, session_id: str, token: int) -> bool | None:
+    """Remove the session's records and row while its epoch is `token`: True if removed,
+    False if it is not stored, None (nothing removed) if its epoch is another claimer's."""
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(
+            "SELECT epoch FROM trio_agents_sessions WHERE id = %s FOR UPDATE", (session_id,)
+        )
+        row = cur.fetchone()
+        if row is None:
+            return False
+        if int(row[0]) != token:
+            return None
+        cur.execute("DELETE FROM trio_agents_records WHERE session_id = %s", (session_id,))
+        cur.execute("DELETE FROM trio_agents_sessions WHERE id = %s", (session_id,))
     return True
 
 

@@ -57,7 +57,7 @@ from ._pg_connect import (
     until_lost,
     without_password,
 )
-from ._pg_rows import append_fenced, list_sync, read_sync, write_batch
+from ._pg_rows import append_fenced, delete_fenced, list_sync, read_sync, write_batch
 from ._pg_schema import migrate, readable
 from ._records import Record
 from ._session import Session
@@ -535,6 +535,23 @@ class PostgresStore(SessionStore):
         token = self._tokens.get(stored.id, -1)
         if not await self._db(append_fenced, stored, records, token, doing="write to"):
             raise SessionClaimLostError(self._taken(stored.id))
+
+    async def _settle(self, session_id: str) -> None:
+        # The writer commits them (or drops them, if the claim they were taken under is
+        # gone), before the delete's claim takes a new token.
+        while any(s.id == session_id for s, _, _ in self._pending):
+            self._raise_if_broken()
+            self._wake.set()
+            await self._progress.park()
+        await trio.lowlevel.checkpoint()
+
+    async def _delete(self, session_id: str) -> bool:
+        token = self._tokens.get(session_id, -1)
+        deleted: bool | None = await self._db(delete_fenced, session_id, token, doing="write to")
+        if deleted is None:
+            raise SessionClaimLostError(self._taken(session_id))
+        self._rows.discard(session_id)
+        return deleted
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every stored session, oldest first (by creation time, then id), read in one

@@ -55,6 +55,7 @@ from ._session import Session
 from ._sqlite_open import BUSY_TIMEOUT, open_read_only, open_writable
 from ._sqlite_rows import (
     append_records,
+    delete_session,
     list_rows,
     read_session,
     write_batch,
@@ -549,14 +550,24 @@ class SqliteStore(SessionStore):
         return stored
 
     async def _append_durably(self, stored: StoredSession, records: Sequence[Record]) -> None:
-        # A repair is asked for by someone resuming, who waits: retry a busy lock as opening
-        # the file does, for BUSY_TIMEOUT.
+        await self._write_waiting(self._append_sync, stored, records)
+
+    async def _settle(self, session_id: str) -> None:
+        await self._wait_for(lambda: all(s.id != session_id for s, _, _ in self._pending))
+
+    async def _delete(self, session_id: str) -> bool:
+        deleted: bool = await self._write_waiting(self._delete_sync, session_id)
+        self._rows.discard(session_id)
+        return deleted
+
+    async def _write_waiting(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in the store's thread, a write someone waits for (a repair, a
+        delete): a busy lock is retried as opening the file does, for BUSY_TIMEOUT."""
         deadline = trio.current_time() + BUSY_TIMEOUT
         delay = RETRY_FIRST
         while True:
             try:
-                await self._db(self._append_sync, stored, records, doing="write")
-                return
+                return await self._db(fn, *args, doing="write")
             except StoreLockedError:
                 self._busy_retries += 1
                 if trio.current_time() + delay > deadline:
@@ -567,6 +578,10 @@ class SqliteStore(SessionStore):
     def _read_sync(self, session_id: str) -> StoredSession | None:
         assert self._conn is not None
         return read_session(self._conn, session_id)
+
+    def _delete_sync(self, session_id: str) -> bool:
+        assert self._conn is not None
+        return delete_session(self._conn, session_id)
 
     def _append_sync(self, stored: StoredSession, records: Sequence[Record]) -> None:
         """Append `records` to a stored session, durably (the database thread). Seam: a double

@@ -26,6 +26,7 @@ __all__ = [
     "TOUCH",
     "append_records",
     "check_format",
+    "delete_session",
     "list_rows",
     "read_session",
     "rollback",
@@ -127,6 +128,20 @@ def append_records(
     except BaseException:
         rollback(conn)
         raise
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
+    """One transaction: the session's records, update time and row; whether it had a row."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM records WHERE session_id = ?", (session_id,))
+        conn.execute("DELETE FROM updates WHERE session_id = ?", (session_id,))
+        gone = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+    return gone > 0
 
 
 def read_session(conn: sqlite3.Connection, session_id: str) -> StoredSession | None:

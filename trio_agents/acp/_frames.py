@@ -1,5 +1,6 @@
 """The server's outgoing frames: encoded lines, and streamed text not yet encoded, which
-the writer merges into one update per run of one session's chunks. Pure; no trio import."""
+the writer merges into one update per run of chunks of one message of one session. Pure; no
+trio import."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class Text:
 
     session_id: str
     text: str
+    message_id: str
 
 
 Outgoing = bytes | Text
@@ -31,22 +33,23 @@ def encode(frames: list[Outgoing]) -> bytes:
     a model that streams faster than the client reads costs one frame, not one per chunk."""
     out: list[bytes] = []
     run: list[str] = []
-    run_session: str | None = None
+    run_of: tuple[str, str] | None = None  # the session and message of the run
 
     def flush_run() -> None:
-        if run_session is not None:
-            out.append(update_frame(run_session, m.agent_text_update("".join(run))))
+        if run_of is not None:
+            session_id, message_id = run_of
+            out.append(update_frame(session_id, m.agent_text_update("".join(run), message_id)))
         run.clear()
 
     for frame in frames:
         if isinstance(frame, Text):
-            if frame.session_id != run_session:
+            if (frame.session_id, frame.message_id) != run_of:
                 flush_run()
-                run_session = frame.session_id
+                run_of = (frame.session_id, frame.message_id)
             run.append(frame.text)
         else:
             flush_run()
-            run_session = None
+            run_of = None
             out.append(frame)
     flush_run()
     return b"".join(out)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from .._errors import McpConfigError
@@ -25,6 +25,7 @@ from .._mcp._config import McpServer, mcp_servers_from_acp
 from .._shell._readable import readable
 from .._store._records import (
     ASSISTANT_MESSAGE,
+    STEP_START,
     TOOL_APPROVAL,
     TOOL_CALL,
     TOOL_RESULT,
@@ -39,6 +40,7 @@ from ._jsonrpc import JsonRpcError
 __all__ = [
     "PROTOCOL_VERSION",
     "agent_text_update",
+    "assistant_message_id",
     "available_commands_update",
     "client_name",
     "client_reads_files",
@@ -48,6 +50,7 @@ __all__ = [
     "json_safe",
     "mcp_servers",
     "mcp_title",
+    "replay_updates",
     "require_absolute",
     "require_cwd",
     "require_session_id",
@@ -56,7 +59,9 @@ __all__ = [
     "tool_kind",
     "tool_result_update",
     "tool_started_update",
+    "turn_usage",
     "updates_for_record",
+    "usage_update",
 ]
 
 PROTOCOL_VERSION = 1
@@ -75,7 +80,7 @@ def initialize_result(version: str) -> dict[str, Any]:
             "loadSession": True,
             "mcpCapabilities": dict(MCP_CAPABILITIES),
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "version": version},
@@ -162,8 +167,15 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def agent_text_update(text: str) -> dict[str, Any]:
-    return {"sessionUpdate": "agent_message_chunk", "content": _text(text)}
+def agent_text_update(text: str, message_id: str) -> dict[str, Any]:
+    return {"sessionUpdate": "agent_message_chunk", "content": _text(text), "messageId": message_id}
+
+
+def assistant_message_id(turn: int, step: int) -> str:
+    """The `messageId` of the assistant message of step `step` of turn `turn`: one per step,
+    unique in the session, and derived from the records alone, so a replay tags a message
+    as it was tagged live (D509)."""
+    return f"assistant-{turn}-{step}"
 
 
 def current_mode_update(mode: str) -> dict[str, Any]:
@@ -252,18 +264,35 @@ def tool_started_update(call_id: str) -> dict[str, Any]:
     return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}
 
 
-def updates_for_record(record: Record, *, replay: bool) -> list[dict[str, Any]]:
+def replay_updates(records: Iterable[Record]) -> Iterator[dict[str, Any]]:
+    """The `session/update` payloads that replay `records` (a `session/load`): what
+    `updates_for_record` makes of each, with each message's `messageId`."""
+    turn = step = 0
+    for record in records:
+        if record.type == STEP_START:
+            turn, step = int(record.data["turn"]), int(record.data["step"])
+        yield from updates_for_record(record, replay=True, step=(turn, step))
+
+
+def updates_for_record(
+    record: Record, *, replay: bool, step: tuple[int, int] = (0, 0)
+) -> list[dict[str, Any]]:
     """The `session/update` payloads a record produces. Live (`replay=False`), assistant text
     is sent as it streams (see `agent_text_update`), and the user's own prompt is not echoed
-    back; in a replay both come from the records."""
+    back; in a replay both come from the records, an assistant message tagged with the
+    `messageId` of its `step` (turn, step)."""
     data = record.data
     if record.type == USER_MESSAGE:
         if not replay:
             return []
-        return [{"sessionUpdate": "user_message_chunk", "content": _text(str(data["content"]))}]
+        update = {"sessionUpdate": "user_message_chunk", "content": _text(str(data["content"]))}
+        message_id = data.get("id")
+        return [update | {"messageId": message_id} if isinstance(message_id, str) else update]
     if record.type == ASSISTANT_MESSAGE:
         content = str(data.get("content", ""))
-        return [agent_text_update(content)] if replay and content else []
+        if not (replay and content):
+            return []
+        return [agent_text_update(content, assistant_message_id(*step))]
     if record.type == TOOL_CALL:
         arguments: Any = thaw(data.get("arguments", {}))
         name = str(data["name"])
@@ -316,7 +345,40 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def usage_update(record: Record, context_window: int | None) -> dict[str, Any] | None:
+    """The `usage_update` an assistant message's record makes: the tokens in context now
+    (the request the model was sent and its reply), out of `context_window`; None when the
+    model reported no usage or the window is not known (the protocol wants both)."""
+    usage = record.data.get("usage") if record.type == ASSISTANT_MESSAGE else None
+    if context_window is None or not isinstance(usage, Mapping):
+        return None
+    counts = cast("Mapping[str, Any]", usage)
+    used = int(counts.get("input_tokens", 0)) + int(counts.get("output_tokens", 0))
+    return {"sessionUpdate": "usage_update", "used": used, "size": context_window}
+
+
 # -- outcomes ----------------------------------------------------------------------------
+
+
+def turn_usage(records: Sequence[Record]) -> dict[str, int] | None:
+    """The tokens of the model calls in `records` (a prompt's turn), as the prompt's answer
+    carries them (`usage`, unstable in ACP v1); None when no call reported usage."""
+    input_tokens = output_tokens = 0
+    reported = False
+    for record in records:
+        usage = record.data.get("usage") if record.type == ASSISTANT_MESSAGE else None
+        if isinstance(usage, Mapping):
+            counts = cast("Mapping[str, Any]", usage)
+            input_tokens += int(counts.get("input_tokens", 0))
+            output_tokens += int(counts.get("output_tokens", 0))
+            reported = True
+    if not reported:
+        return None
+    return {
+        "totalTokens": input_tokens + output_tokens,
+        "inputTokens": input_tokens,
+        "outputTokens": output_tokens,
+    }
 
 
 def stop_reason(

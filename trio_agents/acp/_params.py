@@ -196,6 +196,7 @@ SHAPES: Mapping[str, Shape] = {
         {"mcpServers": _list(_any_object), **_DIRECTORIES},
     ),
     "session/close": _object({"sessionId": _string}),
+    "session/delete": _object({"sessionId": _string}),
 }
 
 

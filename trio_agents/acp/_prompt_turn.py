@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from .._errors import AgentClosedError, TrioAgentsError
 from .._store._base import SessionStore
@@ -42,11 +43,12 @@ async def settle(
     prompt: PromptState,
     store: SessionStore,
     client_read: Callable[[SessionState], ClientRead | None],
-) -> str | rpc.JsonRpcError:
+) -> dict[str, Any] | rpc.JsonRpcError:
     """Send the prompt if its links had to be read first (each through `client_read` of the
     session, if that gives a reader), wait until its agent has settled and `store` has
-    committed every record of its turn (rule L9), and return its stop reason, or the error
-    to answer instead. Frees the session's prompt slot. Always a checkpoint.
+    committed every record of its turn (rule L9), and return its answer (its stop reason,
+    and the tokens its model calls used when they said), or the error to answer instead.
+    Frees the session's prompt slot. Always a checkpoint.
 
     The commit is the store's batch: prompts settling together share it."""
     agent = session.handle.agent
@@ -56,7 +58,7 @@ async def settle(
             if prompt.cancel_requested:
                 # Cancelled (or the connection closed) while its links were read: it never
                 # reaches the agent.
-                return "cancelled"
+                return {"stopReason": "cancelled"}
             try:
                 send_prompt(session, prompt, text)
             except rpc.JsonRpcError as exc:
@@ -79,11 +81,12 @@ async def settle(
     finally:
         session.prompt = None
     assert prompt.message_id is not None
-    return m.stop_reason(
-        agent.session.records_since(prompt.first_record),
-        prompt.message_id,
-        cancel_requested=prompt.cancel_requested,
-    )
+    records = agent.session.records_since(prompt.first_record)
+    reason = m.stop_reason(records, prompt.message_id, cancel_requested=prompt.cancel_requested)
+    if isinstance(reason, rpc.JsonRpcError):
+        return reason
+    usage = m.turn_usage(records)
+    return {"stopReason": reason} | ({"usage": usage} if usage is not None else {})
 
 
 async def _read_links(

@@ -37,6 +37,7 @@ from .._agent._events import Event, TextStreamed, ToolStarted
 from .._agent._options import AgentOptions
 from .._agent._system_prompt import SystemPrompt, coding_system_prompt
 from .._batches import write_in_batches
+from .._errors import DuplicateSessionError
 from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
@@ -87,8 +88,14 @@ class AcpServer:
     and what each tool is for), or None for none. A system prompt set in `options` is used
     instead.
 
+    `context_window` is the models' context window, in tokens: when given, every model call
+    that reports its usage is followed by a `usage_update` (the tokens in context now, out
+    of it); the protocol wants the window's size, so without it none is sent. A prompt's
+    answer carries the tokens its turn used (`usage`) either way, when the model said.
+
     Raises ValueError for a negative `max_unwritten`, a `mcp_start_timeout` that is not a
-    positive number, an unknown mode, no model, or both `model_factory` and `models`.
+    positive number, a `context_window` that is not a positive number of tokens, an unknown
+    mode, no model, or both `model_factory` and `models`.
     """
 
     def __init__(
@@ -105,8 +112,16 @@ class AcpServer:
         max_unwritten: int = 1024 * 1024,
         mcp_start_timeout: float = 10.0,
         system_prompt: SystemPrompt = coding_system_prompt,
+        context_window: int | None = None,
     ) -> None:
         self._runtime = runtime
+        if context_window is not None and not (
+            isinstance(context_window, int) and context_window > 0  # pyright: ignore[reportUnnecessaryIsInstance]
+        ):
+            raise ValueError(
+                f"context_window must be a number of tokens > 0, got {context_window!r}"
+            )
+        self._context_window = context_window
         if models is not None and model_factory is not None:
             raise ValueError("give AcpServer either model_factory or models, not both")
         named = dict(models or {})
@@ -392,6 +407,8 @@ class AcpServer:
             return await self._load_session(params, replay=False)
         if method == "session/close":
             return await self._close_session(params)
+        if method == "session/delete":
+            return await self._delete_session(params)
         if method in ("session/set_mode", "session/set_config_option"):
             await trio.lowlevel.checkpoint()
             return self._configure(method, params)
@@ -474,6 +491,32 @@ class AcpServer:
         if session is None:
             await trio.lowlevel.checkpoint()
             raise rpc.JsonRpcError.invalid_params(f"session {sid} is not open on this connection")
+        await self._close_open(session)
+        return {}
+
+    async def _delete_session(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`session/delete`: the session is closed first if it is open on this connection (as
+        by `session/close`), then removed from the store; deleting a session that is not
+        stored succeeds, as the spec asks (D508)."""
+        self._check_open("session/delete")
+        sid = m.require_session_id(params)
+        if sid in self._loading:
+            await trio.lowlevel.checkpoint()
+            raise rpc.JsonRpcError.invalid_params(
+                f"session {sid} is being opened by an earlier request; wait for its answer"
+            )
+        session = self._sessions.pop(sid, None)
+        if session is not None:
+            await self._close_open(session)
+        try:
+            await self._runtime.sessions.delete(sid)
+        except DuplicateSessionError as exc:  # live in another process sharing the store
+            raise rpc.JsonRpcError.invalid_params(str(exc)) from None
+        return {}
+
+    async def _close_open(self, session: SessionState) -> None:
+        """Close `session`, taken out of the table already: its turn cancelled, its prompt
+        answered, its jobs killed, its agent and MCP servers closed."""
         prompt = session.prompt
         if prompt is not None:
             prompt.cancel_requested = True
@@ -483,7 +526,6 @@ class AcpServer:
             await self._end_session(session)
             if prompt is not None:
                 await prompt.answered.wait()
-        return {}
 
     def _check_not_closed(self, method: str) -> None:
         if self._closed:
@@ -554,7 +596,7 @@ class AcpServer:
             if isinstance(outcome, rpc.JsonRpcError):
                 self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
             else:
-                self._send_result(request_id, {"stopReason": outcome})
+                self._send_result(request_id, outcome)
         finally:
             prompt.answered.set()
             if self._prompting.get(request_id) is session:
@@ -593,13 +635,17 @@ class AcpServer:
         try:
             for update in m.updates_for_record(record, replay=False):
                 self._update(session_id, update)
+            usage = m.usage_update(record, self._context_window)
+            if usage is not None:
+                self._update(session_id, usage)
         except Exception:
             logger.exception("mapping %s of session %s failed", record.type, session_id)
 
     def _on_event(self, event: Event) -> None:
         """Seam: a double may change which session an event's update goes to."""
         if isinstance(event, TextStreamed) and event.agent_id in self._sessions and event.text:
-            self._send(Text(event.agent_id, event.text))
+            message_id = m.assistant_message_id(event.turn, event.step)
+            self._send(Text(event.agent_id, event.text, message_id))
         elif isinstance(event, ToolStarted) and event.agent_id in self._sessions:
             # Emitted after the call's record (already queued as `pending`) and its approval.
             self._update(event.agent_id, m.tool_started_update(event.call_id))

@@ -220,9 +220,8 @@ def commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
 def _replay(
     records: Sequence[Record], sid: str, replay: Callable[[str, Mapping[str, Any]], None]
 ) -> None:
-    for record in records:
-        for update in m.updates_for_record(record, replay=True):
-            replay(sid, update)
+    for update in m.replay_updates(records):
+        replay(sid, update)
 
 
 def _commands(model: Model) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ async def serve_stdio(
     shell: ShellExecutor | None = None,
     mcp_start_timeout: float = 10.0,
     system_prompt: SystemPrompt = coding_system_prompt,
+    context_window: int | None = None,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
@@ -41,7 +42,8 @@ async def serve_stdio(
     switch among), starting in `mode` (`AcpServer`'s), their commands run by `shell` (None:
     a ShellExecutor with default settings, sandboxed), each MCP server a session names given
     `mcp_start_timeout` seconds to start, each session's system prompt made from
-    `system_prompt` (`AcpServer`'s). Stdout carries frames only. Returns
+    `system_prompt` (`AcpServer`'s), the models' context window `context_window` (`AcpServer`'s).
+    Stdout carries frames only. Returns
     after every session's agent and MCP servers are closed and every answer written.
 
     Setting `stop` ends the input as if stdin had ended: the same teardown follows (what
@@ -67,6 +69,7 @@ async def serve_stdio(
             version=VERSION,
             mcp_start_timeout=mcp_start_timeout,
             system_prompt=system_prompt,
+            context_window=context_window,
         )
         async with trio.open_nursery() as nursery:
             if stop is not None:
