@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from acp import schema
 
-from trio_agents import Finish, MemoryStore, TextDelta, ToolCall, Usage
+from trio_agents import Finish, MemoryStore, OfflineModel, TextDelta, ToolCall, Usage
+from trio_agents._cli import main
+from trio_agents.acp import AcpServer
 from trio_agents.testing import ScriptedModel, ScriptedStep, reply, tool_step
 
 from .support.acp_peer import AcpPeer, GatedStore, acp_peer
@@ -222,3 +225,18 @@ async def test_cancel_request_of_a_load_answers_minus_32800_and_leaves_nothing()
             "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
         )
         schema.LoadSessionResponse.model_validate(loaded)
+
+
+def test_a_context_window_that_is_not_a_positive_whole_number_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for bad in ("0", "-5", "1.5", "lots"):
+        with pytest.raises(SystemExit) as usage:
+            main(["acp", "--context-window", bad])
+        assert usage.value.code == 2
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert error.endswith(
+            f"--context-window: must be a whole number of tokens > 0, got {bad!r}"
+        )
+    with pytest.raises(ValueError, match="context_window must be a number of tokens > 0, got 0"):
+        AcpServer(MemoryStore(), OfflineModel, context_window=0)  # type: ignore[arg-type]
