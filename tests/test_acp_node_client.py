@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from agent_conformance._acp import _schema as schema
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NODE_DIR = ROOT / ".ci" / "node"
 SDK = "@agentclientprotocol/sdk@0.25.1"
@@ -24,7 +26,8 @@ pytestmark = pytest.mark.subprocess
 
 def _installed(where: pathlib.Path, package: str) -> pathlib.Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are needed for the Node ACP client test")
+        # A skip is not a pass: say what to install, as the sandbox's tests do.
+        pytest.fail("the Node ACP client tests need node and npm: apt-get install nodejs npm")
     version = package.rsplit("@", 1)[1]
     marker = where / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
     if not marker.exists() or f'"version": "{version}"' not in marker.read_text():
@@ -74,3 +77,12 @@ def test_the_node_client_at_2_4_resumes_closes_and_cancels_a_request(
     sdk_2026_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
     _drive("acp_node_client_2026.mjs", sdk_2026_dir, tmp_path)
+
+
+def test_the_suites_schema_is_the_one_the_pinned_sdk_publishes(sdk_2026_dir: pathlib.Path) -> None:
+    # The oracle of P7 and of every in-process server test (item 7 of issue 37): ACP v1's
+    # JSON schema as the newest published SDK ships it, vendored unchanged.
+    published = sdk_2026_dir / "node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
+    vendored = pathlib.Path(schema.__file__).with_name("acp-schema-v1.json")
+    assert vendored.read_bytes() == published.read_bytes()
+    assert SDK_2026.endswith("@" + schema.SCHEMA_SOURCE.split()[1])

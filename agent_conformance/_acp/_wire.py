@@ -1,6 +1,5 @@
-"""The ACP wire as the ACP machine checks it: every message, both ways, against the official
-schema (`acp.schema`, the pydantic models of agent-client-protocol), and the frames the
-client sends. Pure: no trio.
+"""The ACP wire as the ACP machine checks it: every message, both ways, against the newest
+published ACP schema (`_schema`), and the frames the client sends. Pure: no trio.
 
 `check_from_agent` says what is wrong with one line the agent wrote (None: nothing);
 `check_from_client` does the same for ours, so a frame the suite builds wrong is the suite's
@@ -12,11 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Mapping
-from typing import Any, NoReturn, cast
+from typing import Any, Final, NoReturn, cast
 
-import pydantic
-from acp import schema
-from acp.meta import CLIENT_METHODS
+from . import _schema as schema
 
 __all__ = [
     "RESPONSES",
@@ -40,44 +37,34 @@ def stamp() -> int:
     return next(_stamps)
 
 
-REQUESTS_TO_AGENT: dict[str, type[pydantic.BaseModel]] = {
-    "initialize": schema.InitializeRequest,
-    "authenticate": schema.AuthenticateRequest,
-    "session/new": schema.NewSessionRequest,
-    "session/load": schema.LoadSessionRequest,
-    "session/prompt": schema.PromptRequest,
+def _by_method(side: str, suffix: str) -> dict[str, str]:
+    """The schema's definitions of one side's methods, by method: `side` is who handles the
+    method (`agent`, `client`, `protocol`), `suffix` the kind (`Request`, `Response`,
+    `Notification`)."""
+    return {
+        spec["x-method"]: name
+        for name, spec in schema.definitions().items()
+        if spec.get("x-side") == side and name.endswith(suffix) and "x-method" in spec
+    }
+
+
+REQUESTS_TO_AGENT: dict[str, str] = _by_method("agent", "Request")
+NOTIFICATIONS_TO_AGENT: dict[str, str] = {
+    **_by_method("agent", "Notification"),
+    **_by_method("protocol", "Notification"),
 }
-NOTIFICATIONS_TO_AGENT: dict[str, type[pydantic.BaseModel]] = {
-    "session/cancel": schema.CancelNotification,
+RESPONSES: dict[str, str] = _by_method("agent", "Response")
+"""The schema's definition of the result of each request the client sends."""
+REQUESTS_TO_CLIENT: dict[str, str] = _by_method("client", "Request")
+CLIENT_RESPONSES: dict[str, str] = _by_method("client", "Response")
+NOTIFICATIONS_TO_CLIENT: dict[str, str] = {
+    **_by_method("client", "Notification"),
+    **_by_method("protocol", "Notification"),
 }
-RESPONSES: dict[str, type[pydantic.BaseModel]] = {
-    "initialize": schema.InitializeResponse,
-    "authenticate": schema.AuthenticateResponse,
-    "session/new": schema.NewSessionResponse,
-    "session/load": schema.LoadSessionResponse,
-    "session/list": schema.ListSessionsResponse,
-    "session/prompt": schema.PromptResponse,
-}
-"""The result model of each request the client sends."""
-REQUESTS_TO_CLIENT: dict[str, type[pydantic.BaseModel]] = {
-    "session/request_permission": schema.RequestPermissionRequest,
-    "fs/read_text_file": schema.ReadTextFileRequest,
-    "fs/write_text_file": schema.WriteTextFileRequest,
-    "terminal/create": schema.CreateTerminalRequest,
-    "terminal/output": schema.TerminalOutputRequest,
-    "terminal/release": schema.ReleaseTerminalRequest,
-    "terminal/wait_for_exit": schema.WaitForTerminalExitRequest,
-    "terminal/kill": schema.KillTerminalRequest,
-}
-CLIENT_RESPONSES: dict[str, type[pydantic.BaseModel]] = {
-    "session/request_permission": schema.RequestPermissionResponse,
-    "fs/read_text_file": schema.ReadTextFileResponse,
-    "fs/write_text_file": schema.WriteTextFileResponse,
-}
-NOTIFICATIONS_TO_CLIENT: dict[str, type[pydantic.BaseModel]] = {
-    "session/update": schema.SessionNotification,
-}
-_KNOWN_TO_CLIENT = frozenset(CLIENT_METHODS.values())
+# Methods of the client side the schema has only as unstable (MCP over ACP): an agent may
+# call them; a client that does not take them answers so.
+_UNSTABLE_TO_CLIENT: Final = ("mcp/connect", "mcp/message", "mcp/disconnect")
+_KNOWN_TO_CLIENT = frozenset({*REQUESTS_TO_CLIENT, *NOTIFICATIONS_TO_CLIENT, *_UNSTABLE_TO_CLIENT})
 
 
 def dig(value: object, *keys: str) -> Any:
@@ -122,20 +109,20 @@ def check_from_agent_message(message: Mapping[str, Any], answers: str | None) ->
             return check_error(message.get("error"))
         if "result" not in message:
             return f"a message with neither method, result nor error: {cut_value(message)}"
-        model = RESPONSES.get(answers) if answers is not None else None
-        return _invalid(model, message["result"], f"the result of {answers}")
+        definition = RESPONSES.get(answers) if answers is not None else None
+        return _invalid(definition, message["result"], f"the result of {answers}")
     if not isinstance(method, str):
         return f"a method that is not a string: {cut_value(message)}"
     params = message.get("params", {})
     if "id" in message:
-        model = REQUESTS_TO_CLIENT.get(method)
+        definition = REQUESTS_TO_CLIENT.get(method)
     else:
-        model = NOTIFICATIONS_TO_CLIENT.get(method)
-    if model is None:
+        definition = NOTIFICATIONS_TO_CLIENT.get(method)
+    if definition is None:
         if method.startswith("_") or method in _KNOWN_TO_CLIENT:
             return None  # an extension method, or one this client does not take: answered
         return f"a method the client side of ACP does not have: {method!r}"
-    return _invalid(model, params, method)
+    return _invalid(definition, params, method)
 
 
 # A tool call's statuses in the order they may come; completed and failed are both final.
@@ -173,32 +160,27 @@ def tool_status_step(
 
 def check_error(error: object) -> str | None:
     """What is wrong with a JSON-RPC error object (code, message, optional data)."""
-    return _invalid(schema.Error, error, "a JSON-RPC error")
+    return _invalid("Error", error, "a JSON-RPC error")
 
 
 def check_from_client(method: str, params: object, *, response_to: str | None = None) -> None:
     """Raise AssertionError if a frame the suite sends is not valid ACP (the suite's bug)."""
     if response_to is not None:
-        model = CLIENT_RESPONSES.get(response_to)
+        definition = CLIENT_RESPONSES.get(response_to)
     else:
-        model = REQUESTS_TO_AGENT.get(method) or NOTIFICATIONS_TO_AGENT.get(method)
-    problem = _invalid(model, params, response_to or method)
+        definition = REQUESTS_TO_AGENT.get(method) or NOTIFICATIONS_TO_AGENT.get(method)
+    problem = _invalid(definition, params, response_to or method)
     if problem is not None:
         raise AssertionError(f"the ACP machine built an invalid frame: {problem}")
 
 
-def _invalid(model: type[pydantic.BaseModel] | None, value: object, what: str) -> str | None:
-    if model is None:
+def _invalid(definition: str | None, value: object, what: str) -> str | None:
+    if definition is None:
         return None
-    try:
-        model.model_validate(value)
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top)"
-        return f"{what} is not valid ACP ({model.__name__}: {where}: {first['msg']}): " + (
-            cut_value(value)
-        )
-    return None
+    found = schema.problem(definition, value)
+    if found is None:
+        return None
+    return f"{what} is not valid ACP ({found}): {cut_value(value)}"
 
 
 def _cut(line: bytes, limit: int = 200) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from agent_conformance._acp._wire import check_from_agent_message
 from trio_agents import (
     BashTools,
     MemoryStore,
@@ -45,6 +46,10 @@ class AcpPeer:
         self.runtime = runtime
         self.frames: list[dict[str, Any]] = []
         self._answers: dict[Any, trio.Event] = {}
+        self._methods: dict[Any, str] = {}  # request id -> its method, for its answer's shape
+        # What the newest ACP schema finds wrong with a frame the server sent (item 7 of
+        # issue 37): `acp_peer` fails the test with them when its block ends.
+        self.invalid: list[str] = []
         self._ids = 0
         self.input_closed = False
         self.server: AcpServer | None = None
@@ -62,6 +67,7 @@ class AcpPeer:
         self._ids += 1
         request_id = self._ids
         self._answers[request_id] = trio.Event()
+        self._methods[request_id] = method
         frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)}
         await self.send_raw(json.dumps(frame).encode() + b"\n")
         return request_id
@@ -90,6 +96,13 @@ class AcpPeer:
         self.input_closed = True
         await self._send.aclose()
 
+    def _check(self, frame: dict[str, Any]) -> None:
+        """Hold a frame the server sent to the newest ACP schema."""
+        answers = self._methods.get(frame.get("id")) if "method" not in frame else None
+        problem = check_from_agent_message(frame, answers)
+        if problem is not None:
+            self.invalid.append(problem)
+
     async def read_frames(self, receive: trio.abc.ReceiveStream) -> None:
         buffer = b""
         async for data in receive:
@@ -98,6 +111,7 @@ class AcpPeer:
             for line in lines:
                 frame = json.loads(line)
                 self.frames.append(frame)
+                self._check(frame)
                 if "method" not in frame and frame.get("id") in self._answers:
                     self._answers[frame["id"]].set()
 
@@ -133,3 +147,6 @@ async def acp_peer(
             yield peer
             if not peer.input_closed:
                 await peer.close_input()
+    assert not peer.invalid, "the server sent frames the ACP schema refuses:\n" + "\n".join(
+        peer.invalid
+    )
