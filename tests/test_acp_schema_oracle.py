@@ -38,7 +38,7 @@ def test_what_2026_added_is_valid() -> None:
     assert wire.check_from_agent_message(chunk, None) is None
     usage = update(sessionUpdate="usage_update", used=120, size=8000)
     assert wire.check_from_agent_message(usage, None) is None
-    answer = {"jsonrpc": "2.0", "id": 3, "result": {}}
+    answer: dict[str, Any] = {"jsonrpc": "2.0", "id": 3, "result": {}}
     assert wire.check_from_agent_message(answer, "session/delete") is None
 
 

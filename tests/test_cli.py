@@ -121,6 +121,7 @@ def test_a_third_party_agent_passes_through_its_public_surface(
 @pytest.mark.subprocess  # the shell machine runs real processes
 def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) -> None:
     outs: list[str] = []
+    raws: list[str] = []  # as printed: when the two differ, the report that says why
     # The machines whose programs replay exactly: the shell, MCP and ACP machines run real
     # processes on the real clock, and their lines would be left out below anyway.
     exact = ["agent", "lifecycle", "durable", "function", "model"]
@@ -128,6 +129,7 @@ def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) 
         machines = [f"--machine={name}" for name in exact]
         main(["conformance", "--max-examples", "12", "--seed", "12345", *machines])
         out = capsys.readouterr().out
+        raws.append(out)
         # The progress lines ("  ... N examples so far") come every 5 s of wall time.
         lines = [
             line
@@ -136,7 +138,7 @@ def test_the_same_seed_replays_the_same_run(capsys: pytest.CaptureFixture[str]) 
         ]
         # In two lanes (D417) the reports come in the order the machines end.
         outs.append(re.sub(r"\(\d+\.\d+s\)", "", "\n".join(sorted(lines))))
-    assert outs[0] == outs[1]
+    assert outs[0] == outs[1], f"first run:\n{raws[0][-6000:]}\nsecond run:\n{raws[1][-6000:]}"
     assert "seed 12345" in outs[0]
 
 

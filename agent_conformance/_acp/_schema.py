@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any, Final, cast
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema import exceptions as _exceptions
 
 __all__ = ["SCHEMA_SOURCE", "definitions", "problem"]
 
@@ -30,12 +30,20 @@ _SHOWN: Final = 160  # characters of a value a message quotes
 @functools.cache
 def definitions() -> Mapping[str, Any]:
     """The schema's definitions (`$defs`), by name."""
-    text = resources.files(__package__).joinpath(_FILE).read_text(encoding="utf-8")
+    text = resources.files(__name__.rpartition(".")[0]).joinpath(_FILE).read_text(encoding="utf-8")
     return cast("Mapping[str, Any]", json.loads(text)["$defs"])
 
 
+# jsonschema's types are partly unknown to a strict checker: its objects are handled as Any.
+_Error = Any
+
+
+def best_match(errors: Iterable[_Error]) -> _Error:
+    return cast("Any", _exceptions).best_match(errors)
+
+
 @functools.cache
-def _validator(name: str) -> Draft202012Validator:
+def _validator(name: str) -> Any:
     defs = definitions()
     if name not in defs:
         raise KeyError(f"the ACP schema has no definition {name!r}")
@@ -50,18 +58,18 @@ def problem(name: str, value: object) -> str | None:
     found = best_match(validator.iter_errors(value))
     assert found is not None  # not valid: there is an error
     error = _chosen(found)
-    where = error.json_path
+    where = str(error.json_path)
     allowed = _allowed(error)
     if allowed is not None:
         said = f"{_cut(error.instance)} is not one of {', '.join(allowed)}"
     elif error.validator in ("oneOf", "anyOf"):
         said = f"{_cut(error.instance)} matches none of the shapes the schema allows there"
     else:
-        said = _cut_message(error.message)
+        said = _cut_message(str(error.message))
     return f"{name}: {where}: {said}"
 
 
-def _chosen(error: ValidationError) -> ValidationError:
+def _chosen(error: _Error) -> _Error:
     """Down through one-of choices to the branch the value meant, where the schema says
     which (a field whose value picks the branch)."""
     while error.validator in ("oneOf", "anyOf") and error.context:
@@ -78,7 +86,7 @@ def _chosen(error: ValidationError) -> ValidationError:
     return error
 
 
-def _allowed(error: ValidationError) -> list[str] | None:
+def _allowed(error: _Error) -> list[str] | None:
     """The values a choice among constants allows (a kind, a stop reason), if it is one."""
     if error.validator not in ("oneOf", "anyOf"):
         return None
@@ -97,12 +105,11 @@ def _meant(branches: list[Any], schema: Any, instance: object) -> int | None:
     """The index of the branch `instance` names by its discriminating field, if any."""
     if not isinstance(instance, dict):
         return None
-    fields: Iterable[str]
-    named = schema.get("discriminator") if isinstance(schema, dict) else None
-    if isinstance(named, dict) and isinstance(named.get("propertyName"), str):
-        fields = (cast("str", named["propertyName"]),)
-    else:
-        fields = ("sessionUpdate", "type", "outcome")
+    named = _field(schema, "discriminator")
+    field_name = _field(named, "propertyName")
+    fields: Iterable[str] = (
+        (field_name,) if isinstance(field_name, str) else ("sessionUpdate", "type", "outcome")
+    )
     value = cast("dict[str, Any]", instance)
     for field in fields:
         if field not in value:
@@ -112,6 +119,11 @@ def _meant(branches: list[Any], schema: Any, instance: object) -> int | None:
             if const is not None and const == value[field]:
                 return index
     return None
+
+
+def _field(value: object, name: str) -> object:
+    """`value[name]` if `value` is a JSON object, else None."""
+    return cast("dict[str, Any]", value).get(name) if isinstance(value, dict) else None
 
 
 def _const(branch: object, field: str) -> object:
