@@ -84,6 +84,9 @@ NAMESPACES = (trio_agents, trio_agents.acp, trio_agents.testing, agent_conforman
 ASYNC_DUNDERS = frozenset({"__aenter__", "__aexit__", "__aiter__", "__anext__", "__call__"})
 
 # Public async callables with no case of their own, and why.
+STORE_METHODS = (
+    "delete", "exists", "flush", "list_sessions", "load", "persist", "restore", "running",
+)  # fmt: skip
 NOT_MEASURED: dict[str, str] = {
     "trio_agents.Plugin.apply": "documents the protocol (it only raises); plugins have cases",
     "trio_agents.Tool.__call__": "a Protocol; its implementations have cases",
@@ -101,7 +104,7 @@ NOT_MEASURED: dict[str, str] = {
     },
     **{
         f"trio_agents.SessionStore.{name}": "abstract; measured on MemoryStore and SqliteStore"
-        for name in ("exists", "flush", "list_sessions", "load", "persist", "restore", "running")
+        for name in STORE_METHODS
     },
 }
 NOT_MEASURED.update(
@@ -563,12 +566,13 @@ async def exercise_store(probe: Probe, store: SessionStore) -> None:
         detach()
         with probe.checkpoints():
             assert await store.exists("p")
+        with probe.checkpoints():
+            assert await store.delete("p")
+        with probe.checkpoints():
+            assert not await store.delete("p")  # nothing to delete
     finally:
         with probe.checkpoints():
             await cm.__aexit__(None, None, None)
-
-
-STORE_METHODS = ("exists", "flush", "list_sessions", "load", "persist", "restore", "running")
 
 
 @case("trio_agents.Committer.commit", "a live session's, both stores, idle and not", realtime)
