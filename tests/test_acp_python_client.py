@@ -4,12 +4,23 @@ in this test process, against the server in a subprocess (issue 6, acceptance 1 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
+from typing import Any
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError
-from acp.schema import ToolCallProgress, ToolCallStart, UserMessageChunk
+from acp.schema import (
+    ClientCapabilities,
+    FileEditToolCallContent,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+    WriteTextFileResponse,
+)
 
 from .support.acp_sdk import RecordingClient, new_session, prompt, read_fifo_line, run, server
 from .support.processes import with_marker
@@ -161,5 +172,83 @@ def test_a_session_cannot_read_another_sessions_job_and_end_of_input_kills_it(
             mine = [u for u in client.of(a) if isinstance(u, ToolCallProgress)][-1]
             assert mine.status == "completed"
         assert with_marker(f"{marker}\0") == []  # read from /proc after the server exited
+
+    run(scenario())
+
+
+def test_an_edit_shows_its_diff_and_writes_through_the_clients_buffer(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Issue 37, item 1: a client offering `fs.readTextFile` and `fs.writeTextFile` has an
+    edit read from and written to its buffer (`fs/write_text_file`), not the disk; the call
+    is asked for with its diff and shown with it, and a replay shows it again (D520, D521)."""
+    disk = tmp_path / "open.py"
+    disk.write_text("saved = 0\n")
+
+    class BufferClient(RecordingClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self.capabilities = ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+            )
+            self.buffers = {str(disk): "unsaved = 1\n"}
+            self.written: list[tuple[str, str]] = []
+
+        async def read_text_file(
+            self, session_id: str, path: str, **kwargs: Any
+        ) -> ReadTextFileResponse:
+            if path not in self.buffers:
+                raise RequestError(-32002, "Resource not found")
+            return ReadTextFileResponse(content=self.buffers[path])
+
+        async def write_text_file(
+            self, session_id: str, path: str, content: str, **kwargs: Any
+        ) -> WriteTextFileResponse:
+            self.written.append((session_id, path))
+            self.buffers[path] = content
+            return WriteTextFileResponse()
+
+    arguments = {"path": "open.py", "old_string": "= 1", "new_string": "= 2"}
+    diff = FileEditToolCallContent(
+        type="diff", path=str(disk), old_text="unsaved = 1\n", new_text="unsaved = 2\n"
+    )
+
+    async def scenario() -> None:
+        client = BufferClient()
+        async with server(client, tmp_path / "s.sqlite3") as (conn, _):
+            sid = await new_session(conn, tmp_path)
+            command = f"/tool edit {json.dumps(arguments)}"
+            answer = await conn.prompt(session_id=sid, prompt=prompt(command))
+            assert answer.stop_reason == "end_turn"
+            assert client.buffers[str(disk)] == "unsaved = 2\n"
+            assert disk.read_text() == "saved = 0\n"
+            assert client.written == [(sid, str(disk))]
+            # Asked first (the default mode asks before a change), with what it changes.
+            ((_, asked, _),) = client.permissions
+            assert asked.kind == "edit"
+            assert asked.content == [
+                FileEditToolCallContent(type="diff", path=str(disk), old_text="= 1", new_text="= 2")
+            ]
+            calls = [u for u in client.of(sid) if isinstance(u, ToolCallStart | ToolCallProgress)]
+            start, *_, done = calls
+            assert isinstance(start, ToolCallStart)
+            assert start.kind == "edit"
+            assert start.locations is not None
+            assert [place.path for place in start.locations] == [str(disk)]
+            assert isinstance(done, ToolCallProgress)
+            assert done.status == "completed"
+            assert done.content is not None
+            assert done.content[0] == diff
+            assert done.locations is not None
+            assert [(p.path, p.line) for p in done.locations] == [(str(disk), 1)]
+
+            before = len(client.of(sid))
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            replayed = [
+                u
+                for u in client.of(sid)[before:]
+                if isinstance(u, ToolCallStart | ToolCallProgress)
+            ]
+            assert replayed == [start, done]
 
     run(scenario())

@@ -60,16 +60,17 @@ def request(tool: str, **arguments: object) -> ApprovalRequest:
 def test_the_chat_asks_as_an_acp_session_does_in_each_mode() -> None:
     # One policy for both (D374): a tool it does not know asks, as a command does.
     policy = ModePolicy()
-    tools = ("bash", "bash_output", "bash_kill", "unknown")
+    # A file is read without asking and changed only when asked (D522).
+    tools = ("bash", "bash_output", "bash_kill", "unknown", "read", "edit", "write")
 
     def verdicts() -> list[str]:
         return [policy.verdict(request(tool)) for tool in tools]
 
-    assert verdicts() == ["ask", "allow", "allow", "ask"]
+    assert verdicts() == ["ask", "allow", "allow", "ask", "allow", "ask", "ask"]
     policy.switch("auto")
-    assert verdicts() == ["allow"] * 4
+    assert verdicts() == ["allow"] * 7
     policy.switch("read-only")
-    assert verdicts() == ["reject", "allow", "reject", "reject"]
+    assert verdicts() == ["reject", "allow", "reject", "reject", "allow", "reject", "reject"]
     assert policy.remembers
 
 

@@ -55,6 +55,7 @@ from trio_agents import (
     ConfiguredAgents,
     EventBus,
     Fiber,
+    FileTools,
     Finish,
     MemoryStore,
     Message,
@@ -124,6 +125,7 @@ NOT_MEASURED.update(
 # Cases for async callables the enumeration cannot see: instances of private classes.
 EXTRA_TARGETS: dict[str, str] = {
     "trio_agents.BashTools.tools": "the tools' __call__ (bash, bash_output, bash_kill)",
+    "trio_agents.FileTools.tools": "the tools' __call__ (read, edit, write)",
     "agent_conformance.observed": "the factory it returns and its surface's wait_idle",
 }
 
@@ -766,6 +768,47 @@ async def _(probe: Probe) -> None:
     for tool in bash.tools:
         with probe.checkpoints():
             await tool({}, CONTEXT)  # the plugin is unloaded
+
+
+@case(
+    "trio_agents.FileTools.tools",
+    "each tool: refused arguments, a path outside, a missing file, a run",
+    realtime,
+)
+async def _(probe: Probe) -> None:
+    with tempfile.TemporaryDirectory() as cwd:
+        tools = {tool.name: tool for tool in FileTools(cwd).tools}
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("read", {}),
+            ("edit", {"path": "f", "old_string": 1}),
+            ("write", {"path": "f"}),
+            ("read", {"path": "/"}),
+            ("edit", {"path": "f", "old_string": "a", "new_string": "b"}),
+            ("write", {"path": "f", "content": "a"}),
+            ("read", {"path": "f", "offset": 0}),
+            ("read", {"path": "f"}),
+            ("edit", {"path": "f", "old_string": "a", "new_string": "b"}),
+        ]
+        for name, arguments in calls:
+            with probe.checkpoints():
+                await tools[name](arguments, CONTEXT)
+
+
+@case(
+    ("trio_agents.FileAccess.read_text", "trio_agents.FileAccess.write_text"),
+    "FileTools' default access (the local file system): a write, a read, a missing file",
+    realtime,
+)
+async def _(probe: Probe) -> None:
+    with tempfile.TemporaryDirectory() as cwd:
+        access = FileTools(cwd).access
+        path = os.path.join(cwd, "f")
+        with probe.checkpoints():
+            await access.write_text(path, "a")
+        with probe.checkpoints():
+            assert await access.read_text(path) == "a"
+        with probe.checkpoints(), contextlib.suppress(FileNotFoundError):
+            await access.read_text(path + "-missing")
 
 
 @case(

@@ -41,7 +41,7 @@ EXPORTS = {
         "CancelCause", "CancelRequested", "Closer", "Committer", "ConfiguredAgents",
         "CorruptSessionError",
         "DuplicateSessionError", "Event", "EventBus", "Fiber", "FiberClosedError", "Finish",
-        "FunctionTool", "function_tool",
+        "FunctionTool", "function_tool", "FileTools", "FileAccess",
         "JobOutput", "Listener", "MemoryStore", "Message", "MessageId", "Model", "ModelChunk",
         "ModelEndpointError", "ModelRequest", "OfflineModel", "OpenAICompatibleModel",
         "PersistenceError", "Plugin", "PostgresStore", "Record", "RunResult", "Runtime",

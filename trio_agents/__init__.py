@@ -126,6 +126,8 @@ from ._store._session import Committer as Committer
 from ._store._session import Session as Session
 from ._store._sqlite import SqliteStore as SqliteStore
 from ._store._sqlite import default_store_path as default_store_path
+from ._tool._file_access import FileAccess as FileAccess
+from ._tool._file_tools import FileTools as FileTools
 from ._tool._function import FunctionTool as FunctionTool
 from ._tool._function import function_tool as function_tool
 from ._tool._seam import Tool as Tool
@@ -174,6 +176,8 @@ __all__ = [
     "EventBus",
     "Fiber",
     "FiberClosedError",
+    "FileAccess",
+    "FileTools",
     "Finish",
     "FlushTimeoutError",
     "FunctionTool",

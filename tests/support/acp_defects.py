@@ -154,9 +154,9 @@ def _load_without_text() -> None:
     original = _mapping.updates_for_record
 
     def updates(
-        record: Any, *, replay: bool, step: tuple[int, int] = (0, 0)
+        record: Any, *, replay: bool, step: tuple[int, int] = (0, 0), cwd: str | None = None
     ) -> list[dict[str, Any]]:
-        found = original(record, replay=replay, step=step)
+        found = original(record, replay=replay, step=step, cwd=cwd)
         if replay:  # replays the prompts, forgets what the model answered
             return [u for u in found if u.get("sessionUpdate") != "agent_message_chunk"]
         return found

@@ -14,18 +14,22 @@ from ._approval import ApprovalRequest, Verdict
 
 __all__ = ["DEFAULT_MODE", "MODES", "ModePolicy"]
 
-READS: Final = "bash_output"  # the tool that reads a job's output: it changes nothing
+# The tools that change nothing: reading a job's output, reading a file inside the working
+# directory (D522). Every other tool asks in `ask` and is rejected in `read-only`.
+READS: Final = frozenset({"bash_output", "read"})
 STOPS: Final = "bash_kill"  # the tool that stops a job
 
 MODES: Final[dict[str, tuple[str, str]]] = {
     "ask": (
         "Ask",
-        "Ask before running a command or an MCP tool; reading or stopping a job does not ask.",
+        "Ask before running a command, changing a file or calling an MCP tool; reading a "
+        "file or a job's output, or stopping a job, does not ask.",
     ),
-    "auto": ("Auto", "Run every command and MCP tool without asking."),
+    "auto": ("Auto", "Run every command, file change and MCP tool without asking."),
     "read-only": (
         "Read-only",
-        "Run no command or MCP tool and stop no job: they are rejected without asking.",
+        "Run no command or MCP tool, change no file and stop no job: they are rejected "
+        "without asking.",
     ),
 }
 """The session modes, each with its name and description, as `session/new` lists them."""
@@ -35,10 +39,10 @@ DEFAULT_MODE: Final = "ask"
 
 class ModePolicy:
     """The approval policy of one session, switched by its owner: `ask` asks before
-    every call but reading (`bash_output`) or stopping (`bash_kill`) a job, so before each
-    `bash` call and each MCP tool's; `auto` asks before none; `read-only` rejects every call
-    but reading a job's output without asking. "Always" answers are remembered for the
-    session.
+    every call but reading a file (`read`), reading (`bash_output`) or stopping
+    (`bash_kill`) a job, so before each `bash`, `edit`, `write` and MCP tool call; `auto`
+    asks before none; `read-only` rejects every call but the reads without asking. "Always"
+    answers are remembered for the session.
 
     Raises ValueError for a mode not in MODES.
     """
@@ -67,8 +71,8 @@ class ModePolicy:
         # Fail closed: a tool this policy does not know (an MCP server's may do anything)
         # is treated as a command.
         if self._mode == "read-only":
-            return "allow" if request.tool == READS else "reject"
-        return "allow" if request.tool in (READS, STOPS) else "ask"
+            return "allow" if request.tool in READS else "reject"
+        return "allow" if request.tool in READS or request.tool == STOPS else "ask"
 
     def rejection_note(self, request: ApprovalRequest) -> str:
         """Why a call was rejected without asking, as the model is told."""

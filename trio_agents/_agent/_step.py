@@ -273,7 +273,11 @@ async def _call_tool(
     context = ToolContext(parts.agent_id, call.call_id, turn.number, step)
     result = await run_tool(parts.tools.by_name, call, context)
     del unanswered[index]
-    parts.session.append(
-        TOOL_RESULT,
-        {"call_id": call.call_id, "content": result.content, "is_error": result.is_error},
-    )
+    data: dict[str, object] = {
+        "call_id": call.call_id,
+        "content": result.content,
+        "is_error": result.is_error,
+    }
+    if result.details is not None:
+        data["details"] = result.details
+    parts.session.append(TOOL_RESULT, data)

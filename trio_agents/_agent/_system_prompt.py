@@ -42,6 +42,11 @@ _BACKGROUND = (
     "bash_kill."
 )
 
+_FILES = (
+    "- Read files with read and change them with edit (or write, for a new file or a whole "
+    "rewrite), not with shell commands: the user sees those changes as diffs."
+)
+
 
 def coding_system_prompt(
     cwd: str | os.PathLike[str],
@@ -75,6 +80,8 @@ def coding_system_prompt(
     names = {tool.name for tool in tools}
     if {"bash", "bash_output", "bash_kill"} <= names:
         lines.append(_BACKGROUND)
+    if {"read", "edit", "write"} <= names:
+        lines.append(_FILES)
     return "\n".join(lines) + "\n"
 
 

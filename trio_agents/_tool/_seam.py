@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .._util import check_bool
 
@@ -34,10 +35,15 @@ class ToolResult:
     content: the text of the answer.
     is_error: whether it reports a failure; recorded in `tool/result` (the model is sent
         the content only).
+    details: JSON data about the call for front ends, recorded in `tool/result` and never
+        sent to the model, or None. A front end reads the keys it knows: `diff` (`path`,
+        `old_text`, None for a new file, and `new_text`) and `locations` (a list of `path`
+        and `line`), which an ACP editor shows as the call's diff and locations (D520).
     """
 
     content: str
     is_error: bool = False
+    details: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Recorded as it is: a result that is not text read back as a damaged session (D383).
@@ -47,6 +53,30 @@ class ToolResult:
                 f"{self.content!r}; give its text (json.dumps for data)"
             )
         check_bool("ToolResult is_error", self.is_error)
+        if self.details is not None:
+            _check_details(self.details)
+
+
+def _check_details(details: object) -> None:
+    # Recorded with the result: what JSON cannot hold would fail the store's commit, far
+    # from the tool that made it.
+    problem = None
+    if not isinstance(details, Mapping):
+        problem = f"a {type(details).__name__}"
+    else:
+        try:
+            json.dumps(details, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            problem = f"not JSON data ({exc})"
+        else:
+            keys = cast("Mapping[object, Any]", details)
+            if not all(isinstance(key, str) for key in keys):
+                problem = "keyed by something other than text"
+    if problem is not None:
+        raise TypeError(
+            f"ToolResult details must be a mapping of JSON data or None, got {problem}: "
+            f"{details!r:.200}; give str keys and JSON values"
+        )
 
 
 class Tool(Protocol):

@@ -42,8 +42,10 @@ __all__ = [
     "agent_text_update",
     "assistant_message_id",
     "available_commands_update",
+    "call_preview",
     "client_name",
     "client_reads_files",
+    "client_writes_files",
     "config_option_update",
     "current_mode_update",
     "initialize_result",
@@ -104,11 +106,20 @@ def client_name(params: Mapping[str, Any]) -> str:
 
 def client_reads_files(params: Mapping[str, Any]) -> bool:
     """Whether an `initialize` request's client offers `fs/read_text_file`."""
+    return _fs_capability(params, "readTextFile")
+
+
+def client_writes_files(params: Mapping[str, Any]) -> bool:
+    """Whether an `initialize` request's client offers `fs/write_text_file`."""
+    return _fs_capability(params, "writeTextFile")
+
+
+def _fs_capability(params: Mapping[str, Any], name: str) -> bool:
     capabilities: object = params.get("clientCapabilities")
     if not isinstance(capabilities, Mapping):
         return False
     fs: object = cast("Mapping[str, Any]", capabilities).get("fs")
-    return isinstance(fs, Mapping) and cast("Mapping[str, Any]", fs).get("readTextFile") is True
+    return isinstance(fs, Mapping) and cast("Mapping[str, Any]", fs).get(name) is True
 
 
 def _plain(name: str, value: str) -> str:
@@ -220,7 +231,7 @@ def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
     with the workdir it asks for when it asks for one (the full command is the call's
     `rawInput`); an MCP tool's server and tool
     (`server: tool`); another tool's `description`, or its name and main argument (a
-    command, a job id), or its name."""
+    command, a job id, a file's path), or its name."""
     mcp = mcp_title(name)
     if mcp is not None:
         return mcp
@@ -235,7 +246,7 @@ def tool_call_title(name: str, arguments: Mapping[str, Any]) -> str:
     description = arguments.get("description")
     if isinstance(description, str) and description.strip():
         return _one_line(description)
-    for key in ("command", "job_id"):
+    for key in ("command", "job_id", "path"):
         value = arguments.get(key)
         if isinstance(value, str) and value.strip():
             return _one_line(f"{name}: {value}")
@@ -264,23 +275,63 @@ def tool_started_update(call_id: str) -> dict[str, Any]:
     return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}
 
 
-def replay_updates(records: Iterable[Record]) -> Iterator[dict[str, Any]]:
+def replay_updates(records: Iterable[Record], cwd: str | None = None) -> Iterator[dict[str, Any]]:
     """The `session/update` payloads that replay `records` (a `session/load`): what
-    `updates_for_record` makes of each, with each message's `messageId`."""
+    `updates_for_record` makes of each, with each message's `messageId`; `cwd` as there."""
     turn = step = 0
     for record in records:
         if record.type == STEP_START:
             turn, step = int(record.data["turn"]), int(record.data["step"])
-        yield from updates_for_record(record, replay=True, step=(turn, step))
+        yield from updates_for_record(record, replay=True, step=(turn, step), cwd=cwd)
+
+
+FILE_TOOLS = frozenset({"read", "edit", "write"})  # `FileTools`' tools, previewed by name
+
+
+def call_preview(name: str, arguments: Mapping[str, Any], cwd: str | None) -> dict[str, Any]:
+    """What a file tool's call shows before it runs (its `tool_call` and permission
+    request): the file it names as `locations` (a relative path joined to `cwd`) and, for
+    `edit` and `write`, the change it asks for as `diff` content: `old_string` to
+    `new_string`, or the whole `content` with no old text (the file is read only when the
+    tool runs; its result's diff then shows what it replaced). From the arguments alone, so
+    a replay shows what was shown live (D520). Empty for any other call."""
+    path = arguments.get("path")
+    if name not in FILE_TOOLS or not isinstance(path, str) or not _usable(path):
+        return {}
+    if not os.path.isabs(path):
+        if cwd is None:
+            return {}
+        path = os.path.join(cwd, path)
+    path = os.path.normpath(path)
+    preview: dict[str, Any] = {"locations": [{"path": path}]}
+    old, new = arguments.get("old_string"), arguments.get("new_string")
+    content = arguments.get("content")
+    if name == "edit" and isinstance(old, str) and isinstance(new, str):
+        preview["content"] = [{"type": "diff", "path": path, "oldText": old, "newText": new}]
+    elif name == "write" and isinstance(content, str):
+        preview["content"] = [{"type": "diff", "path": path, "newText": content}]
+    return preview
+
+
+def _usable(path: str) -> bool:
+    """Whether a file name can hold `path` (no NUL, no lone surrogate, D381)."""
+    if not path or "\0" in path:
+        return False
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def updates_for_record(
-    record: Record, *, replay: bool, step: tuple[int, int] = (0, 0)
+    record: Record, *, replay: bool, step: tuple[int, int] = (0, 0), cwd: str | None = None
 ) -> list[dict[str, Any]]:
     """The `session/update` payloads a record produces. Live (`replay=False`), assistant text
     is sent as it streams (see `agent_text_update`), and the user's own prompt is not echoed
     back; in a replay both come from the records, an assistant message tagged with the
-    `messageId` of its `step` (turn, step)."""
+    `messageId` of its `step` (turn, step). `cwd` is the session's working directory, which
+    a file tool's relative path is taken from (`call_preview`)."""
     data = record.data
     if record.type == USER_MESSAGE:
         if not replay:
@@ -296,18 +347,19 @@ def updates_for_record(
     if record.type == TOOL_CALL:
         arguments: Any = thaw(data.get("arguments", {}))
         name = str(data["name"])
+        named: Mapping[str, Any] = (
+            cast("Mapping[str, Any]", arguments) if isinstance(arguments, dict) else {}
+        )
         return [
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": str(data["call_id"]),
-                "title": tool_call_title(
-                    name,
-                    cast("Mapping[str, Any]", arguments) if isinstance(arguments, dict) else {},
-                ),
+                "title": tool_call_title(name, named),
                 "kind": tool_kind(name),
                 # Not running yet: its approval, if it needs one, comes first.
                 "status": "pending",
                 "rawInput": json_safe(arguments),
+                **call_preview(name, named, cwd),
             }
         ]
     if record.type == TOOL_RESULT:
@@ -327,13 +379,53 @@ def tool_result_update(record: Record) -> dict[str, Any]:
     for flag in ("rejected", "interrupted"):
         if data.get(flag) is True:
             raw[flag] = True
-    return {
+    diff, locations = _shown_details(data.get("details"))
+    update: dict[str, Any] = {
         "sessionUpdate": "tool_call_update",
         "toolCallId": str(data["call_id"]),
         "status": "failed" if failed else "completed",
-        "content": [{"type": "content", "content": _text(output)}],
+        "content": [*diff, {"type": "content", "content": _text(output)}],
         "rawOutput": raw,
     }
+    if locations:
+        update["locations"] = locations
+    return update
+
+
+def _shown_details(details: object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A result's `details` (`ToolResult.details`) as ACP shows them: its `diff` as `diff`
+    content, its `locations` as locations. Read defensively: a record may come from any
+    writer, and what does not have the documented shape is left out."""
+    if not isinstance(details, Mapping):
+        return [], []
+    fields = cast("Mapping[str, Any]", details)
+    diff: list[dict[str, Any]] = []
+    change: object = fields.get("diff")
+    if isinstance(change, Mapping):
+        parts = cast("Mapping[str, Any]", change)
+        path, old, new = parts.get("path"), parts.get("old_text"), parts.get("new_text")
+        if _absolute(path) and isinstance(new, str) and (old is None or isinstance(old, str)):
+            shown = {"type": "diff", "path": path, "newText": new}
+            diff.append(shown if old is None else {**shown, "oldText": old})
+    locations: list[dict[str, Any]] = []
+    listed: object = fields.get("locations")
+    if isinstance(listed, Sequence) and not isinstance(listed, str):
+        for item in cast("Sequence[object]", listed):
+            if not isinstance(item, Mapping):
+                continue
+            place = cast("Mapping[str, Any]", item)
+            path, line = place.get("path"), place.get("line")
+            if not _absolute(path):
+                continue
+            if type(line) is int and 0 <= line < 2**32:
+                locations.append({"path": path, "line": line})
+            else:
+                locations.append({"path": path})
+    return diff, locations
+
+
+def _absolute(path: object) -> bool:
+    return isinstance(path, str) and _usable(path) and os.path.isabs(path)
 
 
 def json_safe(value: Any) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, Final, cast
 from .._agent._approval import ApprovalRequest, Decision, DecisionOutcome
 from .._frozen import thaw
 from ._jsonrpc import ClientRequestError
-from ._mapping import json_safe, tool_call_title, tool_kind
+from ._mapping import call_preview, json_safe, tool_call_title, tool_kind
 
 __all__ = ["BY", "OPTIONS", "AcpApprover", "decision_for", "permission_params"]
 
@@ -37,9 +37,12 @@ _OUTCOME_OF: Final[dict[str, DecisionOutcome]] = {
 ClientRequest = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 
 
-def permission_params(session_id: str, request: ApprovalRequest) -> dict[str, Any]:
+def permission_params(
+    session_id: str, request: ApprovalRequest, cwd: str | None = None
+) -> dict[str, Any]:
     """The `RequestPermissionRequest` for one call: the tool call as its `tool_call` update
-    showed it (id, title, kind, raw input), still `pending`, and the four options."""
+    showed it (id, title, kind, raw input, and for a file tool its file and the change it
+    asks for, a relative path taken from `cwd`), still `pending`, and the four options."""
     # A deep plain copy (records hold read-only mappings and tuples), strict JSON or its repr,
     # as in the `tool_call` update the client already has.
     arguments = thaw(request.arguments)
@@ -51,6 +54,7 @@ def permission_params(session_id: str, request: ApprovalRequest) -> dict[str, An
             "kind": tool_kind(request.tool),
             "status": "pending",
             "rawInput": json_safe(arguments),
+            **call_preview(request.tool, arguments, cwd),
         },
         "options": [dict(option) for option in OPTIONS],
     }
@@ -88,18 +92,20 @@ def _short(value: object) -> str:
 
 
 class AcpApprover:
-    """The approver of one ACP session: asks the client with `session/request_permission`
-    through `request` (the server's `client_request`)."""
+    """The approver of one ACP session, whose working directory is `cwd`: asks the client
+    with `session/request_permission` through `request` (the server's `client_request`)."""
 
-    def __init__(self, session_id: str, request: ClientRequest) -> None:
+    def __init__(self, session_id: str, request: ClientRequest, cwd: str | None = None) -> None:
         self._session_id = session_id
         self._request = request
+        self._cwd = cwd
 
     async def __call__(self, request: ApprovalRequest) -> Decision:
         """Ask the client about `request`. Always a checkpoint (the client request's)."""
         try:
             result = await self._request(
-                "session/request_permission", permission_params(self._session_id, request)
+                "session/request_permission",
+                permission_params(self._session_id, request, self._cwd),
             )
         except ClientRequestError as exc:
             if not exc.answered:

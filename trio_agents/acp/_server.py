@@ -43,12 +43,14 @@ from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell._bash_tools import BashTools
 from .._store._records import Record
+from .._tool._file_access import FileAccess, LocalFiles
 from .._util import describe
 from . import _jsonrpc as rpc
 from . import _listing, _params
 from . import _mapping as m
 from . import _modes as modes
 from . import _prompt as p
+from ._client_files import ClientFiles
 from ._client_requests import ClientRequests
 from ._frames import Outgoing, Text, encode, size, update_frame
 from ._pacing import OutputBudget
@@ -139,7 +141,9 @@ class AcpServer:
         self._prompting: dict[rpc.RequestId, SessionState] = {}
         self._answering: dict[rpc.RequestId, trio.CancelScope] = {}
         self._closed = False
-        self._client_reads_files = False  # whether `initialize` offered fs.readTextFile
+        # Whether `initialize` offered fs.readTextFile and fs.writeTextFile.
+        self._client_reads_files = False
+        self._client_writes_files = False
         self._out, self._out_receive = trio.open_memory_channel[Outgoing](math.inf)
         if max_unwritten < 0:
             raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
@@ -160,6 +164,7 @@ class AcpServer:
             mode=mode,
             models=named,
             client_request=self.client_request,
+            file_access=self._file_access,
         )
 
     # -- the connection ---------------------------------------------------------------------
@@ -394,6 +399,7 @@ class AcpServer:
         if method == "initialize":
             await trio.lowlevel.checkpoint()
             self._client_reads_files = m.client_reads_files(params)
+            self._client_writes_files = m.client_writes_files(params)
             logger.info("initialize from %s", m.client_name(params))
             return m.initialize_result(self._version)
         if method == "authenticate":
@@ -584,6 +590,21 @@ class AcpServer:
             return None
         return client_reader(self.client_request, session.id)
 
+    def _file_access(self, session_id: str) -> FileAccess:
+        """How session `session_id`'s file tools read and write: through the client for
+        what `initialize` offered (`fs/read_text_file`, `fs/write_text_file`), this
+        machine's file system for the rest (D521)."""
+        local = LocalFiles()
+        if not (self._client_reads_files or self._client_writes_files):
+            return local
+        return ClientFiles(
+            self.client_request,
+            session_id,
+            reads=self._client_reads_files,
+            writes=self._client_writes_files,
+            local=local,
+        )
+
     async def _settle(
         self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState
     ) -> None:
@@ -632,8 +653,10 @@ class AcpServer:
     def _on_record(self, session_id: str, record: Record) -> None:
         """Seam: a double may change which updates a session's record becomes, and when."""
         # A session observer must not raise (observers are the persistence path).
+        session = self._sessions.get(session_id)
+        cwd = session.cwd if session is not None else None
         try:
-            for update in m.updates_for_record(record, replay=False):
+            for update in m.updates_for_record(record, replay=False, cwd=cwd):
                 self._update(session_id, update)
             usage = m.usage_update(record, self._context_window)
             if usage is not None:

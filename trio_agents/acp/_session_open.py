@@ -31,6 +31,8 @@ from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._store._records import Record
+from .._tool._file_access import FileAccess
+from .._tool._file_tools import FileTools
 from .._tool._seam import Tool
 from . import _jsonrpc as rpc
 from . import _mapping as m
@@ -51,7 +53,9 @@ class SessionOpener:
     """What every session of one connection is made with: the runtime, the base tools (the
     `BashTools`), the agents' options and system prompt, how long each MCP server has to
     start, the output budget every session's model is paced by, the mode and models a new
-    or loaded session starts with, and how a permission request reaches the client."""
+    or loaded session starts with, how a permission request reaches the client, and how a
+    session's file tools reach its files (`file_access`, given the session's id: through
+    the client when it offers `fs/*`)."""
 
     runtime: Runtime
     tools: Sequence[Tool]
@@ -62,6 +66,7 @@ class SessionOpener:
     mode: str
     models: Mapping[str, Callable[[], Model]]
     client_request: ClientRequest
+    file_access: Callable[[str], FileAccess]
 
     async def new(
         self,
@@ -86,7 +91,7 @@ class SessionOpener:
                 session_id=sid,
                 options=self._session_options(cwd, scope),
                 meta={"cwd": cwd},
-                approval=self._approval(sid, settings),
+                approval=self._approval(sid, cwd, settings),
             )
             # Stored before the client hears of it, so a session/load from another process
             # finds it before its first prompt, and session/list shows it (D200).
@@ -141,14 +146,14 @@ class SessionOpener:
                     model=PacedModel(settings.model, self.budget),
                     tools=scope.tools,
                     options=self._session_options(cwd, scope),
-                    approval=self._approval(sid, settings),
+                    approval=self._approval(sid, cwd, settings),
                 )
             except DuplicateSessionError as exc:
                 raise rpc.JsonRpcError.invalid_params(str(exc)) from None
             still_open("session/load" if replay is not None else "session/resume")
             # The history first, then the live updates: no await between the two.
             if replay is not None:
-                _replay(handle.agent.session.records, sid, replay)
+                _replay(handle.agent.session.records, sid, cwd, replay)
             install(scope, handle, cwd, settings)
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -187,16 +192,23 @@ class SessionOpener:
             )
         # The history, then the live updates: no await between the two.
         if replay is not None:
-            _replay(session.handle.agent.session.records, sid, replay)
+            _replay(session.handle.agent.session.records, sid, cwd, replay)
         await trio.lowlevel.checkpoint()
         return Answer(
             session.settings.advertised(), sid, _commands(session.settings.model.active())
         )
 
     async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
-        """The session's fiber, with its MCP servers connected (design D260)."""
+        """The session's fiber, with its MCP servers connected (design D260). Its tools are
+        the base tools, its file tools, then each MCP server's."""
+        files = FileTools(cwd, access=self.file_access(sid))
         return await open_session_scope(
-            self.runtime, sid, servers, base=self.tools, cwd=cwd, start_timeout=self.start_timeout
+            self.runtime,
+            sid,
+            servers,
+            base=(*self.tools, *files.tools),
+            cwd=cwd,
+            start_timeout=self.start_timeout,
         )
 
     def _session_options(self, cwd: str, scope: SessionScope) -> AgentOptions | None:
@@ -208,8 +220,8 @@ class SessionOpener:
         # (design D193): a client that never chose `auto` never has commands run unasked.
         return modes.Settings.make(self.mode, self.models)
 
-    def _approval(self, session_id: str, settings: modes.Settings) -> Approval:
-        return Approval(settings.policy, AcpApprover(session_id, self.client_request))
+    def _approval(self, session_id: str, cwd: str, settings: modes.Settings) -> Approval:
+        return Approval(settings.policy, AcpApprover(session_id, self.client_request, cwd))
 
 
 def commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
@@ -218,9 +230,12 @@ def commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
 
 
 def _replay(
-    records: Sequence[Record], sid: str, replay: Callable[[str, Mapping[str, Any]], None]
+    records: Sequence[Record],
+    sid: str,
+    cwd: str,
+    replay: Callable[[str, Mapping[str, Any]], None],
 ) -> None:
-    for update in m.replay_updates(records):
+    for update in m.replay_updates(records, cwd):
         replay(sid, update)
 
 
