@@ -316,9 +316,18 @@ class ModelMachine(ConformanceMachine):
         model = make(self.base_url, api_key=self.key, max_retries=1, max_wait=MAX_WAIT)
         request = ModelRequest((Message("user", "wait"),), (), AgentOptions())
         told = f"an answer of HTTP {status} with `{header}: {value}`"
-        limit = seconds + WAIT_SLACK
-        done = self.host.call(self._consume_within, model, request, limit)
-        arrived = list(self.endpoint.arrived)
+        # A retry that came too late is tried once more with four times the slack: on a
+        # loaded machine the adapter's task may wait seconds for a core (the bad-start
+        # rule of the MCP machine does the same, D502). One that came early fails at once.
+        for slack in (WAIT_SLACK, 4 * WAIT_SLACK):
+            limit = seconds + slack
+            done = self.host.call(self._consume_within, model, request, limit)
+            arrived = list(self.endpoint.arrived)
+            late = len(arrived) < 2 or arrived[1] - arrived[0] > limit
+            if not late or slack != WAIT_SLACK:
+                break
+            self.endpoint.reset(answers)
+            model = make(self.base_url, api_key=self.key, max_retries=1, max_wait=MAX_WAIT)
         RETRIED_BEFORE_FIRST_CHUNK.check(
             done or len(arrived) > 1, lambda: f"{told}: no retry came within {limit:g} s"
         )
