@@ -73,7 +73,7 @@ def test_the_node_client_runs_the_echo_and_cancel_scenario(
     _drive("acp_node_client.mjs", sdk_dir, tmp_path)
 
 
-def test_the_node_client_at_2_4_resumes_closes_and_cancels_a_request(
+def test_the_node_client_at_2_4_resumes_closes_deletes_and_cancels_a_request(
     sdk_2026_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
     _drive("acp_node_client_2026.mjs", sdk_2026_dir, tmp_path)

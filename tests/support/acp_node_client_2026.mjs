@@ -2,7 +2,8 @@
 // API, which parses every session/update it receives against the stable schema): the session
 // methods ACP stabilised in 2026, D507. A prompt cancelled by aborting its request (the
 // SDK sends `$/cancel_request`), `session/close`, then `session/resume` (no replay) and a
-// prompt to the resumed session. Exits 0 when every check holds; prints what failed.
+// prompt to the resumed session, message ids on the chunks (D509), and `session/delete`
+// (D508). Exits 0 when every check holds; prints what failed.
 // Usage: node acp_node_client_2026.mjs <sdk dir> <cwd> <agent command> [args...]
 import { check, startAgent } from "./acp_node_common.mjs";
 import { Readable, Writable } from "node:stream";
@@ -39,7 +40,7 @@ await app.connectWith(stream, async (ctx) => {
     clientCapabilities: {},
   });
   const caps = init.agentCapabilities?.sessionCapabilities ?? {};
-  check(caps.resume && caps.close, `sessionCapabilities ${JSON.stringify(caps)}`);
+  check(caps.resume && caps.close && caps.delete, `sessionCapabilities ${JSON.stringify(caps)}`);
   const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
 
   const echo = await ctx.request("session/prompt", {
@@ -78,6 +79,23 @@ await app.connectWith(stream, async (ctx) => {
   });
   check(again.stopReason === "end_turn", `resumed stopReason ${again.stopReason}`);
   check(texts(sessionId, before).endsWith("echo: again"), `resumed text ${texts(sessionId, before)}`);
+  const ids = updates
+    .filter((u) => u.sessionId === sessionId && u.update.sessionUpdate === "agent_message_chunk")
+    .map((u) => u.update.messageId);
+  check(
+    ids.length > 0 && ids.every((id) => typeof id === "string" && id.startsWith("assistant-")),
+    `message ids ${JSON.stringify(ids)}`,
+  );
+
+  const deleted = await ctx.request("session/delete", { sessionId });
+  check(Object.keys(deleted ?? {}).length === 0, `delete answered ${JSON.stringify(deleted)}`);
+  const listed = await ctx.request("session/list", {});
+  check(
+    !listed.sessions.some((info) => info.sessionId === sessionId),
+    `listed after delete ${JSON.stringify(listed.sessions)}`,
+  );
+  const again2 = await ctx.request("session/delete", { sessionId });
+  check(Object.keys(again2 ?? {}).length === 0, `second delete answered ${JSON.stringify(again2)}`);
 });
 
 agent.stdin.end();
