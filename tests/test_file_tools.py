@@ -4,6 +4,7 @@ ends, recorded in `tool/result` and never sent to the model; the file-access sea
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import trio
 
 from trio_agents import FileAccess, FileTools, Tool, ToolContext, ToolResult, open_agent
+from trio_agents._tool._file_access import LocalFiles
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
 # The tools resolve paths and touch files in worker threads: a real clock (conftest).
@@ -258,3 +260,30 @@ def test_details_that_are_not_json_data_are_refused_where_the_result_is_made(
 ) -> None:
     with pytest.raises(TypeError, match="ToolResult details must be a mapping of JSON data"):
         ToolResult("x", details=details)
+
+
+async def test_a_directory_swapped_for_a_link_after_the_check_is_not_followed(
+    tmp_path: pathlib.Path,
+) -> None:
+    # The race a command of the session could run: the tools checked `cwd/sub/note.txt`
+    # (no link in it), then `sub` became a link to a directory outside before the open.
+    cwd, outside = tmp_path / "cwd", tmp_path / "outside"
+    cwd.mkdir()
+    outside.mkdir()
+    (outside / "note.txt").write_text("secret")
+    (cwd / "sub").symlink_to(outside)
+    checked = str(cwd / "sub" / "note.txt")  # what the check resolved, before the swap
+    access = LocalFiles()
+    followed = r"symbolic links|Not a directory"  # ELOOP or ENOTDIR: the link not followed
+    with pytest.raises(OSError, match=followed) as refused:
+        await access.read_text(checked)
+    assert refused.value.errno in (errno.ELOOP, errno.ENOTDIR)
+    with pytest.raises(OSError, match=followed):
+        await access.write_text(checked, "overwritten")
+    with pytest.raises(OSError, match=followed):
+        await access.write_text(str(cwd / "sub" / "new" / "made.txt"), "x")
+    assert (outside / "note.txt").read_text() == "secret"
+    assert sorted(p.name for p in outside.iterdir()) == ["note.txt"]
+    # A path with no link in it opens as before, missing directories made on the way.
+    await access.write_text(str(cwd / "a" / "b" / "c.txt"), "made")
+    assert await access.read_text(str(cwd / "a" / "b" / "c.txt")) == "made"

@@ -11,6 +11,7 @@ an access only reads and writes the path it is given, which is absolute and reso
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -42,8 +43,11 @@ class FileAccess(Protocol):
 
 class LocalFiles:
     """This machine's file system, read and written in a worker thread (never the event
-    loop). A file is opened without following a last symbolic link and without blocking (a
-    FIFO would hang the call), and checked to be a regular file on its descriptor."""
+    loop). The path is opened one component at a time from `/`, none of them followed if it
+    is a symbolic link: the path the tools checked has none, so a directory swapped for a
+    link after the check (by a command of the session, say) fails the open rather than
+    leading outside the working directory. A file is opened without blocking (a FIFO would
+    hang the call) and checked to be a regular file on its descriptor."""
 
     async def read_text(self, path: str) -> str:
         """See `FileAccess.read_text`."""
@@ -57,8 +61,29 @@ class LocalFiles:
 _FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+def _open_exactly(path: str, flags: int, *, make_directories: bool = False) -> int:
+    """Open the absolute path `path`, which has no symbolic link in it, following none: a
+    component that is a link now fails with ELOOP or ENOTDIR. Missing directories are made
+    on the way when `make_directories`."""
+    *directories, name = [part for part in path.split("/") if part]
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for directory in directories:
+            if make_directories:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(directory, 0o777, dir_fd=fd)
+            inner = os.open(
+                directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
+            os.close(fd)
+            fd = inner
+        return os.open(name, flags | _FLAGS, 0o666, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def _read(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY | _FLAGS)
+    fd = _open_exactly(path, os.O_RDONLY)
     try:
         _require_regular(fd, path)
         with os.fdopen(os.dup(fd), "rb") as file:
@@ -74,9 +99,8 @@ def _read(path: str) -> str:
 
 def _write(path: str, text: str) -> None:
     data = text.encode("utf-8")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     # Truncated only once the descriptor is known to be a regular file's.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | _FLAGS, 0o666)
+    fd = _open_exactly(path, os.O_WRONLY | os.O_CREAT, make_directories=True)
     try:
         _require_regular(fd, path)
         os.ftruncate(fd, 0)
