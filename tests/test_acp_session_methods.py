@@ -171,6 +171,34 @@ async def test_a_turns_usage_is_in_its_answer_and_each_calls_in_a_usage_update()
         assert not [u for u in peer.updates(sid) if u["sessionUpdate"] == "usage_update"]
 
 
+async def test_a_loads_updates_all_come_before_its_answer() -> None:
+    # The ACP test kit's LOAD-002 takes any update after a load's answer for more history:
+    # the commands update comes with the replay, before the answer (D514).
+    store = MemoryStore()
+    async with acp_peer(store=store) as peer:
+        sid = await new_session(peer)
+        await peer.result("session/prompt", {"sessionId": sid, "prompt": text("hi")})
+    for live in (False, True):
+        async with acp_peer(store=store) as peer:
+            if live:
+                load = {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+                await peer.result("session/load", load)
+            loaded = await peer.start_request(
+                "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+            )
+            await peer.answer(loaded)
+            await trio.testing.wait_all_tasks_blocked()
+            at = next(i for i, f in enumerate(peer.frames) if f.get("id") == loaded)
+            before = [
+                f["params"]["update"]["sessionUpdate"]
+                for f in peer.frames[:at]
+                if f.get("method") == "session/update"
+            ]
+            after = [f for f in peer.frames[at + 1 :] if f.get("method") == "session/update"]
+            assert "available_commands_update" in before
+            assert after == []
+
+
 async def test_resume_makes_a_stored_session_live_without_replaying_it() -> None:
     store = MemoryStore()
     model = ScriptedModel([reply("first answer"), reply("second answer")])

@@ -154,6 +154,7 @@ class SessionOpener:
             # The history first, then the live updates: no await between the two.
             if replay is not None:
                 _replay(handle.agent.session.records, sid, cwd, replay)
+                _advertise(sid, settings.model.active(), replay)
             install(scope, handle, cwd, settings)
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -161,7 +162,8 @@ class SessionOpener:
                 await scope.aclose()
             raise
         await trio.lowlevel.checkpoint()
-        return Answer(settings.advertised(), sid, _commands(settings.model.active()))
+        later = _commands(settings.model.active()) if replay is None else []
+        return Answer(settings.advertised(), sid, later)
 
     async def reattach(
         self,
@@ -191,11 +193,13 @@ class SessionOpener:
                 f"(it was given {[s.name for s in servers]})"
             )
         # The history, then the live updates: no await between the two.
+        model = session.settings.model.active()
         if replay is not None:
             _replay(session.handle.agent.session.records, sid, cwd, replay)
+            _advertise(sid, model, replay)
         await trio.lowlevel.checkpoint()
         return Answer(
-            session.settings.advertised(), sid, _commands(session.settings.model.active())
+            session.settings.advertised(), sid, _commands(model) if replay is None else []
         )
 
     async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
@@ -237,6 +241,14 @@ def _replay(
 ) -> None:
     for update in m.replay_updates(records, cwd):
         replay(sid, update)
+
+
+def _advertise(sid: str, model: Model, send: Callable[[str, Mapping[str, Any]], None]) -> None:
+    """A load's commands update, sent before its answer: the client knows the session (it
+    named it), and a client that takes what follows a load's answer for more history (the
+    ACP test kit's LOAD-002 does) sees none (D514)."""
+    for update in _commands(model):
+        send(sid, update)
 
 
 def _commands(model: Model) -> list[dict[str, Any]]:
