@@ -311,8 +311,13 @@ class OpenAICompatibleModel:
 
         if self._ssl is None:
             # Building a context loads the CA bundle (tens of ms, blocking the event loop):
-            # once per model, not once per step.
-            self._ssl = httpx.create_ssl_context()
+            # once per model, not once per step, and not at all for a plain-HTTP endpoint (a
+            # local server), whose requests never use it. Its context, with no CA, verifies
+            # nothing and so trusts nothing: a TLS connection through it fails closed.
+            if self._url.startswith("http://"):
+                self._ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            else:
+                self._ssl = httpx.create_ssl_context()
         timeout = self._timeout if self._timeout is not None else httpx.Timeout(300.0, connect=10.0)
         return httpx.AsyncClient(timeout=timeout, verify=self._ssl)
 
