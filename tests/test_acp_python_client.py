@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
+    AgentMessageChunk,
     ClientCapabilities,
     FileEditToolCallContent,
     FileSystemCapabilities,
@@ -138,6 +139,46 @@ def test_session_load_replays_history_and_a_live_session_loaded_again_replays_it
             assert users == ["remember me", "!echo from-bash"]
             answer = await conn.prompt(session_id=sid, prompt=prompt("still there?"))
             assert answer.stop_reason == "end_turn"
+
+    async def both() -> None:
+        await second(await first())
+
+    run(both())
+
+
+def test_close_resume_and_message_ids_with_the_python_client(tmp_path: pathlib.Path) -> None:
+    # The methods of 2026 the Python SDK speaks (D507, D509): close during a turn, resume
+    # without a replay in a new process, each chunk tagged with its message's id.
+    store = tmp_path / "s.sqlite3"
+
+    async def first() -> str:
+        client = RecordingClient()
+        async with server(client, store) as (conn, _):
+            caps = client.init.agent_capabilities
+            assert caps is not None
+            assert caps.session_capabilities is not None
+            assert caps.session_capabilities.close is not None
+            assert caps.session_capabilities.resume is not None
+            sid = await new_session(conn, tmp_path)
+            await conn.prompt(session_id=sid, prompt=prompt("remember me"))
+            held = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=prompt("/hold")))
+            await client.wait_for(sid, "holding")
+            await conn.close_session(session_id=sid)
+            assert held.done()  # answered before the close was
+            assert (await held).stop_reason == "cancelled"
+            ids = {u.message_id for u in client.of(sid) if isinstance(u, AgentMessageChunk)}
+            assert len(ids) == 2
+            assert all(i is not None and i.startswith("assistant-") for i in ids)
+        return sid
+
+    async def second(sid: str) -> None:
+        client = RecordingClient()
+        async with server(client, store) as (conn, _):
+            await conn.resume_session(session_id=sid, cwd=str(tmp_path))
+            assert not [u for u in client.of(sid) if isinstance(u, UserMessageChunk)]
+            answer = await conn.prompt(session_id=sid, prompt=prompt("still there?"))
+            assert answer.stop_reason == "end_turn"
+            assert client.text(sid).endswith("echo: still there?")
 
     async def both() -> None:
         await second(await first())
