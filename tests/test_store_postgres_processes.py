@@ -51,6 +51,26 @@ async def _refused(dsn: str) -> str:
     return str(caught.value)
 
 
+async def _claims_freed(dsn: str) -> None:
+    """Wait (bounded) until no advisory lock is held in the database at `dsn`: a SIGKILLed
+    holder's backend notices its client gone a moment after the kill, and only then frees
+    its claims (the test above measures it). Polled: the server has no event for it."""
+
+    def held() -> int:
+        import psycopg
+
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks AS l JOIN pg_database AS d ON l.database = d.oid "
+                "WHERE l.locktype = 'advisory' AND d.datname = current_database()"
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    with trio.fail_after(FREED_WITHIN):
+        while await trio.to_thread.run_sync(held):  # noqa: ASYNC110 - no event for it
+            await trio.sleep(0.01)
+
+
 async def test_a_session_live_in_another_process_is_refused_until_its_holder_is_killed(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
@@ -100,6 +120,7 @@ async def test_sigkill_at_20_points_on_postgres_leaves_whole_records_repaired(
         stored = await load(dsn)
         check_stored(stored)
         open_turns += open_turn(stored) is not None
+        await _claims_freed(dsn)
         await check_resume(dsn, stored)
     for call_id in HELD_CALLS:
         dsn = postgres_server.new_database()
@@ -115,5 +136,6 @@ async def test_sigkill_at_20_points_on_postgres_leaves_whole_records_repaired(
         assert open_turn(stored) is not None
         assert call_id in unanswered_calls(stored)
         open_turns += 1
+        await _claims_freed(dsn)
         await check_resume(dsn, stored)
     assert open_turns >= 5, f"only {open_turns} of 20 kills left an open turn"
