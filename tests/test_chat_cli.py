@@ -346,6 +346,27 @@ async def test_max_steps_and_tool_results_are_shown() -> None:
         assert await chat.exit_code() == 0
 
 
+@pytest.mark.realtime  # the tools read and write in a worker thread
+async def test_the_chat_has_the_file_tools_in_its_working_directory(
+    tmp_path: pathlib.Path,
+) -> None:
+    # The file tools an ACP session has (D515): the offline model's /tool calls them.
+    store, term = MemoryStore(), FakeTerminal()
+    chat = ChatRun(term, config(store, cwd=str(tmp_path), mode="auto"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(chat.run)
+        term.type('/tool write {"path": "notes.txt", "content": "one\\ntwo\\n"}')
+        await term.expect_soon("> ")
+        term.type('/tool edit {"path": "notes.txt", "old_string": "two", "new_string": "2"}')
+        await term.expect_soon("> ")
+        term.type('/tool read {"path": "../outside.txt"}')
+        await term.expect_soon("outside the working directory")
+        term.end_input()
+        assert await chat.exit_code() == 0
+    assert (tmp_path / "notes.txt").read_text() == "one\n2\n"
+    assert not (tmp_path.parent / "outside.txt").exists()
+
+
 async def test_resuming_replays_the_history_before_the_prompt() -> None:
     store = MemoryStore()
     first = FakeTerminal()

@@ -74,6 +74,7 @@ from .._store._base import SessionStore
 from .._store._postgres import PostgresStore
 from .._store._records import Record
 from .._store._sqlite import default_store_path
+from .._tool._file_tools import FileTools
 from .._tool._seam import Tool
 from ._args import (
     add_max_steps,
@@ -266,7 +267,9 @@ class Chat:
                 bash = BashTools()
                 await rt.load(bash)
                 cwd = self._config.cwd if self._config.cwd is not None else os.getcwd()
-                tools = await self._mcp.open(nursery, bash.tools, cwd, self._terminal)
+                # The file tools an ACP session has, on this machine's files (D515).
+                own = (*bash.tools, *FileTools(cwd).tools)
+                tools = await self._mcp.open(nursery, own, cwd, self._terminal)
                 opened = tools if isinstance(tools, int) else await self._open(rt, tools)
             if isinstance(opened, int):
                 return opened
