@@ -208,11 +208,9 @@ def startup_line(store: str, args: argparse.Namespace, policy: SandboxPolicy) ->
     sandbox = "sandboxed with bubblewrap" if sandboxed else "NOT sandboxed"
     if sandboxed and not policy.network:
         sandbox += ", no network"
-    if getattr(args, "client_terminal", False):
-        # Said at start, as the fallback is (D134): these commands leave the sandbox.
-        sandbox += (
-            "; foreground commands in the editor's terminal when it offers one, NOT sandboxed"
-        )
+    if args.client_terminal:
+        # Said at start, as the fallback is (D134): these commands leave the sandbox (D550).
+        sandbox += "; foreground ones in the editor's terminal when it offers one, NOT sandboxed"
     line = (
         f"trio-agents acp {VERSION}: serving ACP on stdio; store {store};"
         f" model {args.model}; mode {args.mode}; commands {sandbox}"
