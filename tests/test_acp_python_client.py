@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import pathlib
+import signal
 from typing import Any
 
 import pytest
@@ -14,12 +15,20 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentMessageChunk,
     ClientCapabilities,
+    CreateTerminalResponse,
+    EnvVariable,
     FileEditToolCallContent,
     FileSystemCapabilities,
+    KillTerminalResponse,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    TerminalToolCallContent,
     ToolCallProgress,
     ToolCallStart,
     UserMessageChunk,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
 
@@ -291,5 +300,137 @@ def test_an_edit_shows_its_diff_and_writes_through_the_clients_buffer(
                 if isinstance(u, ToolCallStart | ToolCallProgress)
             ]
             assert replayed == [start, done]
+
+    run(scenario())
+
+
+class TerminalClient(RecordingClient):
+    """A client that offers `terminal` and runs each command as a real process of its own,
+    in its own environment (`EDITOR_MARK` only it has), as an editor's terminal does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.capabilities = ClientCapabilities(terminal=True)
+        self.processes: dict[str, asyncio.subprocess.Process] = {}
+        self.readers: dict[str, asyncio.Task[bytes]] = {}
+        self.calls: list[tuple[str, str]] = []  # (method, terminal id)
+        self.waiting = asyncio.Event()  # set at the first terminal/wait_for_exit
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        terminal = f"editor-term-{len(self.processes) + 1}"
+        self.calls.append(("create", terminal))
+        given = {variable.name: variable.value for variable in env or []}
+        process = await asyncio.create_subprocess_exec(
+            command,
+            *(args or []),
+            cwd=cwd,
+            env={**os.environ, "EDITOR_MARK": "the editor's own", **given},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        self.processes[terminal] = process
+        self.readers[terminal] = asyncio.ensure_future(process.stdout.read())
+        return CreateTerminalResponse(terminal_id=terminal)
+
+    def _status(self, terminal: str) -> TerminalExitStatus | None:
+        code = self.processes[terminal].returncode
+        if code is None:
+            return None
+        if code < 0:
+            return TerminalExitStatus(signal=signal.Signals(-code).name)
+        return TerminalExitStatus(exit_code=code)
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        self.calls.append(("wait_for_exit", terminal_id))
+        self.waiting.set()
+        await self.processes[terminal_id].wait()
+        status = self._status(terminal_id)
+        assert status is not None
+        return WaitForTerminalExitResponse(exit_code=status.exit_code, signal=status.signal)
+
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> TerminalOutputResponse:
+        self.calls.append(("output", terminal_id))
+        output = (await self.readers[terminal_id]).decode()
+        return TerminalOutputResponse(
+            output=output, truncated=False, exit_status=self._status(terminal_id)
+        )
+
+    def _kill(self, terminal: str) -> None:
+        process = self.processes[terminal]
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+    async def kill_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> KillTerminalResponse:
+        self.calls.append(("kill", terminal_id))
+        self._kill(terminal_id)
+        return KillTerminalResponse()
+
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> ReleaseTerminalResponse:
+        self.calls.append(("release", terminal_id))
+        self._kill(terminal_id)
+        return ReleaseTerminalResponse()
+
+
+def test_a_command_runs_in_the_clients_terminal_and_a_cancel_kills_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Issue 37, item 2: with `--client-terminal` and a client that offers `terminal`, a
+    command runs in the client's terminal (its process, its environment), the tool call
+    embeds the terminal, and a cancel kills it through `terminal/kill`; `terminal/release`
+    follows every command (D550-D552)."""
+
+    async def scenario() -> None:
+        client = TerminalClient()
+        async with server(client, tmp_path / "s.sqlite3", "--client-terminal") as (conn, _):
+            sid = await new_session(conn, tmp_path)
+            answer = await conn.prompt(session_id=sid, prompt=prompt("!echo ran by $EDITOR_MARK"))
+            assert answer.stop_reason == "end_turn"
+            assert client.calls == [
+                (method, "editor-term-1")
+                for method in ("create", "wait_for_exit", "output", "release")
+            ]
+            embedded = TerminalToolCallContent(type="terminal", terminal_id="editor-term-1")
+            shown = [u for u in client.of(sid) if isinstance(u, ToolCallProgress) and u.content]
+            assert shown[0].content == [embedded]  # while it runs
+            done = shown[-1]
+            assert done.status == "completed"
+            assert done.content is not None
+            assert done.content[0] == embedded
+            assert done.content[1].content.text == "ran by the editor's own"
+
+            # A command that runs until the cancel kills it, in the editor's terminal.
+            client.waiting.clear()
+            held = asyncio.ensure_future(
+                conn.prompt(session_id=sid, prompt=prompt("!echo started; exec sleep 1000"))
+            )
+            await client.waiting.wait()
+            await conn.cancel(session_id=sid)
+            assert (await held).stop_reason == "cancelled"
+            process = client.processes["editor-term-2"]
+            assert process.returncode == -signal.SIGKILL  # gone before the prompt answered
+            assert client.calls[4:] == [
+                (method, "editor-term-2")
+                for method in ("create", "wait_for_exit", "kill", "wait_for_exit", "release")
+            ]
 
     run(scenario())

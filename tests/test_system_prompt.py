@@ -259,3 +259,11 @@ def test_acp_says_on_stderr_what_it_serves_and_more_with_verbose(tmp_path: pathl
     assert "; system prompt the default; max steps 4; MCP start timeout 10 s;" in lines[0]
     assert any(line.endswith("initialize from probe 9.1") for line in lines[1:]), lines
     assert not any(line.startswith("{") for line in lines)
+
+    # Commands that leave the sandbox are said at start, as the fallback is (D550).
+    terminal = run_acp(tmp_path, "--client-terminal")
+    assert terminal.returncode == 0
+    assert (
+        "; commands sandboxed with bubblewrap; foreground ones in the editor's terminal when it"
+        " offers one, NOT sandboxed"
+    ) in terminal.stderr.splitlines()[0]

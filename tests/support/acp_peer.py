@@ -54,6 +54,8 @@ class AcpPeer:
         self.input_closed = False
         self.server: AcpServer | None = None
         self.served = trio.Event()  # set when the server has returned (end of input)
+        # Called with each request the server sends the client, as it arrives (never blocks).
+        self.on_request: Callable[[dict[str, Any]], None] | None = None
 
     async def send_raw(self, data: bytes) -> None:
         await self._send.send_all(data)
@@ -114,6 +116,8 @@ class AcpPeer:
                 self._check(frame)
                 if "method" not in frame and frame.get("id") in self._answers:
                     self._answers[frame["id"]].set()
+                elif "method" in frame and "id" in frame and self.on_request is not None:
+                    self.on_request(frame)
 
 
 @asynccontextmanager

@@ -95,6 +95,13 @@ def add_parser(commands: Any) -> None:
         " to the editor as a usage_update (default: not reported; a prompt's answer carries its"
         " usage either way)",
     )
+    acp.add_argument(
+        "--client-terminal",
+        action="store_true",
+        help="run foreground commands in the editor's terminal when it offers one: the editor"
+        " shows them live and a cancel kills them there, but they run outside this sandbox,"
+        " with the editor's environment (default: every command runs in the sandbox)",
+    )
     add_system_prompt(acp)
     add_pass_env(acp)
     add_sandbox(acp)
@@ -143,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             args.mcp_start_timeout,
             args.system_prompt,
             args.context_window,
+            args.client_terminal,
         )
     except* (
         StoreFileError,
@@ -165,6 +173,7 @@ async def _main(
     mcp_start_timeout: float,
     system_prompt: SystemPrompt,
     context_window: int | None,
+    client_terminal: bool,
 ) -> int:
     stop = trio.Event()
     limit = teardown_limit(options.close_grace, shell.grace)
@@ -181,6 +190,7 @@ async def _main(
             mcp_start_timeout=mcp_start_timeout,
             system_prompt=system_prompt,
             context_window=context_window,
+            client_terminal=client_terminal,
         )
         nursery.cancel_scope.cancel(reason="the server is done")
     return signals.status(0)
@@ -198,6 +208,9 @@ def startup_line(store: str, args: argparse.Namespace, policy: SandboxPolicy) ->
     sandbox = "sandboxed with bubblewrap" if sandboxed else "NOT sandboxed"
     if sandboxed and not policy.network:
         sandbox += ", no network"
+    if args.client_terminal:
+        # Said at start, as the fallback is (D134): these commands leave the sandbox (D550).
+        sandbox += "; foreground ones in the editor's terminal when it offers one, NOT sandboxed"
     line = (
         f"trio-agents acp {VERSION}: serving ACP on stdio; store {store};"
         f" model {args.model}; mode {args.mode}; commands {sandbox}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -31,12 +31,17 @@ from .._errors import (
 from .._tool._seam import Tool, ToolContext, ToolResult
 from ._executor import JobOutput, RunResult, ShellExecutor, ShellRequest
 from ._output import StreamOutput
+from ._types import ShellSpec
 
 if TYPE_CHECKING:
     from .._fiber import Fiber
     from .._runtime import Runtime
 
-__all__ = ["BashTools", "render_result", "status_line"]
+__all__ = ["BashTools", "Foreground", "failed", "render_result", "running_elsewhere", "status_line"]
+
+Foreground = Callable[[ShellSpec, "ToolContext"], Awaitable["ToolResult"]]
+"""Runs a foreground `bash` command somewhere other than the executor (an ACP client's
+terminal): given the resolved command and the call, it answers the call's result."""
 
 
 class BashTools:
@@ -133,6 +138,10 @@ class _BashToolBase:
 
 
 class _Bash(_BashToolBase):
+    """`bash`; `foreground`, when given, runs foreground commands instead of the executor
+    (background jobs stay on the executor: `bash_output`, `bash_kill` and the job-done
+    notices are the executor's)."""
+
     name = "bash"
     description = (
         "Run a shell command with `bash -c` in a fresh shell. Foreground calls return its "
@@ -164,6 +173,16 @@ class _Bash(_BashToolBase):
         "required": ["command", "description"],
         "additionalProperties": False,
     }
+
+    def __init__(
+        self, bound: Callable[[], Runtime | None], foreground: Foreground | None = None
+    ) -> None:
+        super().__init__(bound)
+        self._foreground = foreground
+
+    def elsewhere(self, foreground: Foreground) -> _Bash:
+        """This tool, bound as it is, with its foreground commands run by `foreground`."""
+        return _Bash(self._bound, foreground)
 
     async def run(
         self, runtime: Runtime, arguments: Mapping[str, Any], context: ToolContext
@@ -205,6 +224,8 @@ class _Bash(_BashToolBase):
             owner=context.agent_id,
         )
         spec = shell.resolve(request)
+        if not background and self._foreground is not None:
+            return await self._foreground(spec, context)
         try:
             if background:
                 job_id = await shell.start(spec)
@@ -216,10 +237,16 @@ class _Bash(_BashToolBase):
             return _error(f"cannot start a job now: {exc}")
         except SandboxUnavailableError as exc:
             return _error(str(exc))
-        return ToolResult(render_result(result), is_error=_failed(result))
+        return ToolResult(render_result(result), is_error=failed(result))
 
 
-def _failed(result: RunResult) -> bool:
+def running_elsewhere(tools: Sequence[Tool], foreground: Foreground) -> tuple[Tool, ...]:
+    """`tools` with their `bash` tool (a `BashTools`' one, bound as it is) replaced by one
+    whose foreground commands `foreground` runs; any other tool as it is."""
+    return tuple(tool.elsewhere(foreground) if isinstance(tool, _Bash) else tool for tool in tools)
+
+
+def failed(result: RunResult) -> bool:
     """Whether a foreground command failed: it exited non-zero, died of a signal, timed out
     or was killed. Its result is then an error result (D210), as an editor shows it."""
     return (

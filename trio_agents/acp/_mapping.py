@@ -43,6 +43,7 @@ __all__ = [
     "assistant_message_id",
     "available_commands_update",
     "call_preview",
+    "client_has_terminal",
     "client_name",
     "client_reads_files",
     "client_writes_files",
@@ -57,6 +58,8 @@ __all__ = [
     "require_cwd",
     "require_session_id",
     "stop_reason",
+    "terminal_content",
+    "terminal_update",
     "tool_call_title",
     "tool_kind",
     "tool_result_update",
@@ -112,6 +115,15 @@ def client_reads_files(params: Mapping[str, Any]) -> bool:
 def client_writes_files(params: Mapping[str, Any]) -> bool:
     """Whether an `initialize` request's client offers `fs/write_text_file`."""
     return _fs_capability(params, "writeTextFile")
+
+
+def client_has_terminal(params: Mapping[str, Any]) -> bool:
+    """Whether an `initialize` request's client offers the `terminal/*` methods."""
+    capabilities: object = params.get("clientCapabilities")
+    return (
+        isinstance(capabilities, Mapping)
+        and cast("Mapping[str, Any]", capabilities).get("terminal") is True
+    )
 
 
 def _fs_capability(params: Mapping[str, Any], name: str) -> bool:
@@ -363,15 +375,33 @@ def updates_for_record(
             }
         ]
     if record.type == TOOL_RESULT:
-        return [tool_result_update(record)]
+        return [tool_result_update(record, live=not replay)]
     return []
 
 
-def tool_result_update(record: Record) -> dict[str, Any]:
+def terminal_content(terminal_id: str) -> dict[str, Any]:
+    """A client terminal as a tool call shows it: the client shows its output live, and
+    keeps showing it after the terminal is released."""
+    return {"type": "terminal", "terminalId": terminal_id}
+
+
+def terminal_update(call_id: str, terminal_id: str) -> dict[str, Any]:
+    """The update that embeds the client terminal a call's command runs in (D551)."""
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id,
+        "content": [terminal_content(terminal_id)],
+    }
+
+
+def tool_result_update(record: Record, *, live: bool = False) -> dict[str, Any]:
     """A `tool/result` as the call's last update: `failed` for an error result (the tool
     failed, the call was rejected or interrupted, a command exited non-zero), else
     `completed`; its text made readable (`readable`) as the content and, with the flags
-    the record carries, as `rawOutput`."""
+    the record carries, as `rawOutput`. `live`: the client terminal the command ran in
+    (`details.terminal`) comes first, since the update replaces the call's content and the
+    client keeps showing a released terminal; a replay leaves it out, as that terminal was
+    another connection's (D551)."""
     data = record.data
     failed = bool(data.get("is_error"))
     output = readable(str(data["content"]))
@@ -379,12 +409,15 @@ def tool_result_update(record: Record) -> dict[str, Any]:
     for flag in ("rejected", "interrupted"):
         if data.get(flag) is True:
             raw[flag] = True
-    diff, locations = _shown_details(data.get("details"))
+    details = data.get("details")
+    diff, locations = _shown_details(details)
+    terminal = _terminal_of(details) if live else None
+    shown = [terminal_content(terminal)] if terminal is not None else []
     update: dict[str, Any] = {
         "sessionUpdate": "tool_call_update",
         "toolCallId": str(data["call_id"]),
         "status": "failed" if failed else "completed",
-        "content": [*diff, {"type": "content", "content": _text(output)}],
+        "content": [*shown, *diff, {"type": "content", "content": _text(output)}],
         "rawOutput": raw,
     }
     if locations:
@@ -422,6 +455,14 @@ def _shown_details(details: object) -> tuple[list[dict[str, Any]], list[dict[str
             else:
                 locations.append({"path": path})
     return diff, locations
+
+
+def _terminal_of(details: object) -> str | None:
+    """The client terminal id a result's `details` name, if they name one."""
+    if not isinstance(details, Mapping):
+        return None
+    terminal: object = cast("Mapping[str, Any]", details).get("terminal")
+    return terminal if isinstance(terminal, str) and terminal else None
 
 
 def _absolute(path: object) -> bool:

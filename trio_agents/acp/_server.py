@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -41,7 +42,8 @@ from .._errors import DuplicateSessionError
 from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
-from .._shell._bash_tools import BashTools
+from .._shell._bash_tools import BashTools, Foreground
+from .._shell._env import QUIET_TOOLS
 from .._store._records import Record
 from .._tool._file_access import FileAccess, LocalFiles
 from .._util import describe
@@ -52,6 +54,7 @@ from . import _modes as modes
 from . import _prompt as p
 from ._client_files import ClientFiles
 from ._client_requests import ClientRequests
+from ._client_terminal import ClientTerminal
 from ._frames import Outgoing, Text, encode, size, update_frame
 from ._pacing import OutputBudget
 from ._prompt_turn import send_prompt, settle
@@ -95,6 +98,12 @@ class AcpServer:
     of it); the protocol wants the window's size, so without it none is sent. A prompt's
     answer carries the tokens its turn used (`usage`) either way, when the model said.
 
+    `client_terminal` runs each session's foreground `bash` commands in the client's
+    terminal (`terminal/*`) when `initialize` offers it: the editor shows the command live
+    in the tool call, and a cancel kills it there. The client runs it outside this runtime's
+    sandbox, with its own environment and rights, so it is off by default (D550).
+    Background jobs stay on the runtime's executor either way.
+
     Raises ValueError for a negative `max_unwritten`, a `mcp_start_timeout` that is not a
     positive number, a `context_window` that is not a positive number of tokens, an unknown
     mode, no model, or both `model_factory` and `models`.
@@ -115,6 +124,7 @@ class AcpServer:
         mcp_start_timeout: float = 10.0,
         system_prompt: SystemPrompt = coding_system_prompt,
         context_window: int | None = None,
+        client_terminal: bool = False,
     ) -> None:
         self._runtime = runtime
         if context_window is not None and not (
@@ -144,6 +154,9 @@ class AcpServer:
         # Whether `initialize` offered fs.readTextFile and fs.writeTextFile.
         self._client_reads_files = False
         self._client_writes_files = False
+        # Whether commands may run in the client's terminal, and whether `initialize` offered it.
+        self._use_client_terminal = client_terminal
+        self._client_has_terminal = False
         self._out, self._out_receive = trio.open_memory_channel[Outgoing](math.inf)
         if max_unwritten < 0:
             raise ValueError(f"max_unwritten must be a number of bytes >= 0, got {max_unwritten}")
@@ -165,6 +178,7 @@ class AcpServer:
             models=named,
             client_request=self.client_request,
             file_access=self._file_access,
+            terminal=self._terminal,
         )
 
     # -- the connection ---------------------------------------------------------------------
@@ -400,6 +414,7 @@ class AcpServer:
             await trio.lowlevel.checkpoint()
             self._client_reads_files = m.client_reads_files(params)
             self._client_writes_files = m.client_writes_files(params)
+            self._client_has_terminal = m.client_has_terminal(params)
             logger.info("initialize from %s", m.client_name(params))
             return m.initialize_result(self._version)
         if method == "authenticate":
@@ -604,6 +619,27 @@ class AcpServer:
             writes=self._client_writes_files,
             local=local,
         )
+
+    def _terminal(self, session_id: str) -> Foreground | None:
+        """Where session `session_id`'s foreground commands run: the client's terminal when
+        the server may use it and `initialize` offered it, else None (the executor, D550)."""
+        if not (self._use_client_terminal and self._client_has_terminal):
+            return None
+        shell = self._runtime.shell
+        # What the executor adds to a command's environment, less the allowlist of this
+        # process's own: the client's terminal has its own PATH, HOME and locale.
+        env = {**QUIET_TOOLS, **{n: os.environ[n] for n in shell.pass_env if n in os.environ}}
+        env.update(shell.env)
+        terminal = ClientTerminal(
+            self.client_request,
+            session_id,
+            show=lambda call_id, terminal_id: self._update(
+                session_id, m.terminal_update(call_id, terminal_id)
+            ),
+            env=env,
+            output_limit=shell.max_output_bytes,
+        )
+        return terminal.run
 
     async def _settle(
         self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState

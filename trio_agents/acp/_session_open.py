@@ -30,6 +30,7 @@ from .._model._offline import COMMANDS, OfflineModel
 from .._model._seam import Model
 from .._registry import AgentHandle
 from .._runtime import Runtime
+from .._shell._bash_tools import Foreground, running_elsewhere
 from .._store._records import Record
 from .._tool._file_access import FileAccess
 from .._tool._file_tools import FileTools
@@ -55,7 +56,8 @@ class SessionOpener:
     start, the output budget every session's model is paced by, the mode and models a new
     or loaded session starts with, how a permission request reaches the client, and how a
     session's file tools reach its files (`file_access`, given the session's id: through
-    the client when it offers `fs/*`)."""
+    the client when it offers `fs/*`), and where its foreground commands run (`terminal`,
+    given the session's id: the client's terminal, or None for the executor)."""
 
     runtime: Runtime
     tools: Sequence[Tool]
@@ -67,6 +69,7 @@ class SessionOpener:
     models: Mapping[str, Callable[[], Model]]
     client_request: ClientRequest
     file_access: Callable[[str], FileAccess]
+    terminal: Callable[[str], Foreground | None]
 
     async def new(
         self,
@@ -206,11 +209,13 @@ class SessionOpener:
         """The session's fiber, with its MCP servers connected (design D260). Its tools are
         the base tools, its file tools, then each MCP server's."""
         files = FileTools(cwd, access=self.file_access(sid))
+        foreground = self.terminal(sid)
+        tools = self.tools if foreground is None else running_elsewhere(self.tools, foreground)
         return await open_session_scope(
             self.runtime,
             sid,
             servers,
-            base=(*self.tools, *files.tools),
+            base=(*tools, *files.tools),
             cwd=cwd,
             start_timeout=self.start_timeout,
         )

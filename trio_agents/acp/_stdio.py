@@ -35,6 +35,7 @@ async def serve_stdio(
     mcp_start_timeout: float = 10.0,
     system_prompt: SystemPrompt = coding_system_prompt,
     context_window: int | None = None,
+    client_terminal: bool = False,
 ) -> None:
     """Serve ACP on stdin/stdout until end of input, in a runtime on `store` (a store, a
     SQLite path, or None for the default path), each session an agent with the bash tools
@@ -42,7 +43,8 @@ async def serve_stdio(
     switch among), starting in `mode` (`AcpServer`'s), their commands run by `shell` (None:
     a ShellExecutor with default settings, sandboxed), each MCP server a session names given
     `mcp_start_timeout` seconds to start, each session's system prompt made from
-    `system_prompt` (`AcpServer`'s), the models' context window `context_window` (`AcpServer`'s).
+    `system_prompt` (`AcpServer`'s), the models' context window `context_window` (`AcpServer`'s),
+    foreground commands in the client's terminal when `client_terminal` (`AcpServer`'s).
     Stdout carries frames only. Returns
     after every session's agent and MCP servers are closed and every answer written.
 
@@ -70,6 +72,7 @@ async def serve_stdio(
             mcp_start_timeout=mcp_start_timeout,
             system_prompt=system_prompt,
             context_window=context_window,
+            client_terminal=client_terminal,
         )
         async with trio.open_nursery() as nursery:
             if stop is not None:
