@@ -181,7 +181,7 @@ async def test_a_loads_updates_all_come_before_its_answer() -> None:
     for live in (False, True):
         async with acp_peer(store=store) as peer:
             if live:
-                load = {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+                load: dict[str, Any] = {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
                 await peer.result("session/load", load)
             loaded = await peer.start_request(
                 "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
