@@ -15,7 +15,7 @@ import trio
 import trio.testing
 from acp import schema
 
-from trio_agents import Record
+from trio_agents import Record, SqliteStore
 from trio_agents.acp._mapping import updates_for_record
 from trio_agents.testing import ScriptedModel, reply, tool_step
 
@@ -355,3 +355,38 @@ async def test_read_only_rejects_edit_and_write_and_reads(tmp_path: pathlib.Path
         assert read["status"] == "completed"
         assert (tmp_path / "f.txt").read_text() == "one\n"
         assert not (tmp_path / "g.txt").exists()
+
+
+async def test_a_sessions_tools_refuse_what_its_commands_cannot_see(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A session whose working directory is the home: a credential file, and the session
+    # store, are as hidden from its file tools as from its commands (D516).
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    (tmp_path / "store").mkdir()
+    store = SqliteStore(tmp_path / "store" / "sessions.sqlite3")
+    steps = [
+        tool_step(("read", {"path": ".ssh/id_ed25519"})),
+        tool_step(("write", {"path": "store/sessions.sqlite3", "content": "gone"})),
+        tool_step(("read", {"path": "notes.txt"})),
+        reply("done"),
+    ]
+    (tmp_path / "notes.txt").write_text("mine to read")
+    async with acp_peer(lambda: ScriptedModel(steps), store=store) as peer:
+        sid = await open_session(peer, tmp_path, fs=None)
+        assert (await peer.request("session/prompt", {"sessionId": sid, "prompt": [
+            {"type": "text", "text": "look"}
+        ]}))["result"] == {"stopReason": "end_turn"}  # fmt: skip
+        updates = tool_updates(peer, sid)
+        calls = [u["toolCallId"] for u in updates if u["sessionUpdate"] == "tool_call"]
+        results = [last_update(updates, call) for call in calls]
+    secret, store_file, mine = (r["rawOutput"] for r in results)
+    assert secret["is_error"] is True
+    assert "hidden from this session's tools" in secret["output"]
+    assert "PRIVATE KEY" not in json.dumps(results)
+    assert store_file["is_error"] is True
+    assert "hidden from this session's tools" in store_file["output"]
+    assert mine["is_error"] is False
+    assert "mine to read" in mine["output"]

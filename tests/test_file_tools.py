@@ -287,3 +287,29 @@ async def test_a_directory_swapped_for_a_link_after_the_check_is_not_followed(
     # A path with no link in it opens as before, missing directories made on the way.
     await access.write_text(str(cwd / "a" / "b" / "c.txt"), "made")
     assert await access.read_text(str(cwd / "a" / "b" / "c.txt")) == "made"
+
+
+async def test_hidden_paths_are_refused_and_by_default_the_users_credentials(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text("KEY")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / ".aws")  # hidden through a link too
+    context = ToolContext("a", "c1", 1, 1)
+    read, _, write = FileTools(tmp_path).tools
+    for path in (".aws/credentials", "link/credentials"):
+        result = await read({"path": path}, context)
+        assert isinstance(result, ToolResult)
+        assert result.is_error
+        assert "hidden from this session's tools" in result.content
+    read, _, write = FileTools(tmp_path, hidden=lambda: [str(tmp_path / "private")]).tools
+    result = await write({"path": "private/x.txt", "content": "no"}, context)
+    assert isinstance(result, ToolResult)
+    assert result.is_error
+    assert not (tmp_path / "private" / "x.txt").exists()
+    # Given its own list, the default's credentials are not in it.
+    result = await read({"path": ".aws/credentials"}, context)
+    assert isinstance(result, ToolResult)
+    assert not result.is_error

@@ -268,7 +268,9 @@ class Chat:
                 await rt.load(bash)
                 cwd = self._config.cwd if self._config.cwd is not None else os.getcwd()
                 # The file tools an ACP session has, on this machine's files (D515).
-                own = (*bash.tools, *FileTools(cwd).tools)
+                shell = rt.shell
+                files = FileTools(cwd, hidden=lambda: shell.hidden_paths(cwd))
+                own = (*bash.tools, *files.tools)
                 tools = await self._mcp.open(nursery, own, cwd, self._terminal)
                 opened = tools if isinstance(tools, int) else await self._open(rt, tools)
             if isinstance(opened, int):

@@ -135,6 +135,13 @@ class ShellExecutor:
         besides the policy's own (`open_runtime` hides its store this way). Never blocks."""
         self._sandboxing.hide(paths)
 
+    def hidden_paths(self, root: str) -> tuple[str, ...]:
+        """Every path a command rooted at `root` (absolute) would have hidden from it: the
+        policy's secret and hidden paths (the default policy's when there is none), those
+        given to `hide`, and the spill directories; `~` taken as this process's HOME. What
+        the file tools of a session refuse (D516). Never blocks."""
+        return self._sandboxing.hidden_paths(root)
+
     async def check_sandbox(self) -> bool:
         """Find out (once) whether commands can be sandboxed; return `sandboxed`. A checkpoint.
 

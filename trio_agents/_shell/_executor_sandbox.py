@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import trio
 
+from .._secret_paths import home_directory
 from ._network import SessionNetwork, SlirpHelper, session_network, slirp4netns
 from ._sandbox import (
     SandboxedCommand,
@@ -24,7 +25,7 @@ from ._sandbox import (
     sandboxed_command,
     spill_roots,
 )
-from ._sandbox_policy import SandboxPolicy
+from ._sandbox_policy import SandboxPolicy, hidden_targets
 from ._types import ShellSpec
 
 __all__ = ["ShellSandbox"]
@@ -55,6 +56,12 @@ class ShellSandbox:
     def hide(self, paths: Iterable[str]) -> None:
         """Hide `paths` from every later command, besides the policy's own."""
         self._hidden.extend(os.path.abspath(p) for p in paths)
+
+    def hidden_paths(self, root: str) -> tuple[str, ...]:
+        """What a command rooted at `root` would have hidden (`ShellExecutor.hidden_paths`)."""
+        policy = self.policy if self.policy is not None else SandboxPolicy()
+        extra = (*self._hidden, *spill_roots(os.path.abspath(root)))
+        return hidden_targets(policy, extra, home_directory())
 
     async def check(self) -> bool:
         """Find out (once) whether commands can be sandboxed; return `active`. A checkpoint.

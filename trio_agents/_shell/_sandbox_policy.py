@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._secret_paths import DEFAULT_SECRET_PATHS, expand_home
 from .._util import check_bool, check_number, check_strings
 
 __all__ = [
@@ -37,40 +38,6 @@ UNPRIVILEGED = 2147483632
 """The id a root server's commands run as, outside their own user namespace: one no user or
 daemon of a host has (not `nobody`, whose processes could reach into a command's files
 through /proc, D493)."""
-
-DEFAULT_SECRET_PATHS: tuple[str, ...] = (
-    "~/.ssh",
-    "~/.aws",
-    "~/.azure",
-    "~/.gnupg",
-    "~/.config/gcloud",
-    "~/.config/gh",
-    "~/.kube",
-    "~/.docker",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.pypirc",
-    "~/.npmrc",
-    "~/.yarnrc",
-    "~/.cargo/credentials",
-    "~/.cargo/credentials.toml",
-    "~/.password-store",
-    "~/.local/share/keyrings",
-    "~/.pgpass",
-    "~/.vault-token",
-    "~/.config/git/credentials",
-    "~/.bash_history",
-    "~/.zsh_history",
-    "~/.python_history",
-    "~/.psql_history",
-    "~/.config/openai",
-    "~/.terraform.d/credentials.tfrc.json",
-    "~/.m2/settings.xml",
-    "~/.gem/credentials",
-    "~/.config/hub",
-    "~/.env",
-)
-"""The user's credential files and directories hidden from every sandboxed command."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,16 +126,6 @@ class SandboxPolicy:
 def _inside(path: str, directory: str) -> bool:
     """Whether `path` is `directory` or below it (both absolute and normalised)."""
     return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def expand_home(raw: str, home: str | None) -> str | None:
-    """`raw` with a leading `~` replaced by `home`, normalised; None for a `~` path when
-    there is no home."""
-    if raw == "~" or raw.startswith("~/"):
-        if not home:
-            return None
-        raw = home + raw[1:]
-    return os.path.normpath(raw) if os.path.isabs(raw) else None
 
 
 def path_homes(path: str, home: str | None) -> tuple[str, ...]:

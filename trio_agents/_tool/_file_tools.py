@@ -16,16 +16,17 @@ content and locations, live and in a replay alike. The model reads the text only
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, cast
 
 import trio
 
+from .._secret_paths import DEFAULT_SECRET_PATHS, expand_home, home_directory
 from ._edit import Region, Replaced, changed_region, numbered, replace
 from ._file_access import MAX_FILE_BYTES, FileAccess, LocalFiles
 from ._seam import Tool, ToolContext, ToolResult
 
-__all__ = ["MAX_DIFF_CHARS", "FileTools", "inside"]
+__all__ = ["MAX_DIFF_CHARS", "FileTools", "hidden_by", "inside"]
 
 READ_LIMIT: Final = 2000  # lines a `read` shows when it names no limit
 READ_CHARS: Final = 100_000  # what one `read` answers at most; the model pages on
@@ -40,7 +41,12 @@ class FileTools:
     Give `file_tools.tools` to the agents that may read and change files there. `cwd` is
     taken as absolute (from the process's working directory when relative; None: the
     process's working directory now); `access` reads and writes the files (`FileAccess`;
-    None: this machine's file system, in a worker thread). The tools of one instance edit
+    None: this machine's file system, in a worker thread). `hidden` gives the absolute
+    paths the tools never read or change, files or directories, asked again at each call
+    (a secret created later is hidden too): the ACP server and the chat give what the
+    session's shell hides from its commands (the user's credentials, the session store,
+    spill files; D516); None: the default sandbox policy's secret paths in the home
+    directory. The tools of one instance edit
     and write one call at a time, so two calls of one step that change a file do not lose
     each other's change.
 
@@ -52,7 +58,11 @@ class FileTools:
     """
 
     def __init__(
-        self, cwd: str | os.PathLike[str] | None = None, *, access: FileAccess | None = None
+        self,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        access: FileAccess | None = None,
+        hidden: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         where = os.getcwd() if cwd is None else os.fspath(cwd)
         if not where or "\0" in where:
@@ -62,6 +72,7 @@ class FileTools:
             )
         self.cwd = os.path.abspath(where)
         self.access: FileAccess = access if access is not None else LocalFiles()
+        self.hidden: Callable[[], Iterable[str]] = hidden if hidden is not None else _secrets
         # Edits and writes one at a time: an edit reads, then writes the whole file.
         changing = trio.Lock()
         self.tools: tuple[Tool, ...] = (
@@ -87,6 +98,23 @@ def inside(root: str, path: str) -> tuple[str, str] | str:
             "inside it, or relative to it"
         )
     return real_root, real
+
+
+def _secrets() -> Iterable[str]:
+    """The default sandbox policy's secret paths, `~` taken as this process's HOME."""
+    home = home_directory()
+    found = (expand_home(raw, home) for raw in DEFAULT_SECRET_PATHS)
+    return [path for path in found if path is not None]
+
+
+def hidden_by(path: str, hidden: Iterable[str]) -> str | None:
+    """The hidden path (resolved) that `path` (resolved) is, or lies under; None if none.
+    Touches the disk (symbolic links): call it off the event loop."""
+    for raw in hidden:
+        target = os.path.realpath(raw)
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            return target
+    return None
 
 
 def _path_argument(arguments: Mapping[str, Any]) -> str | ToolResult:
@@ -149,10 +177,18 @@ class _FileTool:
         if isinstance(requested, ToolResult):
             await trio.lowlevel.checkpoint()
             return requested
-        place = await trio.to_thread.run_sync(inside, self._owner.cwd, requested)
+        owner = self._owner
+        place = await trio.to_thread.run_sync(inside, owner.cwd, requested)
         if isinstance(place, str):
             return _error(place)
-        return await self.run(place[1], arguments)
+        path = place[1]
+        secret = await trio.to_thread.run_sync(hidden_by, path, tuple(owner.hidden()))
+        if secret is not None:
+            return _error(
+                f"path {requested!r} is hidden from this session's tools ({secret} holds "
+                "credentials or session data, which its commands cannot see either)"
+            )
+        return await self.run(path, arguments)
 
     async def run(
         self, path: str, arguments: Mapping[str, Any]

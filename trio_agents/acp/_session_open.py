@@ -208,7 +208,8 @@ class SessionOpener:
     async def _open_scope(self, sid: str, servers: Sequence[McpServer], cwd: str) -> SessionScope:
         """The session's fiber, with its MCP servers connected (design D260). Its tools are
         the base tools, its file tools, then each MCP server's."""
-        files = FileTools(cwd, access=self.file_access(sid))
+        shell = self.runtime.shell
+        files = FileTools(cwd, access=self.file_access(sid), hidden=lambda: shell.hidden_paths(cwd))
         foreground = self.terminal(sid)
         tools = self.tools if foreground is None else running_elsewhere(self.tools, foreground)
         return await open_session_scope(
