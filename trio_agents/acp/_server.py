@@ -316,8 +316,7 @@ class AcpServer:
         elif isinstance(message, rpc.Request) and message.method in INJECT_METHODS:
             # Admitted as it is read, like a prompt: a cancel read after it finds it queued.
             try:
-                self._check_open(message.method)
-                receipt = inject(self._require(message.params), message.method, message.params)
+                receipt = self._inject(message.method, message.params)
             except rpc.JsonRpcError as exc:
                 self._send(rpc.encode_error(message.id, exc.code, exc.detail))
             else:
@@ -602,6 +601,13 @@ class AcpServer:
             send_prompt(session, prompt, p.compose(prompt.parts, {}))
         session.prompt = prompt
         return session, prompt
+
+    def _inject(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Steer or queue a prompt (`session/inject`, `_trio-agents/steer`, `_trio-agents/queue`)
+        and return its receipt (D530).
+        Seam: a double may change how a steer or a queued prompt is admitted."""
+        self._check_open(method)
+        return inject(self._require(params), method, params)
 
     def _client_read(self, session: SessionState) -> ClientRead | None:
         """How a link is read through the client, if it offered `fs.readTextFile`."""
