@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 from trio_agents import MemoryStore
-from trio_agents.acp._outcomes import OUTCOME_METHOD
+from trio_agents._store._records import Record
+from trio_agents.acp._outcomes import OUTCOME_METHOD, Outcome, Outcomes, replay_outcomes
 from trio_agents.testing import ScriptedModel
 
 from .support.acp_peer import AcpPeer, acp_peer
@@ -200,3 +201,47 @@ async def test_a_load_restates_each_outcome_and_what_still_waits() -> None:
         assert live[dropped["messageId"]]["reason"] == "cancelled"
         for receipt in (steer, queued, dropped):
             assert replayed[receipt["messageId"]] == live[receipt["messageId"]]
+
+
+async def test_a_bad_mode_or_an_unknown_session_is_refused_naming_it() -> None:
+    async with acp_peer() as peer:
+        sid = await new_session(peer)
+        bad = await peer.request(
+            "session/inject", {"sessionId": sid, "mode": "now", "prompt": text("x")}
+        )
+        assert bad["error"]["code"] == -32602
+        assert bad["error"]["message"] == (
+            "Invalid params: mode must be 'queue' or 'steer', got 'now'"
+        )
+        unknown = await peer.request(
+            "_trio-agents/queue", {"sessionId": "nope", "prompt": text("x")}
+        )
+        assert unknown["error"]["code"] == -32602
+        assert unknown["error"]["message"].endswith("unknown session: nope")
+
+
+def test_outcomes_follow_the_records_and_a_replay_tells_what_still_waits() -> None:
+    records = [
+        Record("turn/start", {"turn": 1}),
+        Record("user/message", {"id": "m1", "content": "A"}),
+        Record("prompt/queued", {"id": "m3", "content": "Q"}),
+        Record("prompt/queued", {"id": "m4", "content": "R"}),
+        Record("steering/message", {"id": "m2", "content": "S"}),
+        Record("assistant/message", {"content": "cut", "finish": "length"}),
+        Record("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
+        Record("turn/start", {"turn": 2}),
+        Record("user/message", {"id": "m3", "content": "Q"}),
+        Record("turn/end", {"turn": 2, "reason": {"kind": "error", "message": "E: x"}}),
+    ]
+    told = {o.message_id: o for o in replay_outcomes(records)}
+    assert told["m2"] == Outcome("m2", "answered", stop_reason="max_tokens")
+    assert told["m3"] == Outcome("m3", "failed", stop_reason="end_turn", reason="E: x")
+    assert told["m4"] == Outcome("m4", "queued")
+    assert "m1" not in told  # a prompt that neither queued nor steered: its answer said it
+    live = Outcomes()
+    live.watch("m4")
+    live.watch("m5")  # steering a cancel cleared: no record, gone from `pending`
+    dropped = Record("prompt/dropped", {"ids": ["m4"], "reason": "cancelled"})
+    assert live.on_record(dropped, ()) == [Outcome("m4", "dropped", reason="cancelled")]
+    assert live.left_queue(set(), "cancelled") == [Outcome("m5", "dropped", reason="cancelled")]
+    assert not live.watched
