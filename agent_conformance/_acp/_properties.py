@@ -255,7 +255,7 @@ QUEUED_RUNS_NEXT = Property(
     "queued-runs-next",
     _M,
     "on an agent that advertises steering, a prompt queued while a turn runs reaches the "
-    "model only once that turn's prompt is answered, and then runs as a turn of its own",
+    "model only after that turn's last reply, and then runs as a turn of its own",
 )
 INJECTED_NEVER_LOST = Property(
     "P23",

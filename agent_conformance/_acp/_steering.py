@@ -9,8 +9,8 @@ names for it (`methods.steer`, `methods.queue`); then either the held call is re
 
 - P21: released, the turn's next model request, made before the prompt is answered, holds
   the steered prompt;
-- P22: released, the queued prompt reaches the model only after the prompt in flight is
-  answered, as a turn of its own;
+- P22: released, the queued prompt reaches the model only after that turn's last reply, as a
+  turn of its own;
 - P23: each steered or queued prompt gets a receipt with its `messageId` and, once, its
   outcome (the notification the capability names): `answered` with a stop reason, or
   `dropped` with a reason; after a cancel, neither reaches the model and both are dropped
@@ -115,15 +115,20 @@ class Steering(ConformanceMachine):
                 f"({answer.result if answer else None})"
             ),
         )
+        # Its turn runs after that one: it may take as long as any turn.
+        told = await self._outcome(session.id, queued, queue_id, agent.target.timeout)
+        # The turn's last reply answered the steer. Whether the queued prompt's first model
+        # request follows it is read from that request's history, not from when the answer
+        # arrived: the next turn may well call the model before the answer is written.
+        last_reply = f"reply {steered} done"
+        holding = [body for body in endpoint.bodies if queued in body]
         QUEUED_RUNS_NEXT.check(
-            not any(queued in body for body in bodies),
+            not holding or last_reply in holding[0],
             lambda: (
                 f"the prompt {queued}, queued while the turn of {first} ran, reached the model "
-                f"before {first} was answered: it was merged into that turn"
+                f"before that turn's last reply ({last_reply!r}): it was merged into that turn"
             ),
         )
-        # Its turn runs after the answer: it may take as long as any turn.
-        told = await self._outcome(session.id, queued, queue_id, agent.target.timeout)
         QUEUED_RUNS_NEXT.check(
             bool(endpoint.calls(queued)) and told.get("outcome") == "answered",
             lambda: (
