@@ -246,28 +246,34 @@ class SessionStore(abc.ABC):
         """
         # Two concurrent restores of one id must not both append closers: serialize them,
         # and let the second read the first one's repair.
+        async with self._one_at_a_time(session_id):
+            if session_id in self._live:
+                raise SessionLiveError(
+                    f"session {session_id!r} became live while it was being restored; "
+                    "close its agent before resuming it again"
+                )
+            # Held while the repair is appended, so another process cannot be using the
+            # session meanwhile; released again unless the session went live.
+            self._claim(session_id)
+            try:
+                stored = await self.load(session_id)
+                repair = closers(stored.records)
+                if repair:
+                    await self._append_durably(stored, repair)
+                    records = [*stored.records, *repair]
+                    stored = StoredSession(stored.id, stored.header, records)
+            finally:
+                if session_id not in self._live:
+                    self._release(session_id)
+            return stored
+
+    @asynccontextmanager
+    async def _one_at_a_time(self, session_id: str) -> AsyncGenerator[None, None]:
+        """Hold the per-id lock `restore` and `delete` share, and forget it once unused."""
         lock = self._restoring.setdefault(session_id, trio.Lock())
         try:
             async with lock:
-                if session_id in self._live:
-                    raise SessionLiveError(
-                        f"session {session_id!r} became live while it was being restored; "
-                        "close its agent before resuming it again"
-                    )
-                # Held while the repair is appended, so another process cannot be using the
-                # session meanwhile; released again unless the session went live.
-                self._claim(session_id)
-                try:
-                    stored = await self.load(session_id)
-                    repair = closers(stored.records)
-                    if repair:
-                        await self._append_durably(stored, repair)
-                        records = [*stored.records, *repair]
-                        stored = StoredSession(stored.id, stored.header, records)
-                finally:
-                    if session_id not in self._live:
-                        self._release(session_id)
-                return stored
+                yield
         finally:
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
                 self._restoring.pop(session_id, None)
@@ -292,26 +298,21 @@ class SessionStore(abc.ABC):
         (not running, read-only, broken), and NotImplementedError for a store subclass
         that does not implement `_delete`. Serialized with `restore` of the same id.
         """
-        lock = self._restoring.setdefault(session_id, trio.Lock())
-        try:
-            async with lock:
-                self._check_running()
-                await self._settle(session_id)
-                if session_id in self._live:
-                    raise SessionLiveError(
-                        f"session {session_id!r} is live in this store; close its agent "
-                        "before deleting it"
-                    )
-                # Held while the rows go, so no other process enters the session meanwhile.
-                self._claim(session_id)
-                try:
-                    return await self._delete(session_id)
-                finally:
-                    if session_id not in self._live:
-                        self._release(session_id)
-        finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._restoring.pop(session_id, None)
+        async with self._one_at_a_time(session_id):
+            self._check_running()
+            await self._settle(session_id)
+            if session_id in self._live:
+                raise SessionLiveError(
+                    f"session {session_id!r} is live in this store; close its agent "
+                    "before deleting it"
+                )
+            # Held while the rows go, so no other process enters the session meanwhile.
+            self._claim(session_id)
+            try:
+                return await self._delete(session_id)
+            finally:
+                if session_id not in self._live:
+                    self._release(session_id)
 
     async def _settle(self, session_id: str) -> None:
         """Return once no record of `session_id` is queued for writing (a closed session
