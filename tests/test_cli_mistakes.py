@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import subprocess
 import sys
 
 import pexpect
@@ -220,3 +221,40 @@ def test_a_check_function_returns_a_report_and_takes_any_settings() -> None:
     assert report.examples >= 10
     assert report.seed is not None
     assert {p.rule for p in report.checked} >= {"S1"}
+
+
+LANE_THREAD_SIGINT = """
+import os, signal, sys, threading
+from agent_conformance._cli._lanes import run_lanes
+
+handled = threading.Event()
+signal.signal(signal.SIGINT, lambda signum, frame: handled.set())
+
+def lane():
+    # Only this thread takes SIGINT, so the kernel hands it here: its C handler only marks
+    # it, and the Python handler runs when the main thread next runs bytecode.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    main = threading.main_thread().ident
+    while sys._current_frames()[main].f_code.co_name != "_wait_for_tstate_lock":
+        pass  # until the main thread waits for this lane
+    os.kill(os.getpid(), signal.SIGINT)
+    print("handled" if handled.wait(60) else "not handled", flush=True)
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+run_lanes([lane], 1)
+"""
+
+
+@pytest.mark.subprocess
+def test_a_sigint_a_lane_thread_receives_reaches_the_handler_while_the_lanes_run() -> None:
+    # The terminal's Ctrl-C must stop a run whichever thread the kernel chose (D517): a
+    # main thread in an unbounded join would run the handler only once every lane ended.
+    done = subprocess.run(
+        [sys.executable, "-c", LANE_THREAD_SIGINT],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout == "handled\n", done.stdout + done.stderr

@@ -46,6 +46,8 @@ OUTPUT = threading.RLock()
 LANE = "LANE "  # the prefix of a child's last line, before its JSON
 READY = "LANE-READY"  # a child's first line: from now on it handles Ctrl-C
 PROGRESS = "  ... "  # the prefix of a progress line
+SIGNAL_LATENCY = 0.2
+"""The longest the main thread waits for the lanes before it looks for a signal."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,11 @@ def run_lanes(jobs: Sequence[Callable[[], object]], lanes: int) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        while thread.is_alive():
+            # Never an unbounded join: the kernel may deliver the terminal's SIGINT to a
+            # lane's thread, whose C handler only marks it; the main thread runs the Python
+            # handler when it next runs bytecode, so it must wake on its own (D517).
+            thread.join(SIGNAL_LATENCY)
     if raised:
         raise raised[0]
 
