@@ -47,7 +47,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    assert "FAILED 3 of 27 properties" in out, out
+    assert "FAILED 3 of 30 properties" in out, out
     for line in (
         "MUST            TA-TRANSPORT-001 schema-valid (P7): FAILED",
         "INFO            TA-PROC-002      no-orphans (P6): FAILED",
@@ -80,7 +80,7 @@ def test_three_defects_of_three_tiers_are_each_reported(tmp_path: Path) -> None:
     xmlschema.XMLSchema(str(junit_schema_path())).validate(str(junit))
     text = junit.read_text()
     assert 'failures="3"' in text
-    assert 'tests="27"' in text
+    assert 'tests="30"' in text
     html = page.read_text()
     assert html.count('<section id="f-') == 3
     assert "NOT CONFORMANT" in html

@@ -157,6 +157,8 @@ class AgentProcess:
         self.workdir = directory / "work"
         self.problems: list[tuple[Property, str]] = []
         self.updates: list[Update] = []
+        # Every other notification, an extension's included: (seq, method, params).
+        self.notes: list[tuple[int, str, Mapping[str, Any]]] = []
         self.null_errors: list[Answer] = []  # error responses with id null
         self.agent_requests: list[str] = []
         # By session, the answers to its next permission requests in order, the last kept
@@ -461,6 +463,8 @@ class AgentProcess:
             elif message["method"] == "session/update":
                 params = message["params"]
                 self.updates.append(Update(seq, params["sessionId"], params["update"]))
+            elif isinstance(message.get("params"), Mapping):
+                self.notes.append((seq, str(message["method"]), message["params"]))
         self._wake()
 
     def _response(self, seq: int, message: Mapping[str, Any]) -> None:

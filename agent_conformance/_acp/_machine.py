@@ -1,5 +1,6 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P9, P11, P12, P14, P18 and P19 (docs/contract.md, ACP section), and L9.
+checks rules P1-P9, P11, P12, P14, P18, P19 and P21-P23 (docs/contract.md, ACP section),
+and L9.
 
 One example is one agent process (a second one after `restart`, to load what the first
 streamed), on the real clock, with the scripted endpoint of `_endpoint` as its model. Each
@@ -93,6 +94,7 @@ from ._properties import (
     TOOL_STATUS_FORWARD,
 )
 from ._session_config import SessionConfig
+from ._steering import CAPABILITY, Steering
 
 __all__ = ["AcpMachine", "acp_machine"]
 
@@ -133,7 +135,7 @@ def _witness(agent: AgentProcess, token: str) -> Path:
     return agent.workdir / f".tool-{token}"
 
 
-class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
+class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Steering):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
     host: the TrioHost, on a WallClock (the agent is a real process).
@@ -166,6 +168,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
         self.can_load = False
         self.can_list = False
         self.embedded_context = False
+        self.steering = None
         self.config = {}
         self.extra_ids: list[str] = []
         self.elsewhere: list[str] = []
@@ -279,10 +282,13 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions):
             wire.dig(answer.result, "agentCapabilities", "promptCapabilities", "embeddedContext")
             is True
         )
+        steering = wire.dig(answer.result, "agentCapabilities", "_meta", CAPABILITY)
+        self.steering = steering if isinstance(steering, Mapping) else None
         type(self).advertised = {
             "agentInfo": wire.dig(answer.result, "agentInfo"),
             "loadSession": self.can_load,
             "listSessions": self.can_list,
+            "steering": self.steering is not None,
         }
 
     def _ask(

@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P20 of
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P23 of
 docs/contract.md's ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ __all__ = [
     "CONFIG_SWITCHED",
     "CUT_ANSWERS_MAX_TOKENS",
     "EXITS_AT_EOF",
+    "INJECTED_NEVER_LOST",
     "LOADS_UNPROMPTED",
     "LOAD_REPLAYS",
     "MALFORMED_ANSWERED",
@@ -27,12 +28,14 @@ __all__ = [
     "PROMPT_ENDS_TURN",
     "PROMPT_REACHES_MODEL",
     "PROPERTIES",
+    "QUEUED_RUNS_NEXT",
     "QUIET_AFTER_CANCEL",
     "REQUEST_ANSWERED",
     "SCHEMA_VALID",
     "SESSIONS_ALL_LISTED",
     "SESSIONS_ISOLATED",
     "SESSIONS_LISTED",
+    "STEER_REACHES_TURN",
     "TOOL_STATUS_FORWARD",
 ]
 
@@ -239,6 +242,31 @@ MCP_REAPED = Property(
     "children a server started included",
 )
 
+STEER_REACHES_TURN = Property(
+    "P21",
+    "steer-reaches-turn",
+    _M,
+    "on an agent that advertises steering, a prompt steered into a running turn reaches "
+    "the model in that turn: its next model request, made before the turn's prompt is "
+    "answered, holds it",
+)
+QUEUED_RUNS_NEXT = Property(
+    "P22",
+    "queued-runs-next",
+    _M,
+    "on an agent that advertises steering, a prompt queued while a turn runs reaches the "
+    "model only after that turn's last reply, and then runs as a turn of its own",
+)
+INJECTED_NEVER_LOST = Property(
+    "P23",
+    "injected-never-lost",
+    _M,
+    "on an agent that advertises steering, each steered or queued prompt gets a receipt with "
+    "its messageId and is told its outcome exactly once: answered with a stop reason, or "
+    "dropped with a reason; a session/cancel drops those its turn had not taken, by the "
+    "time the cancelled prompt answers, and they never reach the model",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
     ANSWER_UNIQUE,
@@ -267,5 +295,8 @@ PROPERTIES: tuple[Property, ...] = (
     CONFIG_REFUSED_UNCHANGED,
     MCP_CONNECTED,
     MCP_REAPED,
+    STEER_REACHES_TURN,
+    QUEUED_RUNS_NEXT,
+    INJECTED_NEVER_LOST,
 )
 """Every property of the ACP machine."""

@@ -310,6 +310,31 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "included",
     ),
     _r(
+        "TA-STEER-001",
+        "INFO",
+        p.STEER_REACHES_TURN,
+        "not stated (RFD session/inject, agent-client-protocol#1261, open; docs/contract.md P21)",
+        "a prompt steered into a running turn reaches the model at that turn's next step",
+        capability="agentCapabilities._meta.unstable_session_inject",
+    ),
+    _r(
+        "TA-STEER-002",
+        "INFO",
+        p.QUEUED_RUNS_NEXT,
+        "not stated (RFD session/inject, agent-client-protocol#1261, open; docs/contract.md P22)",
+        "a queued prompt runs after the turn under way, as a turn of its own",
+        capability="agentCapabilities._meta.unstable_session_inject",
+    ),
+    _r(
+        "TA-STEER-003",
+        "INFO",
+        p.INJECTED_NEVER_LOST,
+        "not stated (RFD session/inject, agent-client-protocol#1261, open; docs/contract.md P23)",
+        "every steered or queued prompt ends answered or dropped with a reason, and is told "
+        "so once; a cancel drops what its turn had not taken",
+        capability="agentCapabilities._meta.unstable_session_inject",
+    ),
+    _r(
         "TA-PROC-001",
         "SHOULD",
         p.EXITS_AT_EOF,

@@ -31,10 +31,13 @@ from ._properties import (
     CLIENT_TEXT_USED,
     CONFIG_REFUSED_UNCHANGED,
     CONFIG_SWITCHED,
+    INJECTED_NEVER_LOST,
     LOAD_REPLAYS,
     LOADS_UNPROMPTED,
     PROPERTIES,
+    QUEUED_RUNS_NEXT,
     SESSIONS_LISTED,
+    STEER_REACHES_TURN,
 )
 
 __all__ = [
@@ -304,6 +307,9 @@ def inapplicable(advertised: Mapping[str, Any], stats: Mapping[str, int]) -> dic
     if not stats.get("offered settings"):
         for prop in (CONFIG_SWITCHED, CONFIG_REFUSED_UNCHANGED):
             out[prop.name] = "no session offered configOptions or modes"
+    if not advertised.get("steering"):
+        for prop in (STEER_REACHES_TURN, QUEUED_RUNS_NEXT, INJECTED_NEVER_LOST):
+            out[prop.name] = "agentCapabilities._meta.unstable_session_inject not advertised"
     if not stats.get("read through client"):
         out[CLIENT_TEXT_USED.name] = "the agent never read a file through fs/read_text_file"
     return out

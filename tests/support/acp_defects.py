@@ -451,6 +451,37 @@ def _unknown_mode_applied() -> None:
     _mode_policy.ModePolicy.switch = switch  # type: ignore[method-assign]
 
 
+def _queued_lost_on_cancel() -> None:
+    tell = AcpServer._tell  # pyright: ignore[reportPrivateUsage]
+
+    def forget_drops(self: Any, session_id: str, outcome: Any, session: Any = None) -> None:
+        # The cancel empties the queue, and nobody is told what was in it.
+        if outcome.state != "dropped":
+            tell(self, session_id, outcome, session)
+
+    AcpServer._tell = forget_drops  # type: ignore[method-assign]
+
+
+def _steer_queued_as_prompt() -> None:
+    inject = AcpServer._inject  # pyright: ignore[reportPrivateUsage]
+
+    def as_prompt(self: Any, method: str, params: Any) -> Any:
+        # Every mid-turn prompt waits for the turn to end: the steer never steers.
+        return inject(self, "_trio-agents/queue", params)
+
+    AcpServer._inject = as_prompt  # type: ignore[method-assign]
+
+
+def _queue_merged_into_turn() -> None:
+    inject = AcpServer._inject  # pyright: ignore[reportPrivateUsage]
+
+    def as_steer(self: Any, method: str, params: Any) -> Any:
+        # A queued prompt joins the running turn, as if it were steering.
+        return inject(self, "_trio-agents/steer", params)
+
+    AcpServer._inject = as_steer  # type: ignore[method-assign]
+
+
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
@@ -577,6 +608,18 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "mcp-servers-ignored": (
         _mcp_servers_ignored,
         AcpSeeded("mcp-servers-ignored", "mcp-connected"),
+    ),
+    "queued-prompt-lost-on-cancel": (
+        _queued_lost_on_cancel,
+        AcpSeeded("queued-prompt-lost-on-cancel", "injected-never-lost"),
+    ),
+    "steer-queued-as-prompt": (
+        _steer_queued_as_prompt,
+        AcpSeeded("steer-queued-as-prompt", "steer-reaches-turn"),
+    ),
+    "queue-merged-into-turn": (
+        _queue_merged_into_turn,
+        AcpSeeded("queue-merged-into-turn", "queued-runs-next"),
     ),
 }
 

@@ -39,6 +39,8 @@ from ._jsonrpc import JsonRpcError
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "STEERING",
+    "STEERING_CAPABILITY",
     "agent_text_update",
     "assistant_message_id",
     "available_commands_update",
@@ -73,6 +75,12 @@ PROTOCOL_VERSION = 1
 AGENT_NAME = "trio-agents"
 MCP_CAPABILITIES: Mapping[str, bool] = {"http": True, "sse": True}
 """The MCP transports a session connects besides stdio (which every ACP agent supports)."""
+STEERING_CAPABILITY = "unstable_session_inject"
+STEERING: Mapping[str, Any] = {
+    "modes": ["queue", "steer"],
+    "methods": {"steer": "_trio-agents/steer", "queue": "_trio-agents/queue"},
+    "outcome": "_trio-agents/prompt_outcome",
+}
 MCP_PREFIX = "mcp__"  # an MCP tool's name: `mcp__<server>__<tool>` (`mcp_tool_name`)
 
 
@@ -86,6 +94,10 @@ def initialize_result(version: str) -> dict[str, Any]:
             "mcpCapabilities": dict(MCP_CAPABILITIES),
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            # Steering and queueing (D530): unstable, so under `_meta`, which the schema
+            # leaves open. The proposal's `session/inject` with the modes it takes, and our
+            # extension methods for a client that does not know the proposal.
+            "_meta": {STEERING_CAPABILITY: dict(STEERING)},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "version": version},

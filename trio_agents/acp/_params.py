@@ -65,6 +65,16 @@ def _number(value: Any, path: str) -> None:
         raise _fail(path, "a number", value)
 
 
+def _one_of(*values: str) -> Shape:
+    wanted = " or ".join(repr(v) for v in values)
+
+    def check(value: Any, path: str) -> None:
+        if value not in values:
+            raise _fail(path, wanted, value)
+
+    return check
+
+
 def _any_object(value: Any, path: str) -> None:
     if not isinstance(value, dict):
         raise _fail(path, "an object", value)
@@ -196,6 +206,13 @@ SHAPES: Mapping[str, Shape] = {
         {"mcpServers": _list(_any_object), **_DIRECTORIES},
     ),
     "session/close": _object({"sessionId": _string}),
+    # Steering and queueing (D530): the proposal's method, then our extension methods for
+    # clients that do not know it (no `mode`: the method says which).
+    "session/inject": _object(
+        {"sessionId": _string, "prompt": _list(CONTENT_BLOCK), "mode": _one_of("queue", "steer")}
+    ),
+    "_trio-agents/steer": _object({"sessionId": _string, "prompt": _list(CONTENT_BLOCK)}),
+    "_trio-agents/queue": _object({"sessionId": _string, "prompt": _list(CONTENT_BLOCK)}),
     "session/delete": _object({"sessionId": _string}),
 }
 

@@ -10,8 +10,10 @@ update of the turn is queued before the answer, design D30).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import trio
 
 from .._errors import AgentClosedError, TrioAgentsError
 from .._store._base import SessionStore
@@ -36,6 +38,8 @@ def send_prompt(session: SessionState, prompt: PromptState, text: str) -> None:
         prompt.message_id = agent.send(text)
     except AgentClosedError as exc:
         raise rpc.JsonRpcError.internal(f"prompt was not queued: {exc}") from None
+    # Its outcome (its turn's end, or its drop) ends the wait for its answer (D532).
+    session.outcomes.watch(prompt.message_id)
 
 
 async def settle(
@@ -63,7 +67,7 @@ async def settle(
                 send_prompt(session, prompt, text)
             except rpc.JsonRpcError as exc:
                 return exc
-        await agent.wait_idle()
+        await _over(session, prompt)
         try:
             committer = agent.session.committer
             if committer is None or not committer.committed():
@@ -101,3 +105,17 @@ async def _read_links(
                 session, part.uri, through_client=client_read(session)
             )
     return p.compose(prompt.parts, read)
+
+
+async def _over(session: SessionState, prompt: PromptState) -> None:
+    """Wait until the prompt's turn has ended or it was dropped: its outcome (D532); or, as
+    a backstop for an end the records do not show (its agent closed before its turn
+    started), until its agent settles. Prompts queued behind it do not hold its answer."""
+    async with trio.open_nursery() as nursery:
+
+        async def first(wait: Callable[[], Awaitable[object]]) -> None:
+            await wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(first, prompt.over.wait)
+        nursery.start_soon(first, session.handle.agent.wait_idle)

@@ -44,7 +44,7 @@ from .._registry import AgentHandle
 from .._runtime import Runtime
 from .._shell._bash_tools import BashTools, Foreground
 from .._shell._env import QUIET_TOOLS
-from .._store._records import Record
+from .._store._records import TURN_END, Record
 from .._tool._file_access import FileAccess, LocalFiles
 from .._util import describe
 from . import _jsonrpc as rpc
@@ -56,6 +56,8 @@ from ._client_files import ClientFiles
 from ._client_requests import ClientRequests
 from ._client_terminal import ClientTerminal
 from ._frames import Outgoing, Text, encode, size, update_frame
+from ._inject import INJECT_METHODS, inject
+from ._outcomes import OUTCOME_METHOD, Outcome
 from ._pacing import OutputBudget
 from ._prompt_turn import send_prompt, settle
 from ._resources import ClientRead, client_reader
@@ -179,6 +181,7 @@ class AcpServer:
             client_request=self.client_request,
             file_access=self._file_access,
             terminal=self._terminal,
+            tell=self._tell,
         )
 
     # -- the connection ---------------------------------------------------------------------
@@ -242,6 +245,8 @@ class AcpServer:
                 for session in sessions:
                     nursery.start_soon(self._end_session, session)
         finally:
+            for session in sessions:
+                self._told_closed(session)
             done.set()
 
     async def _end_session(self, session: SessionState) -> None:
@@ -322,6 +327,14 @@ class AcpServer:
             else:
                 self._prompting[message.id] = session
                 prompts.start_soon(self._settle, message.id, session, prompt)
+        elif isinstance(message, rpc.Request) and message.method in INJECT_METHODS:
+            # Admitted as it is read, like a prompt: a cancel read after it finds it queued.
+            try:
+                receipt = self._inject(message.method, message.params)
+            except rpc.JsonRpcError as exc:
+                self._send(rpc.encode_error(message.id, exc.code, exc.detail))
+            else:
+                self._send_result(message.id, receipt)
         elif isinstance(message, rpc.Request):
             others.start_soon(self._answer, message)
         elif isinstance(message, rpc.Notification):
@@ -542,9 +555,11 @@ class AcpServer:
         if prompt is not None:
             prompt.cancel_requested = True
         session.handle.agent.cancel("session/close", cause="user")
+        self._left_queue(session, "cancelled")
         with trio.CancelScope(shield=True):
             # Once begun, the close is whole: the session is gone from the table already.
             await self._end_session(session)
+            self._told_closed(session)
             if prompt is not None:
                 await prompt.answered.wait()
 
@@ -559,7 +574,10 @@ class AcpServer:
     ) -> None:
         sid = handle.agent.id
         stop = handle.agent.session.observe(lambda record: self._on_record(sid, record))
-        self._sessions[sid] = SessionState(scope, handle, cwd, settings, stop)
+        session = self._sessions[sid] = SessionState(scope, handle, cwd, settings, stop)
+        for message_id, _ in handle.agent.pending:
+            # Prompts a loaded session holds parked: their outcome is told when they run.
+            session.outcomes.watch(message_id)
         logger.info("session %s live in %s (%d tools)", sid, cwd, len(scope.tools))
 
     # -- modes and models ---------------------------------------------------------------------
@@ -598,6 +616,13 @@ class AcpServer:
             send_prompt(session, prompt, p.compose(prompt.parts, {}))
         session.prompt = prompt
         return session, prompt
+
+    def _inject(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Steer or queue a prompt (`session/inject`, `_trio-agents/steer`, `_trio-agents/queue`)
+        and return its receipt (D530).
+        Seam: a double may change how a steer or a queued prompt is admitted."""
+        self._check_open(method)
+        return inject(self._require(params), method, params)
 
     def _client_read(self, session: SessionState) -> ClientRead | None:
         """How a link is read through the client, if it offered `fs.readTextFile`."""
@@ -683,6 +708,30 @@ class AcpServer:
         if session.prompt is not None:
             session.prompt.cancel_requested = True
         session.handle.agent.cancel("session/cancel", cause="user")
+        self._left_queue(session, "cancelled")
+
+    # -- outcomes of steered and queued prompts (D531) -----------------------------------------
+
+    def _left_queue(self, session: SessionState, reason: str) -> None:
+        """After a cancel: what it took out of the agent's queue was dropped, for `reason`."""
+        pending = {message_id for message_id, _ in session.handle.agent.pending}
+        for outcome in session.outcomes.left_queue(pending, reason):
+            self._tell(session.id, outcome, session)
+
+    def _told_closed(self, session: SessionState) -> None:
+        """After a session's close: whatever it still owed ended with it (its agent is
+        gone, and with it the queue)."""
+        for outcome in session.outcomes.closed():
+            self._tell(session.id, outcome, session)
+
+    def _tell(self, session_id: str, outcome: Outcome, session: SessionState | None = None) -> None:
+        """Tell the client `outcome`, or, for the prompt in flight, end its wait: its answer
+        is its outcome. Seam: a double may change how an outcome is told (or lose it)."""
+        prompt = session.prompt if session is not None else None
+        if prompt is not None and prompt.message_id == outcome.message_id:
+            prompt.over.set()
+            return
+        self._send(rpc.encode_notification(OUTCOME_METHOD, outcome.params(session_id)))
 
     # -- agent output -------------------------------------------------------------------------
 
@@ -697,6 +746,11 @@ class AcpServer:
             usage = m.usage_update(record, self._context_window)
             if usage is not None:
                 self._update(session_id, usage)
+            if session is not None and session.outcomes.watched:
+                agent = session.handle.agent
+                pending = {mid for mid, _ in agent.pending} if record.type == TURN_END else ()
+                for outcome in session.outcomes.on_record(record, pending):
+                    self._tell(session_id, outcome, session)
         except Exception:
             logger.exception("mapping %s of session %s failed", record.type, session_id)
 

@@ -38,6 +38,7 @@ from .._tool._seam import Tool
 from . import _jsonrpc as rpc
 from . import _mapping as m
 from . import _modes as modes
+from ._outcomes import Outcome, replay_outcomes
 from ._pacing import OutputBudget, PacedModel
 from ._permissions import AcpApprover, ClientRequest
 from ._session_scope import SessionScope, open_session_scope
@@ -56,8 +57,9 @@ class SessionOpener:
     start, the output budget every session's model is paced by, the mode and models a new
     or loaded session starts with, how a permission request reaches the client, and how a
     session's file tools reach its files (`file_access`, given the session's id: through
-    the client when it offers `fs/*`), and where its foreground commands run (`terminal`,
-    given the session's id: the client's terminal, or None for the executor)."""
+    the client when it offers `fs/*`), where its foreground commands run (`terminal`,
+    given the session's id: the client's terminal, or None for the executor), and how a
+    replay restates what became of the prompts that were steered or queued (`tell`, D533)."""
 
     runtime: Runtime
     tools: Sequence[Tool]
@@ -70,6 +72,7 @@ class SessionOpener:
     client_request: ClientRequest
     file_access: Callable[[str], FileAccess]
     terminal: Callable[[str], Foreground | None]
+    tell: Callable[[str, Outcome], None]
 
     async def new(
         self,
@@ -156,7 +159,7 @@ class SessionOpener:
             still_open("session/load" if replay is not None else "session/resume")
             # The history first, then the live updates: no await between the two.
             if replay is not None:
-                _replay(handle.agent.session.records, sid, cwd, replay)
+                self._replay(handle.agent.session.records, sid, cwd, replay)
                 _advertise(sid, settings.model.active(), replay)
             install(scope, handle, cwd, settings)
         except BaseException:
@@ -198,7 +201,7 @@ class SessionOpener:
         # The history, then the live updates: no await between the two.
         model = session.settings.model.active()
         if replay is not None:
-            _replay(session.handle.agent.session.records, sid, cwd, replay)
+            self._replay(session.handle.agent.session.records, sid, cwd, replay)
             _advertise(sid, model, replay)
         await trio.lowlevel.checkpoint()
         return Answer(
@@ -221,6 +224,18 @@ class SessionOpener:
             start_timeout=self.start_timeout,
         )
 
+    def _replay(
+        self,
+        records: Sequence[Record],
+        sid: str,
+        cwd: str,
+        replay: Callable[[str, Mapping[str, Any]], None],
+    ) -> None:
+        for update in m.replay_updates(records, cwd):
+            replay(sid, update)
+        for outcome in replay_outcomes(records):
+            self.tell(sid, outcome)
+
     def _session_options(self, cwd: str, scope: SessionScope) -> AgentOptions | None:
         # Per session: the default prompt names the session's own cwd and MCP tools.
         return with_system_prompt(self.options, self.system_prompt, cwd, scope.tools)
@@ -237,16 +252,6 @@ class SessionOpener:
 def commands_of(model: Model) -> tuple[tuple[str, str, str | None], ...]:
     """The commands `model` understands: the offline model's slash commands, else none."""
     return COMMANDS if isinstance(model, OfflineModel) else ()
-
-
-def _replay(
-    records: Sequence[Record],
-    sid: str,
-    cwd: str,
-    replay: Callable[[str, Mapping[str, Any]], None],
-) -> None:
-    for update in m.replay_updates(records, cwd):
-        replay(sid, update)
 
 
 def _advertise(sid: str, model: Model, send: Callable[[str, Mapping[str, Any]], None]) -> None:

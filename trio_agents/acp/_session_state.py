@@ -15,6 +15,7 @@ from .._registry import AgentHandle
 from .._util import describe
 from . import _modes as modes
 from . import _prompt as p
+from ._outcomes import Outcomes
 from ._session_scope import SessionScope
 
 __all__ = ["Answer", "PromptState", "SessionState"]
@@ -28,6 +29,9 @@ class PromptState:
     first_record: int = 0  # the session's length when it was sent: its turn's records follow
     message_id: str | None = None  # None until it is sent (its links read)
     cancel_requested: bool = False
+    # Set when its turn has ended, or it was dropped: it is answered then, even while
+    # prompts queued behind it run (D532).
+    over: trio.Event = field(default_factory=trio.Event)
     answered: trio.Event = field(default_factory=trio.Event)  # its answer is queued
 
 
@@ -42,7 +46,9 @@ class Answer:
 
 
 class SessionState:
-    __slots__ = ("cwd", "handle", "id", "prompt", "scope", "settings", "stop_observing")
+    __slots__ = (
+        "cwd", "handle", "id", "outcomes", "prompt", "scope", "settings", "stop_observing",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -57,6 +63,9 @@ class SessionState:
         self.id = handle.agent.id
         self.cwd = cwd  # its files are the ones a prompt's resource links may read
         self.prompt: PromptState | None = None
+        # The prompts whose outcome is owed: steered and queued ones, and the prompt in
+        # flight (whose outcome ends its wait, D532).
+        self.outcomes = Outcomes()
         self.settings = settings
         self.stop_observing = stop_observing
 
