@@ -53,6 +53,8 @@ async def test_close_cancels_the_turn_answers_its_prompt_first_and_frees_the_ses
         answers = [f for f in peer.frames if f.get("id") in (prompt, closed)]
         assert [f["id"] for f in answers] == [prompt, closed]  # the prompt's answer first
         assert answers[0]["result"] == {"stopReason": "cancelled"}
+        # A plain prompt's answer is its outcome: no steering notification tells it again.
+        assert not [f for f in peer.frames if f.get("method") == "_trio-agents/prompt_outcome"]
         assert peer.runtime.agents.list() == []  # its agent is closed
         after = await peer.request("session/prompt", {"sessionId": sid, "prompt": text("x")})
         assert after["error"]["code"] == -32602

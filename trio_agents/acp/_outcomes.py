@@ -79,6 +79,13 @@ class Outcomes:
     def watch(self, message_id: str) -> None:
         self._watched[message_id] = None
 
+    def forget(self, message_id: str) -> None:
+        """Stop watching `message_id`: a `session/prompt` once answered, whose answer was
+        its outcome (nothing more is told of it)."""
+        self._watched.pop(message_id, None)
+        if message_id in self._taken:
+            self._taken.remove(message_id)
+
     @property
     def watched(self) -> Collection[str]:
         return self._watched.keys()

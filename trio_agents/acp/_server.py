@@ -680,6 +680,9 @@ class AcpServer:
             else:
                 self._send_result(request_id, outcome)
         finally:
+            if prompt.message_id is not None:
+                # Its answer is its outcome: no notification of it follows (D532).
+                session.outcomes.forget(prompt.message_id)
             prompt.answered.set()
             if self._prompting.get(request_id) is session:
                 del self._prompting[request_id]
