@@ -176,7 +176,10 @@ async def test_the_held_store_keeps_the_agent_from_idle_until_its_flush_is_relea
         )
         await trio.testing.wait_all_tasks_blocked()
         assert agent.status is not AgentStatus.IDLE
-        assert [f.session_id for f in store.flushes] == [sid]
+        # The agent's commit, and the answer's own when the turn ended before that commit
+        # (D532): both wait on the held flush.
+        assert {f.session_id for f in store.flushes} == {sid}
+        assert not [f for f in peer.frames if f.get("id") == prompt_id]  # not answered
         store.release()
         await peer.answer(prompt_id)
         assert agent.status is AgentStatus.IDLE

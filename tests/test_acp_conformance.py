@@ -123,6 +123,24 @@ def test_an_agent_of_one_session_a_process_gets_a_verdict(tmp_path: pathlib.Path
     assert not [row for row in data["requirements"] if row["outcome"] == "failed"]
 
 
+def test_an_agent_with_a_limit_on_sessions_passes_the_listing_rules(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Three live sessions a process: most of the sixty made at once are refused, and so is
+    # one sent alone after them, so it is a limit, not a finding (D518).
+    report = tmp_path / "report.json"
+    agent = (sys.executable, "-m", "tests.support.acp_defects", "sessions-capped")
+    done = conformance(
+        "--seed", "1", "--max-examples", "8", "--only", "TA-LIST-001,TA-LIST-002",
+        "--report-json", str(report), "--", *agent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(report.read_text())
+    assert data["one_session_a_process"] is True, done.stdout
+    outcomes = {row["id"]: row["outcome"] for row in data["requirements"]}
+    assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
+
+
 def test_every_acp_property_has_a_seeded_defect() -> None:
     assert {p.name for p in PROPERTIES} == {s.property for s in ACP_SEEDED}
 

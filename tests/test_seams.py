@@ -48,11 +48,13 @@ SEAMS = frozenset(
         "trio_agents.acp.AcpServer._admit",
         "trio_agents.acp.AcpServer._cancel",
         "trio_agents.acp.AcpServer._dispatch",
+        "trio_agents.acp.AcpServer._inject",
         "trio_agents.acp.AcpServer._new_session",
         "trio_agents.acp.AcpServer._on_event",
         "trio_agents.acp.AcpServer._on_record",
         "trio_agents.acp.AcpServer._send_result",
         "trio_agents.acp.AcpServer._settle",
+        "trio_agents.acp.AcpServer._tell",
     }
 )
 """Every private method of the runtime a test double overrides, as module.Class.method, the

@@ -222,6 +222,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
         }
         agent = AgentProcess(type(self).target, placeholders, self.dir, type(self).waived)
         self.agent = agent  # before it answers: a failure to start shows its wire
+        self.served_here = False  # whether this process made or loaded a session yet
         self.host.call(self._start_agent, agent)
         self._initialize(agent)
         return agent
@@ -339,7 +340,9 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
         answer = self._ask(
             self.agent, "session/new", {"cwd": str(self.agent.workdir), "mcpServers": []}
         )
-        if answer.error is not None and self._live():
+        if answer.error is not None and (self._live() or self.served_here):
+            # Refused beside a session this process serves, or served and closed: a limit
+            # on a process's sessions, not a failed setup (D482, D518).
             self._one_session_only()
             self.log.append("new refused")
             return
@@ -361,6 +364,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
     def _add_session(self, answer: Answer) -> _Session:
         """The session a session/new answered, added to the live ones."""
         session = _Session(str(answer.result["sessionId"]))
+        self.served_here = True
         self.sessions.append(session)
         self._note_config(session.id, answer)
         return session
@@ -939,6 +943,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
                     f"(replayed agent text: {texts[:300]!r})"
                 )
         session.live = session.loaded = True
+        self.served_here = True
         self._note_config(session.id, answer)
         self.log.append("load")
         if unprompted:

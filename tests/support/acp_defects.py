@@ -462,6 +462,23 @@ def _queued_lost_on_cancel() -> None:
     AcpServer._tell = forget_drops  # type: ignore[method-assign]
 
 
+def _concurrent_new_refused() -> None:
+    new_session = AcpServer._new_session  # pyright: ignore[reportPrivateUsage]
+    making = [0]
+
+    async def one_at_a_time(self: Any, params: Any) -> Any:
+        # A session/new that comes while another is being made is refused, not queued.
+        if making[0]:
+            raise rpc.JsonRpcError(rpc.INTERNAL_ERROR, "busy making a session")
+        making[0] += 1
+        try:
+            return await new_session(self, params)
+        finally:
+            making[0] -= 1
+
+    AcpServer._new_session = one_at_a_time  # type: ignore[method-assign]
+
+
 def _steer_queued_as_prompt() -> None:
     inject = AcpServer._inject  # pyright: ignore[reportPrivateUsage]
 
@@ -609,6 +626,10 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
         _mcp_servers_ignored,
         AcpSeeded("mcp-servers-ignored", "mcp-connected"),
     ),
+    "concurrent-new-refused": (
+        _concurrent_new_refused,
+        AcpSeeded("concurrent-new-refused", "sessions-listed-once"),
+    ),
     "queued-prompt-lost-on-cancel": (
         _queued_lost_on_cancel,
         AcpSeeded("queued-prompt-lost-on-cancel", "injected-never-lost"),
@@ -651,9 +672,22 @@ def _one_session_a_process() -> None:
     AcpServer._new_session = one  # type: ignore[method-assign]
 
 
+def _sessions_capped() -> None:
+    # Correct too: at most three live sessions a process, a session/new past them refused.
+    new_session = AcpServer._new_session  # pyright: ignore[reportPrivateUsage]
+
+    async def capped(self: Any, params: Any) -> Any:
+        if len(self._sessions) >= 3:
+            raise rpc.JsonRpcError(rpc.INVALID_PARAMS, "this process serves three sessions")
+        return await new_session(self, params)
+
+    AcpServer._new_session = capped  # type: ignore[method-assign]
+
+
 VARIANTS: dict[str, Callable[[], None]] = {
     "lists-only-prompted": _lists_only_prompted,
     "one-session-a-process": _one_session_a_process,
+    "sessions-capped": _sessions_capped,
 }
 """Changes that keep the server conformant, which the suite must not fail (D479)."""
 
