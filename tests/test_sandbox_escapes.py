@@ -422,6 +422,28 @@ async def test_another_sessions_spill_files_are_out_of_sight_whatever_tmpdir_is(
     assert "SPILLED-" not in peek.content
 
 
+async def test_thousands_of_spill_roots_left_in_tmp_do_not_stop_a_command(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Servers killed with SIGKILL leave their spill roots in /tmp. A command rooted under
+    # /tmp sees a private /tmp, so none of them is hidden one by one: bwrap refused more
+    # than 9,000 arguments once some 4,500 were there (D519).
+    assert tempfile.gettempdir() == "/tmp"
+    left = [f"/tmp/trio-agents-spill-left-{uuid.uuid4().hex[:8]}-{n}" for n in range(4600)]
+    try:
+        for path in left:
+            os.mkdir(path, 0o700)
+        async with bash_in(tmp_path) as (_, bash):
+            result = await run(
+                bash, "ls -d /tmp/trio-agents-spill-left-* 2>/dev/null | wc -l; echo ok"
+            )
+    finally:
+        for path in left:
+            os.rmdir(path)
+    assert not result.is_error, result.content
+    assert result.content.split()[:2] == ["0", "ok"], result.content
+
+
 async def test_host_processes_and_their_command_lines_are_out_of_sight(
     tmp_path: pathlib.Path,
 ) -> None:

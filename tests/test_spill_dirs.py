@@ -227,3 +227,57 @@ async def test_an_executor_never_run_leaves_no_spill_directory_at_exit() -> None
     path = done.stdout.decode().strip()
     assert path.endswith("-stdout.log"), done
     assert not await trio.Path(os.path.dirname(os.path.dirname(path))).exists()
+
+
+MAKE_ROOT = """
+import os, signal, sys
+from trio_agents._shell._spill import SpillRoot
+root = SpillRoot(sys.argv[1])
+print(root.path, flush=True)
+if sys.argv[2] == "die":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.subprocess
+def test_a_spill_root_a_killed_process_left_is_removed_by_the_next_one(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A server killed by SIGKILL cannot remove its spill root: the next root made beside it
+    # does, once nobody holds it and it is old enough not to be one just made (D519).
+    import subprocess
+    import time
+
+    from trio_agents._shell._spill import SpillRoot
+
+    children: list[subprocess.Popen[str]] = []
+
+    def make(how: str) -> pathlib.Path:
+        child = subprocess.Popen(
+            [sys.executable, "-c", MAKE_ROOT, str(tmp_path), how],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        children.append(child)
+        assert child.stdout is not None
+        return pathlib.Path(child.stdout.readline().strip())
+
+    try:
+        left, young, held = make("die"), make("die"), make("live")
+        assert children[0].wait() == children[1].wait() == -9
+        old = time.time() - 3600
+        for path in (left, held):
+            os.utime(path, (old, old))
+        SpillRoot(str(tmp_path)).remove()
+        assert not left.exists()
+        assert held.exists()  # its process lives
+        assert young.exists()  # too young to tell from one being made
+    finally:
+        for child in children:
+            assert child.stdin is not None
+            assert child.stdout is not None
+            child.stdin.close()
+            child.wait()
+            child.stdout.close()

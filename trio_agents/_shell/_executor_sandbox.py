@@ -135,7 +135,11 @@ class ShellSandbox:
             ["bash", "-c", spec.command],
             spec.workdir,
             root=root,
-            hidden=(*self._hidden, *spill_roots(root), *((spill,) if spill else ())),
+            hidden=(
+                *self._hidden,
+                *spill_roots(root, (*policy.writable, *policy.read_only)),
+                *((spill,) if spill else ()),
+            ),
             exposed=exposed,
             netns=netns,
         )

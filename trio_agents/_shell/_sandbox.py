@@ -163,13 +163,19 @@ def mark_warned() -> None:
 SPILL_PREFIX = "trio-agents-spill-"
 
 
-def spill_roots(root: str) -> tuple[str, ...]:
+def spill_roots(root: str, shown: Iterable[str] = ()) -> tuple[str, ...]:
     """What to hide so that no command sees any spilled output, whatever TMPDIR is, for a
-    command that may write `root`: this process's temporary directory when TMPDIR puts it
-    outside /tmp, and when that directory holds `root` (so it cannot be hidden whole, D131),
-    every spill root in it, this server's and any other's (D487)."""
+    command that may write `root` and is shown the paths `shown` (binds made after the
+    private /tmp): this process's temporary directory when TMPDIR puts it outside /tmp, and
+    when that directory holds `root` (so it cannot be hidden whole, D131) and the command
+    would see it, every spill root in it, this server's and any other's (D487). /tmp is a
+    tmpfs of the command's own: what is in the host's stays out of sight unless the
+    command is shown /tmp itself (D519)."""
     parent = os.path.realpath(tempfile.gettempdir())
     paths = [] if parent == "/tmp" else [parent]
+    # A root of / is bound before the private /tmp, which then covers the host's.
+    if parent == "/tmp" and root != "/tmp" and not any(p in ("/", "/tmp") for p in shown):
+        return ()
     if root == parent or root.startswith(parent.rstrip("/") + "/"):
         try:
             with os.scandir(parent) as entries:

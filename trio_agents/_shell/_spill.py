@@ -13,6 +13,7 @@ follows a link out of the directory.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import logging
 import os
@@ -20,6 +21,7 @@ import secrets
 import shutil
 import stat
 import tempfile
+import time
 import weakref
 from typing import BinaryIO
 
@@ -166,6 +168,46 @@ class _RootHandle:
             os.close(fd)
 
 
+PREFIX = "trio-agents-spill-"
+LEFT_OVER_AFTER = 600.0
+"""Seconds since a root was last changed before one nobody holds is taken as left over: a
+root is locked right after it is made, and this leaves that moment well alone."""
+
+
+def remove_left_over(parent: str) -> int:
+    """Remove the spill roots in `parent` that are this user's, unchanged for
+    LEFT_OVER_AFTER seconds, and held by no process (theirs died, by SIGKILL most often:
+    nothing else removes them). Returns how many; never raises."""
+    removed = 0
+    try:
+        parent_fd = os.open(parent, _DIR_FLAGS)
+    except OSError:
+        return 0
+    try:
+        with os.scandir(parent_fd) as entries:
+            names = [e.name for e in entries if e.name.startswith(PREFIX)]
+        now = time.time()
+        for name in names:
+            with contextlib.suppress(OSError):
+                seen = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+                if not stat.S_ISDIR(seen.st_mode) or seen.st_uid != os.getuid():
+                    continue
+                if now - seen.st_mtime < LEFT_OVER_AFTER:
+                    continue
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+                try:
+                    if _identity(os.fstat(fd)) != _identity(seen):
+                        continue
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: OSError, kept
+                    shutil.rmtree(name, dir_fd=parent_fd)
+                    removed += 1
+                finally:
+                    os.close(fd)
+    finally:
+        os.close(parent_fd)
+    return removed
+
+
 class SpillRoot:
     """A private directory (mode 0700, made by mkdtemp) holding one SpillDirectory per key
     (a session's owner token, or None). Removed by `remove()`; as a last resort when it is
@@ -174,12 +216,16 @@ class SpillRoot:
     __slots__ = ("__weakref__", "_handle", "_names")
 
     def __init__(self, parent: str | None = None) -> None:
-        path = tempfile.mkdtemp(prefix="trio-agents-spill-", dir=parent)
+        path = tempfile.mkdtemp(prefix=PREFIX, dir=parent)
         fd = os.open(path, _DIR_FLAGS)
         self._handle = _RootHandle(path, fd)
         self._names = itertools.count(1)
         weakref.finalize(self, self._handle.remove)
         _check_path(path, fd)  # nobody swapped it between mkdtemp and the open
+        # Held while this process lives: the kernel lets it go when the process dies, even
+        # by SIGKILL, which is how a later root knows this one is left over (D519).
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        remove_left_over(os.path.dirname(path))
 
     @property
     def path(self) -> str:
