@@ -1,11 +1,10 @@
 """The ACP mode (issue 15, acceptance 3): `trio-agents conformance --acp -- CMD` passes on our
-own `trio-agents acp --model openai`, fails every seeded-defect server with the property
-named for it, and gives a clear verdict, never a hang, for an agent that crashes, never
-answers, or writes garbage."""
+own `trio-agents acp --model openai` and gives a clear verdict, never a hang, for an agent
+that crashes, never answers, or writes garbage. The seeded-defect servers are
+tests/test_acp_seeded.py's."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import pathlib
@@ -16,10 +15,6 @@ import sys
 from typing import Any
 
 import pytest
-
-from agent_conformance._acp._properties import PROPERTIES
-
-from .support.acp_defects import ACP_SEEDED, AcpSeeded
 
 pytestmark = pytest.mark.subprocess
 
@@ -51,47 +46,6 @@ def test_our_own_server_passes_the_ci_profile(tmp_path: pathlib.Path) -> None:
     if outcomes["TA-FS-001"] in ("not applicable", "not reached"):
         outcomes["TA-FS-001"] = "passed"
     assert outcomes == dict.fromkeys(outcomes, "passed")
-
-
-@pytest.fixture(scope="module")
-def seeded_verdicts() -> dict[str, str]:
-    """Every seeded-defect server through the command line, four at a time (each run mostly
-    waits on its agent processes): the property each failed with, by defect."""
-
-    def verdict(seeded: AcpSeeded) -> str:
-        # Only the defects that never answer wait for a timeout: keep those short.
-        short = ("request-answered", "permission-skipped-by-cancel")
-        # Not much shorter: a session naming an MCP server makes our server import the MCP
-        # SDK, which a loaded machine makes slow.
-        timeout = "8" if seeded.property in short else "15"
-        agent = (sys.executable, "-m", "tests.support.acp_defects", seeded.name)
-        args: tuple[str, ...] = ("--no-shrink", "--stop-at-first", "--seed", "1")
-        # Room to spare: the slowest seeded defects are found after some fifty examples.
-        args += ("--max-examples", "90", "--timeout", timeout)
-        # A loaded runner makes a run of some fifty examples take minutes.
-        done = conformance(*args, "--", *agent, timeout=900)
-        found = VIOLATION.search(done.stdout)
-        return found.group(1) if found else done.stdout + done.stderr
-
-    # The ones a search finds late go first: started last, they would run alone at the end.
-    late = (
-        "prompt-waits-for-permission-after-cancel",
-        "empty-session-not-found",
-        "queued-counts-as-committed",
-        "load-replays-no-agent-text",
-    )
-    order = sorted(ACP_SEEDED, key=lambda s: s.name not in late)
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        return dict(zip([s.name for s in order], pool.map(verdict, order), strict=True))
-
-
-@pytest.mark.parametrize("seeded", ACP_SEEDED, ids=[s.name for s in ACP_SEEDED])
-def test_a_seeded_defect_is_caught_by_its_property(
-    seeded: AcpSeeded, seeded_verdicts: dict[str, str]
-) -> None:
-    assert seeded_verdicts[seeded.name] in (seeded.property, *seeded.also), seeded_verdicts[
-        seeded.name
-    ]
 
 
 def test_an_agent_that_lists_only_prompted_sessions_passes_the_listing_rules(
@@ -139,10 +93,6 @@ def test_an_agent_with_a_limit_on_sessions_passes_the_listing_rules(
     assert data["one_session_a_process"] is True, done.stdout
     outcomes = {row["id"]: row["outcome"] for row in data["requirements"]}
     assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
-
-
-def test_every_acp_property_has_a_seeded_defect() -> None:
-    assert {p.name for p in PROPERTIES} == {s.property for s in ACP_SEEDED}
 
 
 def test_an_agent_that_exits_at_once_gets_a_verdict() -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "AGENT_EXAMPLES",
     "BUDGET",
     "check_caught",
+    "forbid_local_constants",
     "leaf_exceptions",
     "marks_for",
     "no_local_constants",
@@ -73,6 +74,21 @@ def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
     machines and their seeds alone: it draws from Hypothesis's own constants only."""
     from hypothesis.internal.conjecture import providers
 
+    monkeypatch.setattr(providers, "_get_local_constants", _no_constants())
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+def forbid_local_constants() -> None:
+    """`no_local_constants` for a whole process (a seeded check run in one of its own)."""
+    from hypothesis.internal.conjecture import providers
+
+    setattr(providers, "_get_local_constants", _no_constants())  # noqa: B010 - an internal
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+def _no_constants() -> Callable[[], object]:
+    from hypothesis.internal.conjecture import providers
+
     # Internals, reached by name: a change in them fails this fixture at once.
     names = vars(providers)
     constants, sorted_set, float_to_int = (
@@ -86,8 +102,7 @@ def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
         bytes=sorted_set(),
         strings=sorted_set(),
     )
-    monkeypatch.setattr(providers, "_get_local_constants", lambda: empty)
-    providers.CONSTANTS_CACHE.cache.clear()
+    return lambda: empty
 
 
 def params(machines: Callable[[str], bool]) -> list[object]:
