@@ -309,22 +309,37 @@ async def _still_marked(marker: str, margin: float) -> list[int]:
     return _marked(marker)
 
 
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
 def _marked(marker: str) -> list[int]:
-    """The live processes (zombies are dead) whose command line holds `marker`, from /proc."""
+    """The live processes whose command line holds `marker`, from /proc. Zombies are dead,
+    and so is a process with a SIGKILL pending: it was killed, and only waits for a CPU to
+    leave, which a loaded machine may not give it for seconds (D525)."""
     found: list[int] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                marked = marker.encode() in cmdline.read()
+                if marker.encode() not in cmdline.read():
+                    continue  # most are not: one read each, this runs every few ms
             with open(f"/proc/{entry}/stat", "rb") as stat_file:
                 alive = stat_file.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+            if alive and not _kill_pending(entry):
+                found.append(int(entry))
         except OSError:
             continue  # exited while we looked
-        if marked and alive:
-            found.append(int(entry))
     return found
+
+
+def _kill_pending(pid: str) -> bool:
+    """Whether process `pid` has a SIGKILL pending, for the process or one of its threads."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & _SIGKILL_BIT:
+                return True
+    return False
 
 
 def _namespace(path: str) -> str | None:

@@ -1,7 +1,7 @@
 """Seeded checks of the machines on real processes, several at a time, each in a process of
 its own (D524). A check of the shell or MCP machine mostly waits on its processes and the
 real clock (a tenth of its time is CPU), so one worker running them one after another sat
-idle most of its nine minutes; four at a time fill each other's waits. Each runs
+idle most of its nine minutes; three at a time fill each other's waits. Each runs
 `check_caught` exactly as in-process (derandomised, no local constants), from `python -m
 tests.support.known_bad.pooled NAME`, which prints `caught` or why not."""
 
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 __all__ = ["AT_ONCE", "CAUGHT", "run_pooled"]
 
-AT_ONCE = 4
+AT_ONCE = 3
 CAUGHT = "caught"
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
