@@ -48,18 +48,30 @@ def test_our_own_server_passes_the_ci_profile(tmp_path: pathlib.Path) -> None:
     assert outcomes == dict.fromkeys(outcomes, "passed")
 
 
-def test_an_agent_that_lists_only_prompted_sessions_passes_the_listing_rules(
-    tmp_path: pathlib.Path,
+@pytest.mark.parametrize(
+    ("variant", "examples", "limited"),
+    [
+        # Many agents keep a session only once it took a prompt, which the spec allows
+        # (D479).
+        ("lists-only-prompted", "12", False),
+        # Three live sessions a process: most of the sixty made at once are refused, and so
+        # is one sent alone after them, so it is a limit, not a finding (D518).
+        ("sessions-capped", "8", True),
+    ],
+)
+def test_a_correct_variant_passes_the_listing_rules(
+    variant: str, examples: str, limited: bool, tmp_path: pathlib.Path
 ) -> None:
-    # Many agents keep a session only once it took a prompt, which the spec allows (D479).
     report = tmp_path / "report.json"
-    agent = (sys.executable, "-m", "tests.support.acp_defects", "lists-only-prompted")
+    agent = (sys.executable, "-m", "tests.support.acp_defects", variant)
     done = conformance(
-        "--seed", "1", "--max-examples", "12", "--only", "TA-LIST-001,TA-LIST-002",
+        "--seed", "1", "--max-examples", examples, "--only", "TA-LIST-001,TA-LIST-002",
         "--report-json", str(report), "--", *agent,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    outcomes = {row["id"]: row["outcome"] for row in json.loads(report.read_text())["requirements"]}
+    data = json.loads(report.read_text())
+    assert data["one_session_a_process"] is limited, done.stdout
+    outcomes = {row["id"]: row["outcome"] for row in data["requirements"]}
     assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
 
 
@@ -75,24 +87,6 @@ def test_an_agent_of_one_session_a_process_gets_a_verdict(tmp_path: pathlib.Path
     data = json.loads(report.read_text())
     assert data["one_session_a_process"] is True
     assert not [row for row in data["requirements"] if row["outcome"] == "failed"]
-
-
-def test_an_agent_with_a_limit_on_sessions_passes_the_listing_rules(
-    tmp_path: pathlib.Path,
-) -> None:
-    # Three live sessions a process: most of the sixty made at once are refused, and so is
-    # one sent alone after them, so it is a limit, not a finding (D518).
-    report = tmp_path / "report.json"
-    agent = (sys.executable, "-m", "tests.support.acp_defects", "sessions-capped")
-    done = conformance(
-        "--seed", "1", "--max-examples", "8", "--only", "TA-LIST-001,TA-LIST-002",
-        "--report-json", str(report), "--", *agent,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    data = json.loads(report.read_text())
-    assert data["one_session_a_process"] is True, done.stdout
-    outcomes = {row["id"]: row["outcome"] for row in data["requirements"]}
-    assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
 
 
 def test_an_agent_that_exits_at_once_gets_a_verdict() -> None:

@@ -22,7 +22,7 @@ import itertools
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,6 +292,24 @@ class AgentProcess:
         with trio.move_on_after(seconds):
             await self._exited.wait()
         return self._exited.is_set()
+
+    async def unless_exited(
+        self, seconds: float, afn: Callable[..., Awaitable[object]], *args: Any
+    ) -> None:
+        """Await `afn(*args)`, but no longer than `seconds`, nor past this agent's exit."""
+        with trio.move_on_after(seconds):
+            async with trio.open_nursery() as nursery:
+
+                async def then_stop() -> None:
+                    await afn(*args)
+                    nursery.cancel_scope.cancel()
+
+                async def on_exit() -> None:
+                    await self._exited.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(then_stop)
+                nursery.start_soon(on_exit)
 
     def describe_exit(self) -> str:
         if not self.exited:

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import shutil
 import tempfile
 from collections.abc import (
     AsyncGenerator,
-    Awaitable,
     Callable,
     Hashable,
     Iterable,
@@ -566,7 +564,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
                     await trio.sleep(0.02)
             agent.snapshot()  # the tool's processes, while they run
             return witness.exists()
-        await _unless_exited(agent, agent.target.timeout, endpoint.held, token)
+        await agent.unless_exited(agent.target.timeout, endpoint.held, token)
         # Until the partial text has reached the client, the cancel could overtake it.
         return await agent.wait_until(
             2.0, lambda: any(token in u.text for u in agent.updates if u.session_id == session.id)
@@ -1051,25 +1049,6 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
         if hasattr(self, "agent"):
             self._count(self.agent)
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-async def _unless_exited(
-    agent: AgentProcess, seconds: float, afn: Callable[..., Awaitable[object]], *args: Any
-) -> None:
-    """Await `afn(*args)`, but no longer than `seconds`, nor past the agent's exit."""
-    with trio.move_on_after(seconds):
-        async with trio.open_nursery() as nursery:
-
-            async def then_stop() -> None:
-                await afn(*args)
-                nursery.cancel_scope.cancel()
-
-            async def on_exit() -> None:
-                await agent.wait_exit(math.inf)
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(then_stop)
-            nursery.start_soon(on_exit)
 
 
 def _held(endpoint: ScriptedEndpoint, token: str) -> bool:

@@ -19,10 +19,9 @@ names for it (`methods.steer`, `methods.queue`); then either the held call is re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition
 
@@ -83,7 +82,7 @@ class Steering(ConformanceMachine):
         endpoint.scripts[steered] = (Say(f"reply {steered} done"),)
         endpoint.scripts[queued] = (Say(f"reply {queued} done"),)
         request_id = await self._send_prompt(session, first)
-        await _bounded(agent, agent.target.timeout, endpoint.held, first)
+        await agent.unless_exited(agent.target.timeout, endpoint.held, first)
         steer_id = await self._give(session.id, steered, "steer", extension)
         queue_id = await self._give(session.id, queued, "queue", extension)
         if cancel:
@@ -209,22 +208,3 @@ def _expect(holds: bool, message: str) -> None:
     """P23 holds, or fails with `message` (made either way: it is cheap, and a loop's
     values are bound at once)."""
     INJECTED_NEVER_LOST.check(holds, lambda: message)
-
-
-async def _bounded(
-    agent: AgentProcess, seconds: float, afn: Callable[..., Awaitable[object]], *args: Any
-) -> None:
-    """Await `afn(*args)`, but no longer than `seconds`, nor past the agent's exit."""
-    with trio.move_on_after(seconds):
-        async with trio.open_nursery() as nursery:
-
-            async def then_stop() -> None:
-                await afn(*args)
-                nursery.cancel_scope.cancel()
-
-            async def on_exit() -> None:
-                await agent.wait_exit(seconds)
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(then_stop)
-            nursery.start_soon(on_exit)
