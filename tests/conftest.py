@@ -80,10 +80,10 @@ def _sandbox_available(request: pytest.FixtureRequest, bwrap: tuple[str | None, 
 # end while the others idle (D483, D503). Pytest-xdist keeps this order with
 # --no-loadscope-reorder (addopts).
 LONGEST_FIRST = (
-    "test_acp_seeded.py",  # 545 s
+    "test_acp_seeded.py",  # 405 s
     "test_acp_conformance.py",  # 250 s
     "test_known_bad.py",  # 372 s
-    "test_known_bad_shell.py",  # 95 s quiet, four at a time (D524)
+    "test_known_bad_shell.py",  # 229 s, three at a time (D524)
     "test_static_and_docs.py",  # 154 s
     "test_cli.py",  # 147 s
     "test_chat_machine.py",  # 140 s
