@@ -60,8 +60,13 @@ class ShellSandbox:
     def hidden_paths(self, root: str) -> tuple[str, ...]:
         """What a command rooted at `root` would have hidden (`ShellExecutor.hidden_paths`)."""
         policy = self.policy if self.policy is not None else SandboxPolicy()
-        extra = (*self._hidden, *spill_roots(os.path.abspath(root)))
+        extra = (*self._hidden, *self._spill_roots(policy, os.path.abspath(root)))
         return hidden_targets(policy, extra, home_directory())
+
+    @staticmethod
+    def _spill_roots(policy: SandboxPolicy, root: str) -> tuple[str, ...]:
+        """The spill roots a command rooted at `root` would see, so has hidden (D519)."""
+        return spill_roots(root, (*policy.writable, *policy.read_only))
 
     async def check(self) -> bool:
         """Find out (once) whether commands can be sandboxed; return `active`. A checkpoint.
@@ -137,7 +142,7 @@ class ShellSandbox:
             root=root,
             hidden=(
                 *self._hidden,
-                *spill_roots(root, (*policy.writable, *policy.read_only)),
+                *self._spill_roots(policy, root),
                 *((spill,) if spill else ()),
             ),
             exposed=exposed,
