@@ -81,5 +81,24 @@ def test_an_invalid_message_is_named_by_its_place_and_the_schemas_want(
 
 
 def test_an_unknown_definition_is_a_clear_error() -> None:
-    with pytest.raises(KeyError, match="the ACP schema has no definition 'Nope'"):
+    with pytest.raises(KeyError, match="the ACP v1 schema has no definition 'Nope'"):
         schema.problem("Nope", {})
+
+
+def test_the_v2_schema_has_its_own_methods_and_shapes() -> None:
+    v2 = wire.methods(2)
+    assert v2.responses["session/prompt"] == "PromptResponse"
+    assert "session/load" not in v2.requests_to_agent
+    assert "fs/read_text_file" not in v2.requests_to_client
+    receipt = {"jsonrpc": "2.0", "id": 1, "result": {"messageId": "m"}}
+    assert wire.check_from_agent_message(receipt, "session/prompt", 2) is None
+    # A v1 answer (a stop reason, no receipt) is not a v2 prompt's answer.
+    v1_answer = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}
+    problem = wire.check_from_agent_message(v1_answer, "session/prompt", 2)
+    assert problem is not None and "messageId" in problem, problem
+    idle = update(sessionUpdate="state_update", state="idle", stopReason="end_turn")
+    assert wire.check_from_agent_message(idle, None, 2) is None
+    # v2's updates are an open set: the schema takes a kind it does not know (v1's
+    # `tool_call` among them); the ACP machine's v2 rule holds kinds to the known ones.
+    call = update(sessionUpdate="tool_call", toolCallId="c", title="t")
+    assert wire.check_from_agent_message(call, None, 2) is None

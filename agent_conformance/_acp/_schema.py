@@ -1,12 +1,14 @@
-"""The ACP schema the suite holds every message to: ACP v1's JSON schema as the newest
-published SDK carries it (`@agentclientprotocol/sdk` 2.4.0, `schema/v1/schema.json`, vendored
-unchanged as `acp-schema-v1.json`; Apache-2.0, as the protocol's repository), checked with
-`jsonschema`. Pure: no trio.
+"""The ACP schemas the suite holds every message to: ACP v1's and the v2 draft's JSON schemas as
+the newest published SDK carries them (`@agentclientprotocol/sdk` 2.4.0, `schema/v1/schema.json`
+and `schema/v2/schema.json`, vendored unchanged as `acp-schema-v1.json` and
+`acp-schema-v2.json`; Apache-2.0, as the protocol's repository), checked with `jsonschema`.
+A connection is held to the schema of the version its `initialize` negotiated. Pure: no trio.
 
-`problem(name, value)` says what is wrong with `value` as the schema's definition `name`
-(None: nothing), naming the place by its JSON path. Where the schema picks a shape by a
-field (`sessionUpdate`, `type`, `outcome`: its `discriminator`, or a `const` in each
-branch), the message is that shape's own complaint, not "valid under none of them".
+`problem(name, value, version)` says what is wrong with `value` as the definition `name` of
+that version's schema (None: nothing), naming the place by its JSON path. Where the schema
+picks a shape by a field (`sessionUpdate`, `type`, `outcome`: its `discriminator`, or a
+`const` in each branch), the message is that shape's own complaint, not "valid under none
+of them".
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ from typing import Any, Final, cast
 from jsonschema import Draft202012Validator
 from jsonschema import exceptions as _exceptions
 
-__all__ = ["SCHEMA_SOURCE", "definitions", "problem"]
+__all__ = ["SCHEMA_SOURCE", "SCHEMA_SOURCES", "definitions", "problem"]
 
-SCHEMA_SOURCE: Final = "@agentclientprotocol/sdk 2.4.0 schema/v1/schema.json"
-_FILE: Final = "acp-schema-v1.json"
+SCHEMA_SOURCES: Final = {
+    1: "@agentclientprotocol/sdk 2.4.0 schema/v1/schema.json",
+    2: "@agentclientprotocol/sdk 2.4.0 schema/v2/schema.json",
+}
+SCHEMA_SOURCE: Final = SCHEMA_SOURCES[1]
+_FILES: Final = {1: "acp-schema-v1.json", 2: "acp-schema-v2.json"}
 _SHOWN: Final = 160  # characters of a value a message quotes
 
 
 @functools.cache
-def definitions() -> Mapping[str, Any]:
-    """The schema's definitions (`$defs`), by name."""
-    text = resources.files(__name__.rpartition(".")[0]).joinpath(_FILE).read_text(encoding="utf-8")
+def definitions(version: int = 1) -> Mapping[str, Any]:
+    """The definitions (`$defs`) of protocol `version`'s schema, by name."""
+    package = resources.files(__name__.rpartition(".")[0])
+    text = package.joinpath(_FILES[version]).read_text(encoding="utf-8")
     return cast("Mapping[str, Any]", json.loads(text)["$defs"])
 
 
@@ -43,16 +50,17 @@ def best_match(errors: Iterable[_Error]) -> _Error:
 
 
 @functools.cache
-def _validator(name: str) -> Any:
-    defs = definitions()
+def _validator(name: str, version: int) -> Any:
+    defs = definitions(version)
     if name not in defs:
-        raise KeyError(f"the ACP schema has no definition {name!r}")
+        raise KeyError(f"the ACP v{version} schema has no definition {name!r}")
     return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": defs})
 
 
-def problem(name: str, value: object) -> str | None:
-    """What is wrong with `value` as the definition `name` of the schema, or None."""
-    validator = _validator(name)
+def problem(name: str, value: object, version: int = 1) -> str | None:
+    """What is wrong with `value` as the definition `name` of protocol `version`'s schema,
+    or None."""
+    validator = _validator(name, version)
     if validator.is_valid(value):
         return None
     found = best_match(validator.iter_errors(value))

@@ -1,5 +1,6 @@
 """The ACP wire as the ACP machine checks it: every message, both ways, against the newest
-published ACP schema (`_schema`), and the frames the client sends. Pure: no trio.
+published ACP schema (`_schema`) of the version the connection speaks, and the frames the
+client sends. Pure: no trio.
 
 `check_from_agent` says what is wrong with one line the agent wrote (None: nothing);
 `check_from_client` does the same for ours, so a frame the suite builds wrong is the suite's
@@ -8,9 +9,11 @@ bug, raised at once, never blamed on the agent.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, NoReturn, cast
 
 from . import _schema as schema
@@ -23,6 +26,7 @@ __all__ = [
     "cut_value",
     "dig",
     "frame",
+    "methods",
     "parse_line",
     "stamp",
     "tool_status_step",
@@ -37,34 +41,66 @@ def stamp() -> int:
     return next(_stamps)
 
 
-def _by_method(side: str, suffix: str) -> dict[str, str]:
+def _by_method(version: int, side: str, suffix: str) -> dict[str, str]:
     """The schema's definitions of one side's methods, by method: `side` is who handles the
     method (`agent`, `client`, `protocol`), `suffix` the kind (`Request`, `Response`,
     `Notification`)."""
     return {
         spec["x-method"]: name
-        for name, spec in schema.definitions().items()
+        for name, spec in schema.definitions(version).items()
         if spec.get("x-side") == side and name.endswith(suffix) and "x-method" in spec
     }
 
 
-REQUESTS_TO_AGENT: dict[str, str] = _by_method("agent", "Request")
-NOTIFICATIONS_TO_AGENT: dict[str, str] = {
-    **_by_method("agent", "Notification"),
-    **_by_method("protocol", "Notification"),
-}
-RESPONSES: dict[str, str] = _by_method("agent", "Response")
-"""The schema's definition of the result of each request the client sends."""
-REQUESTS_TO_CLIENT: dict[str, str] = _by_method("client", "Request")
-CLIENT_RESPONSES: dict[str, str] = _by_method("client", "Response")
-NOTIFICATIONS_TO_CLIENT: dict[str, str] = {
-    **_by_method("client", "Notification"),
-    **_by_method("protocol", "Notification"),
-}
 # Methods of the client side the schema has only as unstable (MCP over ACP): an agent may
 # call them; a client that does not take them answers so.
 _UNSTABLE_TO_CLIENT: Final = ("mcp/connect", "mcp/message", "mcp/disconnect")
-_KNOWN_TO_CLIENT = frozenset({*REQUESTS_TO_CLIENT, *NOTIFICATIONS_TO_CLIENT, *_UNSTABLE_TO_CLIENT})
+
+
+@dataclass(frozen=True)
+class Methods:
+    """The methods of one protocol version, each with its schema definition."""
+
+    requests_to_agent: Mapping[str, str]
+    notifications_to_agent: Mapping[str, str]
+    responses: Mapping[str, str]
+    """The definition of the result of each request the client sends."""
+    requests_to_client: Mapping[str, str]
+    client_responses: Mapping[str, str]
+    notifications_to_client: Mapping[str, str]
+    known_to_client: frozenset[str]
+
+
+@functools.cache
+def methods(version: int = 1) -> Methods:
+    """Protocol `version`'s methods, from its schema."""
+    to_client = _by_method(version, "client", "Request")
+    notified = {
+        **_by_method(version, "client", "Notification"),
+        **_by_method(version, "protocol", "Notification"),
+    }
+    return Methods(
+        requests_to_agent=_by_method(version, "agent", "Request"),
+        notifications_to_agent={
+            **_by_method(version, "agent", "Notification"),
+            **_by_method(version, "protocol", "Notification"),
+        },
+        responses=_by_method(version, "agent", "Response"),
+        requests_to_client=to_client,
+        client_responses=_by_method(version, "client", "Response"),
+        notifications_to_client=notified,
+        known_to_client=frozenset({*to_client, *notified, *_UNSTABLE_TO_CLIENT}),
+    )
+
+
+_V1 = methods(1)
+REQUESTS_TO_AGENT: Mapping[str, str] = _V1.requests_to_agent
+NOTIFICATIONS_TO_AGENT: Mapping[str, str] = _V1.notifications_to_agent
+RESPONSES: Mapping[str, str] = _V1.responses
+"""The v1 schema's definition of the result of each request the client sends."""
+REQUESTS_TO_CLIENT: Mapping[str, str] = _V1.requests_to_client
+CLIENT_RESPONSES: Mapping[str, str] = _V1.client_responses
+NOTIFICATIONS_TO_CLIENT: Mapping[str, str] = _V1.notifications_to_client
 
 
 def dig(value: object, *keys: str) -> Any:
@@ -100,29 +136,33 @@ def parse_line(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
     return message, None
 
 
-def check_from_agent_message(message: Mapping[str, Any], answers: str | None) -> str | None:
-    """What is wrong with a message the agent sent, against the schema. `answers` is the
-    method of our request a response answers (None: not a response to a request of ours)."""
+def check_from_agent_message(
+    message: Mapping[str, Any], answers: str | None, version: int = 1
+) -> str | None:
+    """What is wrong with a message the agent sent, against protocol `version`'s schema.
+    `answers` is the method of our request a response answers (None: not a response to a
+    request of ours)."""
+    known = methods(version)
     method = message.get("method")
     if method is None:
         if "error" in message:
-            return check_error(message.get("error"))
+            return check_error(message.get("error"), version)
         if "result" not in message:
             return f"a message with neither method, result nor error: {cut_value(message)}"
-        definition = RESPONSES.get(answers) if answers is not None else None
-        return _invalid(definition, message["result"], f"the result of {answers}")
+        definition = known.responses.get(answers) if answers is not None else None
+        return _invalid(definition, message["result"], f"the result of {answers}", version)
     if not isinstance(method, str):
         return f"a method that is not a string: {cut_value(message)}"
     params = message.get("params", {})
     if "id" in message:
-        definition = REQUESTS_TO_CLIENT.get(method)
+        definition = known.requests_to_client.get(method)
     else:
-        definition = NOTIFICATIONS_TO_CLIENT.get(method)
+        definition = known.notifications_to_client.get(method)
     if definition is None:
-        if method.startswith("_") or method in _KNOWN_TO_CLIENT:
+        if method.startswith("_") or method in known.known_to_client:
             return None  # an extension method, or one this client does not take: answered
-        return f"a method the client side of ACP does not have: {method!r}"
-    return _invalid(definition, params, method)
+        return f"a method the client side of ACP v{version} does not have: {method!r}"
+    return _invalid(definition, params, method, version)
 
 
 # A tool call's statuses in the order they may come; completed and failed are both final.
@@ -158,29 +198,34 @@ def tool_status_step(
     return None
 
 
-def check_error(error: object) -> str | None:
+def check_error(error: object, version: int = 1) -> str | None:
     """What is wrong with a JSON-RPC error object (code, message, optional data)."""
-    return _invalid("Error", error, "a JSON-RPC error")
+    return _invalid("Error", error, "a JSON-RPC error", version)
 
 
-def check_from_client(method: str, params: object, *, response_to: str | None = None) -> None:
-    """Raise AssertionError if a frame the suite sends is not valid ACP (the suite's bug)."""
+def check_from_client(
+    method: str, params: object, *, response_to: str | None = None, version: int = 1
+) -> None:
+    """Raise AssertionError if a frame the suite sends is not valid ACP of protocol
+    `version` (the suite's bug)."""
+    known = methods(version)
     if response_to is not None:
-        definition = CLIENT_RESPONSES.get(response_to)
+        definition = known.client_responses.get(response_to)
     else:
-        definition = REQUESTS_TO_AGENT.get(method) or NOTIFICATIONS_TO_AGENT.get(method)
-    problem = _invalid(definition, params, response_to or method)
+        definition = known.requests_to_agent.get(method) or known.notifications_to_agent.get(method)
+    problem = _invalid(definition, params, response_to or method, version)
     if problem is not None:
         raise AssertionError(f"the ACP machine built an invalid frame: {problem}")
 
 
-def _invalid(definition: str | None, value: object, what: str) -> str | None:
+def _invalid(definition: str | None, value: object, what: str, version: int = 1) -> str | None:
     if definition is None:
         return None
-    found = schema.problem(definition, value)
+    found = schema.problem(definition, value, version)
     if found is None:
         return None
-    return f"{what} is not valid ACP ({found}): {cut_value(value)}"
+    shown = "ACP" if version == 1 else f"ACP v{version}"
+    return f"{what} is not valid {shown} ({found}): {cut_value(value)}"
 
 
 def _cut(line: bytes, limit: int = 200) -> str:

@@ -50,8 +50,8 @@ class AcpSeeded:
 def _update_after_cancel() -> None:
     settle = AcpServer._settle  # pyright: ignore[reportPrivateUsage]
 
-    async def late(self: Any, request_id: Any, session: Any, prompt: Any) -> None:
-        await settle(self, request_id, session, prompt)
+    async def late(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        await settle(self, request_id, session, prompt, blocks)
         if prompt.cancel_requested:
             # A last chunk the stream had buffered, sent after the answer.
             late_text = _mapping.agent_text_update("...and one more thing", "late")

@@ -50,6 +50,8 @@ class AcpPeer:
         # What the newest ACP schema finds wrong with a frame the server sent (item 7 of
         # issue 37): `acp_peer` fails the test with them when its block ends.
         self.invalid: list[str] = []
+        # The protocol version `initialize` negotiated: frames are held to its schema.
+        self.version = 1
         self._ids = 0
         self.input_closed = False
         self.server: AcpServer | None = None
@@ -101,7 +103,9 @@ class AcpPeer:
     def _check(self, frame: dict[str, Any]) -> None:
         """Hold a frame the server sent to the newest ACP schema."""
         answers = self._methods.get(frame.get("id")) if "method" not in frame else None
-        problem = check_from_agent_message(frame, answers)
+        if answers == "initialize" and isinstance(frame.get("result"), dict):
+            self.version = int(frame["result"].get("protocolVersion", 1))
+        problem = check_from_agent_message(frame, answers, self.version)
         if problem is not None:
             self.invalid.append(problem)
 

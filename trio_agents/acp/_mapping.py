@@ -108,9 +108,9 @@ def initialize_result(version: str) -> dict[str, Any]:
 
 
 def client_name(params: Mapping[str, Any]) -> str:
-    """The client as an `initialize` request names it (`clientInfo`, optional in the
-    protocol)."""
-    info: object = params.get("clientInfo")
+    """The client as an `initialize` request names it (`clientInfo`, or v2's `info`;
+    optional in v1)."""
+    info: object = params.get("clientInfo", params.get("info"))
     if isinstance(info, Mapping):
         named = cast("Mapping[str, Any]", info)
         name, version = named.get("name"), named.get("version")

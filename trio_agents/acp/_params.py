@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from ._jsonrpc import JsonRpcError
 
-__all__ = ["SHAPES", "check"]
+__all__ = ["SHAPES", "V2_SHAPES", "check"]
 
 Shape = Callable[[Any, str], None]  # raises JsonRpcError naming the path, or returns
 
@@ -217,9 +217,35 @@ SHAPES: Mapping[str, Shape] = {
 }
 
 
-def check(method: str, params: Mapping[str, Any]) -> None:
+_V2_CLIENT_CAPABILITIES = _object(
+    {}, {"auth": _any_object, "elicitation": _any_object, "nes": _any_object}
+)
+_MCP_SERVERS: dict[str, Shape] = {"mcpServers": _list(_any_object)}
+
+V2_SHAPES: Mapping[str, Shape] = {
+    **SHAPES,
+    # v2's initialize names the client `info` and its capabilities `capabilities`.
+    "initialize": _object(
+        {"protocolVersion": _U16},
+        {"info": _IMPLEMENTATION, "capabilities": _V2_CLIENT_CAPABILITIES},
+    ),
+    # mcpServers is optional in v2 (an absent list is no server).
+    "session/new": _object({"cwd": _string}, {**_MCP_SERVERS, **_DIRECTORIES}),
+    "session/resume": _object(
+        {"sessionId": _string, "cwd": _string},
+        {**_MCP_SERVERS, **_DIRECTORIES, "replayFrom": _object({"type": _one_of("start")})},
+    ),
+}
+"""The shapes on a connection that speaks v2 (D526)."""
+
+
+def check(method: str, params: Mapping[str, Any], version: int = 1) -> None:
     """Raise JsonRpcError (-32602, naming the field) if `params` do not match `method`'s
-    shape; return if they do, or if `method` has no shape here."""
-    shape = SHAPES.get(method)
+    shape in protocol `version` (for `initialize`, the version it asks for); return if they
+    do, or if `method` has no shape here."""
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        version = asked if isinstance(asked, int) and not isinstance(asked, bool) else 1
+    shape = (V2_SHAPES if version >= 2 else SHAPES).get(method)
     if shape is not None:
         shape(params, "")

@@ -47,10 +47,12 @@ async def settle(
     prompt: PromptState,
     store: SessionStore,
     client_read: Callable[[SessionState], ClientRead | None],
+    sent: Callable[[], None] | None = None,
 ) -> dict[str, Any] | rpc.JsonRpcError:
     """Send the prompt if its links had to be read first (each through `client_read` of the
-    session, if that gives a reader), wait until its agent has settled and `store` has
-    committed every record of its turn (rule L9), and return its answer (its stop reason,
+    session, if that gives a reader; then `sent()`, if given), wait until its agent has
+    settled and `store` has committed every record of its turn (rule L9), and return its
+    answer (its stop reason,
     and the tokens its model calls used when they said), or the error to answer instead.
     Frees the session's prompt slot. Always a checkpoint.
 
@@ -67,6 +69,8 @@ async def settle(
                 send_prompt(session, prompt, text)
             except rpc.JsonRpcError as exc:
                 return exc
+            if sent is not None:
+                sent()
         await _over(session, prompt)
         try:
             committer = agent.session.committer

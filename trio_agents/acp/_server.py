@@ -52,6 +52,7 @@ from . import _listing, _params
 from . import _mapping as m
 from . import _modes as modes
 from . import _prompt as p
+from . import _v2 as v2
 from ._client_files import ClientFiles
 from ._client_requests import ClientRequests
 from ._client_terminal import ClientTerminal
@@ -153,6 +154,8 @@ class AcpServer:
         self._prompting: dict[rpc.RequestId, SessionState] = {}
         self._answering: dict[rpc.RequestId, trio.CancelScope] = {}
         self._closed = False
+        # The protocol version `initialize` negotiated: v1 until a client asks for v2 (D526).
+        self._protocol: int = v2.PROTOCOL_V1
         # Whether `initialize` offered fs.readTextFile and fs.writeTextFile.
         self._client_reads_files = False
         self._client_writes_files = False
@@ -309,13 +312,21 @@ class AcpServer:
             return
         if isinstance(message, rpc.Request | rpc.Notification):
             try:
-                _params.check(message.method, message.params)
+                _params.check(message.method, message.params, self._protocol)
+                if self._protocol == v2.PROTOCOL_V2 and message.method in v2.V1_ONLY:
+                    raise rpc.JsonRpcError(
+                        rpc.METHOD_NOT_FOUND,
+                        f"{message.method} is not an ACP v2 method; this connection speaks v2",
+                    )
             except rpc.JsonRpcError as exc:
                 if isinstance(message, rpc.Request):
                     self._send(rpc.encode_error(message.id, exc.code, exc.detail))
                 else:
                     logger.warning("%s ignored: %s", message.method, exc.detail)
                 return
+        if isinstance(message, rpc.Request) and message.method == "initialize":
+            # Negotiated as it is read: a frame read after it is read in its version.
+            self._protocol = v2.negotiate(message.params["protocolVersion"])
         if isinstance(message, rpc.Request) and message.method == "session/prompt":
             # Admitted here, synchronously, so a session/cancel read right after it (even in
             # the same read) finds the prompt in flight and, unless it has links to read
@@ -326,7 +337,10 @@ class AcpServer:
                 self._send(rpc.encode_error(message.id, exc.code, exc.detail))
             else:
                 self._prompting[message.id] = session
-                prompts.start_soon(self._settle, message.id, session, prompt)
+                blocks: list[Any] = message.params["prompt"]
+                if self._protocol == v2.PROTOCOL_V2 and prompt.message_id is not None:
+                    self._accept(message.id, session, prompt, blocks)
+                prompts.start_soon(self._settle, message.id, session, prompt, blocks)
         elif isinstance(message, rpc.Request) and message.method in INJECT_METHODS:
             # Admitted as it is read, like a prompt: a cancel read after it finds it queued.
             try:
@@ -367,6 +381,12 @@ class AcpServer:
             )
 
     def _update(self, session_id: str, update: Mapping[str, Any]) -> None:
+        """Send `update`, a v1 payload: in v2's shape on a v2 connection, if v2 has it."""
+        if self._protocol == v2.PROTOCOL_V2:
+            translated = v2.update(update)
+            if translated is None:
+                return
+            update = translated
         self._send(update_frame(session_id, update))
 
     async def client_request(self, method: str, params: Mapping[str, Any]) -> Any:
@@ -377,6 +397,13 @@ class AcpServer:
         answers an error (`answered`, and its `code`), or when its input has ended or ends
         first (not `answered`).
         """
+        if self._protocol == v2.PROTOCOL_V2 and method == "session/request_permission":
+            # v2 tells the client the turn waits on it, and that it goes on once answered.
+            session_id = str(params.get("sessionId"))
+            self._send(update_frame(session_id, v2.requires_action()))
+            answer = await self._client.request(method, v2.permission_params(params))
+            self._send(update_frame(session_id, v2.running()))
+            return answer
         return await self._client.request(method, params)
 
     # -- requests ----------------------------------------------------------------------------
@@ -403,12 +430,13 @@ class AcpServer:
             logger.exception("%s failed", request.method)
             self._send(rpc.encode_error(request.id, rpc.INTERNAL_ERROR, describe(exc)))
         else:
+            answer = result.result if isinstance(result, Answer) else result
+            if self._protocol == v2.PROTOCOL_V2:
+                answer = v2.result(request.method, answer)
+            self._send_result(request.id, answer)
             if isinstance(result, Answer):
-                self._send_result(request.id, result.result)
                 for update in result.updates:
                     self._update(result.session_id, update)
-            else:
-                self._send_result(request.id, result)
         finally:
             if self._answering.get(request.id) is scope:
                 del self._answering[request.id]
@@ -428,7 +456,9 @@ class AcpServer:
             self._client_reads_files = m.client_reads_files(params)
             self._client_writes_files = m.client_writes_files(params)
             self._client_has_terminal = m.client_has_terminal(params)
-            logger.info("initialize from %s", m.client_name(params))
+            logger.info("initialize from %s (protocol %d)", m.client_name(params), self._protocol)
+            if self._protocol == v2.PROTOCOL_V2:
+                return v2.initialize_result(self._version)
             return m.initialize_result(self._version)
         if method == "authenticate":
             await trio.lowlevel.checkpoint()
@@ -438,7 +468,8 @@ class AcpServer:
         if method == "session/load":
             return await self._load_session(params)
         if method == "session/resume":
-            return await self._load_session(params, replay=False)
+            replay = self._protocol == v2.PROTOCOL_V2 and v2.replays(params)
+            return await self._load_session(params, replay=replay, method=method)
         if method == "session/close":
             return await self._close_session(params)
         if method == "session/delete":
@@ -486,10 +517,12 @@ class AcpServer:
                 logger.warning("session/list leaves out a damaged session: %s", info.damage)
         return _listing.page([info for info in infos if info.damage is None], params)
 
-    async def _load_session(self, params: Mapping[str, Any], *, replay: bool = True) -> Answer:
-        """`session/load`, or without `replay` `session/resume`: the same session made live,
-        its history replayed as updates first or not at all (D507)."""
-        method = "session/load" if replay else "session/resume"
+    async def _load_session(
+        self, params: Mapping[str, Any], *, replay: bool = True, method: str = "session/load"
+    ) -> Answer:
+        """`session/load`, or `session/resume`: the same session made live, its history
+        replayed as updates first (`replay`: a load, or a v2 resume from the start) or not at
+        all (D507, D526)."""
         self._check_open(method)
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
@@ -666,16 +699,54 @@ class AcpServer:
         )
         return terminal.run
 
+    def _accept(
+        self,
+        request_id: rpc.RequestId,
+        session: SessionState,
+        prompt: PromptState,
+        blocks: list[Any],
+    ) -> None:
+        """v2: the prompt is in the conversation. Answer its receipt, say where it went and
+        that the session runs; its turn's end is told by an `idle` (D526)."""
+        assert prompt.message_id is not None
+        prompt.accepted = True
+        if self._prompting.get(request_id) is session:
+            del self._prompting[request_id]  # answered: `$/cancel_request` no longer applies
+        self._send_result(request_id, {"messageId": prompt.message_id})
+        self._send(update_frame(session.id, v2.user_message(prompt.message_id, blocks)))
+        self._send(update_frame(session.id, v2.running()))
+
     async def _settle(
-        self, request_id: rpc.RequestId, session: SessionState, prompt: PromptState
+        self,
+        request_id: rpc.RequestId,
+        session: SessionState,
+        prompt: PromptState,
+        blocks: list[Any],
     ) -> None:
         """Answer the prompt once it has settled (`_prompt_turn.settle`): every update of its
-        turn is queued by then, and its records are committed.
+        turn is queued by then, and its records are committed. In v2 it was answered when it
+        was accepted, and its turn's end is an `idle` instead.
         Seam: a double may change when, or with what, a prompt is answered.
         """
         try:
-            outcome = await settle(session, prompt, self._runtime.sessions, self._client_read)
-            if isinstance(outcome, rpc.JsonRpcError):
+            sent = None
+            if self._protocol == v2.PROTOCOL_V2:
+                sent = partial(self._accept, request_id, session, prompt, blocks)
+            outcome = await settle(
+                session, prompt, self._runtime.sessions, self._client_read, sent=sent
+            )
+            if prompt.accepted:
+                self._send(update_frame(session.id, v2.idle(outcome)))
+            elif self._protocol == v2.PROTOCOL_V2 and not isinstance(outcome, rpc.JsonRpcError):
+                # Cancelled while its links were read: it never reached the conversation.
+                self._send(
+                    rpc.encode_error(
+                        request_id,
+                        rpc.REQUEST_CANCELLED,
+                        "session/prompt cancelled before it was accepted",
+                    )
+                )
+            elif isinstance(outcome, rpc.JsonRpcError):
                 self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
             else:
                 self._send_result(request_id, outcome)

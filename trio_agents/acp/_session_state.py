@@ -29,6 +29,7 @@ class PromptState:
     first_record: int = 0  # the session's length when it was sent: its turn's records follow
     message_id: str | None = None  # None until it is sent (its links read)
     cancel_requested: bool = False
+    accepted: bool = False  # v2: answered with its receipt; its turn ends with an `idle`
     # Set when its turn has ended, or it was dropped: it is answered then, even while
     # prompts queued behind it run (D532).
     over: trio.Event = field(default_factory=trio.Event)
