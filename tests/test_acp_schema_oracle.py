@@ -95,7 +95,8 @@ def test_the_v2_schema_has_its_own_methods_and_shapes() -> None:
     # A v1 answer (a stop reason, no receipt) is not a v2 prompt's answer.
     v1_answer = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}
     problem = wire.check_from_agent_message(v1_answer, "session/prompt", 2)
-    assert problem is not None and "messageId" in problem, problem
+    assert problem is not None
+    assert "messageId" in problem, problem
     idle = update(sessionUpdate="state_update", state="idle", stopReason="end_turn")
     assert wire.check_from_agent_message(idle, None, 2) is None
     # v2's updates are an open set: the schema takes a kind it does not know (v1's

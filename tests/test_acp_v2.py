@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,30 +34,33 @@ async def v2_session(peer: AcpPeer, cwd: str = "/tmp") -> str:
     return str(made["sessionId"])
 
 
+async def send_prompt(peer: AcpPeer, sid: str, said: str) -> int:
+    return await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text(said)})
+
+
 def states(peer: AcpPeer, sid: str) -> list[dict[str, Any]]:
     return [u for u in peer.updates(sid) if u["sessionUpdate"] == "state_update"]
 
 
-def position(peer: AcpPeer, predicate: Any) -> int:
+def position(peer: AcpPeer, predicate: Callable[[dict[str, Any]], bool]) -> int:
     for index, frame in enumerate(peer.frames):
         if predicate(frame):
             return index
     raise AssertionError("no such frame")
 
 
-def update_of(kind: str, **fields: Any) -> Any:
+def update_of(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
     def matches(frame: dict[str, Any]) -> bool:
         if frame.get("method") != "session/update":
             return False
         update = frame["params"]["update"]
-        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
+        same = all(update.get(k) == v for k, v in fields.items())
+        return update["sessionUpdate"] == kind and same
 
     return matches
 
 
-@pytest.mark.parametrize(
-    ("asked", "answered"), [(0, 1), (1, 1), (2, 2), (3, 2), (65535, 2)]
-)
+@pytest.mark.parametrize(("asked", "answered"), [(0, 1), (1, 1), (2, 2), (3, 2), (65535, 2)])
 async def test_initialize_answers_the_highest_version_at_or_below_the_one_asked(
     asked: int, answered: int
 ) -> None:
@@ -82,12 +86,13 @@ async def test_a_prompt_is_answered_with_its_receipt_before_its_turn_ends() -> N
     model = ScriptedModel([reply("hello there")], hold_all=True)
     async with acp_peer(lambda: model) as peer:
         sid = await v2_session(peer)
-        prompt = await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text("hi")})
+        prompt = await send_prompt(peer, sid, "hi")
         receipt = (await peer.answer(prompt))["result"]
         await trio.testing.wait_all_tasks_blocked()
         assert model.held == 1  # the model is still streaming: the turn is not over
         message_id = receipt["messageId"]
-        assert isinstance(message_id, str) and message_id
+        assert isinstance(message_id, str)
+        assert message_id
         assert "stopReason" not in receipt
         assert states(peer, sid) == [{"sessionUpdate": "state_update", "state": "running"}]
         model.release()
@@ -114,7 +119,7 @@ async def test_a_cancelled_turn_ends_with_one_idle_cancelled_and_nothing_after_i
     model = ScriptedModel([reply("never finished")], hold_all=True)
     async with acp_peer(lambda: model) as peer:
         sid = await v2_session(peer)
-        prompt = await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text("x")})
+        prompt = await send_prompt(peer, sid, "x")
         await peer.answer(prompt)
         await trio.testing.wait_all_tasks_blocked()
         await peer.notify("session/cancel", {"sessionId": sid})
@@ -123,7 +128,8 @@ async def test_a_cancelled_turn_ends_with_one_idle_cancelled_and_nothing_after_i
                 await trio.testing.wait_all_tasks_blocked()
         await trio.testing.wait_all_tasks_blocked()
         idles = [s for s in states(peer, sid) if s["state"] == "idle"]
-        assert idles == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}]
+        cancelled = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+        assert idles == [cancelled]
         last = peer.updates(sid)[-1]
         assert last == idles[0]
         # The prompt was answered once: by its receipt.
@@ -137,7 +143,7 @@ async def test_a_permission_request_is_bracketed_by_requires_action_and_running(
         asked: list[dict[str, Any]] = []
         peer.on_request = asked.append
         sid = await v2_session(peer)
-        prompt = await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text("x")})
+        prompt = await send_prompt(peer, sid, "x")
         await peer.answer(prompt)
         with trio.fail_after(10):
             while not asked:
@@ -171,7 +177,7 @@ async def test_a_tool_call_begins_with_a_tool_call_update_and_a_diff_is_a_patch(
     model = ScriptedModel([tool_step(edit), reply("ok")])
     async with acp_peer(lambda: model) as peer:
         sid = await v2_session(peer, str(tmp_path))
-        prompt = await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text("x")})
+        prompt = await send_prompt(peer, sid, "x")
         await peer.answer(prompt)
         with trio.fail_after(10):
             while not any(s["state"] == "idle" for s in states(peer, sid)):
@@ -191,11 +197,12 @@ async def test_a_tool_call_begins_with_a_tool_call_update_and_a_diff_is_a_patch(
 async def test_methods_v2_removed_are_not_found_and_v1_keeps_them() -> None:
     async with acp_peer() as peer:
         sid = await v2_session(peer)
-        for method, params in [
+        calls: list[tuple[str, dict[str, Any]]] = [
             ("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}),
             ("session/set_mode", {"sessionId": sid, "modeId": "auto"}),
             ("authenticate", {"methodId": "x"}),
-        ]:
+        ]
+        for method, params in calls:
             answer = await peer.request(method, params)
             assert answer["error"]["code"] == -32601, answer
             assert "not an ACP v2 method" in answer["error"]["message"]
@@ -203,9 +210,12 @@ async def test_methods_v2_removed_are_not_found_and_v1_keeps_them() -> None:
         await peer.result("initialize", {"protocolVersion": 1})
         made = await peer.result("session/new", {"cwd": "/tmp", "mcpServers": []})
         assert "modes" in made
-        assert await peer.result(
-            "session/set_mode", {"sessionId": made["sessionId"], "modeId": "auto"}
-        ) == {}
+        assert (
+            await peer.result(
+                "session/set_mode", {"sessionId": made["sessionId"], "modeId": "auto"}
+            )
+            == {}
+        )
 
 
 async def test_config_options_are_named_by_config_id_and_no_mode_update_is_sent() -> None:
@@ -226,7 +236,7 @@ async def test_resume_replays_from_the_start_only_when_asked() -> None:
     store = MemoryStore()
     async with acp_peer(store=store) as peer:
         sid = await v2_session(peer)
-        prompt = await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text("hi")})
+        prompt = await send_prompt(peer, sid, "hi")
         receipt = (await peer.answer(prompt))["result"]
         with trio.fail_after(10):
             while not any(s["state"] == "idle" for s in states(peer, sid)):
