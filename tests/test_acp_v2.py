@@ -247,7 +247,12 @@ async def test_resume_replays_from_the_start_only_when_asked() -> None:
             params: dict[str, Any] = {"sessionId": sid, "cwd": "/tmp"}
             if replay_from is not None:
                 params["replayFrom"] = replay_from
-            await peer.result("session/resume", params)
+            resumed = await peer.start_request("session/resume", params)
+            assert "result" in await peer.answer(resumed)
+            # The session's state, after the replay and before the answer.
+            snapshot = position(peer, update_of("state_update", state="idle"))
+            answered = [i for i, f in enumerate(peer.frames) if f.get("id") == resumed]
+            assert snapshot < answered[0]
             users = [u for u in peer.updates(sid) if u["sessionUpdate"] == "user_message_chunk"]
             if replayed:
                 # The history, before the answer, with the ids the live session used.
@@ -286,3 +291,27 @@ def test_the_v1_update_translation_drops_what_v2_lacks_and_keeps_the_rest() -> N
     assert diff["changes"] == [{"operation": "add", "path": "/w/new.txt"}]
     assert "new file mode" in diff["patch"]["text"]
     assert "+a\n" in diff["patch"]["text"]
+
+
+async def test_a_cancelled_permission_request_ends_the_turn_with_no_running_before_the_idle() -> (
+    None
+):
+    call = ("bash", {"command": "true", "description": "nothing"})
+    model = ScriptedModel([tool_step(call), reply("never")])
+    async with acp_peer(lambda: model, mode="ask") as peer:
+        asked: list[dict[str, Any]] = []
+        peer.on_request = asked.append
+        sid = await v2_session(peer)
+        await peer.answer(await send_prompt(peer, sid, "x"))
+        with trio.fail_after(10):
+            while not asked:
+                await trio.testing.wait_all_tasks_blocked()
+        cancelled = {"outcome": {"outcome": "cancelled"}}
+        frame = {"jsonrpc": "2.0", "id": asked[0]["id"], "result": cancelled}
+        await peer.send_raw(json.dumps(frame).encode() + b"\n")
+        with trio.fail_after(10):
+            while not any(s["state"] == "idle" for s in states(peer, sid)):
+                await trio.testing.wait_all_tasks_blocked()
+        assert [(s["state"], s.get("stopReason")) for s in states(peer, sid)] == [
+            ("running", None), ("requires_action", None), ("idle", "cancelled")
+        ]  # fmt: skip

@@ -402,7 +402,8 @@ class AcpServer:
             session_id = str(params.get("sessionId"))
             self._send(update_frame(session_id, v2.requires_action()))
             answer = await self._client.request(method, v2.permission_params(params))
-            self._send(update_frame(session_id, v2.running()))
+            if not v2.ends_turn(answer):
+                self._send(update_frame(session_id, v2.running()))
             return answer
         return await self._client.request(method, params)
 
@@ -468,8 +469,14 @@ class AcpServer:
         if method == "session/load":
             return await self._load_session(params)
         if method == "session/resume":
-            replay = self._protocol == v2.PROTOCOL_V2 and v2.replays(params)
-            return await self._load_session(params, replay=replay, method=method)
+            if self._protocol == v2.PROTOCOL_V2:
+                answer = await self._load_session(params, replay=v2.replays(params), method=method)
+                # v2: the session's state, after any replay and before the answer.
+                live = self._sessions.get(answer.session_id)
+                busy = live is not None and live.prompt is not None
+                self._send(update_frame(answer.session_id, v2.running() if busy else v2.idle({})))
+                return answer
+            return await self._load_session(params, replay=False, method=method)
         if method == "session/close":
             return await self._close_session(params)
         if method == "session/delete":

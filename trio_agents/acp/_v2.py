@@ -29,6 +29,7 @@ __all__ = [
     "PROTOCOL_V1",
     "PROTOCOL_V2",
     "V1_ONLY",
+    "ends_turn",
     "idle",
     "initialize_result",
     "negotiate",
@@ -95,6 +96,17 @@ def idle(answer: Mapping[str, Any] | JsonRpcError) -> dict[str, Any]:
             "error": {"code": answer.code, "message": answer.detail},
         }
     return {"sessionUpdate": "state_update", "state": "idle", **answer}
+
+
+def ends_turn(answer: object) -> bool:
+    """Whether a permission request's answer ends the turn (the `cancelled` outcome): the
+    turn does not run again, so `running` is not sent, only the `idle` that follows."""
+    if not isinstance(answer, Mapping):
+        return False
+    outcome = cast("Mapping[str, Any]", answer).get("outcome")
+    if not isinstance(outcome, Mapping):
+        return False
+    return cast("Mapping[str, Any]", outcome).get("outcome") == "cancelled"
 
 
 def user_message(message_id: str, prompt: Sequence[Any]) -> dict[str, Any]:
