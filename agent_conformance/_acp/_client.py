@@ -183,6 +183,10 @@ class AgentProcess:
         self._arrived = trio.Event()
         self._lock = trio.Lock()
         self._stdin_closed = False
+        self.asked_version = 1
+        """The protocol version our `initialize` asks for."""
+        self.version = 1
+        """The version its answer negotiated: frames both ways are held to its schema."""
         self.kill_at_answer_to: str | None = None
         """A method: the first answer to a request of it SIGKILLs the agent's process
         group as soon as it is read (the ACP machine's crash right after an answer)."""
@@ -347,7 +351,8 @@ class AgentProcess:
 
     async def start_request(self, method: str, params: Mapping[str, Any]) -> int:
         """Send a request without waiting for its answer; its id."""
-        wire.check_from_client(method, params)
+        asking = self.asked_version if method == "initialize" else self.version
+        wire.check_from_client(method, params, version=asking)
         request_id = next(self._ids)
         self._pending[request_id] = _Pending(method, self.mark())
         await self.send(wire.frame(id=request_id, method=method, params=dict(params)))
@@ -358,7 +363,7 @@ class AgentProcess:
         self._pending[request_id] = _Pending(method, self.mark())
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
-        wire.check_from_client(method, params)
+        wire.check_from_client(method, params, version=self.version)
         await self.send(wire.frame(method=method, params=dict(params)))
 
     async def answer(self, request_id: int | str, seconds: float | None = None) -> Answer | None:
@@ -385,7 +390,10 @@ class AgentProcess:
         result = reply(answer, ask.params.get("options") or [])
         assert isinstance(result, dict)
         wire.check_from_client(
-            "session/request_permission", result, response_to="session/request_permission"
+            "session/request_permission",
+            result,
+            response_to="session/request_permission",
+            version=self.version,
         )
         await self.send(wire.frame(id=ask.request_id, result=result))
 
@@ -475,7 +483,7 @@ class AgentProcess:
         elif "id" in message:
             await self._agent_request(message, seq)
         else:
-            problem = wire.check_from_agent_message(message, None)
+            problem = wire.check_from_agent_message(message, None, self.version)
             if problem is not None:
                 self._problem(SCHEMA_VALID, f"the agent sent {problem}")
             elif message["method"] == "session/update":
@@ -508,14 +516,25 @@ class AgentProcess:
         if pending is not None:
             pending.answers.append(answer)
             pending.answered.set()
-        problem = wire.check_from_agent_message(message, pending.method if pending else None)
+        if pending is not None and pending.method == "initialize":
+            self._negotiated(message.get("result"))
+        problem = wire.check_from_agent_message(
+            message, pending.method if pending else None, self.version
+        )
         if problem is not None:
             self._problem(SCHEMA_VALID, f"the agent answered with {problem}")
+
+    def _negotiated(self, result: object) -> None:
+        """Speak what `initialize` answered, when it is a version we asked for at most (an
+        answer above it is the machine's to judge)."""
+        version = wire.dig(result, "protocolVersion")
+        if type(version) is int and 1 <= version <= self.asked_version:
+            self.version = version
 
     async def _agent_request(self, message: Mapping[str, Any], seq: int) -> None:
         method = str(message["method"])
         self.agent_requests.append(method)
-        problem = wire.check_from_agent_message(message, None)
+        problem = wire.check_from_agent_message(message, None, self.version)
         if problem is not None:
             self._problem(SCHEMA_VALID, f"the agent sent {problem}")
             reply = wire.frame(id=message["id"], error={"code": -32602, "message": problem})
@@ -551,7 +570,7 @@ class AgentProcess:
             return wire.frame(id=request_id, error={"code": code, "message": message})
         if not (method == "session/request_permission" and answer == "malformed"):
             # Every other answer is valid ACP: only this one breaks the schema, on purpose.
-            wire.check_from_client(method, result, response_to=method)
+            wire.check_from_client(method, result, response_to=method, version=self.version)
         return wire.frame(id=request_id, result=result)
 
     def _client_result(

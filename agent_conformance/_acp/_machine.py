@@ -1,5 +1,5 @@
 """The ACP machine: a Hypothesis state machine that drives any ACP agent over stdio and
-checks rules P1-P9, P11, P12, P14, P18, P19 and P21-P23 (docs/contract.md, ACP section),
+checks rules P1-P9, P11, P12, P14, P18, P19 and P21-P26 (docs/contract.md, ACP section),
 and L9.
 
 One example is one agent process (a second one after `restart`, to load what the first
@@ -91,6 +91,7 @@ from ._properties import (
     SESSIONS_ISOLATED,
     TOOL_STATUS_FORWARD,
 )
+from ._protocol_v2 import ProtocolV2, V2Connection
 from ._session_config import SessionConfig
 from ._steering import CAPABILITY, Steering
 
@@ -133,7 +134,7 @@ def _witness(agent: AgentProcess, token: str) -> Path:
     return agent.workdir / f".tool-{token}"
 
 
-class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Steering):
+class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Steering, ProtocolV2):
     """Checks the ACP agent `target` names; `acp_machine(target)` makes the class for one.
 
     host: the TrioHost, on a WallClock (the agent is a real process).
@@ -178,6 +179,8 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
         self.touched: set[str] = set()  # sessions loaded or switched, in any process
         self._checked = 0  # updates of this agent process checked so far
         self._stops: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
+        self.v2: V2Connection | None = None
+        self.evidence_of: AgentProcess | None = None
         try:
             self.agent = self._spawn()
         except ContractViolation as violation:
@@ -208,16 +211,20 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
 
     # -- the agent process ----------------------------------------------------------------
 
-    def _spawn(self) -> AgentProcess:
-        placeholders = {
+    def _placeholders(self, directory: Path) -> dict[str, str]:
+        """What fills the target's templates for a process in `directory`."""
+        return {
             "base_url": self.endpoint.base_url,
             # Anthropic's clients add /v1 themselves (ANTHROPIC_BASE_URL={root_url}).
             "root_url": self.endpoint.base_url.removesuffix("/v1"),
             "api_key": API_KEY,
             "model": MODEL,
-            "dir": str(self.dir),
-            "workdir": str(self.dir / "work"),
+            "dir": str(directory),
+            "workdir": str(directory / "work"),
         }
+
+    def _spawn(self) -> AgentProcess:
+        placeholders = self._placeholders(self.dir)
         agent = AgentProcess(type(self).target, placeholders, self.dir, type(self).waived)
         self.agent = agent  # before it answers: a failure to start shows its wire
         self.served_here = False  # whether this process made or loaded a session yet
@@ -255,7 +262,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
         agent.again.clear()
 
     def _evidence(self) -> list[str]:
-        agent = self.agent
+        agent = self.evidence_of or self.agent
         notes = [TRANSCRIPT_NOTE + "\n" + "\n".join(agent.transcript)]
         tail = agent.stderr_tail.decode("utf-8", "replace").strip()
         if tail:
@@ -288,6 +295,7 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
             "loadSession": self.can_load,
             "listSessions": self.can_list,
             "steering": self.steering is not None,
+            "protocol 2": type(self).v2_offered,
         }
 
     def _ask(
@@ -1043,11 +1051,18 @@ class AcpMachine(PromptContext, SessionConfig, MalformedFrames, McpSessions, Ste
 
     def _check_closing(self) -> None:
         self._end_of_input(self.agent)
+        if self.v2 is not None:
+            self.evidence_of = self.v2.agent
+            self._end_of_input(self.v2.agent)
+            self.evidence_of = None
         self._stop_service()
 
     def _after_close(self) -> None:
         if hasattr(self, "agent"):
             self._count(self.agent)
+        v2: V2Connection | None = getattr(self, "v2", None)
+        if v2 is not None:
+            self._count(v2.agent)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -1072,6 +1087,7 @@ def acp_machine(target: AcpTarget, waived: Iterable[str] = ()) -> type[AcpMachin
         "stats": {"examples": 0, "checks": 0},
         "histories": set[int](),
         "advertised": {},
+        "v2_offered": None,
         "latencies": dict[str, list[float]](),
         "violations": list[ContractViolation](),
         "latest": list[tuple[float, ContractViolation]](),

@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P23 of
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P26 of
 docs/contract.md's ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ __all__ = [
     "SESSIONS_LISTED",
     "STEER_REACHES_TURN",
     "TOOL_STATUS_FORWARD",
+    "V2_NEGOTIATED",
+    "V2_RECEIPT",
+    "V2_STATE_TRUE",
+    "V2_TURN_ENDS",
+    "V2_USER_MESSAGE",
+    "V2_WIRE",
 ]
 
 _M = "acp"
@@ -267,6 +273,53 @@ INJECTED_NEVER_LOST = Property(
     "time the cancelled prompt answers, and they never reach the model",
 )
 
+V2_NEGOTIATED = Property(
+    "P24",
+    "v2-negotiated",
+    _M,
+    "asked for protocol 2, initialize answers a version the agent speaks at or below 2 (1 "
+    "or 2), never an error; answered 2, the connection speaks ACP v2 (every frame held to "
+    "its schema, P7)",
+)
+V2_WIRE = Property(
+    "P24",
+    "v2-wire",
+    _M,
+    "on a v2 connection, every session/update is of a kind v2 has or an extension's "
+    "(`_`-prefixed): none of v1's tool_call, plan or current_mode_update",
+)
+V2_RECEIPT = Property(
+    "P25",
+    "v2-receipt",
+    _M,
+    "on a v2 connection, a session/prompt to an idle session is answered while its turn "
+    "runs (its model's stream held), with a receipt: a non-empty messageId and no stop reason",
+)
+V2_USER_MESSAGE = Property(
+    "P25",
+    "v2-user-message",
+    _M,
+    "on a v2 connection, the receipt's messageId is on a user_message or user_message_chunk "
+    "of that session no later than the idle that ends the prompt's turn",
+)
+V2_TURN_ENDS = Property(
+    "P26",
+    "v2-turn-ends",
+    _M,
+    "on a v2 connection, an accepted prompt's turn is told as running (or requires_action), "
+    "then an idle; the idle's stop reason, when given, is the one rule P2 gives "
+    '("end_turn", "max_tokens" when cut), and after session/cancel or session/close it is '
+    'given and is "cancelled", before the close is answered',
+)
+V2_STATE_TRUE = Property(
+    "P26",
+    "v2-state-true",
+    _M,
+    "on a v2 connection, no model output of a session (agent_message, agent_thought and "
+    "their chunks) arrives while its last state is requires_action, nor after the "
+    "cancelled idle of its turn until its next prompt",
+)
+
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
     ANSWER_UNIQUE,
@@ -298,5 +351,11 @@ PROPERTIES: tuple[Property, ...] = (
     STEER_REACHES_TURN,
     QUEUED_RUNS_NEXT,
     INJECTED_NEVER_LOST,
+    V2_NEGOTIATED,
+    V2_WIRE,
+    V2_RECEIPT,
+    V2_USER_MESSAGE,
+    V2_TURN_ENDS,
+    V2_STATE_TRUE,
 )
 """Every property of the ACP machine."""

@@ -14,8 +14,10 @@ only JSON-RPC 2.0 asks for (`source="json-rpc"`) is reported apart and does not 
 both official ACP SDKs drop a line that is not JSON, unanswered.
 
 Clauses cite the spec's pages as of `agentclientprotocol/agent-client-protocol` v1.7.0
-(docs/protocol/v1/...). `tck` names the requirements of the official ACP TCK
-(`agentclientprotocol/acp-tck`, v1 registry) that check the same thing, in part or whole.
+(docs/protocol/v1/...), and for v2 the draft's pages (docs/protocol/v2/..., schema
+2.0.0-alpha.3) and the v2 schema `@agentclientprotocol/sdk` 2.4.0 ships (schema/v2).
+`tck` names the requirements of the official ACP TCK (`agentclientprotocol/acp-tck`, its v1
+and v2 registries) that check the same thing, in part or whole.
 
 A pure module: no trio, no Hypothesis.
 """
@@ -84,6 +86,7 @@ def _r(
 _PT = "docs/protocol/v1/prompt-turn.mdx"
 _SS = "docs/protocol/v1/session-setup.mdx"
 _JR = "JSON-RPC 2.0"
+_V2 = "docs/protocol/v2"
 
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r(
@@ -333,6 +336,68 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "every steered or queued prompt ends answered or dropped with a reason, and is told "
         "so once; a cancel drops what its turn had not taken",
         capability="agentCapabilities._meta.unstable_session_inject",
+    ),
+    _r(
+        "TA-V2-001",
+        "MUST",
+        p.V2_NEGOTIATED,
+        f"{_V2}/initialization.mdx:92-96; schema/v2 InitializeResponse.protocolVersion",
+        "If the Agent supports the requested version, it MUST respond with the same version / "
+        "The highest protocol version supported by the agent that is at or below the version "
+        "requested by the client",
+        tck=("ACP-INIT-201", "ACP-INIT-202"),
+    ),
+    _r(
+        "TA-V2-002",
+        "SHOULD",
+        p.V2_WIRE,
+        f"{_V2}/migration.mdx; schema/v2 SessionUpdate",
+        "tool_call is removed (a tool call starts with tool_call_update), plan became "
+        "plan_update, modes became config options; unknown values are reserved, extensions "
+        "begin with `_`",
+        capability="protocolVersion 2",
+    ),
+    _r(
+        "TA-V2-003",
+        "MUST",
+        p.V2_RECEIPT,
+        f"{_V2}/prompt-lifecycle.mdx:109; schema/v2 PromptResponse",
+        "the Agent MUST respond once it has accepted the prompt / Response acknowledging that "
+        "a user prompt was inserted ... messageId (required)",
+        capability="protocolVersion 2",
+        tck=("ACP-PROMPT-201",),
+    ),
+    _r(
+        "TA-V2-004",
+        "MUST",
+        p.V2_USER_MESSAGE,
+        f"{_V2}/prompt-lifecycle.mdx:119",
+        "the Agent MUST report where the user message was inserted ... the source of truth "
+        "for the agent-owned messageId",
+        capability="protocolVersion 2",
+        tck=("ACP-PROMPT-203",),
+    ),
+    _r(
+        "TA-V2-005",
+        "MUST",
+        p.V2_TURN_ENDS,
+        f"schema/v2 StateUpdate, CloseSessionRequest; {_V2}/prompt-lifecycle.mdx:503",
+        "the agent MUST report running when foreground work starts ... and idle when it "
+        "ends / the Agent MUST send an idle state_update with the cancelled stop reason / "
+        "the idle state_update with stopReason cancelled before responding successfully to "
+        "session/close",
+        capability="protocolVersion 2",
+        tck=("ACP-STATE-201", "ACP-STATE-202", "ACP-CANCEL-201", "ACP-CANCEL-208"),
+    ),
+    _r(
+        "TA-V2-006",
+        "MUST",
+        p.V2_STATE_TRUE,
+        f"schema/v2 RequiresActionStateUpdate; {_V2}/prompt-lifecycle.mdx:514",
+        "Once reported, agents MUST report running when progress resumes / updates after "
+        "the cancel only before the idle that ends the cancelled work",
+        capability="protocolVersion 2",
+        tck=("ACP-CANCEL-202",),
     ),
     _r(
         "TA-PROC-001",

@@ -38,7 +38,15 @@ from ._properties import (
     QUEUED_RUNS_NEXT,
     SESSIONS_LISTED,
     STEER_REACHES_TURN,
+    V2_NEGOTIATED,
+    V2_RECEIPT,
+    V2_STATE_TRUE,
+    V2_TURN_ENDS,
+    V2_USER_MESSAGE,
+    V2_WIRE,
 )
+
+V2_PROPERTIES = (V2_NEGOTIATED, V2_WIRE, V2_RECEIPT, V2_USER_MESSAGE, V2_TURN_ENDS, V2_STATE_TRUE)
 
 __all__ = [
     "SHRINK_BUDGET",
@@ -310,6 +318,9 @@ def inapplicable(advertised: Mapping[str, Any], stats: Mapping[str, int]) -> dic
     if not advertised.get("steering"):
         for prop in (STEER_REACHES_TURN, QUEUED_RUNS_NEXT, INJECTED_NEVER_LOST):
             out[prop.name] = "agentCapabilities._meta.unstable_session_inject not advertised"
+    if advertised.get("protocol 2") is False:
+        for prop in V2_PROPERTIES:
+            out[prop.name] = "the agent answered protocolVersion 1 to a client asking for 2"
     if not stats.get("read through client"):
         out[CLIENT_TEXT_USED.name] = "the agent never read a file through fs/read_text_file"
     return out

@@ -30,6 +30,7 @@ __all__ = [
     "parse_line",
     "stamp",
     "tool_status_step",
+    "update_kinds",
 ]
 
 _stamps = itertools.count(1)
@@ -91,6 +92,17 @@ def methods(version: int = 1) -> Methods:
         notifications_to_client=notified,
         known_to_client=frozenset({*to_client, *notified, *_UNSTABLE_TO_CLIENT}),
     )
+
+
+@functools.cache
+def update_kinds(version: int = 1) -> frozenset[str]:
+    """The `sessionUpdate` kinds protocol `version`'s schema names."""
+    kinds: set[str] = set()
+    for branch in schema.definitions(version)["SessionUpdate"].get("anyOf", []):
+        const = dig(branch, "properties", "sessionUpdate", "const")
+        if isinstance(const, str):
+            kinds.add(const)
+    return frozenset(kinds)
 
 
 _V1 = methods(1)

@@ -1,0 +1,405 @@
+"""The ACP machine's v2 rule (P24-P26): a second connection to the agent, whose `initialize`
+asks for protocol 2, and one turn on it per step.
+
+The first step of an example that draws it starts a second agent process (its own
+directories) and asks for protocol 2. An agent that answers 1 does not speak v2: the rule is
+not drawn again in the run, and the report says why its properties were not checked. One
+that answers 2 is held to ACP v2's schema (P7) and to rules P24-P26 on that connection: the
+prompt answered with a receipt while its model's stream is held, the receipt's message in
+the conversation, the turn told as `running` then `idle` with the stop reason rule P2 gives,
+model output only while the state says the turn runs.
+
+Each step is one scenario: a plain turn, a turn cut at the token limit, one with a shell
+tool call, one whose tool call's permission request is allowed or rejected, and a held turn
+cancelled by `session/cancel` or by `session/close` (after which the next step opens a new
+session on the connection). The v1 connection of the example is not touched.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn
+
+import trio
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition
+
+from .._machine import ConformanceMachine, rule
+from . import _wire as wire
+from ._client import AcpTarget, AgentProcess, Answer, Update
+from ._endpoint import Cut, Hold, Say, ScriptedEndpoint, Shell, Step
+from ._properties import (
+    REQUEST_ANSWERED,
+    V2_NEGOTIATED,
+    V2_RECEIPT,
+    V2_STATE_TRUE,
+    V2_TURN_ENDS,
+    V2_USER_MESSAGE,
+    V2_WIRE,
+)
+
+__all__ = ["SCENARIOS", "ProtocolV2", "Scenario"]
+
+Scenario = Literal[
+    "plain", "cut", "tool", "permission-allow", "permission-reject", "cancel", "close"
+]
+SCENARIOS: tuple[Scenario, ...] = (
+    "plain", "cut", "tool", "permission-allow", "permission-reject", "cancel", "close"
+)  # fmt: skip
+V2_PROPERTIES: Final = frozenset(
+    p.name
+    for p in (V2_NEGOTIATED, V2_WIRE, V2_RECEIPT, V2_USER_MESSAGE, V2_TURN_ENDS, V2_STATE_TRUE)
+)
+INITIALIZE: Final = {
+    "protocolVersion": 2,
+    "info": {"name": "trio-agents-conformance", "version": "1"},
+    "capabilities": {},
+}
+MODEL_OUTPUT: Final = frozenset(
+    {"agent_message_chunk", "agent_message", "agent_thought_chunk", "agent_thought"}
+)
+QUIET = 0.15  # real seconds a cancelled turn's session must stay silent after its idle
+_HELD: Final = frozenset({"plain", "cancel", "close"})
+
+
+@dataclass
+class V2Connection:
+    """The example's v2 connection: its agent process, and the session its turns run in
+    (None before the first, and after a close)."""
+
+    agent: AgentProcess
+    session_id: str | None = None
+    checked: int = 0  # its updates whose kind was checked (P24)
+
+
+class ProtocolV2(ConformanceMachine):
+    """The v2 rule of `AcpMachine`, whose state and helpers it uses."""
+
+    v2_offered: ClassVar[bool | None] = None
+    """Whether the agent answered protocol 2 when asked (None: not asked yet in this run)."""
+    v2: V2Connection | None
+    evidence_of: AgentProcess | None
+    """The process a failure's transcript is taken from, when not the v1 connection's."""
+
+    if TYPE_CHECKING:  # of `AcpMachine`
+        target: ClassVar[AcpTarget]
+        waived: ClassVar[frozenset[str]]
+        advertised: ClassVar[dict[str, Any]]
+        dir: Path
+        log: list[str]
+        tokens: itertools.count[int]
+
+        @property
+        def endpoint(self) -> ScriptedEndpoint: ...
+
+        def _placeholders(self, directory: Path) -> dict[str, str]: ...
+        async def _start_agent(self, agent: AgentProcess) -> None: ...
+        def _end_of_input(self, agent: AgentProcess) -> None: ...
+        def _raise_found(self, agent: AgentProcess) -> None: ...
+        def _unanswered(self, agent: AgentProcess, what: str) -> NoReturn: ...
+        def _ask(
+            self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
+        ) -> Answer: ...
+
+    def _v2_drawn(self) -> bool:
+        return type(self).v2_offered is not False and not type(self).waived >= V2_PROPERTIES
+
+    @precondition(lambda self: self._v2_drawn())
+    @rule(scenario=st.sampled_from(SCENARIOS))
+    def v2_turn(self, scenario: Scenario) -> None:
+        """One turn on the example's v2 connection (opened, and asked for protocol 2, by the
+        first such step)."""
+        connection = self._v2_connection()
+        if connection is None:
+            self.log.append("v2-not-offered")
+            return
+        self.evidence_of = connection.agent
+        session_id = self._v2_session(connection)
+        token = f"acp-check-{next(self.tokens)}"
+        self.endpoint.scripts[token] = _script(scenario, token)
+        try:
+            self.host.call(self._v2_turn, connection, session_id, token, scenario)
+        finally:
+            self.endpoint.release(token)
+        self._raise_found(connection.agent)
+        self._check_kinds(connection)
+        self.evidence_of = None
+        self.log.append(f"v2-{scenario}")
+
+    # -- the connection ------------------------------------------------------------------
+
+    def _v2_connection(self) -> V2Connection | None:
+        if self.v2 is not None:
+            return self.v2
+        directory = self.dir / "v2"
+        agent = AgentProcess(
+            type(self).target, self._placeholders(directory), directory, type(self).waived
+        )
+        agent.asked_version = 2
+        self.evidence_of = agent
+        self.host.call(self._start_agent, agent)
+        self.v2 = V2Connection(agent)
+        answer = self._ask(agent, "initialize", INITIALIZE, " asking for protocol 2")
+        version = wire.dig(answer.result, "protocolVersion") if answer.error is None else None
+        V2_NEGOTIATED.check(
+            type(version) is int and 1 <= version <= 2,
+            lambda: (
+                f"initialize asking for protocolVersion 2 was answered "
+                f"{answer.error or answer.result}; an agent answers the highest version it "
+                "speaks at or below the one asked (1 or 2), never an error"
+            ),
+        )
+        self._raise_found(agent)
+        offered = version == 2
+        type(self).v2_offered = offered
+        type(self).advertised["protocol 2"] = offered
+        if not offered:
+            # It speaks v1 only: that connection has nothing more to show.
+            self.v2 = None
+            self._end_of_input(agent)
+            self.evidence_of = None
+            return None
+        return self.v2
+
+    def _v2_session(self, connection: V2Connection) -> str:
+        if connection.session_id is not None:
+            return connection.session_id
+        agent = connection.agent
+        answer = self._ask(agent, "session/new", {"cwd": str(agent.workdir), "mcpServers": []})
+        session_id = wire.dig(answer.result, "sessionId") if answer.error is None else None
+        if not isinstance(session_id, str):
+            V2_NEGOTIATED.fail(
+                f"the agent answered protocol 2, then session/new on that connection was "
+                f"answered {answer.error or answer.result}; v2's `session` capability "
+                "commits it to session/new"
+            )
+        connection.session_id = session_id
+        return session_id
+
+    def _check_kinds(self, connection: V2Connection) -> None:
+        agent = connection.agent
+        known = wire.update_kinds(2)
+        fresh, connection.checked = agent.updates[connection.checked :], len(agent.updates)
+        for update in fresh:
+            V2_WIRE.held()
+            kind = update.update.get("sessionUpdate")
+            if isinstance(kind, str) and kind not in known and not kind.startswith("_"):
+                V2_WIRE.fail(
+                    f"a session/update of kind {kind!r} on a v2 connection: v2 has no such "
+                    f"update (its kinds: {', '.join(sorted(known))}; an extension's begins "
+                    f"with `_`): {wire.cut_value(dict(update.update))}"
+                )
+
+    # -- one turn --------------------------------------------------------------------------
+
+    async def _v2_turn(
+        self, connection: V2Connection, session_id: str, token: str, scenario: Scenario
+    ) -> None:
+        agent = connection.agent
+        timeout = agent.target.timeout
+        start = agent.mark()
+        if scenario.startswith("permission"):
+            agent.permission_answers[session_id] = [
+                "allow" if scenario == "permission-allow" else "reject"
+            ]
+        prompt = [{"type": "text", "text": f"{token}: go"}]
+        request_id = await agent.start_request(
+            "session/prompt", {"sessionId": session_id, "prompt": prompt}
+        )
+        receipt = await agent.answer(request_id)
+        if receipt is None:
+            self._raise_found(agent)
+            if agent.exited:
+                self._unanswered(agent, f"session/prompt {token} (v2 session {session_id})")
+            held = " while its model's stream was held" if scenario in _HELD else ""
+            V2_RECEIPT.fail(
+                f"session/prompt {token} of v2 session {session_id} got no answer within "
+                f"{timeout:g} s{held}: a v2 agent answers a prompt with its receipt once it "
+                "has accepted it, and tells the turn's end by an idle state_update"
+            )
+        message_id = self._check_receipt(receipt, token, session_id)
+        closed: Answer | None = None
+        if scenario in _HELD:
+            # A release reaches only a stream already held: wait for it first.
+            await agent.unless_exited(timeout, self.endpoint.held, token)
+        if scenario in ("cancel", "close"):
+            if scenario == "cancel":
+                await agent.notify("session/cancel", {"sessionId": session_id})
+            else:
+                close_id = await agent.start_request("session/close", {"sessionId": session_id})
+                closed = await agent.answer(close_id)
+                connection.session_id = None
+                if closed is None:
+                    self._unanswered(agent, f"session/close of v2 session {session_id}")
+        else:
+            self.endpoint.release(token)
+        idle = await _idle_after(agent, session_id, start, timeout)
+        if idle is None:
+            self._raise_found(agent)
+            V2_TURN_ENDS.fail(
+                f"no idle state_update of v2 session {session_id} followed prompt {token} "
+                f"({scenario}) within {timeout:g} s; a v2 agent reports idle when the "
+                "prompt's foreground work ends"
+            )
+        if scenario in ("cancel", "close"):
+            await trio.sleep(QUIET)  # what a cancelled turn must not send, given the time to
+        updates = [u for u in agent.updates if u.session_id == session_id and u.seq > start]
+        self._check_turn(updates, idle, token, scenario, session_id, closed)
+        self._check_inserted(updates, idle, message_id, token, session_id)
+        self._check_states(
+            updates, idle, token, session_id, cancelled=scenario in _HELD - {"plain"}
+        )
+
+    def _check_receipt(self, receipt: Answer, token: str, session_id: str) -> str:
+        result = receipt.result
+        message_id = wire.dig(result, "messageId")
+        V2_RECEIPT.check(
+            receipt.error is None
+            and isinstance(message_id, str)
+            and bool(message_id)
+            and wire.dig(result, "stopReason") is None,
+            lambda: (
+                f"session/prompt {token} to idle v2 session {session_id} was answered "
+                f"{receipt.error or result}; a v2 prompt's answer is its receipt: a "
+                "non-empty messageId and no stop reason"
+            ),
+        )
+        return str(message_id)
+
+    def _check_turn(
+        self,
+        updates: Sequence[Update],
+        idle: Update,
+        token: str,
+        scenario: Scenario,
+        session_id: str,
+        closed: Answer | None,
+    ) -> None:
+        states = [_state(u) for u in updates if u.seq < idle.seq]
+        V2_TURN_ENDS.check(
+            "running" in states or "requires_action" in states,
+            lambda: (
+                f"prompt {token}'s turn on v2 session {session_id} ended with an idle "
+                "with no running (or requires_action) before it; a v2 agent reports "
+                "running when foreground work starts"
+            ),
+        )
+        reason = idle.update.get("stopReason")
+        if scenario in ("cancel", "close"):
+            expected = "cancelled"
+            given = True
+        else:
+            calls = self.endpoint.calls(token)
+            expected = "max_tokens" if calls and isinstance(calls[-1].step, Cut) else "end_turn"
+            given = reason is not None
+        how = {"cancel": "after session/cancel", "close": "after session/close"}.get(
+            scenario, "once its model finished"
+        )
+        V2_TURN_ENDS.check(
+            not given or reason == expected,
+            lambda: (
+                f"prompt {token}'s turn on v2 session {session_id} ended {how} with "
+                f"{wire.cut_value(dict(idle.update))}; expected stopReason {expected!r}"
+            ),
+        )
+        if closed is not None:
+            V2_TURN_ENDS.check(
+                idle.seq < closed.seq,
+                lambda: (
+                    f"session/close of v2 session {session_id} was answered before the "
+                    f"cancelled idle of prompt {token}'s turn; the idle comes first"
+                ),
+            )
+
+    def _check_inserted(
+        self,
+        updates: Sequence[Update],
+        idle: Update,
+        message_id: str,
+        token: str,
+        session_id: str,
+    ) -> None:
+        inserted = any(
+            u.seq < idle.seq
+            and u.update.get("sessionUpdate") in ("user_message", "user_message_chunk")
+            and u.update.get("messageId") == message_id
+            for u in updates
+        )
+        V2_USER_MESSAGE.check(
+            inserted,
+            lambda: (
+                f"the receipt of prompt {token} named message {message_id!r}, and no "
+                f"user_message of v2 session {session_id} carried it before the turn's idle"
+            ),
+        )
+
+    def _check_states(
+        self,
+        updates: Sequence[Update],
+        idle: Update,
+        token: str,
+        session_id: str,
+        *,
+        cancelled: bool,
+    ) -> None:
+        V2_STATE_TRUE.held()
+        state = "running"
+        for update in updates:
+            kind = update.update.get("sessionUpdate")
+            if kind == "state_update":
+                state = _state(update)
+                continue
+            if kind not in MODEL_OUTPUT:
+                continue
+            if state == "requires_action":
+                V2_STATE_TRUE.fail(
+                    f"v2 session {session_id} sent {kind} while its last state was "
+                    f"requires_action (prompt {token}); an agent reports running when "
+                    f"progress resumes: {wire.cut_value(dict(update.update))}"
+                )
+            if cancelled and update.seq > idle.seq:
+                V2_STATE_TRUE.fail(
+                    f"v2 session {session_id} sent {kind} after the cancelled idle of prompt "
+                    f"{token}'s turn: {wire.cut_value(dict(update.update))}"
+                )
+
+
+def _script(scenario: Scenario, token: str) -> tuple[Step, ...]:
+    reply = f"reply {token} done"
+    if scenario in _HELD:
+        return (Hold(reply),)
+    if scenario == "cut":
+        return (Cut(f"reply {token} cut"),)
+    if scenario == "tool":
+        return (Shell("true"), Say(reply))
+    # A permission scenario: a command whose request the client answers.
+    return (Shell(f"echo {token}"), Say(reply))
+
+
+def _state(update: Update) -> str:
+    state = update.update.get("state")
+    return (
+        state
+        if update.update.get("sessionUpdate") == "state_update" and isinstance(state, str)
+        else ""
+    )
+
+
+def _is_idle_after(update: Update, session_id: str, start: int) -> bool:
+    return update.session_id == session_id and update.seq > start and _state(update) == "idle"
+
+
+async def _idle_after(
+    agent: AgentProcess, session_id: str, start: int, seconds: float
+) -> Update | None:
+    """The first idle state_update of `session_id` after `start`, waiting up to `seconds`."""
+
+    def found() -> Update | None:
+        return next((u for u in agent.updates if _is_idle_after(u, session_id, start)), None)
+
+    await agent.wait_until(seconds, lambda: found() is not None)
+    REQUEST_ANSWERED.held()
+    return found()
