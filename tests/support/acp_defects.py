@@ -32,6 +32,8 @@ from trio_agents.acp import (
     _prompt,
     _server,  # pyright: ignore[reportPrivateUsage]
 )
+from trio_agents.acp import _v2 as v2  # pyright: ignore[reportPrivateUsage]
+from trio_agents.acp._frames import update_frame  # pyright: ignore[reportPrivateUsage]
 from trio_agents.acp._server import AcpServer
 from trio_agents.acp._stdio import serve_stdio
 
@@ -499,6 +501,268 @@ def _queue_merged_into_turn() -> None:
     AcpServer._inject = as_steer  # type: ignore[method-assign]
 
 
+# -- ACP v2 (P24-P26): each patch changes only what a connection that negotiated v2 sees. --
+
+
+def _v2_capabilities_read_eagerly() -> None:
+    request = AcpServer._request  # pyright: ignore[reportPrivateUsage]
+
+    async def renamed(self: Any, method: str, params: Any) -> Any:
+        if method == "initialize" and self._protocol == v2.PROTOCOL_V2:
+            # v2 renamed clientCapabilities to capabilities: the new name, the old one as the
+            # fallback. `get` evaluates its fallback first, so a client that sends only v2's
+            # name (every v2 client) fails with a KeyError, answered as an internal error.
+            capabilities = params.get("capabilities", params["clientCapabilities"])
+            params = {**params, "clientCapabilities": capabilities}
+        return await request(self, method, params)
+
+    AcpServer._request = renamed  # type: ignore[method-assign]
+
+
+def _v2_tool_call_untranslated() -> None:
+    update = v2.update
+
+    def translate(v1: Any) -> Any:
+        # Only `tool_call_update` is matched: the call's first update goes out as v1's
+        # `tool_call`, its diff in v1's shape.
+        if v1.get("sessionUpdate") == "tool_call":
+            return dict(v1)
+        return update(v1)
+
+    v2.update = translate  # the server calls it through the module
+
+
+def _v2_new_session_answer_untranslated() -> None:
+    # The answers v2 reshapes, less session/new: its `modes` stay, its options keep `id`.
+    v2._RESULTS = frozenset({"session/resume", "session/set_config_option"})  # type: ignore[misc]  # pyright: ignore[reportPrivateUsage]
+
+
+def _v2_permission_asked_in_v1_shape() -> None:
+    client_request = AcpServer.client_request
+
+    async def ask(self: Any, method: str, params: Any) -> Any:
+        if self._protocol != v2.PROTOCOL_V2 or method != "session/request_permission":
+            return await client_request(self, method, params)
+        # The states around it are v2's; the request itself is sent as v1 asks it (its
+        # `toolCall`, no `title`, no `subject`).
+        session_id = str(params.get("sessionId"))
+        self._send(update_frame(session_id, v2.requires_action()))
+        answer = await self._client.request(method, params)
+        if not v2.ends_turn(answer):
+            self._send(update_frame(session_id, v2.running()))
+        return answer
+
+    AcpServer.client_request = ask  # type: ignore[method-assign]
+
+
+def _v2_resume_replays_v1_updates() -> None:
+    load = AcpServer._load_session  # pyright: ignore[reportPrivateUsage]
+
+    async def replaying(
+        self: Any, params: Any, *, replay: bool = True, method: str = "session/load"
+    ) -> Any:
+        if method != "session/resume" or not replay:
+            return await load(self, params, replay=replay, method=method)
+        self._check_open(method)
+        sid = _mapping.require_session_id(params)
+        cwd = _mapping.require_cwd(params)
+        servers = _mapping.mcp_servers(params)
+
+        def stored(session_id: str, update: Any) -> None:
+            # The history as it was stored: framed as is, not through the translation the
+            # live updates go through (a v1 `tool_call`, a chunk without its id).
+            self._send(update_frame(session_id, update))
+
+        live = self._sessions.get(sid)
+        if live is not None:
+            return await self._opener.reattach(live, cwd, servers, replay=stored)
+        if sid in self._loading:
+            raise rpc.JsonRpcError.invalid_params(f"session {sid} is being opened already")
+        self._loading.add(sid)
+        try:
+            return await self._opener.load(
+                sid,
+                cwd,
+                servers,
+                still_open=self._check_not_closed,
+                install=self._install,
+                replay=stored,
+            )
+        finally:
+            self._loading.discard(sid)
+
+    AcpServer._load_session = replaying  # type: ignore[method-assign]
+
+
+def _v2_mode_update_sent() -> None:
+    update = v2.update
+
+    def translate(v1: Any) -> Any:
+        # The mode update is v1's alone, but it passes: the translation drops `modes` from
+        # the answers and forgets the update that goes with a switch.
+        if v1.get("sessionUpdate") == "current_mode_update":
+            return dict(v1)
+        return update(v1)
+
+    v2.update = translate
+
+
+def _v2_receipt_at_turn_end() -> None:
+    accept = AcpServer._accept  # pyright: ignore[reportPrivateUsage]
+    settle = _server.settle
+    owed: dict[int, Callable[[], None]] = {}
+
+    def later(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        prompt.accepted = True
+        owed[id(prompt)] = lambda: accept(self, request_id, session, prompt, blocks)
+
+    async def then_receipt(
+        session: Any, prompt: Any, store: Any, client_read: Any, sent: Any = None
+    ) -> Any:
+        # The receipt is answered where v1 answers, once the turn has settled.
+        outcome = await settle(session, prompt, store, client_read, sent=sent)
+        receipt = owed.pop(id(prompt), None)
+        if receipt is not None:
+            receipt()
+        return outcome
+
+    AcpServer._accept = later  # type: ignore[method-assign]
+    _server.settle = then_receipt  # type: ignore[assignment]
+
+
+def _v2_receipt_carries_stop_reason() -> None:
+    def accept(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        prompt.accepted = True
+        if self._prompting.get(request_id) is session:
+            del self._prompting[request_id]
+        # v1's PromptResponse with the id added: its required stopReason given the
+        # provisional `end_turn`, before the turn has run.
+        self._send_result(request_id, {"stopReason": "end_turn", "messageId": prompt.message_id})
+        self._send(update_frame(session.id, v2.user_message(prompt.message_id, blocks)))
+        self._send(update_frame(session.id, v2.running()))
+
+    AcpServer._accept = accept  # type: ignore[method-assign]
+
+
+def _v2_link_prompt_not_receipted() -> None:
+    settle = _server.settle
+
+    async def without_receipt(
+        session: Any, prompt: Any, store: Any, client_read: Any, sent: Any = None
+    ) -> Any:
+        # The receipt is sent where a prompt is admitted; the hook for one sent only after
+        # its links are read is not passed on. Such a prompt is never accepted: it is
+        # answered, after its turn, as cancelled before it was.
+        return await settle(session, prompt, store, client_read)
+
+    _server.settle = without_receipt  # type: ignore[assignment]
+
+
+def _v2_receipt_names_request_id() -> None:
+    def accept(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        prompt.accepted = True
+        if self._prompting.get(request_id) is session:
+            del self._prompting[request_id]
+        # The id of the message that carried the prompt: the JSON-RPC request's.
+        self._send_result(request_id, {"messageId": str(request_id)})
+        self._send(update_frame(session.id, v2.user_message(prompt.message_id, blocks)))
+        self._send(update_frame(session.id, v2.running()))
+
+    AcpServer._accept = accept  # type: ignore[method-assign]
+
+
+def _v2_user_message_dropped() -> None:
+    def accept(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        prompt.accepted = True
+        if self._prompting.get(request_id) is session:
+            del self._prompting[request_id]
+        self._send_result(request_id, {"messageId": prompt.message_id})
+        for block in blocks:
+            # Echoed as v1 chunks, through the translation, which drops a chunk that does not
+            # name its message: the client is never told where the prompt went.
+            self._update(session.id, {"sessionUpdate": "user_message_chunk", "content": block})
+        self._send(update_frame(session.id, v2.running()))
+
+    AcpServer._accept = accept  # type: ignore[method-assign]
+
+
+def _v2_close_answered_before_idle() -> None:
+    async def close_open(self: Any, session: Any) -> None:
+        prompt = session.prompt
+        if prompt is not None:
+            prompt.cancel_requested = True
+        session.handle.agent.cancel("session/close", cause="user")
+        self._left_queue(session, "cancelled")
+        with trio.CancelScope(shield=True):
+            await self._end_session(session)
+            self._told_closed(session)
+            if prompt is not None and not prompt.accepted:
+                # Only a prompt that owes its answer is waited for: in v2 its receipt
+                # answered it, so the close answers before the idle that ends its turn.
+                await prompt.answered.wait()
+
+    AcpServer._close_open = close_open  # type: ignore[method-assign]
+
+
+def _v2_close_idle_not_cancelled() -> None:
+    async def close_open(self: Any, session: Any) -> None:
+        prompt = session.prompt
+        if prompt is not None and not prompt.accepted:
+            # Marked cancelled only while it owes its answer; in v2 its receipt answered
+            # it, and its idle says how the agent's turn ended instead.
+            prompt.cancel_requested = True
+        session.handle.agent.cancel("session/close", cause="user")
+        self._left_queue(session, "cancelled")
+        with trio.CancelScope(shield=True):
+            await self._end_session(session)
+            self._told_closed(session)
+            if prompt is not None:
+                await prompt.answered.wait()
+
+    AcpServer._close_open = close_open  # type: ignore[method-assign]
+
+
+def _v2_cut_idle_end_turn() -> None:
+    idle = v2.idle
+    # v2's stop reasons, as a table from v1's that forgot the token limit.
+    known = {"end_turn", "cancelled", "max_turn_requests", "refusal", "error"}
+
+    def told(answer: Any) -> dict[str, Any]:
+        update = idle(answer)
+        if "stopReason" in update and update["stopReason"] not in known:
+            update["stopReason"] = "end_turn"
+        return update
+
+    v2.idle = told  # the server calls it through the module
+
+
+def _v2_no_running_after_permission() -> None:
+    client_request = AcpServer.client_request
+
+    async def ask(self: Any, method: str, params: Any) -> Any:
+        if self._protocol != v2.PROTOCOL_V2 or method != "session/request_permission":
+            return await client_request(self, method, params)
+        # requires_action while the client decides; the running that must follow an answer
+        # that lets the turn go on is forgotten.
+        self._send(update_frame(str(params.get("sessionId")), v2.requires_action()))
+        return await self._client.request(method, v2.permission_params(params))
+
+    AcpServer.client_request = ask  # type: ignore[method-assign]
+
+
+def _v2_pending_call_requires_action() -> None:
+    on_record = AcpServer._on_record  # pyright: ignore[reportPrivateUsage]
+
+    def pending(self: Any, session_id: str, record: Any) -> None:
+        on_record(self, session_id, record)
+        if self._protocol == v2.PROTOCOL_V2 and record.type == "tool/call":
+            # The state follows the call's status: `pending` is told as waiting on the
+            # client, whether or not the mode asks. Only a permission's answer says running.
+            self._send(update_frame(session_id, v2.requires_action()))
+
+    AcpServer._on_record = pending  # type: ignore[method-assign]
+
+
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
@@ -641,6 +905,76 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "queue-merged-into-turn": (
         _queue_merged_into_turn,
         AcpSeeded("queue-merged-into-turn", "queued-runs-next"),
+    ),
+    "v2-initialize-needs-v1-capabilities": (
+        _v2_capabilities_read_eagerly,
+        AcpSeeded("v2-initialize-needs-v1-capabilities", "v2-negotiated"),
+    ),
+    "v2-tool-call-sent-as-v1": (
+        _v2_tool_call_untranslated,
+        AcpSeeded("v2-tool-call-sent-as-v1", "v2-wire"),
+    ),
+    "v2-session-new-answer-untranslated": (
+        _v2_new_session_answer_untranslated,
+        AcpSeeded("v2-session-new-answer-untranslated", "v2-wire"),
+    ),
+    "v2-permission-asked-in-v1-shape": (
+        _v2_permission_asked_in_v1_shape,
+        AcpSeeded("v2-permission-asked-in-v1-shape", "v2-wire"),
+    ),
+    "v2-resume-replays-v1-updates": (
+        _v2_resume_replays_v1_updates,
+        AcpSeeded("v2-resume-replays-v1-updates", "v2-wire"),
+    ),
+    "v2-mode-update-sent": (
+        _v2_mode_update_sent,
+        AcpSeeded("v2-mode-update-sent", "v2-wire"),
+    ),
+    "v2-receipt-at-turn-end": (
+        _v2_receipt_at_turn_end,
+        # The model's text then comes before any running: a state check may see it first.
+        AcpSeeded("v2-receipt-at-turn-end", "v2-receipt", also=("v2-state-true",)),
+    ),
+    "v2-receipt-carries-stop-reason": (
+        _v2_receipt_carries_stop_reason,
+        AcpSeeded("v2-receipt-carries-stop-reason", "v2-receipt", also=("v2-wire",)),
+    ),
+    "v2-link-prompt-not-receipted": (
+        _v2_link_prompt_not_receipted,
+        # Never accepted: no user_message, no running, no idle for a turn that ran.
+        AcpSeeded(
+            "v2-link-prompt-not-receipted",
+            "v2-receipt",
+            also=("v2-user-message", "v2-turn-ends"),
+        ),
+    ),
+    "v2-receipt-names-request-id": (
+        _v2_receipt_names_request_id,
+        AcpSeeded("v2-receipt-names-request-id", "v2-user-message"),
+    ),
+    "v2-user-message-dropped": (
+        _v2_user_message_dropped,
+        AcpSeeded("v2-user-message-dropped", "v2-user-message"),
+    ),
+    "v2-close-answered-before-idle": (
+        _v2_close_answered_before_idle,
+        AcpSeeded("v2-close-answered-before-idle", "v2-turn-ends"),
+    ),
+    "v2-close-idle-not-cancelled": (
+        _v2_close_idle_not_cancelled,
+        AcpSeeded("v2-close-idle-not-cancelled", "v2-turn-ends"),
+    ),
+    "v2-cut-idle-end-turn": (
+        _v2_cut_idle_end_turn,
+        AcpSeeded("v2-cut-idle-end-turn", "v2-turn-ends"),
+    ),
+    "v2-no-running-after-permission": (
+        _v2_no_running_after_permission,
+        AcpSeeded("v2-no-running-after-permission", "v2-state-true"),
+    ),
+    "v2-pending-call-requires-action": (
+        _v2_pending_call_requires_action,
+        AcpSeeded("v2-pending-call-requires-action", "v2-state-true"),
     ),
 }
 
