@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.abc
 import importlib.machinery
 import math
@@ -609,7 +610,7 @@ def _v2_mode_update_sent() -> None:
 
 def _v2_receipt_at_turn_end() -> None:
     accept = AcpServer._accept  # pyright: ignore[reportPrivateUsage]
-    settle = _server.settle
+    settle = _server.settle  # type: ignore[attr-defined]
     owed: dict[int, Callable[[], None]] = {}
 
     def later(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
@@ -627,7 +628,7 @@ def _v2_receipt_at_turn_end() -> None:
         return outcome
 
     AcpServer._accept = later  # type: ignore[method-assign]
-    _server.settle = then_receipt  # type: ignore[assignment]
+    _server.settle = then_receipt  # type: ignore[attr-defined]
 
 
 def _v2_receipt_carries_stop_reason() -> None:
@@ -645,7 +646,7 @@ def _v2_receipt_carries_stop_reason() -> None:
 
 
 def _v2_link_prompt_not_receipted() -> None:
-    settle = _server.settle
+    settle = _server.settle  # type: ignore[attr-defined]
 
     async def without_receipt(
         session: Any, prompt: Any, store: Any, client_read: Any, sent: Any = None
@@ -655,7 +656,7 @@ def _v2_link_prompt_not_receipted() -> None:
         # answered, after its turn, as cancelled before it was.
         return await settle(session, prompt, store, client_read)
 
-    _server.settle = without_receipt  # type: ignore[assignment]
+    _server.settle = without_receipt  # type: ignore[attr-defined]
 
 
 def _v2_receipt_names_request_id() -> None:
@@ -686,22 +687,50 @@ def _v2_user_message_dropped() -> None:
     AcpServer._accept = accept  # type: ignore[method-assign]
 
 
-def _v2_close_answered_before_idle() -> None:
-    async def close_open(self: Any, session: Any) -> None:
-        prompt = session.prompt
-        if prompt is not None:
-            prompt.cancel_requested = True
-        session.handle.agent.cancel("session/close", cause="user")
-        self._left_queue(session, "cancelled")
-        with trio.CancelScope(shield=True):
-            await self._end_session(session)
-            self._told_closed(session)
-            if prompt is not None and not prompt.accepted:
-                # Only a prompt that owes its answer is waited for: in v2 its receipt
-                # answered it, so the close answers before the idle that ends its turn.
-                await prompt.answered.wait()
+def _v2_closed_session_idle_dropped() -> None:
+    settle = AcpServer._settle  # pyright: ignore[reportPrivateUsage]
 
-    AcpServer._close_open = close_open  # type: ignore[method-assign]
+    async def open_only(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        if self._protocol != v2.PROTOCOL_V2:
+            return await settle(self, request_id, session, prompt, blocks)
+        try:
+            accept = functools.partial(self._accept, request_id, session, prompt, blocks)
+            sessions = self._runtime.sessions
+            outcome = await _server.settle(session, prompt, sessions, self._client_read, accept)  # type: ignore[attr-defined]
+            if prompt.accepted:
+                # Updates go to the sessions open on the connection, as streamed text does: a
+                # turn its session/close ended is told no idle at all.
+                if session.id in self._sessions:
+                    self._send(update_frame(session.id, v2.idle(outcome)))
+            elif isinstance(outcome, rpc.JsonRpcError):
+                self._send(rpc.encode_error(request_id, outcome.code, outcome.detail))
+            else:
+                cancelled = "session/prompt cancelled before it was accepted"
+                self._send(rpc.encode_error(request_id, rpc.REQUEST_CANCELLED, cancelled))
+        finally:
+            if prompt.message_id is not None:
+                session.outcomes.forget(prompt.message_id)
+            prompt.answered.set()
+            if self._prompting.get(request_id) is session:
+                del self._prompting[request_id]
+
+    AcpServer._settle = open_only  # type: ignore[method-assign]
+
+
+def _v2_cancel_idle_not_cancelled() -> None:
+    cancel = AcpServer._cancel  # pyright: ignore[reportPrivateUsage]
+
+    def stop_only(self: Any, params: Any) -> None:
+        sid = params.get("sessionId")
+        session = self._sessions.get(sid) if isinstance(sid, str) else None
+        if session is None or session.prompt is None or not session.prompt.accepted:
+            return cancel(self, params)
+        # Its receipt answered the prompt already, so only the agent is stopped: the prompt
+        # is not marked, and its idle says how the agent's turn ended (aborted: end_turn).
+        session.handle.agent.cancel("session/cancel", cause="user")
+        self._left_queue(session, "cancelled")
+
+    AcpServer._cancel = stop_only  # type: ignore[method-assign]
 
 
 def _v2_close_idle_not_cancelled() -> None:
@@ -937,7 +966,7 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     ),
     "v2-receipt-carries-stop-reason": (
         _v2_receipt_carries_stop_reason,
-        AcpSeeded("v2-receipt-carries-stop-reason", "v2-receipt", also=("v2-wire",)),
+        AcpSeeded("v2-receipt-carries-stop-reason", "v2-receipt"),
     ),
     "v2-link-prompt-not-receipted": (
         _v2_link_prompt_not_receipted,
@@ -956,9 +985,13 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
         _v2_user_message_dropped,
         AcpSeeded("v2-user-message-dropped", "v2-user-message"),
     ),
-    "v2-close-answered-before-idle": (
-        _v2_close_answered_before_idle,
-        AcpSeeded("v2-close-answered-before-idle", "v2-turn-ends"),
+    "v2-closed-session-idle-dropped": (
+        _v2_closed_session_idle_dropped,
+        AcpSeeded("v2-closed-session-idle-dropped", "v2-turn-ends"),
+    ),
+    "v2-cancel-idle-not-cancelled": (
+        _v2_cancel_idle_not_cancelled,
+        AcpSeeded("v2-cancel-idle-not-cancelled", "v2-turn-ends"),
     ),
     "v2-close-idle-not-cancelled": (
         _v2_close_idle_not_cancelled,
