@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
 
 import trio
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition
 from hypothesis.stateful import rule as hypothesis_rule
 
 from trio_agents.testing import TrioHost
@@ -45,7 +45,8 @@ def rule(
 ) -> Callable[[Callable[Concatenate[M, P], None]], Callable[Concatenate[M, P], None]]:
     """Hypothesis's `@rule` for a step of a `ConformanceMachine`: from the step's start the
     machine counts as inconsistent until its next check passes, so teardown's own checks
-    never mask the failure of a step (also when a printed reproduction calls the step)."""
+    never mask the failure of a step (also when a printed reproduction calls the step).
+    The step is drawn only while the machine's `rule_drawn(its name)` holds."""
 
     def accept(step: Callable[Concatenate[M, P], None]) -> Callable[Concatenate[M, P], None]:
         @functools.wraps(step)
@@ -64,7 +65,10 @@ def rule(
         declared: Callable[Concatenate[M, P], None] = declare(**strategies)(
             inconsistent_until_checked
         )
-        return declared
+        name = step.__name__
+        drawn: Callable[[Callable[Concatenate[M, P], None]], Callable[Concatenate[M, P], None]]
+        drawn = precondition(lambda machine: machine.rule_drawn(name))
+        return drawn(declared)
 
     return accept
 
@@ -105,6 +109,12 @@ class ConformanceMachine(RuleBasedStateMachine):
     """Names of properties this run does not enforce (found broken in an earlier pass of
     the same run, or left out by the user): a violation of one ends the example's checks,
     counted in `stats` as "again NAME", and the run goes on to the other properties."""
+
+    def rule_drawn(self, name: str) -> bool:
+        """Whether the rule `name` may be drawn now (all of them, unless a machine says
+        otherwise: a rule whose every property is waived checks nothing).
+        Seam: a machine overrides it."""
+        return True
 
     def __init__(self, host: TrioHost) -> None:
         super().__init__()

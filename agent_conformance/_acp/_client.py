@@ -34,7 +34,7 @@ from . import _wire as wire
 from ._lines import Lines
 from ._permission_rules import LateAnswer, PermissionAnswer, reply
 from ._procs import Proc, alive, descendants, kill_all
-from ._properties import ANSWER_UNIQUE, REQUEST_ANSWERED, SCHEMA_VALID
+from ._properties import ANSWER_UNIQUE, REQUEST_ANSWERED, SCHEMA_VALID, V2_WIRE
 
 __all__ = [
     "STDERR_NOTE",
@@ -439,7 +439,7 @@ class AgentProcess:
                 lines = list(splitter.feed(data)) if data else list(splitter.end())
                 for line in lines:
                     if line is None:
-                        self._problem(SCHEMA_VALID, f"a line longer than {MAX_LINE} bytes")
+                        self._problem(self._wire_rule, f"a line longer than {MAX_LINE} bytes")
                     elif line.strip():
                         await self._receive(line)
                 if not data:
@@ -473,9 +473,9 @@ class AgentProcess:
         self._record("<", line)
         message, wrong = wire.parse_line(line)
         seq = self.mark()
-        SCHEMA_VALID.held()
+        self._wire_rule.held()
         if message is None:
-            self._problem(SCHEMA_VALID, f"the agent wrote {wrong}")
+            self._problem(self._wire_rule, f"the agent wrote {wrong}")
             self._wake()
             return
         if "method" not in message:
@@ -485,7 +485,7 @@ class AgentProcess:
         else:
             problem = wire.check_from_agent_message(message, None, self.version)
             if problem is not None:
-                self._problem(SCHEMA_VALID, f"the agent sent {problem}")
+                self._problem(self._wire_rule, f"the agent sent {problem}")
             elif message["method"] == "session/update":
                 params = message["params"]
                 self.updates.append(Update(seq, params["sessionId"], params["update"]))
@@ -522,7 +522,13 @@ class AgentProcess:
             message, pending.method if pending else None, self.version
         )
         if problem is not None:
-            self._problem(SCHEMA_VALID, f"the agent answered with {problem}")
+            self._problem(self._wire_rule, f"the agent answered with {problem}")
+
+    @property
+    def _wire_rule(self) -> Property:
+        """What a frame that breaks the schema breaks: P7, or on a v2 connection P24 (the
+        connection speaks v2)."""
+        return V2_WIRE if self.version == 2 else SCHEMA_VALID
 
     def _negotiated(self, result: object) -> None:
         """Speak what `initialize` answered, when it is a version we asked for at most (an
@@ -536,7 +542,7 @@ class AgentProcess:
         self.agent_requests.append(method)
         problem = wire.check_from_agent_message(message, None, self.version)
         if problem is not None:
-            self._problem(SCHEMA_VALID, f"the agent sent {problem}")
+            self._problem(self._wire_rule, f"the agent sent {problem}")
             reply = wire.frame(id=message["id"], error={"code": -32602, "message": problem})
         else:
             params: Mapping[str, Any] = message.get("params") or {}

@@ -1,4 +1,4 @@
-"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P26 of
+"""The ACP machine's named properties, rule by rule (rules P1-P9, P11, P12, P14, P15, P17-P27 of
 docs/contract.md's ACP section, and L9 where an agent can load sessions). Pure: no trio."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ __all__ = [
     "TOOL_STATUS_FORWARD",
     "V2_NEGOTIATED",
     "V2_RECEIPT",
+    "V2_RESUME_REPLAYS",
     "V2_STATE_TRUE",
     "V2_TURN_ENDS",
     "V2_USER_MESSAGE",
@@ -278,15 +279,15 @@ V2_NEGOTIATED = Property(
     "v2-negotiated",
     _M,
     "asked for protocol 2, initialize answers a version the agent speaks at or below 2 (1 "
-    "or 2), never an error; answered 2, the connection speaks ACP v2 (every frame held to "
-    "its schema, P7)",
+    "or 2), never an error",
 )
 V2_WIRE = Property(
     "P24",
     "v2-wire",
     _M,
-    "on a v2 connection, every session/update is of a kind v2 has or an extension's "
-    "(`_`-prefixed): none of v1's tool_call, plan or current_mode_update",
+    "on a v2 connection, every frame holds to ACP v2's schema, and every session/update is "
+    "of a kind v2 has or an extension's (`_`-prefixed): none of v1's tool_call, plan or "
+    "current_mode_update",
 )
 V2_RECEIPT = Property(
     "P25",
@@ -318,6 +319,15 @@ V2_STATE_TRUE = Property(
     "on a v2 connection, no model output of a session (agent_message, agent_thought and "
     "their chunks) arrives while its last state is requires_action, nor after the "
     "cancelled idle of its turn until its next prompt",
+)
+V2_RESUME_REPLAYS = Property(
+    "P27",
+    "v2-resume-replays",
+    _M,
+    'on a v2 connection, session/resume of a closed session with replayFrom {"type": '
+    '"start"} is answered without an error, after replaying the user message of each of '
+    "its earlier prompts with its receipt's messageId, then a state_update telling the "
+    "session's state",
 )
 
 PROPERTIES: tuple[Property, ...] = (
@@ -357,5 +367,6 @@ PROPERTIES: tuple[Property, ...] = (
     V2_USER_MESSAGE,
     V2_TURN_ENDS,
     V2_STATE_TRUE,
+    V2_RESUME_REPLAYS,
 )
 """Every property of the ACP machine."""

@@ -1,10 +1,10 @@
-"""The ACP machine's v2 rule (P24-P26): a second connection to the agent, whose `initialize`
+"""The ACP machine's v2 rule (P24-P27): a second connection to the agent, whose `initialize`
 asks for protocol 2, and one turn on it per step.
 
 The first step of an example that draws it starts a second agent process (its own
 directories) and asks for protocol 2. An agent that answers 1 does not speak v2: the rule is
 not drawn again in the run, and the report says why its properties were not checked. One
-that answers 2 is held to ACP v2's schema (P7) and to rules P24-P26 on that connection: the
+that answers 2 is held to ACP v2's schema (P7) and to rules P24-P27 on that connection: the
 prompt answered with a receipt while its model's stream is held, the receipt's message in
 the conversation, the turn told as `running` then `idle` with the stop reason rule P2 gives,
 model output only while the state says the turn runs.
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn, cast, get_args
 
 import trio
 from hypothesis import strategies as st
@@ -32,9 +32,11 @@ from . import _wire as wire
 from ._client import AcpTarget, AgentProcess, Answer, Update
 from ._endpoint import Cut, Hold, Say, ScriptedEndpoint, Shell, Step
 from ._properties import (
+    PROPERTIES,
     REQUEST_ANSWERED,
     V2_NEGOTIATED,
     V2_RECEIPT,
+    V2_RESUME_REPLAYS,
     V2_STATE_TRUE,
     V2_TURN_ENDS,
     V2_USER_MESSAGE,
@@ -44,15 +46,23 @@ from ._properties import (
 __all__ = ["SCENARIOS", "ProtocolV2", "Scenario"]
 
 Scenario = Literal[
-    "plain", "cut", "tool", "permission-allow", "permission-reject", "cancel", "close"
-]
-SCENARIOS: tuple[Scenario, ...] = (
-    "plain", "cut", "tool", "permission-allow", "permission-reject", "cancel", "close"
-)  # fmt: skip
+    "plain", "link", "cut", "tool", "permission-allow", "permission-reject", "cancel",
+    "close", "config", "resume",
+]  # fmt: skip
+SCENARIOS: tuple[Scenario, ...] = get_args(Scenario)
 V2_PROPERTIES: Final = frozenset(
     p.name
-    for p in (V2_NEGOTIATED, V2_WIRE, V2_RECEIPT, V2_USER_MESSAGE, V2_TURN_ENDS, V2_STATE_TRUE)
+    for p in (
+        V2_NEGOTIATED,
+        V2_WIRE,
+        V2_RECEIPT,
+        V2_USER_MESSAGE,
+        V2_TURN_ENDS,
+        V2_STATE_TRUE,
+        V2_RESUME_REPLAYS,
+    )
 )
+_NOT_V2: Final = frozenset(p.name for p in PROPERTIES) - V2_PROPERTIES
 INITIALIZE: Final = {
     "protocolVersion": 2,
     "info": {"name": "trio-agents-conformance", "version": "1"},
@@ -62,7 +72,7 @@ MODEL_OUTPUT: Final = frozenset(
     {"agent_message_chunk", "agent_message", "agent_thought_chunk", "agent_thought"}
 )
 QUIET = 0.15  # real seconds a cancelled turn's session must stay silent after its idle
-_HELD: Final = frozenset({"plain", "cancel", "close"})
+_HELD: Final = frozenset({"plain", "link", "cancel", "close"})
 
 
 @dataclass
@@ -73,6 +83,10 @@ class V2Connection:
     agent: AgentProcess
     session_id: str | None = None
     checked: int = 0  # its updates whose kind was checked (P24)
+    receipts: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    """By session, the messageId of each receipt, in order: what a replay must restate."""
+    config: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
+    """The session's config options, as session/new answered them."""
 
 
 class ProtocolV2(ConformanceMachine):
@@ -107,6 +121,13 @@ class ProtocolV2(ConformanceMachine):
     def _v2_drawn(self) -> bool:
         return type(self).v2_offered is not False and not type(self).waived >= V2_PROPERTIES
 
+    def rule_drawn(self, name: str) -> bool:
+        """The v2 rule while a v2 property is enforced; the others (v1's) while any other
+        is: `--only P24,P25,P26,P27` checks v2 alone, and no v1 rule is drawn."""
+        if name == "v2_turn":
+            return not type(self).waived >= V2_PROPERTIES
+        return not type(self).waived >= _NOT_V2
+
     @precondition(lambda self: self._v2_drawn())
     @rule(scenario=st.sampled_from(SCENARIOS))
     def v2_turn(self, scenario: Scenario) -> None:
@@ -118,16 +139,26 @@ class ProtocolV2(ConformanceMachine):
             return
         self.evidence_of = connection.agent
         session_id = self._v2_session(connection)
-        token = f"acp-check-{next(self.tokens)}"
-        self.endpoint.scripts[token] = _script(scenario, token)
-        try:
-            self.host.call(self._v2_turn, connection, session_id, token, scenario)
-        finally:
-            self.endpoint.release(token)
+        if scenario == "config":
+            self._v2_config(connection, session_id)
+        elif scenario == "resume":
+            self._v2_resume(connection, session_id)
+        else:
+            self._v2_prompt(connection, session_id, scenario)
         self._raise_found(connection.agent)
         self._check_kinds(connection)
         self.evidence_of = None
         self.log.append(f"v2-{scenario}")
+
+    def _v2_prompt(self, connection: V2Connection, session_id: str, scenario: Scenario) -> None:
+        token = f"acp-check-{next(self.tokens)}"
+        self.endpoint.scripts[token] = _script(scenario, token)
+        if scenario == "link":
+            (connection.agent.workdir / f"{token}.txt").write_text(f"linked {token}\n")
+        try:
+            self.host.call(self._v2_turn, connection, session_id, token, scenario)
+        finally:
+            self.endpoint.release(token)
 
     # -- the connection ------------------------------------------------------------------
 
@@ -177,7 +208,77 @@ class ProtocolV2(ConformanceMachine):
                 "commits it to session/new"
             )
         connection.session_id = session_id
+        options: object = wire.dig(answer.result, "configOptions")
+        listed = cast("list[object]", options) if isinstance(options, list) else []
+        connection.config = [cast("Mapping[str, Any]", o) for o in listed if isinstance(o, Mapping)]
         return session_id
+
+    def _v2_config(self, connection: V2Connection, session_id: str) -> None:
+        """Set a select option of the session (its mode, if it has one) to the value it
+        has: nothing changes, and every frame of the switch is v2's (P24, P7)."""
+        selects = [o for o in connection.config if o.get("type") == "select"]
+        if not selects:
+            return
+        option = next((o for o in selects if o.get("category") == "mode"), selects[0])
+        config_id, value = option.get("configId"), option.get("currentValue")
+        if not (isinstance(config_id, str) and isinstance(value, str)):
+            return  # not v2's shape: P7 has said so
+        params = {"sessionId": session_id, "configId": config_id, "type": "id", "value": value}
+        self._ask(connection.agent, "session/set_config_option", params)
+
+    def _v2_resume(self, connection: V2Connection, session_id: str) -> None:
+        """Close the session, then resume it from the start: the replay restates each of
+        its prompts with its receipt's id, then the session's state, before the answer."""
+        agent = connection.agent
+        receipts = connection.receipts.get(session_id, [])
+        if not receipts:
+            return  # nothing to replay yet
+        self._ask(agent, "session/close", {"sessionId": session_id})
+        connection.session_id = None
+        start = agent.mark()
+        params: dict[str, Any] = {
+            "sessionId": session_id,
+            "cwd": str(agent.workdir),
+            "mcpServers": [],
+            "replayFrom": {"type": "start"},
+        }
+        answer = self._ask(agent, "session/resume", params)
+        self._raise_found(agent)
+        V2_RESUME_REPLAYS.check(
+            answer.error is None,
+            lambda: (
+                f"session/resume of closed v2 session {session_id} from the start was "
+                f"answered {answer.error}; v2's `session` capability commits an agent to "
+                "resume"
+            ),
+        )
+        connection.session_id = session_id
+        before = [
+            u for u in agent.updates if u.session_id == session_id and start < u.seq < answer.seq
+        ]
+        replayed = {
+            u.update.get("messageId")
+            for u in before
+            if u.update.get("sessionUpdate") in ("user_message", "user_message_chunk")
+        }
+        missing = [m for m in receipts if m not in replayed]
+        V2_RESUME_REPLAYS.check(
+            not missing,
+            lambda: (
+                f"session/resume of v2 session {session_id} from the start answered without "
+                f"replaying the user message of {missing} (receipts of its earlier prompts; "
+                f"replayed user messages: {sorted(str(m) for m in replayed)})"
+            ),
+        )
+        last_replayed = max((u.seq for u in before if _state(u) == ""), default=start)
+        V2_RESUME_REPLAYS.check(
+            any(_state(u) and u.seq > last_replayed for u in before),
+            lambda: (
+                f"session/resume of v2 session {session_id} answered with no state_update "
+                "after its replay; resume sends the session's state after any replay and "
+                "before its answer"
+            ),
+        )
 
     def _check_kinds(self, connection: V2Connection) -> None:
         agent = connection.agent
@@ -205,7 +306,11 @@ class ProtocolV2(ConformanceMachine):
             agent.permission_answers[session_id] = [
                 "allow" if scenario == "permission-allow" else "reject"
             ]
-        prompt = [{"type": "text", "text": f"{token}: go"}]
+        prompt: list[dict[str, Any]] = [{"type": "text", "text": f"{token}: go"}]
+        if scenario == "link":
+            linked = agent.workdir / f"{token}.txt"
+            uri = linked.as_uri()
+            prompt.append({"type": "resource_link", "uri": uri, "name": linked.name})
         request_id = await agent.start_request(
             "session/prompt", {"sessionId": session_id, "prompt": prompt}
         )
@@ -221,6 +326,7 @@ class ProtocolV2(ConformanceMachine):
                 "has accepted it, and tells the turn's end by an idle state_update"
             )
         message_id = self._check_receipt(receipt, token, session_id)
+        connection.receipts.setdefault(session_id, []).append(message_id)
         closed: Answer | None = None
         if scenario in _HELD:
             # A release reaches only a stream already held: wait for it first.

@@ -349,12 +349,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _r(
         "TA-V2-002",
-        "SHOULD",
+        "MUST",
         p.V2_WIRE,
-        f"{_V2}/migration.mdx; schema/v2 SessionUpdate",
-        "tool_call is removed (a tool call starts with tool_call_update), plan became "
-        "plan_update, modes became config options; unknown values are reserved, extensions "
-        "begin with `_`",
+        f"{_V2}/transports.mdx; {_V2}/migration.mdx; schema/v2",
+        "Messages MUST be valid JSON-RPC ... (held to the v2 schema) / tool_call is removed (a "
+        "tool call starts with tool_call_update), plan became plan_update, modes became "
+        "config options; unknown values are reserved, extensions begin with `_`",
         capability="protocolVersion 2",
     ),
     _r(
@@ -398,6 +398,15 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "the cancel only before the idle that ends the cancelled work",
         capability="protocolVersion 2",
         tck=("ACP-CANCEL-202",),
+    ),
+    _r(
+        "TA-V2-007",
+        "MUST",
+        p.V2_RESUME_REPLAYS,
+        f"{_V2}/session-setup.mdx:118-212; schema/v2 StateUpdate",
+        "replayFrom {type: start} ... replays everything before responding / Resume MUST "
+        "send a current-state snapshot after any replay and before its response",
+        capability="protocolVersion 2",
     ),
     _r(
         "TA-PROC-001",
