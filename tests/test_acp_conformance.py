@@ -75,6 +75,20 @@ def test_a_correct_variant_passes_the_listing_rules(
     assert outcomes["TA-LIST-001"] == outcomes["TA-LIST-002"] == "passed", outcomes
 
 
+def test_a_v1_only_agent_gets_the_v2_rules_as_not_applicable(tmp_path: pathlib.Path) -> None:
+    # It answers 1 to a client asking for 2, which the negotiation allows (D527).
+    report = tmp_path / "report.json"
+    agent = (sys.executable, "-m", "tests.support.acp_defects", "v1-only")
+    args = ("--seed", "1", "--max-examples", "5", "--only", "P24,P25,P26,P27")
+    done = conformance(*args, "--report-json", str(report), "--", *agent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  verdict: CONFORMANT\n" in done.stdout
+    outcomes = {row["id"]: row["outcome"] for row in json.loads(report.read_text())["requirements"]}
+    assert outcomes["TA-V2-001"] == "passed"
+    for number in range(2, 8):
+        assert outcomes[f"TA-V2-00{number}"] == "not applicable", outcomes
+
+
 def test_an_agent_of_one_session_a_process_gets_a_verdict(tmp_path: pathlib.Path) -> None:
     # A second session/new refused is no finding, and the rules go on with one (D482).
     report = tmp_path / "report.json"

@@ -93,7 +93,9 @@ class ProtocolV2(ConformanceMachine):
     """The v2 rule of `AcpMachine`, whose state and helpers it uses."""
 
     v2_offered: ClassVar[bool | None] = None
-    """Whether the agent answered protocol 2 when asked (None: not asked yet in this run)."""
+    """Whether the agent answered protocol 2 when the run's preflight asked (None: not
+    asked). Known before the search starts, so the rules a search may draw stay the same
+    from example to example (Hypothesis requires it)."""
     v2: V2Connection | None
     evidence_of: AgentProcess | None
     """The process a failure's transcript is taken from, when not the v1 connection's."""
@@ -129,10 +131,10 @@ class ProtocolV2(ConformanceMachine):
         return not type(self).waived >= _NOT_V2
 
     @precondition(lambda self: self._v2_drawn())
-    @rule(scenario=st.sampled_from(SCENARIOS))
-    def v2_turn(self, scenario: Scenario) -> None:
+    @rule(scenario=st.sampled_from(SCENARIOS), pick=st.integers(0, 7))
+    def v2_turn(self, scenario: Scenario, pick: int = 0) -> None:
         """One turn on the example's v2 connection (opened, and asked for protocol 2, by the
-        first such step)."""
+        first such step); `pick` chooses the mode a `config` step switches to."""
         connection = self._v2_connection()
         if connection is None:
             self.log.append("v2-not-offered")
@@ -140,7 +142,7 @@ class ProtocolV2(ConformanceMachine):
         self.evidence_of = connection.agent
         session_id = self._v2_session(connection)
         if scenario == "config":
-            self._v2_config(connection, session_id)
+            self._v2_config(connection, session_id, pick)
         elif scenario == "resume":
             self._v2_resume(connection, session_id)
         else:
@@ -162,7 +164,13 @@ class ProtocolV2(ConformanceMachine):
 
     # -- the connection ------------------------------------------------------------------
 
-    def _v2_connection(self) -> V2Connection | None:
+    def probe_v2(self) -> None:
+        """Ask for protocol 2 on a second connection, and note whether the agent speaks it
+        (the preflight's, once a run)."""
+        if not type(self).waived >= V2_PROPERTIES:
+            self._v2_connection(probing=True)
+
+    def _v2_connection(self, *, probing: bool = False) -> V2Connection | None:
         if self.v2 is not None:
             return self.v2
         directory = self.dir / "v2"
@@ -175,8 +183,12 @@ class ProtocolV2(ConformanceMachine):
         self.v2 = V2Connection(agent)
         answer = self._ask(agent, "initialize", INITIALIZE, " asking for protocol 2")
         version = wire.dig(answer.result, "protocolVersion") if answer.error is None else None
+        negotiated = type(version) is int and 1 <= version <= 2
+        known_broken = not negotiated and V2_NEGOTIATED.name in type(self).waived
+        if known_broken:
+            version = None  # found broken in an earlier pass: no v2 to check with it
         V2_NEGOTIATED.check(
-            type(version) is int and 1 <= version <= 2,
+            negotiated or known_broken,
             lambda: (
                 f"initialize asking for protocolVersion 2 was answered "
                 f"{answer.error or answer.result}; an agent answers the highest version it "
@@ -185,8 +197,9 @@ class ProtocolV2(ConformanceMachine):
         )
         self._raise_found(agent)
         offered = version == 2
-        type(self).v2_offered = offered
-        type(self).advertised["protocol 2"] = offered
+        if probing:
+            type(self).v2_offered = offered
+            type(self).advertised["protocol 2"] = offered
         if not offered:
             # It speaks v1 only: that connection has nothing more to show.
             self.v2 = None
@@ -213,26 +226,42 @@ class ProtocolV2(ConformanceMachine):
         connection.config = [cast("Mapping[str, Any]", o) for o in listed if isinstance(o, Mapping)]
         return session_id
 
-    def _v2_config(self, connection: V2Connection, session_id: str) -> None:
-        """Set a select option of the session (its mode, if it has one) to the value it
-        has: nothing changes, and every frame of the switch is v2's (P24, P7)."""
-        selects = [o for o in connection.config if o.get("type") == "select"]
-        if not selects:
-            return
-        option = next((o for o in selects if o.get("category") == "mode"), selects[0])
-        config_id, value = option.get("configId"), option.get("currentValue")
-        if not (isinstance(config_id, str) and isinstance(value, str)):
-            return  # not v2's shape: P7 has said so
+    def _v2_config(self, connection: V2Connection, session_id: str, pick: int) -> None:
+        """Switch the session's mode (its select option of category `mode`) to the offered
+        value `pick` chooses: the turns after it run in that mode, and every frame of the
+        switch is v2's (P24). An option of another category (a model) is left alone: the
+        session's model must stay the scripted endpoint's."""
+        option = next(
+            (
+                o
+                for o in connection.config
+                if o.get("type") == "select" and o.get("category") == "mode"
+            ),
+            None,
+        )
+        values = _values(option.get("options")) if option is not None else []
+        config_id = option.get("configId") if option is not None else None
+        if not (values and isinstance(config_id, str)):
+            return  # no mode to switch (or not v2's shape: P24 has said so)
+        value = values[pick % len(values)]
         params = {"sessionId": session_id, "configId": config_id, "type": "id", "value": value}
-        self._ask(connection.agent, "session/set_config_option", params)
+        answer = self._ask(connection.agent, "session/set_config_option", params)
+        options = wire.dig(answer.result, "configOptions") if answer.error is None else None
+        if isinstance(options, list):
+            listed = cast("list[object]", options)
+            connection.config = [
+                cast("Mapping[str, Any]", o) for o in listed if isinstance(o, Mapping)
+            ]
 
     def _v2_resume(self, connection: V2Connection, session_id: str) -> None:
-        """Close the session, then resume it from the start: the replay restates each of
-        its prompts with its receipt's id, then the session's state, before the answer."""
+        """A turn with a shell tool call (a history with a call in it to replay), then the
+        session closed and resumed from the start: the replay restates each of its prompts
+        with its receipt's id, then the session's state, before the answer; all of it v2
+        (P24)."""
         agent = connection.agent
+        self._v2_prompt(connection, session_id, "tool")
+        self._check_kinds(connection)
         receipts = connection.receipts.get(session_id, [])
-        if not receipts:
-            return  # nothing to replay yet
         self._ask(agent, "session/close", {"sessionId": session_id})
         connection.session_id = None
         start = agent.mark()
@@ -471,6 +500,22 @@ class ProtocolV2(ConformanceMachine):
                     f"v2 session {session_id} sent {kind} after the cancelled idle of prompt "
                     f"{token}'s turn: {wire.cut_value(dict(update.update))}"
                 )
+
+
+def _values(options: object) -> list[str]:
+    """The values a select option offers, grouped or not."""
+    if not isinstance(options, list):
+        return []
+    values: list[str] = []
+    for item in cast("list[object]", options):
+        if not isinstance(item, Mapping):
+            continue
+        entry = cast("Mapping[str, Any]", item)
+        value: object = entry.get("value")
+        if isinstance(value, str):
+            values.append(value)
+        values.extend(_values(entry.get("options")))  # a group's
+    return values
 
 
 def _script(scenario: Scenario, token: str) -> tuple[Step, ...]:

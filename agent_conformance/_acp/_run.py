@@ -97,6 +97,8 @@ def preflight(
         state.check()
         state.new_session()  # an agent that needs configuring says so here, once
         state.check()
+        state.probe_v2()  # whether it speaks v2: the search's rules depend on it
+        state.check()
     except Exception as exc:
         state.teardown()
         return machine, exc
@@ -200,6 +202,9 @@ def run_acp_conformance(
             if ended:
                 break
             machine = acp_machine(target, waived)
+            machine.v2_offered = probe.v2_offered
+            if not _any_rule(machine):
+                break  # nothing left to draw: every property a rule serves is waived
             if progress is not None or interrupted is not None:
                 report_progress(machine, "acp", progress, 5.0, interrupted)
             cut_shrinking_after(machine, shrink_budget)
@@ -237,6 +242,15 @@ def run_acp_conformance(
         waived,
         skip,
     )
+
+
+def _any_rule(machine: type[AcpMachine]) -> bool:
+    """Whether `machine` may draw any rule: one of v1's, or v2's on an agent that speaks
+    it."""
+    waived = machine.waived
+    v1 = not waived >= {p.name for p in PROPERTIES} - {p.name for p in V2_PROPERTIES}
+    v2 = machine.v2_offered is not False and not waived >= {p.name for p in V2_PROPERTIES}
+    return v1 or v2
 
 
 def _pass_seed(seed: int, index: int) -> int:
@@ -329,7 +343,8 @@ def inapplicable(advertised: Mapping[str, Any], stats: Mapping[str, int]) -> dic
             out[prop.name] = "agentCapabilities._meta.unstable_session_inject not advertised"
     if advertised.get("protocol 2") is False:
         for prop in V2_PROPERTIES:
-            out[prop.name] = "the agent answered protocolVersion 1 to a client asking for 2"
+            if prop is not V2_NEGOTIATED:  # answering 1 is what it checked
+                out[prop.name] = "the agent answered protocolVersion 1 to a client asking for 2"
     if not stats.get("read through client"):
         out[CLIENT_TEXT_USED.name] = "the agent never read a file through fs/read_text_file"
     return out

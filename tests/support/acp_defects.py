@@ -1051,7 +1051,13 @@ def _sessions_capped() -> None:
     AcpServer._new_session = capped  # type: ignore[method-assign]
 
 
+def _v1_only() -> None:
+    # Correct too: an agent that speaks v1 alone answers 1 to a client asking for 2.
+    v2.negotiate = lambda requested: 1
+
+
 VARIANTS: dict[str, Callable[[], None]] = {
+    "v1-only": _v1_only,
     "lists-only-prompted": _lists_only_prompted,
     "one-session-a-process": _one_session_a_process,
     "sessions-capped": _sessions_capped,
