@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from trio_agents.acp import (
 from trio_agents.acp import _v2 as v2  # pyright: ignore[reportPrivateUsage]
 from trio_agents.acp._frames import update_frame  # pyright: ignore[reportPrivateUsage]
 from trio_agents.acp._server import AcpServer
+from trio_agents.acp._session_state import Answer
 from trio_agents.acp._stdio import serve_stdio
 
 
@@ -792,6 +794,59 @@ def _v2_pending_call_requires_action() -> None:
     AcpServer._on_record = pending  # type: ignore[method-assign]
 
 
+# -- v2 resume from the start (P27): a closed session's history, then its state. --
+
+
+def _v2_resume_state_after_answer() -> None:
+    request = AcpServer._request  # pyright: ignore[reportPrivateUsage]
+
+    async def told_later(self: Any, method: str, params: Any) -> Any:
+        if method != "session/resume" or self._protocol != v2.PROTOCOL_V2:
+            return await request(self, method, params)
+        answer = await self._load_session(params, replay=v2.replays(params), method=method)
+        live = self._sessions.get(answer.session_id)
+        busy = live is not None and live.prompt is not None
+        # The session's state goes with the updates that follow the answer, as the commands
+        # do ("the session must be known to the client before it hears about it").
+        state = v2.running() if busy else v2.idle({})
+        return Answer(answer.result, answer.session_id, [state, *answer.updates])
+
+    AcpServer._request = told_later  # type: ignore[method-assign]
+
+
+def _v2_resume_closed_session_not_replayed() -> None:
+    load = AcpServer._load_session  # pyright: ignore[reportPrivateUsage]
+
+    async def live_only(
+        self: Any, params: Any, *, replay: bool = True, method: str = "session/load"
+    ) -> Any:
+        sid = params.get("sessionId")
+        if method == "session/resume" and isinstance(sid, str) and sid not in self._sessions:
+            # The store's path gives the opener a replay for session/load alone, as its
+            # docstring says ("not for `session/resume`: None"), written before a v2 resume
+            # could replay: a session open on the connection is replayed, a closed one not.
+            replay = False
+        return await load(self, params, replay=replay, method=method)
+
+    AcpServer._load_session = live_only  # type: ignore[method-assign]
+
+
+def _v2_resume_replayed_ids_not_receipts() -> None:
+    def accept(self: Any, request_id: Any, session: Any, prompt: Any, blocks: Any) -> None:
+        prompt.accepted = True
+        if self._prompting.get(request_id) is session:
+            del self._prompting[request_id]
+        # The agent's ids (`m1`, `m2`, ...) are counted per session: the client is given one
+        # unique across sessions, minted for the receipt and used for the message it names.
+        # The stored message keeps the agent's id, and a replay tells that one.
+        message_id = f"msg_{uuid.uuid4().hex}"
+        self._send_result(request_id, {"messageId": message_id})
+        self._send(update_frame(session.id, v2.user_message(message_id, blocks)))
+        self._send(update_frame(session.id, v2.running()))
+
+    AcpServer._accept = accept  # type: ignore[method-assign]
+
+
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
@@ -1008,6 +1063,18 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "v2-pending-call-requires-action": (
         _v2_pending_call_requires_action,
         AcpSeeded("v2-pending-call-requires-action", "v2-state-true"),
+    ),
+    "v2-resume-state-after-answer": (
+        _v2_resume_state_after_answer,
+        AcpSeeded("v2-resume-state-after-answer", "v2-resume-replays"),
+    ),
+    "v2-resume-closed-session-not-replayed": (
+        _v2_resume_closed_session_not_replayed,
+        AcpSeeded("v2-resume-closed-session-not-replayed", "v2-resume-replays"),
+    ),
+    "v2-resume-replayed-ids-not-receipts": (
+        _v2_resume_replayed_ids_not_receipts,
+        AcpSeeded("v2-resume-replayed-ids-not-receipts", "v2-resume-replays"),
     ),
 }
 
