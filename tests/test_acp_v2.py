@@ -315,3 +315,16 @@ async def test_a_cancelled_permission_request_ends_the_turn_with_no_running_befo
         assert [(s["state"], s.get("stopReason")) for s in states(peer, sid)] == [
             ("running", None), ("requires_action", None), ("idle", "cancelled")
         ]  # fmt: skip
+
+
+async def test_a_connection_speaks_the_version_its_first_initialize_negotiated() -> None:
+    async with acp_peer() as peer:
+        assert (await peer.result("initialize", V2_INIT))["protocolVersion"] == 2
+        again = await peer.result("initialize", {"protocolVersion": 1})
+        assert again["protocolVersion"] == 2
+        assert "info" in again
+    async with acp_peer() as peer:
+        assert (await peer.result("initialize", {"protocolVersion": 1}))["protocolVersion"] == 1
+        again = await peer.result("initialize", V2_INIT)
+        assert again["protocolVersion"] == 1
+        assert "agentInfo" in again

@@ -154,8 +154,10 @@ class AcpServer:
         self._prompting: dict[rpc.RequestId, SessionState] = {}
         self._answering: dict[rpc.RequestId, trio.CancelScope] = {}
         self._closed = False
-        # The protocol version `initialize` negotiated: v1 until a client asks for v2 (D526).
+        # The protocol version the first `initialize` negotiated: v1 until a client asks for
+        # v2 (D526). A connection speaks one version: a later `initialize` does not change it.
         self._protocol: int = v2.PROTOCOL_V1
+        self._negotiated = False
         # Whether `initialize` offered fs.readTextFile and fs.writeTextFile.
         self._client_reads_files = False
         self._client_writes_files = False
@@ -324,9 +326,14 @@ class AcpServer:
                 else:
                     logger.warning("%s ignored: %s", message.method, exc.detail)
                 return
-        if isinstance(message, rpc.Request) and message.method == "initialize":
+        if (
+            isinstance(message, rpc.Request)
+            and message.method == "initialize"
+            and not self._negotiated
+        ):
             # Negotiated as it is read: a frame read after it is read in its version.
             self._protocol = v2.negotiate(message.params["protocolVersion"])
+            self._negotiated = True
         if isinstance(message, rpc.Request) and message.method == "session/prompt":
             # Admitted here, synchronously, so a session/cancel read right after it (even in
             # the same read) finds the prompt in flight and, unless it has links to read
