@@ -1,18 +1,21 @@
 """The ACP machine's v2 rule (P24-P27): a second connection to the agent, whose `initialize`
 asks for protocol 2, and one turn on it per step.
 
-The first step of an example that draws it starts a second agent process (its own
-directories) and asks for protocol 2. An agent that answers 1 does not speak v2: the rule is
-not drawn again in the run, and the report says why its properties were not checked. One
-that answers 2 is held to ACP v2's schema (P7) and to rules P24-P27 on that connection: the
+The run's preflight asks once whether the agent speaks v2 (D527): one that answers 1 is
+v1-only, the rule is never drawn, and the report says why P25-P27 were not checked. On one
+that answers 2, the first step of an example that draws the rule starts a second agent
+process (its own directories), asks for protocol 2 and opens a session in a drawn mode; that
+connection is held to ACP v2's schema and update kinds (P24) and to rules P25-P27: the
 prompt answered with a receipt while its model's stream is held, the receipt's message in
 the conversation, the turn told as `running` then `idle` with the stop reason rule P2 gives,
-model output only while the state says the turn runs.
+model output only while the state says the turn runs, and a resume from the start that
+replays each prompt under its receipt's id, then the state.
 
-Each step is one scenario: a plain turn, a turn cut at the token limit, one with a shell
-tool call, one whose tool call's permission request is allowed or rejected, and a held turn
-cancelled by `session/cancel` or by `session/close` (after which the next step opens a new
-session on the connection). The v1 connection of the example is not touched.
+Each step is one scenario: a plain turn, one with a resource link, a turn cut at the token
+limit, one with a shell tool call, one whose tool call's permission request is allowed or
+rejected, a held turn cancelled by `session/cancel` or by `session/close` (after which the
+next step opens a new session on the connection), the mode switched, or the session closed
+and resumed. The v1 connection of the example is not touched.
 """
 
 from __future__ import annotations
