@@ -137,16 +137,19 @@ class ProtocolV2(ConformanceMachine):
     @rule(scenario=st.sampled_from(SCENARIOS), pick=st.integers(0, 7))
     def v2_turn(self, scenario: Scenario, pick: int = 0) -> None:
         """One turn on the example's v2 connection (opened, and asked for protocol 2, by the
-        first such step); `pick` chooses the mode a new session runs in, and the one a
-        `config` step switches to."""
+        first such step); `pick` chooses the mode a `config` step switches to."""
         connection = self._v2_connection()
         if connection is None:
             self.log.append("v2-not-offered")
             return
         self.evidence_of = connection.agent
-        session_id = self._v2_session(connection, pick)
+        session_id = self._v2_session(connection)
         if scenario == "config":
+            # A mode switched, then a turn with a tool call in it: every mode's states must
+            # be true, one that asks nothing included (P26).
             self._v2_config(connection, session_id, pick)
+            self._check_kinds(connection)
+            self._v2_prompt(connection, session_id, "tool")
         elif scenario == "resume":
             self._v2_resume(connection, session_id)
         else:
@@ -212,9 +215,8 @@ class ProtocolV2(ConformanceMachine):
             return None
         return self.v2
 
-    def _v2_session(self, connection: V2Connection, pick: int) -> str:
-        """The connection's session: a new one (in the mode `pick` chooses, so turns run in
-        every mode the agent offers, one that asks nothing included) when it has none."""
+    def _v2_session(self, connection: V2Connection) -> str:
+        """The connection's session: a new one when it has none."""
         if connection.session_id is not None:
             return connection.session_id
         agent = connection.agent
@@ -230,7 +232,6 @@ class ProtocolV2(ConformanceMachine):
         options: object = wire.dig(answer.result, "configOptions")
         listed = cast("list[object]", options) if isinstance(options, list) else []
         connection.config = [cast("Mapping[str, Any]", o) for o in listed if isinstance(o, Mapping)]
-        self._v2_config(connection, session_id, pick)
         return session_id
 
     def _v2_config(self, connection: V2Connection, session_id: str, pick: int) -> None:
