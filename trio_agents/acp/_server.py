@@ -459,6 +459,9 @@ class AcpServer:
         self._send(frame)
 
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
+        """The result of a request other than a prompt or an inject, by its method; raises
+        JsonRpcError for the error to answer instead.
+        Seam: a double may change how a method is answered (in one protocol version)."""
         if method == "initialize":
             await trio.lowlevel.checkpoint()
             self._client_reads_files = m.client_reads_files(params)
@@ -536,7 +539,8 @@ class AcpServer:
     ) -> Answer:
         """`session/load`, or `session/resume`: the same session made live, its history
         replayed as updates first (`replay`: a load, or a v2 resume from the start) or not at
-        all (D507, D526)."""
+        all (D507, D526).
+        Seam: a double may change what a load or a resume replays."""
         self._check_open(method)
         sid = m.require_session_id(params)
         cwd = m.require_cwd(params)
@@ -597,7 +601,8 @@ class AcpServer:
 
     async def _close_open(self, session: SessionState) -> None:
         """Close `session`, taken out of the table already: its turn cancelled, its prompt
-        answered, its jobs killed, its agent and MCP servers closed."""
+        answered, its jobs killed, its agent and MCP servers closed.
+        Seam: a double may change what a close does to the turn under way."""
         prompt = session.prompt
         if prompt is not None:
             prompt.cancel_requested = True
@@ -721,7 +726,8 @@ class AcpServer:
         blocks: list[Any],
     ) -> None:
         """v2: the prompt is in the conversation. Answer its receipt, say where it went and
-        that the session runs; its turn's end is told by an `idle` (D526)."""
+        that the session runs; its turn's end is told by an `idle` (D526).
+        Seam: a double may change what a v2 prompt's acceptance sends, and when."""
         assert prompt.message_id is not None
         prompt.accepted = True
         if self._prompting.get(request_id) is session:
