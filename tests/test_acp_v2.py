@@ -38,6 +38,24 @@ async def send_prompt(peer: AcpPeer, sid: str, said: str) -> int:
     return await peer.start_request("session/prompt", {"sessionId": sid, "prompt": text(said)})
 
 
+async def until_idle(peer: AcpPeer, sid: str) -> None:
+    with trio.fail_after(10):
+        while not any(s["state"] == "idle" for s in states(peer, sid)):
+            await trio.testing.wait_all_tasks_blocked()
+
+
+async def permission_asked(peer: AcpPeer, asked: list[dict[str, Any]]) -> tuple[str, Any]:
+    """A v2 session, a prompt whose model calls a command, and the permission request it
+    sent (the peer's requests collected in `asked`)."""
+    peer.on_request = asked.append
+    sid = await v2_session(peer)
+    await peer.answer(await send_prompt(peer, sid, "x"))
+    with trio.fail_after(10):
+        while not asked:
+            await trio.testing.wait_all_tasks_blocked()
+    return sid, asked[0]
+
+
 def states(peer: AcpPeer, sid: str) -> list[dict[str, Any]]:
     return [u for u in peer.updates(sid) if u["sessionUpdate"] == "state_update"]
 
@@ -123,9 +141,7 @@ async def test_a_cancelled_turn_ends_with_one_idle_cancelled_and_nothing_after_i
         await peer.answer(prompt)
         await trio.testing.wait_all_tasks_blocked()
         await peer.notify("session/cancel", {"sessionId": sid})
-        with trio.fail_after(10):
-            while not any(s["state"] == "idle" for s in states(peer, sid)):
-                await trio.testing.wait_all_tasks_blocked()
+        await until_idle(peer, sid)
         await trio.testing.wait_all_tasks_blocked()
         idles = [s for s in states(peer, sid) if s["state"] == "idle"]
         cancelled = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
@@ -141,14 +157,8 @@ async def test_a_permission_request_is_bracketed_by_requires_action_and_running(
     model = ScriptedModel([tool_step(call), reply("done")])
     async with acp_peer(lambda: model, mode="ask") as peer:
         asked: list[dict[str, Any]] = []
-        peer.on_request = asked.append
-        sid = await v2_session(peer)
-        prompt = await send_prompt(peer, sid, "x")
-        await peer.answer(prompt)
-        with trio.fail_after(10):
-            while not asked:
-                await trio.testing.wait_all_tasks_blocked()
-        (request,) = asked
+        sid, request = await permission_asked(peer, asked)
+        assert len(asked) == 1
         params = request["params"]
         assert params["title"] == "true"  # the call's title: its command
         assert params["subject"]["type"] == "tool_call"
@@ -157,9 +167,7 @@ async def test_a_permission_request_is_bracketed_by_requires_action_and_running(
         allow = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
         frame = {"jsonrpc": "2.0", "id": request["id"], "result": allow}
         await peer.send_raw(json.dumps(frame).encode() + b"\n")
-        with trio.fail_after(10):
-            while not any(s["state"] == "idle" for s in states(peer, sid)):
-                await trio.testing.wait_all_tasks_blocked()
+        await until_idle(peer, sid)
         assert [s["state"] for s in states(peer, sid)] == [
             "running", "requires_action", "running", "idle"
         ]  # fmt: skip
@@ -179,9 +187,7 @@ async def test_a_tool_call_begins_with_a_tool_call_update_and_a_diff_is_a_patch(
         sid = await v2_session(peer, str(tmp_path))
         prompt = await send_prompt(peer, sid, "x")
         await peer.answer(prompt)
-        with trio.fail_after(10):
-            while not any(s["state"] == "idle" for s in states(peer, sid)):
-                await trio.testing.wait_all_tasks_blocked()
+        await until_idle(peer, sid)
         kinds = [u["sessionUpdate"] for u in peer.updates(sid)]
         assert "tool_call" not in kinds
         first = next(u for u in peer.updates(sid) if u["sessionUpdate"] == "tool_call_update")
@@ -238,9 +244,7 @@ async def test_resume_replays_from_the_start_only_when_asked() -> None:
         sid = await v2_session(peer)
         prompt = await send_prompt(peer, sid, "hi")
         receipt = (await peer.answer(prompt))["result"]
-        with trio.fail_after(10):
-            while not any(s["state"] == "idle" for s in states(peer, sid)):
-                await trio.testing.wait_all_tasks_blocked()
+        await until_idle(peer, sid)
     for replay_from, replayed in [(None, False), ({"type": "start"}, True)]:
         async with acp_peer(store=store) as peer:
             await peer.result("initialize", V2_INIT)
@@ -299,19 +303,11 @@ async def test_a_cancelled_permission_request_ends_the_turn_with_no_running_befo
     call = ("bash", {"command": "true", "description": "nothing"})
     model = ScriptedModel([tool_step(call), reply("never")])
     async with acp_peer(lambda: model, mode="ask") as peer:
-        asked: list[dict[str, Any]] = []
-        peer.on_request = asked.append
-        sid = await v2_session(peer)
-        await peer.answer(await send_prompt(peer, sid, "x"))
-        with trio.fail_after(10):
-            while not asked:
-                await trio.testing.wait_all_tasks_blocked()
+        sid, request = await permission_asked(peer, [])
         cancelled = {"outcome": {"outcome": "cancelled"}}
-        frame = {"jsonrpc": "2.0", "id": asked[0]["id"], "result": cancelled}
+        frame = {"jsonrpc": "2.0", "id": request["id"], "result": cancelled}
         await peer.send_raw(json.dumps(frame).encode() + b"\n")
-        with trio.fail_after(10):
-            while not any(s["state"] == "idle" for s in states(peer, sid)):
-                await trio.testing.wait_all_tasks_blocked()
+        await until_idle(peer, sid)
         assert [(s["state"], s.get("stopReason")) for s in states(peer, sid)] == [
             ("running", None), ("requires_action", None), ("idle", "cancelled")
         ]  # fmt: skip

@@ -38,6 +38,7 @@ __all__ = [
     "STEER_REACHES_TURN",
     "TOOL_STATUS_FORWARD",
     "V2_NEGOTIATED",
+    "V2_PROPERTIES",
     "V2_RECEIPT",
     "V2_RESUME_REPLAYS",
     "V2_STATE_TRUE",
@@ -330,6 +331,17 @@ V2_RESUME_REPLAYS = Property(
     "session's state",
 )
 
+V2_PROPERTIES: tuple[Property, ...] = (
+    V2_NEGOTIATED,
+    V2_WIRE,
+    V2_RECEIPT,
+    V2_USER_MESSAGE,
+    V2_TURN_ENDS,
+    V2_STATE_TRUE,
+    V2_RESUME_REPLAYS,
+)
+"""The properties of ACP v2 (P24-P27): checked on a v2 connection only."""
+
 PROPERTIES: tuple[Property, ...] = (
     REQUEST_ANSWERED,
     ANSWER_UNIQUE,
@@ -361,12 +373,6 @@ PROPERTIES: tuple[Property, ...] = (
     STEER_REACHES_TURN,
     QUEUED_RUNS_NEXT,
     INJECTED_NEVER_LOST,
-    V2_NEGOTIATED,
-    V2_WIRE,
-    V2_RECEIPT,
-    V2_USER_MESSAGE,
-    V2_TURN_ENDS,
-    V2_STATE_TRUE,
-    V2_RESUME_REPLAYS,
+    *V2_PROPERTIES,
 )
 """Every property of the ACP machine."""

@@ -38,6 +38,7 @@ from ._properties import (
     PROPERTIES,
     REQUEST_ANSWERED,
     V2_NEGOTIATED,
+    V2_PROPERTIES,
     V2_RECEIPT,
     V2_RESUME_REPLAYS,
     V2_STATE_TRUE,
@@ -53,19 +54,8 @@ Scenario = Literal[
     "close", "config", "resume",
 ]  # fmt: skip
 SCENARIOS: tuple[Scenario, ...] = get_args(Scenario)
-V2_PROPERTIES: Final = frozenset(
-    p.name
-    for p in (
-        V2_NEGOTIATED,
-        V2_WIRE,
-        V2_RECEIPT,
-        V2_USER_MESSAGE,
-        V2_TURN_ENDS,
-        V2_STATE_TRUE,
-        V2_RESUME_REPLAYS,
-    )
-)
-_NOT_V2: Final = frozenset(p.name for p in PROPERTIES) - V2_PROPERTIES
+V2_NAMES: Final = frozenset(p.name for p in V2_PROPERTIES)
+_NOT_V2: Final = frozenset(p.name for p in PROPERTIES) - V2_NAMES
 INITIALIZE: Final = {
     "protocolVersion": 2,
     "info": {"name": "trio-agents-conformance", "version": "1"},
@@ -124,13 +114,13 @@ class ProtocolV2(ConformanceMachine):
         ) -> Answer: ...
 
     def _v2_drawn(self) -> bool:
-        return type(self).v2_offered is not False and not type(self).waived >= V2_PROPERTIES
+        return type(self).v2_offered is not False and not type(self).waived >= V2_NAMES
 
     def rule_drawn(self, name: str) -> bool:
         """The v2 rule while a v2 property is enforced; the others (v1's) while any other
         is: `--only P24,P25,P26,P27` checks v2 alone, and no v1 rule is drawn."""
         if name == "v2_turn":
-            return not type(self).waived >= V2_PROPERTIES
+            return not type(self).waived >= V2_NAMES
         return not type(self).waived >= _NOT_V2
 
     @precondition(lambda self: self._v2_drawn())
@@ -174,7 +164,7 @@ class ProtocolV2(ConformanceMachine):
     def probe_v2(self) -> None:
         """Ask for protocol 2 on a second connection, and note whether the agent speaks it
         (the preflight's, once a run)."""
-        if not type(self).waived >= V2_PROPERTIES:
+        if not type(self).waived >= V2_NAMES:
             self._v2_connection(probing=True)
 
     def _v2_connection(self, *, probing: bool = False) -> V2Connection | None:

@@ -39,22 +39,7 @@ from ._properties import (
     SESSIONS_LISTED,
     STEER_REACHES_TURN,
     V2_NEGOTIATED,
-    V2_RECEIPT,
-    V2_RESUME_REPLAYS,
-    V2_STATE_TRUE,
-    V2_TURN_ENDS,
-    V2_USER_MESSAGE,
-    V2_WIRE,
-)
-
-V2_PROPERTIES = (
-    V2_NEGOTIATED,
-    V2_WIRE,
-    V2_RECEIPT,
-    V2_USER_MESSAGE,
-    V2_TURN_ENDS,
-    V2_STATE_TRUE,
-    V2_RESUME_REPLAYS,
+    V2_PROPERTIES,
 )
 
 __all__ = [
