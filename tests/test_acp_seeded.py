@@ -20,7 +20,7 @@ pytestmark = pytest.mark.subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKOUT = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-VIOLATION = re.compile(r"^    [A-Z][0-9]+ \(([a-z-]+)\): ", re.MULTILINE)
+VIOLATION = re.compile(r"^    [A-Z][0-9]+ \(([a-z0-9-]+)\): ", re.MULTILINE)
 
 
 def conformance(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

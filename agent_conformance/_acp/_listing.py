@@ -59,6 +59,8 @@ class SessionListing(ConformanceMachine):
         def prompt(self, session: int, tool: bool) -> None: ...
         def new_session(self) -> None: ...
 
+        served_here: bool
+
         def _ask(
             self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
         ) -> Answer: ...
@@ -67,6 +69,8 @@ class SessionListing(ConformanceMachine):
         answer = self._ask(self.agent, "session/new", {"cwd": cwd, "mcpServers": []})
         if answer.error is not None:
             return None
+        # This process serves a session now: a later refusal is a limit (D482, D518).
+        self.served_here = True
         return str(answer.result["sessionId"])
 
     async def _create_many(self, cwd: str, count: int) -> tuple[list[str | None], int]:
@@ -82,6 +86,8 @@ class SessionListing(ConformanceMachine):
             ok = answer is not None and answer.error is None
             refused += answer is not None and answer.error is not None
             made.append(str(answer.result["sessionId"]) if answer is not None and ok else None)
+        if any(made):
+            self.served_here = True
         return made, refused
 
     # Twice an example at most: the other rules' windows need the program's steps more.

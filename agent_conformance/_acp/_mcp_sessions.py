@@ -59,6 +59,9 @@ class McpSessions(ConformanceMachine):
         def _add_session(self, answer: Answer) -> Any: ...
 
         def _plain_session(self) -> None: ...
+        def _one_session_only(self) -> None: ...
+
+        served_here: bool
 
         def _ask(
             self, agent: AgentProcess, method: str, params: Mapping[str, Any], what: str = ""
@@ -92,6 +95,13 @@ class McpSessions(ConformanceMachine):
         agent = self.agent
         params = {"cwd": str(agent.workdir), "mcpServers": [entry]}
         answer = self._ask(agent, "session/new", params, " naming a stdio MCP server")
+        if answer.error is not None and (self._live() or self.served_here):
+            # Refused beside a session this process serves: a limit on a process's
+            # sessions, as for a plain session/new (D482), not a server it failed to start.
+            self.mcp_made = False
+            self._one_session_only()
+            self.log.append("mcp-new refused")
+            return
         MCP_CONNECTED.check(
             answer.error is None,
             lambda: (

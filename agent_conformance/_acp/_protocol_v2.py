@@ -80,6 +80,8 @@ class V2Connection:
     """By session, the messageId of each receipt, in order: what a replay must restate."""
     config: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
     """The session's config options, as session/new answered them."""
+    closed: str | None = None
+    """The session it last closed."""
 
 
 class ProtocolV2(ConformanceMachine):
@@ -134,6 +136,9 @@ class ProtocolV2(ConformanceMachine):
             return
         self.evidence_of = connection.agent
         session_id = self._v2_session(connection)
+        if session_id is None:
+            self.log.append("v2-session-limit")
+            return
         if scenario == "config":
             # A mode switched, then a turn with a tool call in it: every mode's states must
             # be true, one that asks nothing included (P26).
@@ -205,13 +210,26 @@ class ProtocolV2(ConformanceMachine):
             return None
         return self.v2
 
-    def _v2_session(self, connection: V2Connection) -> str:
-        """The connection's session: a new one when it has none."""
+    def _v2_session(self, connection: V2Connection) -> str | None:
+        """The connection's session: a new one when it has none. An agent that refuses a
+        second session/new in one process (a limit, D482) gets the one it closed resumed
+        instead; None when it refuses that too."""
         if connection.session_id is not None:
             return connection.session_id
         agent = connection.agent
         answer = self._ask(agent, "session/new", {"cwd": str(agent.workdir), "mcpServers": []})
         session_id = wire.dig(answer.result, "sessionId") if answer.error is None else None
+        if not isinstance(session_id, str) and connection.closed is not None:
+            closed: dict[str, Any] = {
+                "sessionId": connection.closed,
+                "cwd": str(agent.workdir),
+                "mcpServers": [],
+            }
+            resumed = self._ask(agent, "session/resume", closed)
+            if resumed.error is not None:
+                return None  # one session a process, and no resume: nothing more to check
+            connection.session_id = connection.closed
+            return connection.closed
         if not isinstance(session_id, str):
             V2_NEGOTIATED.fail(
                 f"the agent answered protocol 2, then session/new on that connection was "
@@ -261,7 +279,7 @@ class ProtocolV2(ConformanceMachine):
         self._check_kinds(connection)
         receipts = connection.receipts.get(session_id, [])
         self._ask(agent, "session/close", {"sessionId": session_id})
-        connection.session_id = None
+        connection.session_id, connection.closed = None, session_id
         start = agent.mark()
         params: dict[str, Any] = {
             "sessionId": session_id,
@@ -364,7 +382,7 @@ class ProtocolV2(ConformanceMachine):
             else:
                 close_id = await agent.start_request("session/close", {"sessionId": session_id})
                 closed = await agent.answer(close_id)
-                connection.session_id = None
+                connection.session_id, connection.closed = None, session_id
                 if closed is None:
                     self._unanswered(agent, f"session/close of v2 session {session_id}")
         else:

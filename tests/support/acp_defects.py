@@ -850,7 +850,8 @@ def _v2_resume_replayed_ids_not_receipts() -> None:
 DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
     "update-after-cancelled-answer": (
         _update_after_cancel,
-        AcpSeeded("update-after-cancelled-answer", "quiet-after-cancel"),
+        # The same late chunk after a v2 cancelled idle breaks P26, which may be seen first.
+        AcpSeeded("update-after-cancelled-answer", "quiet-after-cancel", ("v2-state-true",)),
     ),
     "cancel-answered-end-turn": (
         _cancel_answers_end_turn,
@@ -860,12 +861,13 @@ DEFECTS: dict[str, tuple[Callable[[], None], AcpSeeded]] = {
         AcpSeeded(
             "cancel-answered-end-turn",
             "cancel-answers-cancelled",
-            also=("permission-refused-not-run", "permission-skipped-by-cancel"),
+            # The turn's stop reason is v2's idle's too (P26).
+            also=("permission-refused-not-run", "permission-skipped-by-cancel", "v2-turn-ends"),
         ),
     ),
     "cut-reply-answered-end-turn": (
         _cut_answers_end_turn,
-        AcpSeeded("cut-reply-answered-end-turn", "cut-answers-max-tokens"),
+        AcpSeeded("cut-reply-answered-end-turn", "cut-answers-max-tokens", ("v2-turn-ends",)),
     ),
     "session-new-answered-twice": (
         _second_answer,

@@ -365,7 +365,14 @@ class PostgresStore(SessionStore):
                 await trio.to_thread.run_sync(close_all, conn)
             fresh = await self._reconnect_claims()
             held = dict(self._claims)
-            kept: list[str] = await trio.to_thread.run_sync(self._retake_all, fresh, held)
+            try:
+                kept: list[str] = await trio.to_thread.run_sync(self._retake_all, fresh, held)
+            except BaseException:
+                # The store closing (or the retake failing) before the new connection is
+                # its claims connection: nobody else would close it.
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(close_all, fresh)
+                raise
             self._claims_conn = fresh
             self._claims_back.set()
             for sid, key in held.items():

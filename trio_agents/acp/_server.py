@@ -467,8 +467,9 @@ class AcpServer:
             self._client_reads_files = m.client_reads_files(params)
             self._client_writes_files = m.client_writes_files(params)
             self._client_has_terminal = m.client_has_terminal(params)
-            logger.info("initialize from %s (protocol %d)", m.client_name(params), self._protocol)
+            logger.info("initialize from %s", m.client_name(params))
             if self._protocol == v2.PROTOCOL_V2:
+                logger.info("speaking ACP v2 (the draft) on this connection")
                 return v2.initialize_result(self._version)
             return m.initialize_result(self._version)
         if method == "authenticate":
