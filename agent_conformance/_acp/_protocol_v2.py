@@ -46,7 +46,7 @@ from ._properties import (
     V2_WIRE,
 )
 
-__all__ = ["SCENARIOS", "ProtocolV2", "Scenario"]
+__all__ = ["SCENARIOS", "ProtocolV2", "Scenario", "v1_rules_drawn", "v2_rule_drawn"]
 
 Scenario = Literal[
     "plain", "link", "cut", "tool", "permission-allow", "permission-reject", "cancel",
@@ -120,9 +120,8 @@ class ProtocolV2(ConformanceMachine):
     def rule_drawn(self, name: str) -> bool:
         """The v2 rule while a v2 property is enforced; the others (v1's) while any other
         is: `--only P24,P25,P26,P27` checks v2 alone, and no v1 rule is drawn."""
-        if name == "v2_turn":
-            return not type(self).waived >= V2_NAMES
-        return not type(self).waived >= _NOT_V2
+        waived = type(self).waived
+        return v2_rule_drawn(waived) if name == "v2_turn" else v1_rules_drawn(waived)
 
     @precondition(lambda self: self._v2_drawn())
     @rule(scenario=st.sampled_from(SCENARIOS), pick=st.integers(0, 7))
@@ -168,7 +167,7 @@ class ProtocolV2(ConformanceMachine):
     def probe_v2(self) -> None:
         """Ask for protocol 2 on a second connection, and note whether the agent speaks it
         (the preflight's, once a run)."""
-        if not type(self).waived >= V2_NAMES:
+        if v2_rule_drawn(type(self).waived):
             self._v2_connection(probing=True)
 
     def _v2_connection(self, *, probing: bool = False) -> V2Connection | None:
@@ -511,6 +510,18 @@ class ProtocolV2(ConformanceMachine):
                     f"v2 session {session_id} sent {kind} after the cancelled idle of prompt "
                     f"{token}'s turn: {wire.cut_value(dict(update.update))}"
                 )
+
+
+def v1_rules_drawn(waived: frozenset[str]) -> bool:
+    """Whether v1's rules are drawn when the properties `waived` are: while one they serve
+    (any but v2's) is enforced."""
+    return not waived >= _NOT_V2
+
+
+def v2_rule_drawn(waived: frozenset[str]) -> bool:
+    """Whether the v2 rule is drawn when the properties `waived` are (on an agent that
+    speaks v2): while a v2 property is enforced."""
+    return not waived >= V2_NAMES
 
 
 def _objects(value: object) -> list[Mapping[str, Any]]:

@@ -41,6 +41,7 @@ from ._properties import (
     V2_NEGOTIATED,
     V2_PROPERTIES,
 )
+from ._protocol_v2 import v1_rules_drawn, v2_rule_drawn
 
 __all__ = [
     "SHRINK_BUDGET",
@@ -233,9 +234,7 @@ def _any_rule(machine: type[AcpMachine]) -> bool:
     """Whether `machine` may draw any rule: one of v1's, or v2's on an agent that speaks
     it."""
     waived = machine.waived
-    v1 = not waived >= {p.name for p in PROPERTIES} - {p.name for p in V2_PROPERTIES}
-    v2 = machine.v2_offered is not False and not waived >= {p.name for p in V2_PROPERTIES}
-    return v1 or v2
+    return v1_rules_drawn(waived) or (machine.v2_offered is not False and v2_rule_drawn(waived))
 
 
 def _pass_seed(seed: int, index: int) -> int:
